@@ -1,0 +1,114 @@
+#!/bin/sh
+# The guest's /init (busybox sh), put into the initramfs by run-guest.sh together with
+# /tiermem/env (TIERMEM_QEMU_TOPOLOGY and the figures QEMU was given) and /tiermem/cmd (the guest
+# command). Sets the topology up, runs the command, prints its exit status in the end marker and
+# powers off. Setup failures end with status 125 and a TIERMEM-GUEST-SETUP-FAILED line.
+#
+# Busybox runs its own applets before anything on PATH, so iproute2 is called as /usr/sbin/ip.
+
+export PATH=/tiermem/bin:/usr/sbin:/usr/bin:/usr/local/busybox
+export HOME=/root
+# Busybox finds its applets through /proc/self/exe: mount /proc first, by the applet's full name.
+/usr/bin/busybox mount -t proc proc /proc
+/usr/bin/busybox mkdir -p /usr/local/busybox
+/usr/bin/busybox --install -s /usr/local/busybox
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /dev/shm
+mount -t devpts devpts /dev/pts
+# shellcheck source=/dev/null
+. /tiermem/env
+
+log() { echo "[guest-init] $*"; }
+
+finish() {
+  rc=$1
+  echo
+  echo "===TIERMEM-GUEST-END rc=$rc==="
+  # Let the UART drain before the power goes.
+  sleep 1
+  poweroff -f
+}
+
+fail_setup() {
+  echo "TIERMEM-GUEST-SETUP-FAILED: $*"
+  finish 125
+}
+
+# Waits up to $2 seconds (default 20) for the path $1 to appear.
+wait_for() {
+  n=0
+  while [ ! -e "$1" ]; do
+    n=$((n + 1))
+    [ "$n" -le "$((${2:-20} * 10))" ] || return 1
+    sleep 0.1
+  done
+}
+
+setup_cxl() {
+  for m in cxl_acpi cxl_pci cxl_port cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax kmem; do
+    modprobe "$m" || log "modprobe $m failed"
+  done
+  wait_for /sys/bus/cxl/devices/mem0 || fail_setup "no CXL memdev mem0 appeared"
+  wait_for /sys/bus/cxl/devices/decoder0.0 || fail_setup "no CXL root decoder0.0 appeared"
+  echo offline > /sys/devices/system/memory/auto_online_blocks
+  # The memdev's port may still be probing: retry region creation for a few seconds.
+  n=0
+  until cxl create-region -m -t pmem -d decoder0.0 -w 1 mem0 >/tmp/cxl-region.log 2>&1; do
+    n=$((n + 1))
+    [ "$n" -lt 10 ] || { cat /tmp/cxl-region.log; fail_setup "cxl create-region failed"; }
+    sleep 0.5
+  done
+  wait_for /sys/bus/nd/devices/region0 || fail_setup "no nvdimm region0 for the CXL region"
+  ndctl create-namespace -m devdax -r region0 >/tmp/ndctl.log 2>&1 ||
+    { cat /tmp/ndctl.log; fail_setup "ndctl create-namespace failed"; }
+  wait_for /sys/bus/dax/devices/dax0.0 || fail_setup "no dax0.0 after create-namespace"
+  daxctl reconfigure-device --mode=system-ram dax0.0 >/tmp/daxctl.log 2>&1 ||
+    { cat /tmp/daxctl.log; fail_setup "daxctl reconfigure-device failed"; }
+  [ -e /sys/devices/system/node/node1 ] || fail_setup "the CXL memory did not become NUMA node 1"
+  log "cxl: dax0.0 online as system-ram on node 1 ($(grep MemTotal /sys/devices/system/node/node1/meminfo | awk '{print $4 " " $5}'))"
+}
+
+setup_rdma() {
+  for m in crc32_generic rdma_rxe ib_uverbs veth; do
+    modprobe "$m" || fail_setup "modprobe $m failed"
+  done
+  /usr/sbin/ip link set lo up
+  /usr/sbin/ip link add veth0 type veth peer name veth1 || fail_setup "ip link add veth failed"
+  /usr/sbin/ip addr add 10.9.0.1/24 dev veth0
+  /usr/sbin/ip addr add 10.9.0.2/24 dev veth1
+  /usr/sbin/ip link set veth0 up
+  /usr/sbin/ip link set veth1 up
+  sysctl -qw net.ipv4.conf.all.accept_local=1
+  rdma link add rxe0 type rxe netdev veth0 || fail_setup "rdma link add rxe0 failed"
+  rdma link add rxe1 type rxe netdev veth1 || fail_setup "rdma link add rxe1 failed"
+  for d in rxe0 rxe1; do
+    n=0
+    until grep -q ACTIVE "/sys/class/infiniband/$d/ports/1/state" 2>/dev/null; do
+      n=$((n + 1))
+      [ "$n" -lt 100 ] || fail_setup "$d port 1 did not become ACTIVE"
+      sleep 0.1
+    done
+  done
+  log "rdma: rxe0 on veth0 (10.9.0.1), rxe1 on veth1 (10.9.0.2), ports active"
+}
+
+setup_numa() {
+  [ -e /sys/devices/system/node/node1 ] || fail_setup "no NUMA node 1"
+  log "numa: node 1 memory-only, cpus '$(cat /sys/devices/system/node/node1/cpulist)'"
+}
+
+case "$TIERMEM_QEMU_TOPOLOGY" in
+  numa) setup_numa ;;
+  cxl) setup_cxl ;;
+  rdma) setup_rdma ;;
+  full) setup_cxl; setup_rdma ;;
+  *) fail_setup "unknown topology '$TIERMEM_QEMU_TOPOLOGY'" ;;
+esac
+
+cd /tmp || fail_setup "no /tmp"
+echo "===TIERMEM-GUEST-BEGIN==="
+sh /tiermem/cmd
+finish $?

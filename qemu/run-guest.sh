@@ -1,0 +1,186 @@
+#!/bin/bash
+# Boots a QEMU guest with a named memory topology and runs a command in it.
+#
+#   qemu/run-guest.sh --topology numa|cxl|rdma|full [--timeout SECONDS] [--cache DIR]
+#                     [--file PATH]... -- GUEST COMMAND...
+#
+# --file   puts PATH (a test binary or script) into the guest as /tiermem/bin/NAME, on PATH, with
+#          the libraries `ldd` lists; repeat for several.
+# --cache  where the guest kernel and initramfs parts are cached (default $TIERMEM_QEMU_CACHE,
+#          else ./qemu-cache).
+# --timeout  whole run limit, boot included (default 300 s).
+#
+# Prints the guest command's output on stdout (boot and setup messages on stderr) and exits with the
+# command's exit status (77, "skipped", included). A timeout, a kernel panic, a failed topology
+# setup or a missing end marker is a failure: one line saying which, exit status 125 (124 for a
+# timeout).
+#
+# Topologies (see docs/qemu.md):
+#   numa  node 0 (2 CPUs, 1 GiB) and node 1 (memory-only, 1 GiB), HMAT latency/bandwidth for both
+#   cxl   a cxl-type3 device (512 MiB pmem) -> region -> devdax -> system-ram: NUMA node 1
+#   rdma  rxe0/rxe1 (soft-RoCE) on a veth pair, 10.9.0.1 / 10.9.0.2, inside the guest only
+#   full  cxl + rdma
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+die() { echo "run-guest: $*" >&2; exit 125; }
+
+topology=""
+timeout_s=300
+cache=${TIERMEM_QEMU_CACHE:-$PWD/qemu-cache}
+files=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --topology) topology=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --cache) cache=$2; shift 2 ;;
+    --file) files+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) die "unknown argument '$1' (the guest command goes after --)" ;;
+  esac
+done
+[[ $# -gt 0 ]] || die "usage: $0 --topology numa|cxl|rdma|full [--timeout S] [--file F]... -- CMD..."
+case $topology in numa|cxl|rdma|full) ;; *) die "--topology must be numa, cxl, rdma or full" ;; esac
+[[ $timeout_s =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+
+start_s=$(date +%s)
+kver=$("$here/fetch-kernel.sh" "$cache") || die "could not fetch the guest kernel"
+kernel="$cache/kernel/boot/vmlinuz-$kver"
+
+# One initramfs per set of files, so tests with different binaries do not rebuild each other's.
+abs_files=()
+for f in "${files[@]}"; do
+  [[ -f "$f" ]] || die "--file $f: no such file"
+  abs_files+=("$(realpath "$f")")
+done
+key=$(printf '%s\n' "${abs_files[@]}" | sha256sum | cut -c1-16)
+initrd="$cache/initrd-$key.img"
+"$here/build-initramfs.sh" --cache "$cache" --out "$initrd" -- "${abs_files[@]}" ||
+  die "could not build the initramfs"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tiermem-qemu.XXXXXX")
+qemu_pid=""
+# shellcheck disable=SC2317  # called through the trap
+cleanup() {
+  if [[ -n "$qemu_pid" ]]; then kill "$qemu_pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# HMAT figures of the numa topology: one source for QEMU's command line and the guest's checks.
+hmat_lat0=90 hmat_bw0=20480 hmat_lat1=250 hmat_bw1=10240  # ns, MiB/s
+
+# The per-run archive: /init, the topology's environment and the command (quoted for sh).
+mkdir -p "$tmp/run/tiermem"
+cp "$here/guest-init.sh" "$tmp/run/init"
+chmod +x "$tmp/run/init"
+{
+  echo "export TIERMEM_QEMU_TOPOLOGY=$topology"
+  if [[ $topology == numa ]]; then
+    echo "export TIERMEM_QEMU_HMAT_NODE0_LATENCY_NS=$hmat_lat0 TIERMEM_QEMU_HMAT_NODE0_BANDWIDTH_MIBS=$hmat_bw0"
+    echo "export TIERMEM_QEMU_HMAT_NODE1_LATENCY_NS=$hmat_lat1 TIERMEM_QEMU_HMAT_NODE1_BANDWIDTH_MIBS=$hmat_bw1"
+  fi
+  if [[ $topology == rdma || $topology == full ]]; then
+    echo "export TIERMEM_QEMU_RDMA_DEVICES='rxe0 rxe1' TIERMEM_QEMU_RDMA_ADDRS='10.9.0.1 10.9.0.2'"
+  fi
+  if [[ $topology == cxl || $topology == full ]]; then
+    echo "export TIERMEM_QEMU_CXL_NODE=1"
+  fi
+} > "$tmp/run/tiermem/env"
+{
+  printf 'exec'
+  printf ' %q' "$@"
+  printf '\n'
+} > "$tmp/run/tiermem/cmd"
+(cd "$tmp/run" && find . -mindepth 1 | cpio -o -H newc --quiet) > "$tmp/run.cpio"
+cat "$initrd" "$tmp/run.cpio" > "$tmp/initrd.img"
+
+qemu=(qemu-system-x86_64 -display none -monitor none -serial stdio -no-reboot
+      -kernel "$kernel" -initrd "$tmp/initrd.img"
+      -append "console=ttyS0 quiet panic=-1 mitigations=off")
+case $topology in
+  numa)
+    # shellcheck disable=SC2054  # the commas belong to QEMU's option syntax
+    qemu+=(-machine q35,hmat=on -m 2G -smp 2,sockets=2,maxcpus=2
+           -object memory-backend-ram,size=1G,id=m0 -object memory-backend-ram,size=1G,id=m1
+           -numa node,nodeid=0,memdev=m0 -numa node,nodeid=1,memdev=m1,initiator=0
+           -numa cpu,node-id=0,socket-id=0 -numa cpu,node-id=0,socket-id=1
+           -numa "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=$hmat_lat0"
+           -numa "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=${hmat_bw0}M"
+           -numa "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=$hmat_lat1"
+           -numa "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=${hmat_bw1}M")
+    ;;
+  cxl|full)
+    # QEMU 7.2's cxl-type3 is persistent memory only: a memdev plus a label storage area.
+    truncate -s 512M "$tmp/cxl.raw"
+    truncate -s 256M "$tmp/lsa.raw"
+    # shellcheck disable=SC2054
+    qemu+=(-machine q35,cxl=on -m 2G,maxmem=8G,slots=4 -smp 2
+           -object "memory-backend-file,id=cxl-mem1,share=on,mem-path=$tmp/cxl.raw,size=512M"
+           -object "memory-backend-file,id=cxl-lsa1,share=on,mem-path=$tmp/lsa.raw,size=256M"
+           -device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1
+           -device cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2
+           -device cxl-type3,bus=root_port13,memdev=cxl-mem1,lsa=cxl-lsa1,id=cxl-pmem0
+           -M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G)
+    ;;
+  rdma)
+    qemu+=(-machine q35 -m 2G -smp 2)
+    ;;
+esac
+
+# Boot. Guest lines between the markers are the command's output (stdout); the rest (boot, setup)
+# goes to stderr. Everything is also kept in $tmp/console.log to diagnose failures.
+begin='===TIERMEM-GUEST-BEGIN==='
+end_re='===TIERMEM-GUEST-END rc=([0-9]+)==='
+boot_s=$(date +%s)
+echo "run-guest: booting topology '$topology' (initramfs ready after $((boot_s - start_s)) s)" >&2
+guest_rc=""
+in_cmd=0
+while IFS= read -r line || [[ -n "$line" ]]; do
+  line=${line%$'\r'}
+  printf '%s\n' "$line" >> "$tmp/console.log"
+  if [[ $in_cmd == 0 && $line == *"$begin"* ]]; then
+    in_cmd=1
+    continue
+  fi
+  if [[ $line =~ $end_re ]]; then
+    guest_rc=${BASH_REMATCH[1]}
+    prefix=${line%%===TIERMEM-GUEST-END*}
+    [[ -z "$prefix" ]] || printf '%s\n' "$prefix"
+    in_cmd=2
+    continue
+  fi
+  if [[ $in_cmd == 1 ]]; then
+    printf '%s\n' "$line"
+  else
+    printf '%s\n' "$line" >&2
+  fi
+done < <(timeout -k 10 "$timeout_s" "${qemu[@]}" < /dev/null 2>&1; echo $? > "$tmp/qemu.rc")
+qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo "?")
+elapsed=$(( $(date +%s) - boot_s ))
+
+if [[ $qemu_rc == 124 || $qemu_rc == 137 ]]; then
+  echo "run-guest: FAILED: timeout: topology '$topology' did not finish within $timeout_s s" >&2
+  exit 124
+fi
+if grep -q 'Kernel panic' "$tmp/console.log"; then
+  echo "run-guest: FAILED: guest kernel panic: $(grep -m1 'Kernel panic' "$tmp/console.log")" >&2
+  exit 125
+fi
+if setup_err=$(grep -m1 '^TIERMEM-GUEST-SETUP-FAILED' "$tmp/console.log"); then
+  echo "run-guest: FAILED: topology '$topology' setup: ${setup_err#*: }" >&2
+  exit 125
+fi
+if [[ -z "$guest_rc" ]]; then
+  echo "run-guest: FAILED: no end marker from the guest (qemu exit status $qemu_rc); console log above" >&2
+  exit 125
+fi
+if [[ $qemu_rc != 0 ]]; then
+  echo "run-guest: warning: qemu exited with status $qemu_rc after the end marker" >&2
+fi
+echo "run-guest: topology '$topology': guest command exit status $guest_rc, boot+run $elapsed s" >&2
+exit "$guest_rc"
