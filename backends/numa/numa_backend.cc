@@ -1,0 +1,139 @@
+#include "backends/numa/numa_backend.h"
+
+#include <numaif.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "runtime/os/os.h"
+
+namespace tiermem {
+namespace {
+
+constexpr unsigned long kMaxNodes = 1024;
+constexpr size_t kMaskWords = kMaxNodes / (8 * sizeof(unsigned long));
+
+Status MakeMask(const std::vector<int>& nodes, unsigned long* mask) {
+  memset(mask, 0, kMaskWords * sizeof(unsigned long));
+  for (int n : nodes) {
+    if (n < 0 || static_cast<unsigned long>(n) >= kMaxNodes) {
+      return InvalidArgument("NUMA node " + std::to_string(n) + " is out of range");
+    }
+    mask[n / (8 * sizeof(unsigned long))] |= 1ul << (n % (8 * sizeof(unsigned long)));
+  }
+  return Status::Ok();
+}
+
+std::string NodeList(const std::vector<int>& nodes) {
+  std::string s;
+  for (int n : nodes) s += (s.empty() ? "" : ",") + std::to_string(n);
+  return s;
+}
+
+bool InSet(const std::vector<int>& nodes, int n) {
+  for (int x : nodes) {
+    if (x == n) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+NumaBackend::NumaBackend(std::string name, std::vector<int> nodes, uint64_t capacity_bytes)
+    : name_(std::move(name)), nodes_(std::move(nodes)), capacity_bytes_(capacity_bytes) {}
+
+BackendInfo NumaBackend::Info() const {
+  BackendInfo info;
+  info.name = "numa(" + name_ + ": " + NodeList(nodes_) + ")";
+  info.nodes = nodes_;
+  info.capacity_bytes = capacity_bytes_;
+  return info;
+}
+
+Status NumaBackend::Place(void* addr, size_t bytes) { return BindRange(addr, bytes, nodes_); }
+
+StatusOr<MoveStats> NumaBackend::MoveTo(void* addr, size_t bytes) {
+  return MoveRange(addr, bytes, nodes_);
+}
+
+Status NumaBackend::BindRange(void* addr, size_t bytes, const std::vector<int>& nodes) {
+  if (nodes.empty()) return InvalidArgument("no NUMA node to bind to");
+  unsigned long mask[kMaskWords];
+  TIERMEM_RETURN_IF_ERROR(MakeMask(nodes, mask));
+  int rc = os::Mbind(addr, bytes, MPOL_BIND, mask, kMaxNodes + 1, 0);
+  if (rc != 0) return ErrnoToStatus(-rc, "mbind(nodes " + NodeList(nodes) + ")");
+  return Status::Ok();
+}
+
+Status NumaBackend::QueryNodes(const void* addr, size_t npages, int* node_out) {
+  const size_t ps = os::PageSize();
+  void* pages[kBatch];
+  for (size_t done = 0; done < npages; done += kBatch) {
+    size_t n = npages - done < kBatch ? npages - done : kBatch;
+    for (size_t i = 0; i < n; ++i) {
+      pages[i] = const_cast<char*>(static_cast<const char*>(addr)) + (done + i) * ps;
+    }
+    int rc = os::MovePages(n, pages, nullptr, node_out + done);
+    if (rc != 0) return ErrnoToStatus(-rc, "move_pages(query)");
+    for (size_t i = 0; i < n; ++i) {
+      if (node_out[done + i] < 0) node_out[done + i] = -1;  // -ENOENT: not resident
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<MoveStats> NumaBackend::MoveRange(void* addr, size_t bytes,
+                                            const std::vector<int>& nodes) {
+  // Bind first, so pages touched while we move (or never touched yet) land on the target.
+  TIERMEM_RETURN_IF_ERROR(BindRange(addr, bytes, nodes));
+  const size_t ps = os::PageSize();
+  const size_t npages = bytes / ps;
+  MoveStats stats;
+  void* pages[kBatch];
+  int target[kBatch];
+  int status[kBatch];
+  size_t rr = 0;  // round-robin over the tier's nodes
+  for (size_t done = 0; done < npages; done += kBatch) {
+    size_t n = npages - done < kBatch ? npages - done : kBatch;
+    for (size_t i = 0; i < n; ++i) pages[i] = static_cast<char*>(addr) + (done + i) * ps;
+    int rc = os::MovePages(n, pages, nullptr, status);
+    if (rc != 0) return ErrnoToStatus(-rc, "move_pages(query)");
+    // Keep only the resident pages that are not already on a target node.
+    size_t m = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (status[i] < 0) {
+        ++stats.not_resident;
+      } else if (InSet(nodes, status[i])) {
+        ++stats.already_there;
+      } else {
+        pages[m] = pages[i];
+        target[m] = nodes[rr++ % nodes.size()];
+        ++m;
+      }
+    }
+    for (int attempt = 0; m > 0 && attempt <= kRetries; ++attempt) {
+      rc = os::MovePages(m, pages, target, status);
+      if (rc != 0 && rc != -ENOENT) {
+        return ErrnoToStatus(-rc, "move_pages(to nodes " + NodeList(nodes) + ")");
+      }
+      size_t left = 0;
+      for (size_t i = 0; i < m; ++i) {
+        if (status[i] >= 0 && InSet(nodes, status[i])) {
+          ++stats.moved;
+        } else if (status[i] == -ENOENT) {
+          ++stats.not_resident;  // unmapped while we worked (freed or evicted)
+        } else {
+          pages[left] = pages[i];  // -EBUSY, -EAGAIN, -ENOMEM...: try again
+          target[left] = target[i];
+          ++left;
+        }
+      }
+      m = left;
+    }
+    stats.failed += m;
+  }
+  return stats;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,32 @@
+# Finds the system libraries tiermem uses. Each optional one sets TIERMEM_HAVE_<X>.
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+
+find_library(NUMA_LIBRARY numa REQUIRED)
+find_path(NUMA_INCLUDE_DIR numa.h REQUIRED)
+
+function(tiermem_optional_pkg var mode)
+  set(${var} OFF PARENT_SCOPE)
+  if(mode STREQUAL "OFF")
+    return()
+  endif()
+  set(found ON)
+  foreach(mod IN LISTS ARGN)
+    string(MAKE_C_IDENTIFIER "${mod}" id)
+    pkg_check_modules(TM_${id} IMPORTED_TARGET GLOBAL ${mod})
+    if(NOT TM_${id}_FOUND)
+      set(found OFF)
+    endif()
+  endforeach()
+  if(mode STREQUAL "ON" AND NOT found)
+    message(FATAL_ERROR "${var}: required (${ARGN}) but not found")
+  endif()
+  set(${var} ${found} PARENT_SCOPE)
+endfunction()
+
+tiermem_optional_pkg(TIERMEM_HAVE_RDMA "${TIERMEM_RDMA}" libibverbs librdmacm)
+tiermem_optional_pkg(TIERMEM_HAVE_CXL "${TIERMEM_CXL}" libcxl libdaxctl)
+message(STATUS "tiermem: RDMA support ${TIERMEM_HAVE_RDMA}, CXL/DAX discovery ${TIERMEM_HAVE_CXL}")
+
+find_package(nlohmann_json 3 QUIET)
+find_package(CLI11 QUIET)

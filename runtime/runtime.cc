@@ -1,0 +1,556 @@
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "runtime/log.h"
+#include "runtime/os/os.h"
+#include "runtime/runtime_impl.h"
+#include "runtime/topology_internal.h"
+
+namespace tiermem {
+
+std::string_view TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kDram: return "dram";
+    case Tier::kCxl: return "cxl";
+    case Tier::kRemote: return "remote";
+    case Tier::kAuto: return "auto";
+  }
+  return "?";
+}
+
+StatusOr<Tier> ParseTier(std::string_view name) {
+  if (name == "dram") return Tier::kDram;
+  if (name == "cxl") return Tier::kCxl;
+  if (name == "remote") return Tier::kRemote;
+  if (name == "auto") return Tier::kAuto;
+  return InvalidArgument("unknown tier '" + std::string(name) + "' (dram, cxl, remote or auto)");
+}
+
+namespace {
+
+std::string NodeListString(const std::vector<int>& nodes) {
+  std::string s;
+  for (int n : nodes) s += (s.empty() ? "" : ",") + std::to_string(n);
+  return s.empty() ? "none" : s;
+}
+
+std::string Hex(const void* p) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+// Copies an API string override into a fixed option field; false when it does not fit.
+bool CopyOption(char* dst, size_t cap, const std::string& v) {
+  if (v.size() + 1 > cap) return false;
+  memcpy(dst, v.c_str(), v.size() + 1);
+  return true;
+}
+
+}  // namespace
+
+// A page-granular memory_resource on one tier: the upstream of the pool resource that
+// Runtime::Resource hands out.
+class Runtime::Impl::PageResource final : public std::pmr::memory_resource {
+ public:
+  PageResource(Impl* impl, Tier tier) : impl_(impl), tier_(tier) {}
+
+ private:
+  void* do_allocate(size_t bytes, size_t align) override {
+    if (align > impl_->page_size()) throw std::bad_alloc();
+    auto p = impl_->Allocate(bytes == 0 ? 1 : bytes, tier_, kAllocDefault);
+    if (!p.ok()) throw std::bad_alloc();
+    return *p;
+  }
+  void do_deallocate(void* p, size_t, size_t) override {
+    Status s = impl_->Free(p);
+    if (!s.ok()) TM_LOG_ERROR("pmr deallocate: %s", s.ToString().c_str());
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+  Impl* impl_;
+  Tier tier_;
+};
+
+Runtime::Impl::~Impl() { Stop().IgnoreError(); }
+
+Status Runtime::Impl::Init(const Options& o) {
+  page_size_ = os::PageSize();
+  LoadOptionsFromEnv(&opts_);
+  // API options override the environment.
+  if (o.dram_limit) opts_.dram_limit = *o.dram_limit;
+  if (o.cxl_limit) opts_.cxl_limit = *o.cxl_limit;
+  if (o.remote_timeout_ms) opts_.remote_timeout_ms = *o.remote_timeout_ms;
+  if (o.region_size) opts_.region_size = *o.region_size;
+  if (o.allow_fallback) opts_.allow_fallback = *o.allow_fallback;
+  struct {
+    const std::optional<std::string>& v;
+    char* dst;
+    size_t cap;
+    const char* name;
+  } strs[] = {
+      {o.dram_nodes, opts_.dram_nodes, sizeof(opts_.dram_nodes), "dram_nodes"},
+      {o.cxl_nodes, opts_.cxl_nodes, sizeof(opts_.cxl_nodes), "cxl_nodes"},
+      {o.remote, opts_.remote, sizeof(opts_.remote), "remote"},
+      {o.token, opts_.token, sizeof(opts_.token), "token"},
+      {o.stats, opts_.stats, sizeof(opts_.stats), "stats"},
+  };
+  for (auto& s : strs) {
+    if (s.v && !CopyOption(s.dst, s.cap, *s.v)) {
+      return InvalidArgument(std::string("Options::") + s.name + " is too long");
+    }
+  }
+  if (o.log_level) {
+    size_t n = 0;
+    const OptionSpec* table = OptionTable(&n);
+    if (!SetOption(&opts_, table[0], o.log_level->c_str())) {
+      return InvalidArgument("Options::log_level must be error, warn, info or debug, not '" +
+                             *o.log_level + "'");
+    }
+    SetLogLevel(opts_.log_level);
+  }
+  if (opts_.region_size < (64u << 20)) {
+    TM_LOG_WARN("TIERMEM_REGION_SIZE below 64M is too small; using 64M");
+    opts_.region_size = 64u << 20;
+  }
+
+  TIERMEM_ASSIGN_OR_RETURN(topo_, DiscoverTopology("/sys"));
+  TIERMEM_RETURN_IF_ERROR(ResolveTiers());
+
+  Status s = regions_[0].Init(opts_.region_size);
+  if (!s.ok()) return s.WithContext("reserving the first managed region");
+  nregions_.store(1, std::memory_order_release);
+  running_.store(true, std::memory_order_release);
+  for (int t = 0; t <= kNumTiers; ++t) {
+    page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
+  }
+  TM_LOG_INFO("started: dram nodes %s, cxl nodes %s, region %llu MiB",
+              NodeListString(tier_nodes_[0]).c_str(), NodeListString(tier_nodes_[1]).c_str(),
+              static_cast<unsigned long long>(opts_.region_size >> 20));
+  return Status::Ok();
+}
+
+Status Runtime::Impl::ResolveTiers() {
+  node_tier_.fill(-1);
+  auto pick = [&](const char* env, const char* value, std::vector<int> automatic,
+                  std::vector<int>* out) {
+    std::string v = value;
+    if (v == "auto" || v.empty()) {
+      *out = std::move(automatic);
+      return;
+    }
+    if (v == "none") {
+      out->clear();
+      return;
+    }
+    std::vector<int> list;
+    bool ok = internal::ParseCpuList(v, &list) && !list.empty();
+    for (int n : list) {
+      const NumaNode* node = topo_.Node(n);
+      if (node == nullptr || node->mem_bytes == 0) ok = false;
+    }
+    if (!ok) {
+      TM_LOG_WARN("%s=\"%s\" names no usable NUMA node list on this machine (nodes with memory: "
+                  "see `tiermemctl topology`); using the default \"auto\"",
+                  env, value);
+      *out = std::move(automatic);
+      return;
+    }
+    *out = std::move(list);
+  };
+  pick("TIERMEM_DRAM_NODES", opts_.dram_nodes, topo_.NodesOf(NodeKind::kDram), &tier_nodes_[0]);
+  std::vector<int> warm = topo_.NodesOf(NodeKind::kCxl);
+  if (warm.empty()) warm = topo_.NodesOf(NodeKind::kFar);
+  pick("TIERMEM_CXL_NODES", opts_.cxl_nodes, warm, &tier_nodes_[1]);
+  // A node belongs to one tier: DRAM wins.
+  std::erase_if(tier_nodes_[1], [&](int n) {
+    return std::find(tier_nodes_[0].begin(), tier_nodes_[0].end(), n) != tier_nodes_[0].end();
+  });
+  if (tier_nodes_[0].empty()) {
+    return Unavailable("no DRAM node: no NUMA node with both CPUs and memory was found");
+  }
+  for (int t = 0; t < 2; ++t) {
+    uint64_t cap = 0;
+    for (int n : tier_nodes_[t]) {
+      if (n >= 0 && n < static_cast<int>(node_tier_.size())) node_tier_[n] = t;
+      cap += topo_.Node(n)->mem_bytes;
+    }
+    tier_capacity_[t] = cap;
+  }
+  tier_limit_[0] = opts_.dram_limit;
+  tier_limit_[1] = opts_.cxl_limit;
+  tier_limit_[2] = 0;
+  if (tier_nodes_[1].empty()) {
+    std::string v = opts_.cxl_nodes;
+    tier_absent_[1] = v == "none" ? "TIERMEM_CXL_NODES=none"
+                                  : "no CXL or memory-only NUMA node: " + topo_.cxl_absent_reason;
+  }
+  tier_absent_[2] =
+      "the remote tier is not configured (set TIERMEM_REMOTE=tcp://host:port and run "
+      "tiermem-memd there)";
+  return Status::Ok();
+}
+
+Status Runtime::Impl::Stop() {
+  if (!running_.load(std::memory_order_acquire)) return Status::Ok();
+  pools_ = {};  // returns their chunks while Free still works
+  running_.store(false, std::memory_order_release);
+  page_resources_ = {};
+  int n = nregions_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) regions_[i].Release();
+  nregions_.store(0, std::memory_order_release);
+  return Status::Ok();
+}
+
+bool Runtime::Impl::HasTier(Tier tier) const {
+  if (tier == Tier::kAuto) return true;
+  if (tier == Tier::kRemote) return false;
+  return !tier_nodes_[Index(tier)].empty();
+}
+
+Tier Runtime::Impl::TierOfNode(int node) const {
+  if (node < 0 || node >= static_cast<int>(node_tier_.size()) || node_tier_[node] < 0) {
+    return Tier::kAuto;
+  }
+  return static_cast<Tier>(node_tier_[node]);
+}
+
+Region* Runtime::Impl::RegionOf(const void* p) const {
+  int n = nregions_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    if (regions_[i].Contains(p)) return const_cast<Region*>(&regions_[i]);
+  }
+  return nullptr;
+}
+
+StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const {
+  auto fits = [&](Tier t) {
+    uint64_t limit = tier_limit_[Index(t)];
+    return limit == 0 || allocated_[Index(t)].load(std::memory_order_relaxed) + bytes <= limit;
+  };
+  if (asked == Tier::kAuto) {
+    for (Tier t : {Tier::kDram, Tier::kCxl}) {
+      if (HasTier(t) && fits(t)) return t;
+    }
+    return ResourceExhausted("every tier is at its limit (TIERMEM_DRAM_LIMIT/TIERMEM_CXL_LIMIT)");
+  }
+  if (static_cast<int>(asked) >= kNumTiers) return InvalidArgument("invalid tier value");
+  if (!HasTier(asked)) {
+    if ((flags & kAllocAllowFallback) || opts_.allow_fallback) {
+      TM_LOG_DEBUG("tier %s absent; allocation falls back to dram",
+                   std::string(TierName(asked)).c_str());
+      asked = Tier::kDram;
+    } else {
+      return Unavailable("tier " + std::string(TierName(asked)) +
+                         " is not available: " + tier_absent_[Index(asked)]);
+    }
+  }
+  if (!fits(asked)) {
+    return ResourceExhausted(
+        "tier " + std::string(TierName(asked)) + " is full: limit " +
+        std::to_string(tier_limit_[Index(asked)]) + " bytes, " +
+        std::to_string(allocated_[Index(asked)].load()) + " allocated, " +
+        std::to_string(bytes) + " asked");
+  }
+  return asked;
+}
+
+StatusOr<Region*> Runtime::Impl::AllocRunAnywhere(uint64_t npages, uint64_t* first) {
+  for (;;) {
+    int n = nregions_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      uint64_t f = regions_[i].AllocRun(npages);
+      if (f != Region::kNoRun) {
+        *first = f;
+        return &regions_[i];
+      }
+    }
+    std::lock_guard<std::mutex> lock(grow_mu_);
+    if (nregions_.load(std::memory_order_acquire) != n) continue;  // another thread grew it
+    if (n == kMaxRegions) {
+      return ResourceExhausted("tiermem's managed address space is full (" +
+                               std::to_string(kMaxRegions) + " regions)");
+    }
+    uint64_t bytes = std::max<uint64_t>(opts_.region_size, npages * page_size_);
+    Status s = regions_[n].Init(bytes);
+    if (!s.ok()) return s.WithContext("adding a managed region");
+    nregions_.store(n + 1, std::memory_order_release);
+  }
+}
+
+StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags) {
+  if (!running()) return Unavailable("the tiermem runtime is stopped");
+  if (bytes == 0) return InvalidArgument("Allocate: size 0");
+  if (bytes > (1ull << 46)) return ResourceExhausted("Allocate: size larger than 64 TiB");
+  const uint64_t npages = (bytes + page_size_ - 1) / page_size_;
+  const uint64_t rounded = npages * page_size_;
+  TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags));
+  if (chosen == Tier::kRemote) return Unavailable(tier_absent_[2]);
+  uint64_t first = 0;
+  TIERMEM_ASSIGN_OR_RETURN(Region * region, AllocRunAnywhere(npages, &first));
+  char* p = region->PageAddress(first);
+  Status s = NumaBackend::BindRange(p, rounded, tier_nodes_[Index(chosen)]);
+  if (!s.ok()) {
+    region->FreeRun(first);
+    return s;
+  }
+  for (uint64_t i = first; i < first + npages; ++i) {
+    region->record(i).tier.store(static_cast<uint8_t>(chosen), std::memory_order_relaxed);
+  }
+  if (flags & kAllocPin) region->record(first).flags.fetch_or(kPagePinned);
+  allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
+  if (flags & kAllocPopulate) {
+    int rc = os::Populate(p, rounded);
+    if (rc != 0) TM_LOG_WARN("populating %llu bytes: %s", static_cast<unsigned long long>(rounded),
+                             strerror(-rc));
+  }
+  return static_cast<void*>(p);
+}
+
+Status Runtime::Impl::Free(void* ptr) {
+  if (ptr == nullptr) return Status::Ok();
+  if (!running()) return Unavailable("the tiermem runtime is stopped");
+  Region* region = RegionOf(ptr);
+  if (region == nullptr) {
+    return InvalidArgument("Free(" + Hex(ptr) + "): this pointer was not allocated by tiermem");
+  }
+  if (reinterpret_cast<uintptr_t>(ptr) % page_size_ != 0) {
+    return InvalidArgument("Free(" + Hex(ptr) +
+                           "): not the start of a tiermem allocation (not page-aligned)");
+  }
+  const uint64_t first = region->PageIndex(ptr);
+  const uint64_t len = region->DetachRun(first);
+  if (len == 0) {
+    return InvalidArgument("Free(" + Hex(ptr) +
+                           "): not the start of a live tiermem allocation (already freed, or "
+                           "inside one)");
+  }
+  for (uint64_t i = first; i < first + len; ++i) {
+    int t = region->record(i).tier.load(std::memory_order_relaxed);
+    if (t < kNumTiers) allocated_[t].fetch_sub(page_size_, std::memory_order_relaxed);
+  }
+  int rc = os::Discard(ptr, len * page_size_);
+  if (rc != 0) TM_LOG_WARN("Free: madvise(DONTNEED) failed: %s", strerror(-rc));
+  region->ReleaseRun(first, len);
+  return Status::Ok();
+}
+
+StatusOr<size_t> Runtime::Impl::AllocationSize(const void* ptr) const {
+  Region* region = RegionOf(ptr);
+  if (region == nullptr || reinterpret_cast<uintptr_t>(ptr) % page_size_ != 0) {
+    return InvalidArgument("AllocationSize(" + Hex(ptr) + "): not a tiermem allocation");
+  }
+  uint64_t len = region->RunLength(region->PageIndex(ptr));
+  if (len == 0) return InvalidArgument("AllocationSize(" + Hex(ptr) + "): not a live allocation");
+  return static_cast<size_t>(len * page_size_);
+}
+
+Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
+                                 uint64_t* npages) const {
+  if (!running()) return Unavailable("the tiermem runtime is stopped");
+  if (len == 0) return InvalidArgument("empty range");
+  Region* r = RegionOf(ptr);
+  const char* end = static_cast<const char*>(ptr) + len - 1;
+  if (r == nullptr || !r->Contains(end)) {
+    return InvalidArgument("range " + Hex(ptr) + "+" + std::to_string(len) +
+                           " is not inside tiermem's managed memory");
+  }
+  uint64_t a = r->PageIndex(ptr), b = r->PageIndex(end);
+  for (uint64_t i = a; i <= b; ++i) {
+    if (r->record(i).state.load(std::memory_order_acquire) ==
+        static_cast<uint8_t>(PageState::kFree)) {
+      return InvalidArgument("range " + Hex(ptr) + "+" + std::to_string(len) +
+                             " includes memory that is not allocated (page at " +
+                             Hex(r->PageAddress(i)) + ")");
+    }
+  }
+  *region = r;
+  *first = a;
+  *npages = b - a + 1;
+  return Status::Ok();
+}
+
+StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier tier,
+                                                   const std::vector<int>& nodes) {
+  Region* region;
+  uint64_t first, npages;
+  TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
+  for (uint64_t i = first; i < first + npages; ++i) {
+    if (region->record(i).state.load(std::memory_order_acquire) !=
+        static_cast<uint8_t>(PageState::kLocal)) {
+      return NotSupported("range includes pages on the remote tier; fetching them back into a "
+                          "NUMA tier needs the remote tier");
+    }
+  }
+  // The tier limit counts the pages that change tier.
+  uint64_t incoming = 0;
+  for (uint64_t i = first; i < first + npages; ++i) {
+    if (region->record(i).tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(tier)) {
+      incoming += page_size_;
+    }
+  }
+  uint64_t limit = tier_limit_[Index(tier)];
+  if (limit != 0 && allocated_[Index(tier)].load() + incoming > limit) {
+    return ResourceExhausted("tier " + std::string(TierName(tier)) + " is full: limit " +
+                             std::to_string(limit) + " bytes, " +
+                             std::to_string(allocated_[Index(tier)].load()) +
+                             " allocated, migration would add " + std::to_string(incoming));
+  }
+  char* start = region->PageAddress(first);
+  TIERMEM_ASSIGN_OR_RETURN(MoveStats ms,
+                           NumaBackend::MoveRange(start, npages * page_size_, nodes));
+  for (uint64_t i = first; i < first + npages; ++i) {
+    uint8_t old = region->record(i).tier.exchange(static_cast<uint8_t>(tier));
+    if (old != static_cast<uint8_t>(tier) && old < kNumTiers) {
+      allocated_[old].fetch_sub(page_size_, std::memory_order_relaxed);
+      allocated_[Index(tier)].fetch_add(page_size_, std::memory_order_relaxed);
+    }
+  }
+  MigrateResult r;
+  r.pages_moved = ms.moved;
+  r.pages_already_there = ms.already_there;
+  r.pages_not_resident = ms.not_resident;
+  r.pages_failed = ms.failed;
+  migrated_in_[Index(tier)].fetch_add(ms.moved, std::memory_order_relaxed);
+  // MoveRange only moves pages that were off the target nodes; with two NUMA tiers, those were
+  // on the other tier (a page on a node outside both tiers, reachable only by MigrateToNode,
+  // is counted there too).
+  if (tier == Tier::kDram || tier == Tier::kCxl) {
+    int other = tier == Tier::kDram ? 1 : 0;
+    migrated_out_[other].fetch_add(ms.moved, std::memory_order_relaxed);
+  }
+  if (ms.failed > 0) {
+    TM_LOG_WARN("migrate to %s: the kernel refused to move %llu of %llu pages after %d tries",
+                std::string(TierName(tier)).c_str(), static_cast<unsigned long long>(ms.failed),
+                static_cast<unsigned long long>(npages), NumaBackend::kRetries + 1);
+  }
+  return r;
+}
+
+StatusOr<MigrateResult> Runtime::Impl::Migrate(void* ptr, size_t len, Tier tier) {
+  if (tier == Tier::kAuto) return InvalidArgument("Migrate: name a tier (dram, cxl or remote)");
+  if (static_cast<int>(tier) >= kNumTiers) return InvalidArgument("Migrate: invalid tier value");
+  if (!HasTier(tier)) {
+    return Unavailable("Migrate: tier " + std::string(TierName(tier)) +
+                       " is not available: " + tier_absent_[Index(tier)]);
+  }
+  return MoveRangeTo(ptr, len, tier, tier_nodes_[Index(tier)]);
+}
+
+StatusOr<MigrateResult> Runtime::Impl::MigrateToNode(void* ptr, size_t len, int node) {
+  const NumaNode* n = topo_.Node(node);
+  if (n == nullptr) {
+    std::vector<int> ids;
+    for (const NumaNode& x : topo_.nodes) ids.push_back(x.id);
+    return NotFound("MigrateToNode: NUMA node " + std::to_string(node) +
+                    " does not exist (this machine has nodes " + NodeListString(ids) + ")");
+  }
+  if (n->mem_bytes == 0) {
+    return NotFound("MigrateToNode: NUMA node " + std::to_string(node) + " has no memory");
+  }
+  Tier t = TierOfNode(node);
+  if (t == Tier::kAuto) t = n->cpus.empty() ? Tier::kCxl : Tier::kDram;
+  return MoveRangeTo(ptr, len, t, {node});
+}
+
+StatusOr<std::vector<PageLocation>> Runtime::Impl::Locate(const void* ptr, size_t len) const {
+  Region* region;
+  uint64_t first, npages;
+  TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
+  std::vector<int> nodes(npages);
+  TIERMEM_RETURN_IF_ERROR(NumaBackend::QueryNodes(region->PageAddress(first), npages, nodes.data()));
+  std::vector<PageLocation> out(npages);
+  for (uint64_t i = 0; i < npages; ++i) {
+    const PageRecord& rec = region->record(first + i);
+    PageLocation& loc = out[i];
+    uint8_t st = rec.state.load(std::memory_order_acquire);
+    if (st == static_cast<uint8_t>(PageState::kRemote)) {
+      loc.tier = Tier::kRemote;
+      continue;
+    }
+    if (nodes[i] >= 0) {
+      loc.node = nodes[i];
+      loc.resident = true;
+      Tier t = TierOfNode(nodes[i]);
+      loc.tier = t == Tier::kAuto ? static_cast<Tier>(rec.tier.load()) : t;
+    } else {
+      loc.tier = static_cast<Tier>(rec.tier.load(std::memory_order_relaxed));
+    }
+  }
+  return out;
+}
+
+std::vector<TierStats> Runtime::Impl::Stats() const {
+  std::vector<TierStats> out;
+  for (int t = 0; t < kNumTiers; ++t) {
+    TierStats s;
+    s.tier = static_cast<Tier>(t);
+    s.available = HasTier(s.tier);
+    if (!s.available) s.absent_reason = tier_absent_[t];
+    s.nodes = tier_nodes_[t];
+    s.capacity_bytes = tier_capacity_[t];
+    if (tier_limit_[t] != 0 && (s.capacity_bytes == 0 || tier_limit_[t] < s.capacity_bytes)) {
+      s.capacity_bytes = tier_limit_[t];
+    }
+    s.allocated_bytes = allocated_[t].load(std::memory_order_relaxed);
+    s.pages_migrated_in = migrated_in_[t].load(std::memory_order_relaxed);
+    s.pages_migrated_out = migrated_out_[t].load(std::memory_order_relaxed);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::pmr::memory_resource* Runtime::Impl::Resource(Tier tier) {
+  int t = Index(tier);
+  if (t > kNumTiers || !page_resources_[t]) return nullptr;
+  // An absent tier gets the page resource itself, whose every allocation throws bad_alloc (a
+  // pool would fail already while building its bookkeeping).
+  if (tier != Tier::kAuto && !HasTier(tier) && !opts_.allow_fallback) {
+    return page_resources_[t].get();
+  }
+  std::lock_guard<std::mutex> lock(grow_mu_);
+  if (!pools_[t]) {
+    pools_[t] = std::make_unique<std::pmr::synchronized_pool_resource>(page_resources_[t].get());
+  }
+  return pools_[t].get();
+}
+
+// ---- Runtime (public) ----
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() = default;
+
+StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  TIERMEM_RETURN_IF_ERROR(impl->Init(options));
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+Status Runtime::Stop() { return impl_->Stop(); }
+StatusOr<void*> Runtime::Allocate(size_t bytes, Tier tier, uint32_t flags) {
+  return impl_->Allocate(bytes, tier, flags);
+}
+Status Runtime::Free(void* ptr) { return impl_->Free(ptr); }
+StatusOr<size_t> Runtime::AllocationSize(const void* ptr) const {
+  return impl_->AllocationSize(ptr);
+}
+StatusOr<MigrateResult> Runtime::Migrate(void* ptr, size_t len, Tier tier) {
+  return impl_->Migrate(ptr, len, tier);
+}
+StatusOr<MigrateResult> Runtime::MigrateToNode(void* ptr, size_t len, int node) {
+  return impl_->MigrateToNode(ptr, len, node);
+}
+StatusOr<std::vector<PageLocation>> Runtime::Locate(const void* ptr, size_t len) const {
+  return impl_->Locate(ptr, len);
+}
+bool Runtime::HasTier(Tier tier) const { return impl_->HasTier(tier); }
+std::vector<TierStats> Runtime::Stats() const { return impl_->Stats(); }
+const Topology& Runtime::topology() const { return impl_->topology(); }
+std::pmr::memory_resource* Runtime::Resource(Tier tier) { return impl_->Resource(tier); }
+
+}  // namespace tiermem

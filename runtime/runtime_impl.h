@@ -1,0 +1,85 @@
+// Runtime::Impl: the runtime's state, visible to the project's own layers (allocator, pager,
+// tools, tests) but not to users. Public behaviour is documented in include/tiermem/tiermem.hpp.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <memory_resource>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/numa/numa_backend.h"
+#include "runtime/options.h"
+#include "runtime/region.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+
+class Runtime::Impl {
+ public:
+  static constexpr int kMaxRegions = 256;
+
+  Impl() = default;
+  ~Impl();
+
+  Status Init(const Options& api_options);
+  Status Stop();
+  bool running() const { return running_.load(std::memory_order_acquire); }
+
+  StatusOr<void*> Allocate(size_t bytes, Tier tier, uint32_t flags);
+  Status Free(void* ptr);
+  StatusOr<size_t> AllocationSize(const void* ptr) const;
+  StatusOr<MigrateResult> Migrate(void* ptr, size_t len, Tier tier);
+  StatusOr<MigrateResult> MigrateToNode(void* ptr, size_t len, int node);
+  StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;
+  bool HasTier(Tier tier) const;
+  std::vector<TierStats> Stats() const;
+  const Topology& topology() const { return topo_; }
+  std::pmr::memory_resource* Resource(Tier tier);
+
+  // --- for the project's own layers ---
+  const OptionValues& options() const { return opts_; }
+  // The region holding p, or nullptr. Lock-free.
+  Region* RegionOf(const void* p) const;
+  // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.
+  Tier TierOfNode(int node) const;
+  const std::vector<int>& TierNodes(Tier tier) const { return tier_nodes_[Index(tier)]; }
+  size_t page_size() const { return page_size_; }
+
+ private:
+  static int Index(Tier t) { return static_cast<int>(t); }
+  Status ResolveTiers();
+  // Picks the tier an allocation goes to (fallback, kAuto, limits).
+  StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const;
+  StatusOr<Region*> AllocRunAnywhere(uint64_t npages, uint64_t* first);
+  // Checks [ptr, ptr+len) lies in live allocations of one region; returns its region and pages.
+  Status CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
+                    uint64_t* npages) const;
+  StatusOr<MigrateResult> MoveRangeTo(void* ptr, size_t len, Tier tier,
+                                      const std::vector<int>& nodes);
+
+  OptionValues opts_{};
+  Topology topo_;
+  size_t page_size_ = 4096;
+  std::array<std::vector<int>, kNumTiers> tier_nodes_;
+  std::array<std::string, kNumTiers> tier_absent_;
+  std::array<uint64_t, kNumTiers> tier_capacity_{};
+  std::array<uint64_t, kNumTiers> tier_limit_{};  // 0 = no limit beyond capacity
+  std::array<std::atomic<uint64_t>, kNumTiers> allocated_{};
+  std::array<std::atomic<uint64_t>, kNumTiers> migrated_in_{};
+  std::array<std::atomic<uint64_t>, kNumTiers> migrated_out_{};
+  std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
+
+  std::array<Region, kMaxRegions> regions_;
+  std::atomic<int> nregions_{0};
+  std::mutex grow_mu_;
+  std::atomic<bool> running_{false};
+
+  class PageResource;
+  std::array<std::unique_ptr<PageResource>, kNumTiers + 1> page_resources_;
+  std::array<std::unique_ptr<std::pmr::synchronized_pool_resource>, kNumTiers + 1> pools_;
+};
+
+}  // namespace tiermem

@@ -1,0 +1,194 @@
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "runtime/topology_internal.h"
+#include "tiermem/topology.hpp"
+
+namespace tiermem {
+namespace {
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream f(path);
+  if (!f) return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  while (!out->empty() && (out->back() == '\n' || out->back() == ' ')) out->pop_back();
+  return true;
+}
+
+bool ReadUint(const std::string& path, uint64_t* out) {
+  std::string s;
+  if (!ReadFile(path, &s) || s.empty()) return false;
+  char* end = nullptr;
+  unsigned long long v = strtoull(s.c_str(), &end, 10);
+  if (end == s.c_str()) return false;
+  *out = v;
+  return true;
+}
+
+// "Node 0 MemTotal:       24568916 kB" -> bytes for the given key.
+uint64_t MeminfoBytes(const std::string& meminfo, const std::string& key) {
+  std::istringstream in(meminfo);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto pos = line.find(key + ":");
+    if (pos == std::string::npos) continue;
+    return strtoull(line.c_str() + pos + key.size() + 1, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+namespace internal {
+bool ParseCpuList(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  std::string t = text;
+  t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == '\n' || c == ' '; }),
+          t.end());
+  if (t.empty()) return true;
+  std::istringstream in(t);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (part.empty()) return false;
+    char* end = nullptr;
+    long a = strtol(part.c_str(), &end, 10);
+    if (end == part.c_str() || a < 0) return false;
+    long b = a;
+    if (*end == '-') {
+      const char* s = end + 1;
+      b = strtol(s, &end, 10);
+      if (end == s || b < a) return false;
+    }
+    if (*end != '\0' || b - a > 1 << 20) return false;
+    for (long i = a; i <= b; ++i) out->push_back(static_cast<int>(i));
+  }
+  return true;
+}
+}  // namespace internal
+
+std::string_view NodeKindName(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kDram: return "dram";
+    case NodeKind::kCxl: return "cxl";
+    case NodeKind::kFar: return "far";
+  }
+  return "?";
+}
+
+const NumaNode* Topology::Node(int id) const {
+  for (const NumaNode& n : nodes) {
+    if (n.id == id) return &n;
+  }
+  return nullptr;
+}
+
+std::vector<int> Topology::NodesOf(NodeKind kind) const {
+  std::vector<int> out;
+  for (const NumaNode& n : nodes) {
+    if (n.kind == kind && n.mem_bytes > 0) out.push_back(n.id);
+  }
+  return out;
+}
+
+StatusOr<Topology> DiscoverTopology(std::string_view sysfs_root) {
+  Topology topo;
+  const std::string node_dir = std::string(sysfs_root) + "/devices/system/node";
+  std::string online;
+  std::vector<int> ids;
+  if (!ReadFile(node_dir + "/online", &online)) {
+    // Kernels built without NUMA have no node directory: the whole machine is node 0.
+    if (!ReadFile(node_dir + "/possible", &online)) {
+      return Unavailable("cannot read " + node_dir + "/online: is sysfs mounted?");
+    }
+  }
+  if (!internal::ParseCpuList(online, &ids) || ids.empty()) {
+    return Internal("cannot parse the NUMA node list '" + online + "'");
+  }
+  for (int id : ids) {
+    NumaNode node;
+    node.id = id;
+    const std::string d = node_dir + "/node" + std::to_string(id);
+    std::string s;
+    if (ReadFile(d + "/cpulist", &s)) internal::ParseCpuList(s, &node.cpus);
+    if (ReadFile(d + "/meminfo", &s)) {
+      node.mem_bytes = MeminfoBytes(s, "MemTotal");
+      node.free_bytes = MeminfoBytes(s, "MemFree");
+    }
+    if (ReadFile(d + "/distance", &s)) {
+      std::istringstream in(s);
+      int v;
+      while (in >> v) node.distances.push_back(v);
+    }
+    const std::string acc = d + "/access0/initiators";
+    uint64_t v = 0;
+    if (ReadUint(acc + "/read_latency", &v)) {
+      node.hmat.present = true;
+      node.hmat.read_latency_ns = static_cast<uint32_t>(v);
+    }
+    if (ReadUint(acc + "/write_latency", &v)) node.hmat.write_latency_ns = static_cast<uint32_t>(v);
+    if (ReadUint(acc + "/read_bandwidth", &v)) {
+      node.hmat.present = true;
+      node.hmat.read_bandwidth_mib_s = static_cast<uint32_t>(v);
+    }
+    if (ReadUint(acc + "/write_bandwidth", &v)) {
+      node.hmat.write_bandwidth_mib_s = static_cast<uint32_t>(v);
+    }
+    if (DIR* dir = opendir(acc.c_str())) {
+      while (dirent* e = readdir(dir)) {
+        int n = -1;
+        if (sscanf(e->d_name, "node%d", &n) == 1) node.hmat.initiators.push_back(n);
+      }
+      closedir(dir);
+      std::sort(node.hmat.initiators.begin(), node.hmat.initiators.end());
+    }
+    topo.nodes.push_back(std::move(node));
+  }
+
+  internal::DiscoverCxl(&topo);
+  internal::DiscoverRdma(&topo);
+
+  // Classify: CPUs -> dram; memory-only and targeted by a system-ram dax device -> cxl;
+  // any other memory-only node -> far.
+  bool any_memory_only = false;
+  for (NumaNode& n : topo.nodes) {
+    if (!n.cpus.empty()) {
+      n.kind = NodeKind::kDram;
+      n.kind_reason = "has CPUs";
+      continue;
+    }
+    any_memory_only = true;
+    n.kind = NodeKind::kFar;
+    n.kind_reason = "memory-only node with no CXL region or dax device behind it";
+    for (const DaxDevice& dax : topo.dax_devices) {
+      if (dax.target_node == n.id && dax.mode == "system-ram") {
+        n.kind = NodeKind::kCxl;
+        n.kind_reason = dax.name + " (system-ram" +
+                        std::string(dax.cxl_backed ? ", on a CXL region" : ", kmem") +
+                        ") targets this node";
+        break;
+      }
+    }
+  }
+  if (topo.NodesOf(NodeKind::kCxl).empty()) {
+    std::string why;
+    if (!any_memory_only) {
+      why = "no memory-only NUMA node (every node has CPUs)";
+    } else {
+      why = "memory-only nodes exist but no CXL region or system-ram dax device targets them";
+    }
+    if (!topo.cxl_absent_reason.empty()) why += "; " + topo.cxl_absent_reason;
+    topo.cxl_absent_reason = why;
+  } else {
+    topo.cxl_absent_reason.clear();
+  }
+  return topo;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,8 @@
+#pragma once
+
+namespace tiermem::tools {
+// Each returns the process exit status.
+int TopologyCommand(bool json);
+int OptionsCommand(bool json);
+int TiersCommand(bool json);
+}  // namespace tiermem::tools

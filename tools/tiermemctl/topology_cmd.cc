@@ -1,0 +1,130 @@
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "runtime/options.h"
+#include "tiermem/tiermem.hpp"
+#include "tools/tiermemctl/commands.h"
+#include "tools/tiermemctl/json.h"
+
+namespace tiermem::tools {
+namespace {
+
+std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+std::string List(const std::vector<int>& v) {
+  if (v.empty()) return "-";
+  // Compress runs: 0-3,8
+  std::string s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(v[i]);
+    if (j > i) s += "-" + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+}  // namespace
+
+int TopologyCommand(bool json) {
+  auto topo = DiscoverTopology();
+  if (!topo.ok()) {
+    std::fprintf(stderr, "tiermemctl: %s\n", topo.status().ToString().c_str());
+    return 1;
+  }
+  if (json) {
+    std::cout << TopologyToJson(*topo).dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-5s %-5s %-10s %12s %12s %-16s %s\n", "node", "tier", "cpus", "memory", "free",
+              "hmat rd lat/bw", "why");
+  for (const NumaNode& n : topo->nodes) {
+    std::string hmat = "-";
+    if (n.hmat.present) {
+      hmat = std::to_string(n.hmat.read_latency_ns) + "ns/" +
+             std::to_string(n.hmat.read_bandwidth_mib_s) + "MiB/s";
+    }
+    std::printf("%-5d %-5s %-10s %12s %12s %-16s %s\n", n.id,
+                std::string(NodeKindName(n.kind)).c_str(), List(n.cpus).c_str(),
+                Mib(n.mem_bytes).c_str(), Mib(n.free_bytes).c_str(), hmat.c_str(),
+                n.kind_reason.c_str());
+  }
+  std::printf("\nCXL devices:");
+  if (topo->cxl_devices.empty() && topo->dax_devices.empty()) std::printf(" none");
+  std::printf("\n");
+  for (const CxlDevice& d : topo->cxl_devices) {
+    std::printf("  %-10s %-7s %10s  %s\n", d.name.c_str(), d.type.c_str(), Mib(d.bytes).c_str(),
+                d.detail.c_str());
+  }
+  for (const DaxDevice& d : topo->dax_devices) {
+    std::printf("  %-10s dax     %10s  mode %s, target node %d%s\n", d.name.c_str(),
+                Mib(d.bytes).c_str(), d.mode.c_str(), d.target_node,
+                d.cxl_backed ? ", on a CXL region" : "");
+  }
+  if (!topo->cxl_absent_reason.empty()) {
+    std::printf("  no CXL tier: %s\n", topo->cxl_absent_reason.c_str());
+  }
+  std::printf("\nRDMA devices:");
+  if (topo->rdma_devices.empty()) std::printf(" none");
+  std::printf("\n");
+  for (const RdmaDevice& d : topo->rdma_devices) {
+    std::printf("  %-10s %s, guid %s\n", d.name.c_str(), d.transport.c_str(), d.node_guid.c_str());
+    for (const RdmaPort& p : d.ports) {
+      std::printf("    port %d: %s, %s, mtu %d, gid0 %s\n", p.port, p.state.c_str(),
+                  p.link_layer.c_str(), p.active_mtu, p.gid0.c_str());
+    }
+  }
+  if (!topo->rdma_absent_reason.empty()) {
+    std::printf("  no RDMA device: %s\n", topo->rdma_absent_reason.c_str());
+  }
+  for (const std::string& note : topo->notes) std::printf("note: %s\n", note.c_str());
+  return 0;
+}
+
+int OptionsCommand(bool json) {
+  size_t n = 0;
+  const OptionSpec* table = OptionTable(&n);
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (size_t i = 0; i < n; ++i) {
+      arr.push_back({{"name", table[i].env}, {"default", table[i].default_value},
+                     {"help", table[i].help}});
+    }
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    std::printf("%-26s default \"%s\"\n    %s\n", table[i].env, table[i].default_value,
+                table[i].help);
+  }
+  return 0;
+}
+
+int TiersCommand(bool json) {
+  auto rt = Runtime::Start();
+  if (!rt.ok()) {
+    std::fprintf(stderr, "tiermemctl: %s\n", rt.status().ToString().c_str());
+    return 1;
+  }
+  auto stats = (*rt)->Stats();
+  if (json) {
+    std::cout << nlohmann::json{{"tiers", TierStatsToJson(stats)}}.dump(2) << "\n";
+    return 0;
+  }
+  for (const TierStats& s : stats) {
+    std::printf("%-7s %s", std::string(TierName(s.tier)).c_str(),
+                s.available ? "available" : "absent   ");
+    if (s.available) {
+      std::printf("  nodes %s  capacity %s\n", List(s.nodes).c_str(),
+                  Mib(s.capacity_bytes).c_str());
+    } else {
+      std::printf("  %s\n", s.absent_reason.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace tiermem::tools
