@@ -1,0 +1,55 @@
+# tiermem_add_qemu_test: registers a ctest test that boots a QEMU guest topology and runs a command
+# in it (qemu/run-guest.sh). Label `qemu`; tests of this label run one at a time (RESOURCE_LOCK
+# qemu) after the fixture test qemu.prepare has fetched the guest kernel and built the initramfs
+# base. Exit status 77 from the guest command is a skip.
+#
+#   tiermem_add_qemu_test(NAME <name> TOPOLOGY numa|cxl|rdma|full
+#                         [TARGETS <cmake targets put into the guest>...]
+#                         [FILES <other files put into the guest>...]
+#                         [TIMEOUT <seconds, default 300>]
+#                         [EXPECT_STATUS <n> [EXPECT_OUTPUT <string>]]
+#                         COMMAND <guest command...>)
+#
+# The test is called qemu.<topology>.<name>, so a failure names its topology. Targets and files
+# land in the guest's /tiermem/bin (on PATH) with their shared libraries. EXPECT_STATUS n turns the
+# test around: it passes only when the guest command exits with status n (and, with EXPECT_OUTPUT,
+# its stdout holds the string); for the harness's self-tests.
+# TARGETS are not built by ctest: build the project first, as usual.
+set(TIERMEM_QEMU_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(TIERMEM_QEMU_CACHE ${CMAKE_BINARY_DIR}/qemu-cache CACHE PATH
+    "Where the QEMU tests cache the guest kernel package and initramfs parts")
+
+function(tiermem_add_qemu_test)
+  cmake_parse_arguments(Q "" "NAME;TOPOLOGY;TIMEOUT;EXPECT_STATUS;EXPECT_OUTPUT" "TARGETS;FILES;COMMAND" ${ARGN})
+  if(NOT Q_NAME OR NOT Q_TOPOLOGY OR NOT Q_COMMAND)
+    message(FATAL_ERROR "tiermem_add_qemu_test: NAME, TOPOLOGY and COMMAND are required")
+  endif()
+  if(NOT Q_TOPOLOGY MATCHES "^(numa|cxl|rdma|full)$")
+    message(FATAL_ERROR "tiermem_add_qemu_test(${Q_NAME}): TOPOLOGY must be numa, cxl, rdma or full")
+  endif()
+  if(NOT Q_TIMEOUT)
+    set(Q_TIMEOUT 300)
+  endif()
+  set(args --cache ${TIERMEM_QEMU_CACHE} --topology ${Q_TOPOLOGY} --timeout ${Q_TIMEOUT})
+  foreach(t IN LISTS Q_TARGETS)
+    list(APPEND args --file $<TARGET_FILE:${t}>)
+  endforeach()
+  foreach(f IN LISTS Q_FILES)
+    get_filename_component(f "${f}" ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    list(APPEND args --file ${f})
+  endforeach()
+  set(cmd ${TIERMEM_QEMU_DIR}/run-guest.sh ${args} -- ${Q_COMMAND})
+  if(DEFINED Q_EXPECT_STATUS)
+    if(DEFINED Q_EXPECT_OUTPUT)
+      set(cmd ${TIERMEM_QEMU_DIR}/expect-status.sh ${Q_EXPECT_STATUS} --stdout-has ${Q_EXPECT_OUTPUT} ${cmd})
+    else()
+      set(cmd ${TIERMEM_QEMU_DIR}/expect-status.sh ${Q_EXPECT_STATUS} ${cmd})
+    endif()
+  endif()
+  set(name qemu.${Q_TOPOLOGY}.${Q_NAME})
+  add_test(NAME ${name} COMMAND ${cmd})
+  math(EXPR ctest_timeout "${Q_TIMEOUT} + 30")
+  set_tests_properties(${name} PROPERTIES
+    LABELS qemu RESOURCE_LOCK qemu FIXTURES_REQUIRED tiermem_qemu
+    SKIP_RETURN_CODE 77 TIMEOUT ${ctest_timeout})
+endfunction()
