@@ -1,0 +1,285 @@
+#include "backends/remote/tcp/tcp_transport.h"
+
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/remote/net.h"
+
+namespace tiermem::remote {
+namespace {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// Flush when this much is queued, so a long batch of posts does not buffer without bound.
+constexpr size_t kFlushThreshold = 256 * 1024;
+constexpr size_t kInBuffer = 2 * (proto::kHeaderSize + proto::kMaxPayload);
+
+Status ErrorToStatus(const proto::Error& e, const std::string& server) {
+  return Status(StatusCode(e.code), server + ": " + e.text);
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
+  in_.resize(kInBuffer);
+}
+
+TcpTransport::~TcpTransport() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status TcpTransport::CheckUsable() const {
+  if (!broken_.ok()) return broken_;
+  if (fd_ < 0) return Unavailable(name() + ": not connected");
+  return Status::Ok();
+}
+
+Status TcpTransport::Connect(const std::string& token, uint32_t timeout_ms, const SessionTicket* join) {
+  if (fd_ >= 0) return InvalidArgument(name() + ": already connected");
+  timeout_ms_ = timeout_ms == 0 ? 5000 : timeout_ms;
+  auto fd = net::ConnectTcp(endpoint_.host, endpoint_.port, timeout_ms_);
+  if (!fd.ok()) return Unavailable("memory server " + name() + ": " + fd.status().message());
+  fd_ = *fd;
+  broken_ = Status::Ok();
+  proto::Hello hello;
+  hello.data_path = proto::DataPath::kTcp;
+  hello.token = token;
+  if (join != nullptr) {
+    hello.join_session = join->session;
+    std::memcpy(hello.join_secret, join->secret, sizeof(hello.join_secret));
+  }
+  auto reply = Call(hello);
+  if (!reply.ok()) {
+    close(fd_);
+    fd_ = -1;
+    return reply.status();
+  }
+  auto& ok = std::get<proto::HelloOk>(*reply);
+  ticket_.session = ok.session;
+  std::memcpy(ticket_.secret, ok.secret, sizeof(ticket_.secret));
+  quota_pages_ = ok.quota_pages;
+  return Status::Ok();
+}
+
+StatusOr<proto::Body> TcpTransport::Call(const proto::Body& req) {
+  TIERMEM_RETURN_IF_ERROR(CheckUsable());
+  uint64_t id = next_id_++;
+  proto::Encode(id, req, &out_);
+  proto::MsgType expect = proto::MsgType(uint16_t(proto::TypeOf(req)) + 1);
+  pending_.push_back(Pending{id, expect, true, 0, nullptr});
+  control_done_ = false;
+  last_progress_ns_ = NowNs();
+  in_call_ = true;
+  while (!control_done_) {
+    Status s = Pump(int(timeout_ms_));
+    if (!s.ok()) {
+      in_call_ = false;
+      return s;
+    }
+  }
+  in_call_ = false;
+  control_done_ = false;
+  if (auto* e = std::get_if<proto::Error>(&control_reply_)) return ErrorToStatus(*e, name());
+  return std::move(control_reply_);
+}
+
+StatusOr<SlotRange> TcpTransport::AllocSlots(uint64_t count) {
+  TIERMEM_ASSIGN_OR_RETURN(proto::Body b, Call(proto::Alloc{count}));
+  auto& ok = std::get<proto::AllocOk>(b);
+  if (ok.count != count) return Internal(name() + ": server returned " + std::to_string(ok.count) + " slots, asked " + std::to_string(count));
+  return SlotRange{ok.first_slot, ok.count, ok.remote_addr, ok.rkey};
+}
+
+Status TcpTransport::FreeSlots(const SlotRange& range) {
+  TIERMEM_ASSIGN_OR_RETURN(proto::Body b, Call(proto::Free{range.first, range.count}));
+  (void)b;
+  return Status::Ok();
+}
+
+StatusOr<ServerStats> TcpTransport::Stats() {
+  TIERMEM_ASSIGN_OR_RETURN(proto::Body b, Call(proto::Stats{}));
+  auto& s = std::get<proto::StatsOk>(b);
+  return ServerStats{s.capacity_pages, s.used_pages, s.session_pages, s.quota_pages, s.sessions, s.connections};
+}
+
+Status TcpTransport::PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
+  (void)range;
+  TIERMEM_RETURN_IF_ERROR(CheckUsable());
+  uint64_t id = next_id_++;
+  size_t n = out_.size();
+  out_.resize(n + proto::kHeaderSize + proto::kWriteFixed + kPage);
+  proto::EncodeHeader(proto::MsgType::kWrite, proto::kWriteFixed + kPage, id, out_.data() + n);
+  proto::EncodeWriteFixed(slot, 1, out_.data() + n + proto::kHeaderSize);
+  std::memcpy(out_.data() + n + proto::kHeaderSize + proto::kWriteFixed, page, kPage);
+  if (pending_.empty()) last_progress_ns_ = NowNs();
+  pending_.push_back(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr});
+  if (out_.size() - out_off_ >= kFlushThreshold) return Pump(0);
+  return Status::Ok();
+}
+
+Status TcpTransport::PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) {
+  (void)range;
+  TIERMEM_RETURN_IF_ERROR(CheckUsable());
+  uint64_t id = next_id_++;
+  proto::Encode(id, proto::Read{slot, 1}, &out_);
+  if (pending_.empty()) last_progress_ns_ = NowNs();
+  pending_.push_back(Pending{id, proto::MsgType::kReadOk, false, cookie, page});
+  if (out_.size() - out_off_ >= kFlushThreshold) return Pump(0);
+  return Status::Ok();
+}
+
+StatusOr<size_t> TcpTransport::Poll(Completion* out, size_t max, int timeout_ms) {
+  if (timeout_ms < 0) timeout_ms = int(timeout_ms_);
+  if (ready_.empty() && broken_.ok() && fd_ >= 0) {
+    // Send everything queued and take what has arrived, then wait if nothing finished yet.
+    Status s = Pump(0);
+    uint64_t deadline = NowNs() + uint64_t(timeout_ms) * 1000000ull;
+    while (s.ok() && ready_.empty() && !pending_.empty()) {
+      uint64_t now = NowNs();
+      if (now >= deadline) break;
+      s = Pump(int((deadline - now + 999999) / 1000000));
+    }
+  }
+  size_t n = 0;
+  while (n < max && !ready_.empty()) {
+    out[n++] = std::move(ready_.front());
+    ready_.pop_front();
+  }
+  if (n == 0 && !broken_.ok() && pending_.empty()) return broken_;
+  return n;
+}
+
+Status TcpTransport::Flush() {
+  while (out_off_ < out_.size()) {
+    ssize_t w = send(fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      return Fail(Unavailable("memory server " + name() + ": connection lost (" + strerror(errno) + ")"));
+    }
+    out_off_ += size_t(w);
+  }
+  out_.clear();
+  out_off_ = 0;
+  return Status::Ok();
+}
+
+Status TcpTransport::ReadAvailable() {
+  for (;;) {
+    if (in_len_ == in_.size()) return Status::Ok();  // parse first
+    ssize_t r = recv(fd_, in_.data() + in_len_, in_.size() - in_len_, MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      return Fail(Unavailable("memory server " + name() + ": connection lost (" + strerror(errno) + ")"));
+    }
+    if (r == 0) return Fail(Unavailable("memory server " + name() + ": connection closed by the server"));
+    in_len_ += size_t(r);
+    last_progress_ns_ = NowNs();
+    // Parse complete messages.
+    size_t off = 0;
+    while (in_len_ - off >= proto::kHeaderSize) {
+      proto::Header h;
+      Status s = proto::ParseHeader(in_.data() + off, in_len_ - off, &h);
+      if (!s.ok()) return Fail(Aborted("memory server " + name() + ": " + s.message()));
+      if (in_len_ - off < proto::kHeaderSize + h.length) break;
+      TIERMEM_RETURN_IF_ERROR(HandleReply(h, in_.data() + off + proto::kHeaderSize));
+      off += proto::kHeaderSize + h.length;
+    }
+    if (off > 0) {
+      std::memmove(in_.data(), in_.data() + off, in_len_ - off);
+      in_len_ -= off;
+    }
+  }
+}
+
+Status TcpTransport::HandleReply(const proto::Header& h, const uint8_t* payload) {
+  if (pending_.empty() || pending_.front().request_id != h.request_id) {
+    return Fail(Aborted("memory server " + name() + ": reply to request " + std::to_string(h.request_id) +
+                        " that is not the oldest outstanding one"));
+  }
+  Pending p = pending_.front();
+  pending_.pop_front();
+  proto::Body body;
+  Status s = proto::ParseBody(h, payload, h.length, &body);
+  if (!s.ok()) return Fail(Aborted("memory server " + name() + ": " + s.message()));
+  if (h.type != p.expect && h.type != proto::MsgType::kError) {
+    return Fail(Aborted("memory server " + name() + ": unexpected " + proto::MsgTypeName(h.type)));
+  }
+  if (p.control) {
+    control_reply_ = std::move(body);
+    control_done_ = true;
+    return Status::Ok();
+  }
+  Completion c;
+  c.cookie = p.cookie;
+  if (auto* e = std::get_if<proto::Error>(&body)) {
+    c.status = ErrorToStatus(*e, name());
+  } else if (auto* r = std::get_if<proto::ReadOk>(&body)) {
+    if (r->count != 1) return Fail(Aborted("memory server " + name() + ": read returned " + std::to_string(r->count) + " pages"));
+    std::memcpy(p.dst, r->data, kPage);
+  }
+  ready_.push_back(std::move(c));
+  return Status::Ok();
+}
+
+Status TcpTransport::Pump(int wait_ms) {
+  TIERMEM_RETURN_IF_ERROR(CheckUsable());
+  TIERMEM_RETURN_IF_ERROR(Flush());
+  TIERMEM_RETURN_IF_ERROR(ReadAvailable());
+  if (wait_ms <= 0 || control_done_ || (!in_call_ && !ready_.empty())) return Status::Ok();
+  pollfd p{fd_, short(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0};
+  int n = poll(&p, 1, wait_ms);
+  if (n < 0 && errno != EINTR) return Fail(ErrnoToStatus(errno, "poll"));
+  if (n > 0) {
+    TIERMEM_RETURN_IF_ERROR(Flush());
+    TIERMEM_RETURN_IF_ERROR(ReadAvailable());
+  }
+  if (!pending_.empty() && NowNs() - last_progress_ns_ > uint64_t(timeout_ms_) * 1000000ull) {
+    return Fail(DeadlineExceeded("memory server " + name() + ": no reply within " +
+                                 std::to_string(timeout_ms_) + " ms"));
+  }
+  return Status::Ok();
+}
+
+Status TcpTransport::Fail(Status why) {
+  if (broken_.ok()) broken_ = why;
+  for (auto& p : pending_) {
+    if (p.control) {
+      control_reply_ = proto::Error{uint16_t(why.code()), why.message()};
+      control_done_ = true;
+    } else {
+      ready_.push_back(Completion{p.cookie, why});
+    }
+  }
+  pending_.clear();
+  if (fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+  return why;
+}
+
+void TcpTransport::Close() {
+  if (fd_ >= 0 && broken_.ok()) {
+    // Best effort goodbye with a short wait; the server frees the session either way.
+    uint32_t saved = timeout_ms_;
+    timeout_ms_ = saved < 1000 ? saved : 1000;
+    auto r = Call(proto::Goodbye{});
+    (void)r;
+    timeout_ms_ = saved;
+  }
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  if (broken_.ok()) broken_ = Unavailable("memory server " + name() + ": connection closed");
+}
+
+}  // namespace tiermem::remote

@@ -1,0 +1,71 @@
+// The TCP transport: the whole protocol (control and page data) over one socket per connection,
+// pipelined: posts are queued in an output buffer and sent when Poll runs (or when the buffer
+// grows large), replies are matched to requests in order (memd answers a connection's requests
+// in the order it received them). TCP_NODELAY; non-blocking socket driven by poll(2), so a full
+// send buffer never deadlocks with a full receive buffer.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "backends/remote/protocol.h"
+#include "backends/remote/transport.h"
+
+namespace tiermem::remote {
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(Endpoint endpoint);
+  ~TcpTransport() override;
+
+  Status Connect(const std::string& token, uint32_t timeout_ms, const SessionTicket* join) override;
+  SessionTicket ticket() const override { return ticket_; }
+  StatusOr<SlotRange> AllocSlots(uint64_t count) override;
+  Status FreeSlots(const SlotRange& range) override;
+  StatusOr<ServerStats> Stats() override;
+  Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) override;
+  Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
+  StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;
+  size_t in_flight() const override { return pending_.size(); }
+  void Close() override;
+  std::string name() const override { return endpoint_.ToString(); }
+
+ private:
+  struct Pending {
+    uint64_t request_id;
+    proto::MsgType expect;
+    bool control;
+    uint64_t cookie;
+    void* dst;  // reads
+  };
+  // Sends what it can and reads what arrived, waiting up to wait_ms for progress.
+  Status Pump(int wait_ms);
+  Status Flush();
+  Status ReadAvailable();
+  Status HandleReply(const proto::Header& h, const uint8_t* payload);
+  // Fails the connection: every pending request completes with `why`.
+  Status Fail(Status why);
+  // Sends a control request and waits for its reply (data completions are kept).
+  StatusOr<proto::Body> Call(const proto::Body& req);
+  Status CheckUsable() const;
+
+  Endpoint endpoint_;
+  int fd_ = -1;
+  uint32_t timeout_ms_ = 5000;
+  Status broken_;
+  SessionTicket ticket_;
+  uint64_t next_id_ = 1;
+  std::vector<uint8_t> out_;
+  size_t out_off_ = 0;
+  std::vector<uint8_t> in_;
+  size_t in_len_ = 0;
+  std::deque<Pending> pending_;
+  std::deque<Completion> ready_;
+  bool control_done_ = false;
+  bool in_call_ = false;
+  proto::Body control_reply_;
+  uint64_t last_progress_ns_ = 0;
+};
+
+}  // namespace tiermem::remote

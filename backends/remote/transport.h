@@ -1,0 +1,122 @@
+// The remote tier's transport: a connection to one tiermem-memd, batched and asynchronous.
+//
+//   auto t = MakeTransport(ParseEndpoint("tcp://127.0.0.1:7471"));
+//   t->Connect(token, timeout_ms);
+//   SlotRange r = *t->AllocSlots(1024);
+//   t->PostWrite(r.first, page, cookie);      // many of these ...
+//   t->Poll(completions, 64, timeout_ms);    // ... then collect what finished
+//
+// Contract:
+// - One thread uses a Transport at a time (it is not internally locked). Connections are cheap;
+//   a second connection joins the same session (same slots) with Join(), so e.g. a fault
+//   handler and an evicting thread each get their own.
+// - A posted buffer belongs to the transport until its completion is returned by Poll: the page
+//   of a PostWrite must not change, the page of a PostRead is written at most until then.
+// - Control calls (AllocSlots, FreeSlots, Stats) are synchronous; completions of data requests
+//   that arrive meanwhile are kept for the next Poll.
+// - Failure: a broken connection or a timeout fails every in-flight request (each gets a
+//   completion with the error) and every later call with Unavailable naming the server.
+//   Nothing throws.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tiermem/status.hpp"
+
+namespace tiermem::remote {
+
+inline constexpr size_t kPage = 4096;
+
+struct Endpoint {
+  enum class Kind : uint8_t { kTcp, kRdma };
+  Kind kind = Kind::kTcp;
+  std::string host;   // numeric IPv4 address or a host name
+  uint16_t port = 7471;
+  std::string ToString() const;  // "tcp://127.0.0.1:7471"
+};
+
+// "tcp://host:port", "rdma://host:port", "host:port" (tcp), "host" (port 7471).
+StatusOr<Endpoint> ParseEndpoint(const std::string& text);
+// A comma-separated list of the above.
+StatusOr<std::vector<Endpoint>> ParseEndpointList(const std::string& text);
+
+struct SlotRange {
+  uint64_t first = 0;
+  uint64_t count = 0;
+  uint64_t remote_addr = 0;  // RDMA: address of slot `first` in the server's memory
+  uint32_t rkey = 0;         // RDMA: the registration covering exactly this range
+};
+
+struct ServerStats {
+  uint64_t capacity_pages = 0;
+  uint64_t used_pages = 0;
+  uint64_t session_pages = 0;
+  uint64_t quota_pages = 0;
+  uint32_t sessions = 0;
+  uint32_t connections = 0;
+};
+
+struct Completion {
+  uint64_t cookie = 0;
+  Status status;  // ok, or why this request failed
+};
+
+// Lets a second connection join the session of a first one.
+struct SessionTicket {
+  uint64_t session = 0;
+  uint8_t secret[16] = {};
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Connects and says hello. PermissionDenied for a bad token, Unavailable when the server
+  // cannot be reached within timeout_ms. `join` (optional) attaches to an existing session.
+  virtual Status Connect(const std::string& token, uint32_t timeout_ms,
+                         const SessionTicket* join = nullptr) = 0;
+  virtual SessionTicket ticket() const = 0;
+  uint64_t quota_pages() const { return quota_pages_; }
+
+  // Allocates `count` contiguous slots owned by this session (ResourceExhausted over quota or
+  // capacity), and frees a range returned by AllocSlots (exactly that range).
+  virtual StatusOr<SlotRange> AllocSlots(uint64_t count) = 0;
+  virtual Status FreeSlots(const SlotRange& range) = 0;
+  virtual StatusOr<ServerStats> Stats() = 0;
+
+  // Posts the write of one page to `slot` of `range` / the read of one page from it. The range
+  // must be one this connection's session allocated (RDMA needs its rkey). Returns an error only
+  // when the request could not be posted at all (connection already failed).
+  virtual Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) = 0;
+  virtual Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) = 0;
+
+  // Returns up to `max` completions; waits up to timeout_ms (0 = do not wait, -1 = the
+  // connection's timeout) for at least one when any request is in flight. A request not
+  // answered within the connection's timeout fails the connection (DeadlineExceeded).
+  virtual StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) = 0;
+  virtual size_t in_flight() const = 0;
+
+  // Says goodbye and closes (best effort). Idempotent.
+  virtual void Close() = 0;
+  // The server, as the user named it ("tcp://127.0.0.1:7471").
+  virtual std::string name() const = 0;
+
+ protected:
+  uint64_t quota_pages_ = 0;
+};
+
+// A transport of the endpoint's kind. RDMA is NotSupported in builds without it.
+StatusOr<std::unique_ptr<Transport>> MakeTransport(const Endpoint& endpoint);
+
+// Posts the same request for many pages and waits for all: a helper for tests and tools.
+// Returns the first failure.
+Status WritePagesSync(Transport& t, const SlotRange& range, uint64_t first_slot, const void* pages,
+                      size_t npages, size_t window = 64);
+Status ReadPagesSync(Transport& t, const SlotRange& range, uint64_t first_slot, void* pages,
+                     size_t npages, size_t window = 64);
+
+}  // namespace tiermem::remote

@@ -1,0 +1,207 @@
+// One TCP connection of memd: reads requests, answers them in order, batches replies.
+#include <cerrno>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "tools/memd/server.h"
+
+namespace tiermem::memd {
+namespace {
+
+class Out {
+ public:
+  explicit Out(int fd) : fd_(fd) {}
+  std::vector<uint8_t> buf;
+  bool Flush() {
+    size_t off = 0;
+    while (off < buf.size()) {
+      ssize_t w = send(fd_, buf.data() + off, buf.size() - off, MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      off += size_t(w);
+    }
+    buf.clear();
+    return true;
+  }
+
+ private:
+  int fd_;
+};
+
+void PutError(std::vector<uint8_t>* out, uint64_t id, const Status& s) {
+  proto::Encode(id, proto::Error{uint16_t(s.code()), s.message()}, out);
+}
+
+}  // namespace
+
+void Server::ServeConnection(Conn* c) {
+  const int fd = c->fd;
+  const std::string& peer = c->peer;
+  std::shared_ptr<Session> session;
+  Out out(fd);
+  std::vector<uint8_t> in(4 * (proto::kHeaderSize + proto::kMaxPayload));
+  size_t in_len = 0;
+  bool close_conn = false;
+  std::string why;  // why the connection ends, when it is the client's fault
+
+  while (!close_conn && !stopping_) {
+    // Answer everything complete in the buffer, then flush replies in one send.
+    size_t off = 0;
+    while (!close_conn) {
+      size_t have = in_len - off;
+      if (have < proto::kHeaderSize) break;
+      proto::Header h;
+      Status st = proto::ParseHeader(in.data() + off, have, &h);
+      if (!st.ok()) {
+        why = st.message();
+        PutError(&out.buf, 0, st);
+        close_conn = true;
+        break;
+      }
+      if (have < proto::kHeaderSize + h.length) break;
+      const uint8_t* payload = in.data() + off + proto::kHeaderSize;
+      off += proto::kHeaderSize + h.length;
+      proto::Body body;
+      st = proto::ParseBody(h, payload, h.length, &body);
+      if (!st.ok()) {
+        why = st.message();
+        PutError(&out.buf, h.request_id, st);
+        close_conn = true;
+        break;
+      }
+      const uint64_t id = h.request_id;
+      if (!session) {
+        auto* hello = std::get_if<proto::Hello>(&body);
+        if (hello == nullptr) {
+          why = std::string("first message is ") + proto::MsgTypeName(h.type) + ", not hello";
+          PutError(&out.buf, id, InvalidArgument(why));
+          close_conn = true;
+          break;
+        }
+        bool created = false;
+        auto s = Hello(*hello, peer, &created);
+        if (!s.ok()) {
+          why = "hello refused: " + s.status().message();
+          PutError(&out.buf, id, s.status());
+          close_conn = true;
+          break;
+        }
+        session = *s;
+        MemdLog("info", "%s: %s session %llu (%s)", peer.c_str(), created ? "opened" : "joined",
+                (unsigned long long)session->id, session->rdma ? "rdma" : "tcp");
+        timeval tv{0, 0};  // no idle limit once authenticated
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        proto::HelloOk ok;
+        ok.session = session->id;
+        std::memcpy(ok.secret, session->secret, sizeof(ok.secret));
+        ok.capacity_pages = capacity_pages_;
+        ok.quota_pages = quota_pages_;
+        ok.rdma_available = rdma_ ? 1 : 0;
+        proto::Encode(id, ok, &out.buf);
+        continue;
+      }
+      Session& s = *session;
+      switch (h.type) {
+        case proto::MsgType::kRead: {
+          auto& m = std::get<proto::Read>(body);
+          std::shared_lock<std::shared_mutex> lock(s.mu);
+          if (!Owns(s, m.slot, m.count)) {
+            MemdLog("warn", "%s: session %llu: refused read of slots [%llu, +%u): not its own", peer.c_str(),
+                    (unsigned long long)s.id, (unsigned long long)m.slot, m.count);
+            PutError(&out.buf, id, PermissionDenied("slots [" + std::to_string(m.slot) + ", +" +
+                                                     std::to_string(m.count) + ") are not this session's"));
+            break;
+          }
+          size_t n = out.buf.size();
+          size_t bytes = size_t(m.count) * proto::kPageSize;
+          out.buf.resize(n + proto::kHeaderSize + proto::kReadOkFixed + bytes);
+          proto::EncodeHeader(proto::MsgType::kReadOk, uint32_t(proto::kReadOkFixed + bytes), id, out.buf.data() + n);
+          proto::EncodeReadOkFixed(m.count, out.buf.data() + n + proto::kHeaderSize);
+          std::memcpy(out.buf.data() + n + proto::kHeaderSize + proto::kReadOkFixed, SlotAddress(m.slot), bytes);
+          break;
+        }
+        case proto::MsgType::kWrite: {
+          auto& m = std::get<proto::Write>(body);
+          std::shared_lock<std::shared_mutex> lock(s.mu);
+          if (!Owns(s, m.slot, m.count)) {
+            MemdLog("warn", "%s: session %llu: refused write of slots [%llu, +%u): not its own", peer.c_str(),
+                    (unsigned long long)s.id, (unsigned long long)m.slot, m.count);
+            PutError(&out.buf, id, PermissionDenied("slots [" + std::to_string(m.slot) + ", +" +
+                                                     std::to_string(m.count) + ") are not this session's"));
+            break;
+          }
+          std::memcpy(SlotAddress(m.slot), m.data, size_t(m.count) * proto::kPageSize);
+          proto::Encode(id, proto::WriteOk{}, &out.buf);
+          break;
+        }
+        case proto::MsgType::kAlloc: {
+          auto r = AllocSlots(s, std::get<proto::Alloc>(body).count);
+          if (!r.ok()) {
+            MemdLog("warn", "%s: session %llu: alloc refused: %s", peer.c_str(), (unsigned long long)s.id,
+                    r.status().message().c_str());
+            PutError(&out.buf, id, r.status());
+          } else {
+            proto::Encode(id, *r, &out.buf);
+          }
+          break;
+        }
+        case proto::MsgType::kFree: {
+          auto& m = std::get<proto::Free>(body);
+          Status fs = FreeSlots(s, m.first_slot, m.count);
+          if (!fs.ok()) {
+            MemdLog("warn", "%s: session %llu: %s", peer.c_str(), (unsigned long long)s.id, fs.message().c_str());
+            PutError(&out.buf, id, fs);
+          } else {
+            proto::Encode(id, proto::FreeOk{}, &out.buf);
+          }
+          break;
+        }
+        case proto::MsgType::kStats:
+          proto::Encode(id, StatsFor(s), &out.buf);
+          break;
+        case proto::MsgType::kGoodbye:
+          proto::Encode(id, proto::GoodbyeOk{}, &out.buf);
+          close_conn = true;
+          break;
+        default:
+          why = std::string("unexpected message ") + proto::MsgTypeName(h.type) + " from a client";
+          PutError(&out.buf, id, InvalidArgument(why));
+          close_conn = true;
+          break;
+      }
+    }
+    if (off > 0) {
+      std::memmove(in.data(), in.data() + off, in_len - off);
+      in_len -= off;
+    }
+    if (!out.buf.empty() && !out.Flush()) break;  // the client went away
+    if (close_conn) break;
+    ssize_t r = recv(fd, in.data() + in_len, in.size() - in_len, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      why = "no hello within " + std::to_string(options_.hello_timeout_ms) + " ms";
+      break;
+    }
+    if (r <= 0) {
+      if (in_len > 0) why = "connection closed in the middle of a message (" + std::to_string(in_len) + " bytes)";
+      break;
+    }
+    in_len += size_t(r);
+  }
+  if (!why.empty()) MemdLog("warn", "%s: refused: %s; closing the connection", peer.c_str(), why.c_str());
+  if (session) Release(session, peer);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --live_conns_;
+    close(c->fd);  // under mu_, so Reap never calls shutdown on a reused descriptor
+    c->done = true;
+  }
+}
+
+}  // namespace tiermem::memd
