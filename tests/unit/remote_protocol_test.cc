@@ -1,0 +1,173 @@
+// The memd wire protocol: every message round-trips, and malformed input is refused clearly.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backends/remote/protocol.h"
+#include "backends/remote/transport.h"
+
+namespace tiermem::remote::proto {
+namespace {
+
+Message RoundTrip(const Body& body, uint64_t id = 42) {
+  std::vector<uint8_t> buf;
+  Encode(id, body, &buf);
+  Message m;
+  Status s = ParseMessage(buf.data(), buf.size(), &m);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(m.header.request_id, id);
+  EXPECT_EQ(m.header.type, TypeOf(body));
+  return m;
+}
+
+TEST(RemoteProtocol, HelloRoundTrips) {
+  Hello h;
+  h.token = "secret";
+  h.data_path = DataPath::kRdma;
+  h.join_session = 7;
+  h.join_secret[3] = 9;
+  auto m = RoundTrip(h);
+  auto& g = std::get<Hello>(m.body);
+  EXPECT_EQ(g.token, "secret");
+  EXPECT_EQ(g.data_path, DataPath::kRdma);
+  EXPECT_EQ(g.join_session, 7u);
+  EXPECT_EQ(g.join_secret[3], 9);
+  EXPECT_EQ(g.page_size, kPageSize);
+}
+
+TEST(RemoteProtocol, ControlMessagesRoundTrip) {
+  auto a = std::get<AllocOk>(RoundTrip(AllocOk{5, 10, 0x1000, 77}).body);
+  EXPECT_EQ(a.first_slot, 5u);
+  EXPECT_EQ(a.count, 10u);
+  EXPECT_EQ(a.remote_addr, 0x1000u);
+  EXPECT_EQ(a.rkey, 77u);
+  auto f = std::get<Free>(RoundTrip(Free{5, 10}).body);
+  EXPECT_EQ(f.first_slot, 5u);
+  auto st = std::get<StatsOk>(RoundTrip(StatsOk{1, 2, 3, 4, 5, 6}).body);
+  EXPECT_EQ(st.connections, 6u);
+  auto e = std::get<Error>(RoundTrip(Error{uint16_t(StatusCode::kPermissionDenied), "bad token"}).body);
+  EXPECT_EQ(e.text, "bad token");
+  RoundTrip(Goodbye{});
+  RoundTrip(GoodbyeOk{});
+  RoundTrip(Stats{});
+  RoundTrip(FreeOk{});
+  RoundTrip(WriteOk{});
+  EXPECT_EQ(std::get<Alloc>(RoundTrip(Alloc{3}).body).count, 3u);
+}
+
+TEST(RemoteProtocol, PageMessagesCarryData) {
+  std::vector<uint8_t> page(kPageSize * 2);
+  for (size_t i = 0; i < page.size(); ++i) page[i] = uint8_t(i * 7);
+  std::vector<uint8_t> buf;
+  Encode(1, Write{99, 2, page.data()}, &buf);
+  Message m;
+  ASSERT_TRUE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  auto& w = std::get<Write>(m.body);
+  EXPECT_EQ(w.slot, 99u);
+  EXPECT_EQ(w.count, 2u);
+  EXPECT_EQ(std::memcmp(w.data, page.data(), page.size()), 0);
+}
+
+TEST(RemoteProtocol, RejectsTruncatedMessages) {
+  std::vector<uint8_t> buf;
+  Encode(1, Alloc{4}, &buf);
+  for (size_t n = 0; n < buf.size(); ++n) {
+    Message m;
+    Status s = ParseMessage(buf.data(), n, &m);
+    EXPECT_FALSE(s.ok()) << n;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  }
+  Message m;
+  Status s = ParseMessage(buf.data(), 10, &m);
+  EXPECT_NE(s.message().find("truncated header"), std::string::npos) << s.message();
+}
+
+TEST(RemoteProtocol, RejectsWrongVersionMagicTypeAndFlags) {
+  std::vector<uint8_t> buf;
+  Encode(1, Stats{}, &buf);
+  Message m;
+  auto bad = buf;
+  bad[4] = 2;  // version 2
+  Status s = ParseMessage(bad.data(), bad.size(), &m);
+  EXPECT_NE(s.message().find("version 2 not supported"), std::string::npos) << s.message();
+  bad = buf;
+  bad[0] = 'X';
+  EXPECT_NE(ParseMessage(bad.data(), bad.size(), &m).message().find("bad magic"), std::string::npos);
+  bad = buf;
+  bad[6] = 200;
+  EXPECT_NE(ParseMessage(bad.data(), bad.size(), &m).message().find("unknown message type 200"), std::string::npos);
+  bad = buf;
+  bad[12] = 1;
+  EXPECT_NE(ParseMessage(bad.data(), bad.size(), &m).message().find("reserved flags"), std::string::npos);
+}
+
+TEST(RemoteProtocol, RejectsOversizedAndInconsistentPayloads) {
+  uint8_t h[kHeaderSize];
+  EncodeHeader(MsgType::kWrite, kMaxPayload + 1, 1, h);
+  Header hdr;
+  Status s = ParseHeader(h, sizeof(h), &hdr);
+  EXPECT_NE(s.message().find("exceeds the limit"), std::string::npos) << s.message();
+  EncodeHeader(MsgType::kStats, 4, 1, h);  // Stats has no payload
+  EXPECT_FALSE(ParseHeader(h, sizeof(h), &hdr).ok());
+
+  // A Write that claims 3 pages but carries 2.
+  std::vector<uint8_t> page(kPageSize * 2);
+  std::vector<uint8_t> buf;
+  Encode(1, Write{0, 2, page.data()}, &buf);
+  buf[kHeaderSize + 8] = 3;
+  Message m;
+  EXPECT_FALSE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  // Zero pages, too many pages.
+  buf.clear();
+  Encode(1, Read{0, 1}, &buf);
+  buf[kHeaderSize + 8] = 0;
+  EXPECT_FALSE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  buf[kHeaderSize + 8] = kMaxPagesPerMessage + 1;
+  EXPECT_FALSE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  // Trailing bytes.
+  buf.clear();
+  Encode(1, Goodbye{}, &buf);
+  buf.push_back(0);
+  EXPECT_NE(ParseMessage(buf.data(), buf.size(), &m).message().find("trailing"), std::string::npos);
+  // Token length beyond the payload.
+  buf.clear();
+  Hello hello;
+  hello.token = "abc";
+  Encode(1, hello, &buf);
+  buf[kHeaderSize + 6] = 200;
+  EXPECT_FALSE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  // Slot ranges that wrap around.
+  buf.clear();
+  Encode(1, Free{~0ull, 2}, &buf);
+  EXPECT_NE(ParseMessage(buf.data(), buf.size(), &m).message().find("wraps"), std::string::npos);
+}
+
+TEST(RemoteProtocol, ConstantTimeEqual) {
+  EXPECT_TRUE(ConstantTimeEqual("abc", 3, "abc", 3));
+  EXPECT_FALSE(ConstantTimeEqual("abc", 3, "abd", 3));
+  EXPECT_FALSE(ConstantTimeEqual("abc", 3, "abcd", 4));
+  EXPECT_FALSE(ConstantTimeEqual("", 0, "a", 1));
+  EXPECT_TRUE(ConstantTimeEqual("", 0, "", 0));
+}
+
+TEST(RemoteEndpoint, Parses) {
+  auto e = ParseEndpoint("rdma://10.9.0.2:7000");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->kind, Endpoint::Kind::kRdma);
+  EXPECT_EQ(e->host, "10.9.0.2");
+  EXPECT_EQ(e->port, 7000);
+  e = ParseEndpoint("127.0.0.1");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->kind, Endpoint::Kind::kTcp);
+  EXPECT_EQ(e->port, 7471);
+  EXPECT_FALSE(ParseEndpoint("udp://x:1").ok());
+  EXPECT_FALSE(ParseEndpoint("tcp://x:99999").ok());
+  EXPECT_FALSE(ParseEndpoint("tcp://:1").ok());
+  auto l = ParseEndpointList("tcp://a:1,rdma://b:2");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->size(), 2u);
+}
+
+}  // namespace
+}  // namespace tiermem::remote::proto

@@ -1,0 +1,2 @@
+# Remote tier unit tests (included from tests/unit/CMakeLists.txt).
+tiermem_add_gtest(NAME remote_unit_test LABEL unit SOURCES remote_protocol_test.cc)
