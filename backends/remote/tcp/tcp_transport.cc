@@ -80,7 +80,7 @@ StatusOr<proto::Body> TcpTransport::Call(const proto::Body& req) {
   in_call_ = true;
   while (!control_done_) {
     Status s = Pump(int(timeout_ms_));
-    if (!s.ok()) {
+    if (!s.ok() && !control_done_) {
       in_call_ = false;
       return s;
     }
