@@ -1,0 +1,190 @@
+#include "runtime/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace tiermem {
+namespace {
+
+int Idx(Tier t) { return static_cast<int>(t); }
+
+struct Candidate {
+  uint64_t page;
+  double heat;
+};
+
+}  // namespace
+
+Policy::Policy(const PolicyConfig& config) : config_(config), tokens_(config.max_burst) {}
+
+double Policy::Decayed(const PageHeat& h, uint64_t now_ns) const {
+  if (h.heat == 0 || now_ns <= h.updated_ns || config_.half_life_ms <= 0) return h.heat;
+  double dt_ms = static_cast<double>(now_ns - h.updated_ns) / 1e6;
+  return h.heat * std::exp2(-dt_ms / config_.half_life_ms);
+}
+
+bool Policy::Settled(const PageHeat& h, uint64_t now_ns) const {
+  if (h.moved_ns == 0) return true;
+  return now_ns >= h.moved_ns &&
+         static_cast<double>(now_ns - h.moved_ns) >= config_.min_residence_ms * 1e6;
+}
+
+Tier Policy::Below(Tier t) const {
+  for (int i = Idx(t) + 1; i < kNumTiers; ++i) {
+    if (config_.present[i]) return static_cast<Tier>(i);
+  }
+  return Tier::kAuto;
+}
+
+void Policy::Record(std::span<const AccessSample> samples) {
+  for (const AccessSample& s : samples) {
+    PageHeat& h = pages_[s.page];
+    uint64_t t = std::max(s.time_ns, h.updated_ns);  // samples may arrive slightly out of order
+    h.heat = static_cast<float>(Decayed(h, t) + 1.0);
+    h.updated_ns = t;
+  }
+}
+
+double Policy::Heat(uint64_t page, uint64_t now_ns) const {
+  auto it = pages_.find(page);
+  return it == pages_.end() ? 0 : Decayed(it->second, now_ns);
+}
+
+void Policy::Moved(uint64_t page, uint64_t now_ns) {
+  PageHeat& h = pages_[page];
+  h.moved_ns = now_ns == 0 ? 1 : now_ns;
+}
+
+uint64_t Policy::TakeTokens(uint64_t now_ns, uint64_t wanted) {
+  if (tokens_ns_ != 0 && now_ns > tokens_ns_) {
+    tokens_ += config_.max_moves_per_s * static_cast<double>(now_ns - tokens_ns_) / 1e9;
+  }
+  tokens_ns_ = std::max(tokens_ns_, now_ns);
+  tokens_ = std::min(tokens_, config_.max_burst);
+  uint64_t got = std::min<uint64_t>(wanted, static_cast<uint64_t>(tokens_));
+  tokens_ -= static_cast<double>(got);
+  return got;
+}
+
+std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, uint64_t now_ns,
+                                      PlanStats* stats) {
+  ++epoch_;
+  std::array<uint64_t, kNumTiers> usage{};
+  // Movable pages of each tier with their heat now.
+  std::array<std::vector<Candidate>, kNumTiers> movable;
+  for (const PageView& v : pages) {
+    int t = Idx(v.tier);
+    if (t >= kNumTiers) continue;
+    ++usage[t];
+    PageHeat& h = pages_[v.page];
+    h.seen_epoch = epoch_;
+    if (v.pinned || !Settled(h, now_ns)) continue;
+    movable[t].push_back({v.page, Decayed(h, now_ns)});
+  }
+  std::erase_if(pages_, [&](const auto& kv) { return kv.second.seen_epoch != epoch_; });
+
+  std::vector<PlannedMove> plan;
+  PlanStats st;
+  uint64_t budget = TakeTokens(now_ns, ~0ull);
+  auto limit_at = [&](int t, double share) {
+    return static_cast<uint64_t>(std::floor(static_cast<double>(config_.budget_pages[t]) * share));
+  };
+  std::unordered_set<uint64_t> planned;  // a page moves at most once per plan
+  auto emit = [&](uint64_t page, Tier from, Tier to) {
+    planned.insert(page);
+    plan.push_back({page, from, to});
+    --usage[Idx(from)];
+    ++usage[Idx(to)];
+  };
+  // Each tier's movable pages, coldest first; `taken[t]` counts those already chosen as victims.
+  std::array<size_t, kNumTiers> taken{};
+  std::array<bool, kNumTiers> sorted{};
+  auto sort_tier = [&](int t) {
+    if (sorted[t]) return;
+    std::sort(movable[t].begin(), movable[t].end(),
+              [](const Candidate& a, const Candidate& b) { return a.heat < b.heat; });
+    sorted[t] = true;
+  };
+
+  // 1. Demotions: relieve every tier above its high watermark, top down, so a cascade
+  //    (DRAM -> CXL overflowing CXL -> remote) is resolved in one plan.
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (!config_.present[t] || config_.budget_pages[t] == 0) continue;
+    if (static_cast<double>(usage[t]) <=
+        config_.high_watermark * static_cast<double>(config_.budget_pages[t])) {
+      continue;
+    }
+    Tier dst = Below(static_cast<Tier>(t));
+    if (dst == Tier::kAuto) continue;
+    uint64_t need = usage[t] - std::min(usage[t], limit_at(t, config_.low_watermark));
+    sort_tier(t);
+    while (need > 0 && taken[t] < movable[t].size()) {
+      if (budget == 0) {
+        st.deferred += need;
+        break;
+      }
+      emit(movable[t][taken[t]++].page, static_cast<Tier>(t), dst);
+      --budget;
+      --need;
+      ++st.demotions;
+    }
+  }
+
+  // 2. Promotions: hottest pages of the lower tiers, into the highest tier with room, or by
+  //    swapping with a clearly colder page of the tier just above.
+  for (int src = 1; src < kNumTiers; ++src) {
+    if (!config_.present[src]) continue;
+    std::vector<Candidate> hot;
+    for (size_t i = 0; i < movable[src].size(); ++i) {
+      // Pages already planned as demotion victims of this tier are not promoted back.
+      if (sorted[src] && i < taken[src]) continue;
+      if (movable[src][i].heat >= config_.promote_heat && !planned.count(movable[src][i].page)) hot.push_back(movable[src][i]);
+    }
+    std::sort(hot.begin(), hot.end(),
+              [](const Candidate& a, const Candidate& b) { return a.heat > b.heat; });
+    for (const Candidate& c : hot) {
+      if (budget == 0) {
+        ++st.deferred;
+        continue;
+      }
+      int dst = -1;
+      for (int up = 0; up < src; ++up) {
+        if (!config_.present[up]) continue;
+        if (config_.budget_pages[up] == 0 || usage[up] < limit_at(up, config_.low_watermark)) {
+          dst = up;
+          break;
+        }
+      }
+      if (dst >= 0) {
+        emit(c.page, static_cast<Tier>(src), static_cast<Tier>(dst));
+        --budget;
+        ++st.promotions;
+        continue;
+      }
+      // Every tier above is full: swap with the coldest page of the nearest tier above.
+      int up = src - 1;
+      while (up >= 0 && !config_.present[up]) --up;
+      if (up < 0 || budget < 2) continue;
+      sort_tier(up);
+      while (taken[up] < movable[up].size() && planned.count(movable[up][taken[up]].page)) {
+        ++taken[up];
+      }
+      if (taken[up] >= movable[up].size()) continue;
+      const Candidate& victim = movable[up][taken[up]];
+      if (victim.heat + config_.swap_margin > c.heat) continue;  // not clearly hotter: stay
+      ++taken[up];
+      emit(victim.page, static_cast<Tier>(up), Below(static_cast<Tier>(up)));
+      emit(c.page, static_cast<Tier>(src), static_cast<Tier>(up));
+      budget -= 2;
+      ++st.demotions;
+      ++st.promotions;
+    }
+  }
+  // Unused tokens go back to the bucket.
+  tokens_ += static_cast<double>(budget);
+  if (stats != nullptr) *stats = st;
+  return plan;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,123 @@
+// The tiering policy: turns access samples and page records into a migration plan.
+//
+// Pure: no OS calls, no threads, no clock of its own (every call takes `now_ns`), so unit tests
+// drive it with a fake clock and synthetic traces. The policy thread (runtime/migrator.h) feeds it
+// samples from the tracker, the page records of every live page, and carries out the plan.
+//
+// Model
+// - Heat: every page has a heat value that decays exponentially with time (half-life
+//   `half_life_ms`) and grows by 1 per access sample. Decay is applied lazily (heat and the time
+//   it was last brought up to date are stored), so idle pages cost nothing.
+// - Budgets: per-tier page budgets (DRAM from TIERMEM_DRAM_LIMIT, CXL from TIERMEM_CXL_LIMIT,
+//   remote from the memory servers' capacity). A tier above `high_watermark` of its budget is
+//   demoted to `low_watermark`: coldest pages first, to the next present tier down
+//   (DRAM -> CXL -> remote), cascading when the next tier overflows in turn.
+// - Promotions: a page on a lower tier whose heat reaches `promote_heat` moves to the highest tier
+//   with room below its low watermark; when that tier is full, it may swap with that tier's
+//   coldest page, but only when it is hotter by `swap_margin` (hysteresis).
+// - Hysteresis: besides the promote/demote gap above, a page that was moved stays put for
+//   `min_residence_ms` (no ping-pong between two tiers under a noisy signal).
+// - Rate limit: a token bucket of `max_moves_per_s` pages (burst `max_burst`); demotions that a
+//   budget needs are planned before promotions, so an over-full tier is relieved first.
+// - Pinned pages (kPagePinned, the API's kAllocPin) are never moved and never chosen as victims;
+//   they still count against their tier's budget.
+//
+// Thread safety: none; one thread (the policy thread) owns a Policy.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+
+struct PolicyConfig {
+  // Budget in pages per tier (kDram, kCxl, kRemote); 0 = unlimited. A tier that is absent
+  // (`present` false) is skipped by demotions and promotions.
+  std::array<uint64_t, kNumTiers> budget_pages{};
+  std::array<bool, kNumTiers> present{true, false, false};
+  double high_watermark = 0.98;  // demote when a tier holds more than this share of its budget
+  double low_watermark = 0.95;   // ... down to this share; promotions fill up to it
+  double half_life_ms = 200;     // heat halves in this time without accesses
+  double promote_heat = 1.5;     // heat at which a page on a lower tier is promoted
+  double swap_margin = 1.0;      // a promotion into a full tier must beat its coldest page by this
+  double min_residence_ms = 500; // a moved page stays where it went at least this long
+  double max_moves_per_s = 50000;// token bucket rate (pages per second)
+  double max_burst = 8192;       // token bucket depth (pages)
+};
+
+// One access seen by a tracker (or a remote fault). `page` is the policy's page key.
+struct AccessSample {
+  uint64_t page = 0;
+  bool write = false;
+  uint64_t time_ns = 0;
+};
+
+// A live page as the page records describe it.
+struct PageView {
+  uint64_t page = 0;
+  Tier tier = Tier::kDram;
+  bool pinned = false;
+};
+
+struct PlannedMove {
+  uint64_t page = 0;
+  Tier from = Tier::kDram;
+  Tier to = Tier::kDram;
+};
+
+struct PlanStats {
+  uint64_t demotions = 0;
+  uint64_t promotions = 0;
+  uint64_t deferred = 0;  // moves the rate limit held back for a later plan
+};
+
+class Policy {
+ public:
+  explicit Policy(const PolicyConfig& config);
+
+  const PolicyConfig& config() const { return config_; }
+  void set_config(const PolicyConfig& config) { config_ = config; }
+
+  // Adds access samples. Samples for pages the policy has not seen are kept (the page may be
+  // listed in the next Plan).
+  void Record(std::span<const AccessSample> samples);
+  // Current heat of a page at `now_ns` (0 for an unknown page).
+  double Heat(uint64_t page, uint64_t now_ns) const;
+
+  // Plans moves for the live pages `pages` (every live page, each once). Pages that are no longer
+  // listed are forgotten. The plan is ordered: demotions first (a tier's room is made before it
+  // is filled), then promotions. The caller reports what it actually did with Moved(); a planned
+  // move that failed is simply not reported.
+  std::vector<PlannedMove> Plan(std::span<const PageView> pages, uint64_t now_ns,
+                                PlanStats* stats = nullptr);
+  // Tells the policy that `page` now lives on `tier` (starts its residence time).
+  void Moved(uint64_t page, uint64_t now_ns);
+
+  size_t tracked_pages() const { return pages_.size(); }
+
+ private:
+  struct PageHeat {
+    float heat = 0;
+    uint64_t updated_ns = 0;   // heat is valid as of this time
+    uint64_t moved_ns = 0;     // last move, 0 = never
+    uint32_t seen_epoch = 0;   // last Plan that listed the page
+  };
+  double Decayed(const PageHeat& h, uint64_t now_ns) const;
+  bool Settled(const PageHeat& h, uint64_t now_ns) const;
+  // Next present tier below `t`, or kAuto when none.
+  Tier Below(Tier t) const;
+  uint64_t TakeTokens(uint64_t now_ns, uint64_t wanted);
+
+  PolicyConfig config_;
+  std::unordered_map<uint64_t, PageHeat> pages_;
+  uint32_t epoch_ = 0;
+  double tokens_ = 0;
+  uint64_t tokens_ns_ = 0;
+};
+
+}  // namespace tiermem

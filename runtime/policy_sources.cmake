@@ -1,0 +1,3 @@
+# Automatic tiering (issue 6): policy, tracker, policy thread. Included from runtime/CMakeLists.txt.
+target_sources(tiermem PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/policy.cc)
