@@ -135,7 +135,10 @@ if [[ -f "$out" && "$(cat "$out.stamp" 2>/dev/null)" == "$proj_stamp" ]]; then
 fi
 stage=$(mktemp -d "$cache/proj-stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/tiermem/bin"
+mkdir -p "$stage/tiermem/bin" "$stage"/usr/{bin,sbin,lib,lib64}
+# The same merged-/usr links as the base, so libraries land under usr/; the links themselves stay
+# out of this archive (the kernel would replace the base's /lib link by a directory otherwise).
+for d in bin sbin lib lib64; do ln -s "usr/$d" "$stage/$d"; done
 for f in "${files[@]}"; do
   dest="$stage/tiermem/bin/$(basename "$f")"
   if is_elf "$f"; then
@@ -155,8 +158,9 @@ while read -r lib; do
   else
     objcopy --strip-debug "$lib" 2>/dev/null || true
   fi
-done < <(find "$stage" -type f -not -path "$stage/tiermem/bin/*")
-(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet) > "$stage.cpio"
+done < <(find "$stage/" -type f -not -path "$stage/tiermem/bin/*")
+(cd "$stage" && find . -mindepth 1 -not -path ./bin -not -path ./sbin -not -path ./lib -not -path ./lib64 |
+  LC_ALL=C sort | cpio -o -H newc --quiet) > "$stage.cpio"
 cat "$base" "$stage.cpio" > "$out.tmp"
 rm -f "$stage.cpio"
 mv "$out.tmp" "$out"

@@ -8,7 +8,7 @@
 # kernel's version on stdout ("6.1.0-57-amd64"); the kernel image is then
 # CACHE_DIR/kernel/boot/vmlinuz-VERSION and its modules CACHE_DIR/kernel/lib/modules/VERSION.
 # Idempotent: a cached, unpacked package is reused without touching apt.
-# TIERMEM_QEMU_KERNEL_PKG overrides the package name (e.g. linux-image-6.1.0-57-amd64).
+# TM_QEMU_KERNEL_PKG overrides the package name (e.g. linux-image-6.1.0-57-amd64).
 set -euo pipefail
 
 die() { echo "fetch-kernel: $*" >&2; exit 1; }
@@ -28,7 +28,7 @@ if [[ -f "$stamp" ]]; then
   fi
 fi
 
-pkg=${TIERMEM_QEMU_KERNEL_PKG:-}
+pkg=${TM_QEMU_KERNEL_PKG:-}
 if [[ -z "$pkg" ]]; then
   pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
         awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')

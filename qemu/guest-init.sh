@@ -1,6 +1,6 @@
 #!/bin/sh
 # The guest's /init (busybox sh), put into the initramfs by run-guest.sh together with
-# /tiermem/env (TIERMEM_QEMU_TOPOLOGY and the figures QEMU was given) and /tiermem/cmd (the guest
+# /tiermem/env (QEMU_TOPOLOGY and the figures QEMU was given) and /tiermem/cmd (the guest
 # command). Sets the topology up, runs the command, prints its exit status in the end marker and
 # powers off. Setup failures end with status 125 and a TIERMEM-GUEST-SETUP-FAILED line.
 #
@@ -100,12 +100,12 @@ setup_numa() {
   log "numa: node 1 memory-only, cpus '$(cat /sys/devices/system/node/node1/cpulist)'"
 }
 
-case "$TIERMEM_QEMU_TOPOLOGY" in
+case "$QEMU_TOPOLOGY" in
   numa) setup_numa ;;
   cxl) setup_cxl ;;
   rdma) setup_rdma ;;
   full) setup_cxl; setup_rdma ;;
-  *) fail_setup "unknown topology '$TIERMEM_QEMU_TOPOLOGY'" ;;
+  *) fail_setup "unknown topology '$QEMU_TOPOLOGY'" ;;
 esac
 
 cd /tmp || fail_setup "no /tmp"

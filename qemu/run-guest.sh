@@ -6,7 +6,7 @@
 #
 # --file   puts PATH (a test binary or script) into the guest as /tiermem/bin/NAME, on PATH, with
 #          the libraries `ldd` lists; repeat for several.
-# --cache  where the guest kernel and initramfs parts are cached (default $TIERMEM_QEMU_CACHE,
+# --cache  where the guest kernel and initramfs parts are cached (default $TM_QEMU_CACHE,
 #          else ./qemu-cache).
 # --timeout  whole run limit, boot included (default 300 s).
 #
@@ -27,7 +27,7 @@ die() { echo "run-guest: $*" >&2; exit 125; }
 
 topology=""
 timeout_s=300
-cache=${TIERMEM_QEMU_CACHE:-$PWD/qemu-cache}
+cache=${TM_QEMU_CACHE:-$PWD/qemu-cache}
 files=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -79,16 +79,16 @@ mkdir -p "$tmp/run/tiermem"
 cp "$here/guest-init.sh" "$tmp/run/init"
 chmod +x "$tmp/run/init"
 {
-  echo "export TIERMEM_QEMU_TOPOLOGY=$topology"
+  echo "export QEMU_TOPOLOGY=$topology"
   if [[ $topology == numa ]]; then
-    echo "export TIERMEM_QEMU_HMAT_NODE0_LATENCY_NS=$hmat_lat0 TIERMEM_QEMU_HMAT_NODE0_BANDWIDTH_MIBS=$hmat_bw0"
-    echo "export TIERMEM_QEMU_HMAT_NODE1_LATENCY_NS=$hmat_lat1 TIERMEM_QEMU_HMAT_NODE1_BANDWIDTH_MIBS=$hmat_bw1"
+    echo "export QEMU_HMAT_NODE0_LATENCY_NS=$hmat_lat0 QEMU_HMAT_NODE0_BANDWIDTH_MIBS=$hmat_bw0"
+    echo "export QEMU_HMAT_NODE1_LATENCY_NS=$hmat_lat1 QEMU_HMAT_NODE1_BANDWIDTH_MIBS=$hmat_bw1"
   fi
   if [[ $topology == rdma || $topology == full ]]; then
-    echo "export TIERMEM_QEMU_RDMA_DEVICES='rxe0 rxe1' TIERMEM_QEMU_RDMA_ADDRS='10.9.0.1 10.9.0.2'"
+    echo "export QEMU_RDMA_DEVICES='rxe0 rxe1' QEMU_RDMA_ADDRS='10.9.0.1 10.9.0.2'"
   fi
   if [[ $topology == cxl || $topology == full ]]; then
-    echo "export TIERMEM_QEMU_CXL_NODE=1"
+    echo "export QEMU_CXL_NODE=1"
   fi
 } > "$tmp/run/tiermem/env"
 {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Guest test for the `cxl` topology (and the CXL half of `full`), inside the QEMU guest.
-# The CXL type-3 device must be onlined as system-ram on node TIERMEM_QEMU_CXL_NODE (1), node 1
+# The CXL type-3 device must be onlined as system-ram on node QEMU_CXL_NODE (1), node 1
 # memory-only. Then the API/tiermemctl test binary, if given, runs.
 #
 #   check_cxl.sh [TEST_BINARY [ARGS...]]
@@ -8,7 +8,7 @@ set -eu
 
 fail() { echo "check_cxl: FAIL: $*"; exit 1; }
 
-node=${TIERMEM_QEMU_CXL_NODE:-}
+node=${QEMU_CXL_NODE:-}
 [ -n "$node" ] || { echo "check_cxl: SKIP: not in a topology with a CXL node"; exit 77; }
 numactl -H
 daxctl list > /tmp/dax.json

@@ -4,7 +4,7 @@
 #
 #   check_full.sh [TEST_BINARY [ARGS...]]
 set -eu
-[ "${TIERMEM_QEMU_TOPOLOGY:-}" = full ] || { echo "check_full: SKIP: not in the full topology"; exit 77; }
+[ "${QEMU_TOPOLOGY:-}" = full ] || { echo "check_full: SKIP: not in the full topology"; exit 77; }
 check_cxl.sh
 check_rdma.sh
 if [ $# -gt 0 ]; then

@@ -9,10 +9,10 @@ set -eu
 
 fail() { echo "check_rdma: FAIL: $*"; exit 1; }
 
-[ -n "${TIERMEM_QEMU_RDMA_DEVICES:-}" ] || { echo "check_rdma: SKIP: not in a topology with rxe devices"; exit 77; }
+[ -n "${QEMU_RDMA_DEVICES:-}" ] || { echo "check_rdma: SKIP: not in a topology with rxe devices"; exit 77; }
 rdma link
 ibv_devices
-for d in $TIERMEM_QEMU_RDMA_DEVICES; do
+for d in $QEMU_RDMA_DEVICES; do
   rdma link show "$d/1" | grep -q 'state ACTIVE' || fail "$d port 1 is not ACTIVE"
   ibv_devinfo -d "$d" | grep -q 'PORT_ACTIVE' || fail "ibv_devinfo: $d port not active"
 done

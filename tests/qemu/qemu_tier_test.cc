@@ -1,8 +1,8 @@
 // Guest-side test of tiermem in the QEMU topologies (qemu/run-guest.sh): what `tiermemctl
 // topology --json` reports, and placement and migration through the API on the memory-only node.
 //
-// The topology comes from the guest environment that run-guest.sh writes (TIERMEM_QEMU_TOPOLOGY,
-// TIERMEM_QEMU_HMAT_*, TIERMEM_QEMU_CXL_NODE, TIERMEM_QEMU_RDMA_DEVICES); outside a guest every
+// The topology comes from the guest environment that run-guest.sh writes (QEMU_TOPOLOGY,
+// QEMU_HMAT_*, QEMU_CXL_NODE, QEMU_RDMA_DEVICES); outside a guest every
 // test skips with that reason. tiermemctl is found on PATH (the guest's /tiermem/bin).
 #include <sys/wait.h>
 
@@ -36,24 +36,24 @@ std::string Env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-std::string Topology() { return Env("TIERMEM_QEMU_TOPOLOGY"); }
+std::string Topology() { return Env("QEMU_TOPOLOGY"); }
 bool HasMemoryOnlyNode() { return Topology() == "numa" || Topology() == "cxl" || Topology() == "full"; }
 bool HasCxl() { return Topology() == "cxl" || Topology() == "full"; }
 bool HasRdma() { return Topology() == "rdma" || Topology() == "full"; }
 
 // The memory-only node of the topology (run-guest.sh makes it node 1 in every topology).
 int FarNode() {
-  std::string n = Env("TIERMEM_QEMU_CXL_NODE");
+  std::string n = Env("QEMU_CXL_NODE");
   return n.empty() ? 1 : std::atoi(n.c_str());
 }
 
 #define SKIP_OUTSIDE_GUEST()                                                              \
   do {                                                                                    \
-    if (Topology().empty()) GTEST_SKIP() << "not in a QEMU guest (TIERMEM_QEMU_TOPOLOGY unset)"; \
+    if (Topology().empty()) GTEST_SKIP() << "not in a QEMU guest (QEMU_TOPOLOGY unset)"; \
   } while (0)
 
 // Runs a shell command and returns its stdout; fails the test on a non-zero exit.
-std::string Run(const std::string& cmd) {
+std::string RunCommand(const std::string& cmd) {
   std::string out;
   FILE* f = popen(cmd.c_str(), "r");
   if (f == nullptr) {
@@ -69,7 +69,7 @@ std::string Run(const std::string& cmd) {
 }
 
 json TopologyJson() {
-  std::string text = Run("tiermemctl topology --json");
+  std::string text = RunCommand("tiermemctl topology --json");
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(j.is_discarded()) << "tiermemctl topology --json printed invalid JSON:\n" << text;
   return j;
@@ -158,7 +158,7 @@ TEST(QemuTopology, TiermemctlJsonDescribesTheGuest) {
       ASSERT_NE(n, nullptr);
       ASSERT_TRUE(n->contains("hmat")) << "node " << id << " has no hmat: " << n->dump();
       const json& h = (*n)["hmat"];
-      std::string p = "TIERMEM_QEMU_HMAT_NODE" + std::to_string(id);
+      std::string p = "QEMU_HMAT_NODE" + std::to_string(id);
       int64_t lat = std::atoll(Env((p + "_LATENCY_NS").c_str()).c_str());
       int64_t bw = std::atoll(Env((p + "_BANDWIDTH_MIBS").c_str()).c_str());
       EXPECT_EQ(NumberOf(h, {"read_latency_ns", "read_latency"}), lat) << h.dump();
@@ -189,7 +189,7 @@ TEST(QemuTopology, TiermemctlJsonDescribesTheGuest) {
     }
   }
   if (HasRdma()) {
-    std::istringstream want(Env("TIERMEM_QEMU_RDMA_DEVICES"));
+    std::istringstream want(Env("QEMU_RDMA_DEVICES"));
     for (std::string name; want >> name;) EXPECT_TRUE(rdma_names.count(name)) << name << " not listed";
   } else {
     EXPECT_TRUE(rdma_names.empty());
@@ -199,9 +199,9 @@ TEST(QemuTopology, TiermemctlJsonDescribesTheGuest) {
 TEST(QemuTopology, TiermemctlTableListsRdmaDevices) {
   SKIP_OUTSIDE_GUEST();
   if (!HasRdma()) GTEST_SKIP() << "no rxe devices in topology " << Topology();
-  std::string table = Run("tiermemctl topology");
+  std::string table = RunCommand("tiermemctl topology");
   std::printf("%s\n", table.c_str());
-  std::istringstream want(Env("TIERMEM_QEMU_RDMA_DEVICES"));
+  std::istringstream want(Env("QEMU_RDMA_DEVICES"));
   for (std::string name; want >> name;) EXPECT_NE(table.find(name), std::string::npos) << name;
 }
 
@@ -236,6 +236,9 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
   }
   ASSERT_TRUE(rt.HasTier(Tier::kCxl));
   const int far = FarNode();
+  // Transparent huge pages change how many pages one move_pages call drags along: say which mode.
+  std::string thp = RunCommand("cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown");
+  std::printf("transparent_hugepage: %s", thp.c_str());
 
   auto p_or = rt.Allocate(kBytes, Tier::kCxl);
   ASSERT_TRUE(p_or.ok()) << p_or.status().ToString();
