@@ -28,10 +28,20 @@ if [[ -f "$stamp" ]]; then
   fi
 fi
 
+kernel_dep() {
+  apt-cache depends linux-image-amd64 2>/dev/null |
+    awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }'
+}
+# A fresh machine may have no package lists yet: update them once (as root) and ask again.
+update_lists() {
+  [[ $(id -u) -eq 0 ]] || return 1
+  echo "fetch-kernel: running apt-get update" >&2
+  apt-get update -qq >&2
+}
 pkg=${TM_QEMU_KERNEL_PKG:-}
 if [[ -z "$pkg" ]]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-        awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+  pkg=$(kernel_dep)
+  if [[ -z "$pkg" ]] && update_lists; then pkg=$(kernel_dep); fi
   [[ -n "$pkg" ]] || die "apt-cache depends linux-image-amd64 names no linux-image-<version> package"
 fi
 version=${pkg#linux-image-}
@@ -39,8 +49,10 @@ version=${pkg#linux-image-}
 deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" -print -quit)
 if [[ -z "$deb" ]]; then
   echo "fetch-kernel: downloading $pkg into $cache" >&2
-  (cd "$cache" && apt-get download "$pkg" >&2) ||
-    die "apt-get download $pkg failed (run 'apt-get update' first?)"
+  if ! (cd "$cache" && apt-get download "$pkg" >&2); then
+    update_lists || die "apt-get download $pkg failed (run 'apt-get update' first?)"
+    (cd "$cache" && apt-get download "$pkg" >&2) || die "apt-get download $pkg failed"
+  fi
   deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" -print -quit)
   [[ -n "$deb" ]] || die "apt-get download $pkg left no ${pkg}_*.deb in $cache"
 fi
