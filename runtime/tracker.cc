@@ -1,0 +1,193 @@
+#include "runtime/tracker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/log.h"
+#include "runtime/tracker_os.h"
+
+namespace tiermem {
+namespace {
+
+constexpr uintptr_t kPage = 4096;
+constexpr int kTableBits = 13;
+constexpr size_t kTableSize = size_t{1} << kTableBits;  // 2x kMaxArmed: short probes
+
+enum SlotState : uint8_t { kEmpty = 0, kArmed = 1, kRead = 2, kWritten = 3, kLifted = 4 };
+
+struct Slot {
+  std::atomic<uintptr_t> page{0};
+  std::atomic<uint8_t> state{kEmpty};
+};
+
+// Two tables: the current round's, and the previous round's (kept one round so late faults on
+// pages whose protection was just lifted still find their page).
+Slot g_tables[2][kTableSize];
+struct sigaction g_old_action;
+std::atomic<bool> g_installed{false};
+
+size_t Hash(uintptr_t page) {
+  return static_cast<size_t>(((page >> 12) * 0x9E3779B97F4A7C15ull) >> (64 - kTableBits));
+}
+
+Slot* Find(int t, uintptr_t page) {
+  size_t h = Hash(page);
+  for (size_t i = 0; i < kTableSize; ++i) {
+    Slot& s = g_tables[t][(h + i) & (kTableSize - 1)];
+    uintptr_t p = s.page.load(std::memory_order_acquire);
+    if (p == page) return &s;
+    if (p == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+void SegvHandler(int sig, siginfo_t* info, void* uctx) {
+  int saved_errno = errno;
+  if (info != nullptr && info->si_code == SEGV_ACCERR) {
+    uintptr_t page = reinterpret_cast<uintptr_t>(info->si_addr) & ~(kPage - 1);
+    for (int t = 0; t < 2; ++t) {
+      Slot* s = Find(t, page);
+      if (s == nullptr) continue;
+      uint8_t expect = kArmed;
+      uint8_t now = os::FaultWasWrite(uctx) ? kWritten : kRead;
+      if (s->state.compare_exchange_strong(expect, now, std::memory_order_acq_rel)) {
+        os::ProtectReadWrite(reinterpret_cast<void*>(page), kPage);
+      }
+      // Otherwise another thread (or the tracker) is lifting it: the access runs again.
+      errno = saved_errno;
+      return;
+    }
+  }
+  errno = saved_errno;
+  os::ChainSegv(g_old_action, sig, info, uctx);
+}
+
+}  // namespace
+
+ProtectTracker& ProtectTracker::Get() {
+  static ProtectTracker* tracker = new ProtectTracker();  // never destroyed: the handler may run late
+  return *tracker;
+}
+
+Status ProtectTracker::Install() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (installed_) return Status::Ok();
+  int rc = os::InstallSegvHandler(&SegvHandler, &g_old_action);
+  if (rc != 0) return ErrnoToStatus(-rc, "installing the tracker's SIGSEGV handler");
+  installed_ = true;
+  g_installed.store(true, std::memory_order_release);
+  return Status::Ok();
+}
+
+bool ProtectTracker::HandlerInstalled() const {
+  return g_installed.load(std::memory_order_acquire) && os::CurrentSegvHandler() == &SegvHandler;
+}
+
+void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (char* p : armed_) {
+    Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(p));
+    if (s == nullptr) continue;
+    uint8_t st = s->state.load(std::memory_order_acquire);
+    if (st == kArmed) {
+      // Lift first, then mark: a fault racing with this still finds the slot armed or lifted.
+      os::ProtectReadWrite(p, kPage);
+      uint8_t expect = kArmed;
+      if (s->state.compare_exchange_strong(expect, kLifted, std::memory_order_acq_rel)) continue;
+      st = expect;  // touched meanwhile
+    }
+    if (st == kRead || st == kWritten) {
+      out->push_back({reinterpret_cast<uintptr_t>(p) >> 12, st == kWritten, now_ns});
+      ++counters_.touched;
+      s->state.store(kLifted, std::memory_order_release);
+    }
+  }
+  armed_.clear();
+  ++counters_.rounds;
+}
+
+size_t ProtectTracker::Arm(const std::vector<char*>& pages) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!installed_ || !armed_.empty()) return 0;  // Collect first
+  // The table of two rounds ago: its pages were lifted a whole round ago.
+  cur_ ^= 1;
+  for (Slot& s : g_tables[cur_]) {
+    s.page.store(0, std::memory_order_relaxed);
+    s.state.store(kEmpty, std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  size_t n = std::min(pages.size(), kMaxArmed);
+  armed_.assign(pages.begin(), pages.begin() + static_cast<long>(n));
+  std::sort(armed_.begin(), armed_.end());
+  armed_.erase(std::unique(armed_.begin(), armed_.end()), armed_.end());
+  for (char* p : armed_) {
+    uintptr_t page = reinterpret_cast<uintptr_t>(p);
+    size_t h = Hash(page);
+    for (size_t i = 0; i < kTableSize; ++i) {
+      Slot& s = g_tables[cur_][(h + i) & (kTableSize - 1)];
+      if (s.page.load(std::memory_order_relaxed) == 0) {
+        s.state.store(kArmed, std::memory_order_relaxed);
+        s.page.store(page, std::memory_order_release);
+        break;
+      }
+    }
+  }
+  // Protect in runs of adjacent pages (one system call per run).
+  size_t armed = 0;
+  for (size_t i = 0; i < armed_.size();) {
+    size_t j = i + 1;
+    while (j < armed_.size() && armed_[j] == armed_[j - 1] + kPage) ++j;
+    int rc = os::ProtectNone(armed_[i], (j - i) * kPage);
+    if (rc != 0) {
+      // Not protected: these pages simply yield no sample (mark them lifted).
+      for (size_t k = i; k < j; ++k) {
+        if (Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(armed_[k]))) s->state.store(kLifted);
+      }
+      TM_LOG_DEBUG("tracker: mprotect(PROT_NONE) failed: %s", strerror(-rc));
+    } else {
+      armed += j - i;
+    }
+    i = j;
+  }
+  counters_.armed += armed;
+  return armed;
+}
+
+void ProtectTracker::Release(const void* addr, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (armed_.empty()) return;
+  auto lo = reinterpret_cast<uintptr_t>(addr) & ~(kPage - 1);
+  auto hi = reinterpret_cast<uintptr_t>(addr) + len;
+  auto it = std::lower_bound(armed_.begin(), armed_.end(), reinterpret_cast<char*>(lo));
+  for (; it != armed_.end() && reinterpret_cast<uintptr_t>(*it) < hi; ++it) {
+    Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(*it));
+    if (s == nullptr) continue;
+    if (s->state.load(std::memory_order_acquire) == kArmed) os::ProtectReadWrite(*it, kPage);
+    s->state.store(kLifted, std::memory_order_release);
+  }
+}
+
+void ProtectTracker::DisarmAll() {
+  std::vector<AccessSample> dropped;
+  Collect(0, &dropped);
+}
+
+ProtectTracker::Counters ProtectTracker::counters() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return counters_;
+}
+
+bool DetectPebs(std::string* reason) {
+  int rc = os::PerfPreciseAvailable();
+  if (rc == 0) {
+    *reason = "perf_event precise sampling is available";
+    return true;
+  }
+  *reason = std::string("no precise hardware sampling: perf_event_open(cycles, precise_ip=2): ") +
+            strerror(-rc);
+  return false;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,84 @@
+#include "runtime/tracker_os.h"
+
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tiermem::os {
+
+int ProtectNone(void* addr, size_t bytes) {
+  return mprotect(addr, bytes, PROT_NONE) == 0 ? 0 : -errno;
+}
+
+int ProtectReadWrite(void* addr, size_t bytes) {
+  return mprotect(addr, bytes, PROT_READ | PROT_WRITE) == 0 ? 0 : -errno;
+}
+
+int InstallSegvHandler(SegvHandler handler, struct sigaction* old) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  return sigaction(SIGSEGV, &sa, old) == 0 ? 0 : -errno;
+}
+
+SegvHandler CurrentSegvHandler() {
+  struct sigaction cur;
+  if (sigaction(SIGSEGV, nullptr, &cur) != 0) return nullptr;
+  if (!(cur.sa_flags & SA_SIGINFO)) return nullptr;
+  return cur.sa_sigaction;
+}
+
+void ChainSegv(const struct sigaction& old, int sig, siginfo_t* info, void* uctx) {
+  if (old.sa_flags & SA_SIGINFO) {
+    if (old.sa_sigaction != nullptr) {
+      old.sa_sigaction(sig, info, uctx);
+      return;
+    }
+  } else if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+    old.sa_handler(sig);
+    return;
+  }
+  // Default action: put it back; returning re-executes the access, which now ends the process
+  // with SIGSEGV exactly as it would have without tiermem.
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGSEGV, &dfl, nullptr);
+}
+
+bool FaultWasWrite(const void* uctx) {
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(uctx);
+  return (uc->uc_mcontext.gregs[REG_ERR] & 0x2) != 0;
+#else
+  (void)uctx;
+  return false;
+#endif
+}
+
+int PerfPreciseAvailable() {
+  struct perf_event_attr attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.config = PERF_COUNT_HW_CPU_CYCLES;
+  attr.sample_period = 100000;
+  attr.sample_type = PERF_SAMPLE_ADDR;
+  attr.precise_ip = 2;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;
+  long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  if (fd < 0) return -errno;
+  close(static_cast<int>(fd));
+  return 0;
+}
+
+}  // namespace tiermem::os
