@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/log.h"
+#include "runtime/migrator.h"
 #include "runtime/os/os.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/topology_internal.h"
@@ -125,10 +126,27 @@ Status Runtime::Impl::Init(const Options& o) {
   Status s = regions_[0].Init(opts_.region_size);
   if (!s.ok()) return s.WithContext("reserving the first managed region");
   nregions_.store(1, std::memory_order_release);
+  if (opts_.remote[0] != '\0') {  // the remote tier: connect to memd, start the fault handler
+    PagerConfig pc;
+    pc.servers = opts_.remote;
+    pc.token = opts_.token;
+    pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
+    pc.region_of = [this](const void* p) { return RegionOf(p); };
+    auto pager = Pager::Start(std::move(pc));
+    if (pager.ok()) {
+      pager_ = std::move(*pager);
+    } else {
+      tier_absent_[2] = "TIERMEM_REMOTE=" + std::string(opts_.remote) + ": " + pager.status().message();
+      TM_LOG_WARN("remote tier unavailable: %s", tier_absent_[2].c_str());
+    }
+  }
   running_.store(true, std::memory_order_release);
   for (int t = 0; t <= kNumTiers; ++t) {
     page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
   }
+  // Automatic tiering (issue 6): the policy thread starts only when a tier has a budget.
+  migrator_ = std::make_unique<Migrator>(this);
+  if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
   TM_LOG_INFO("started: dram nodes %s, cxl nodes %s, region %llu MiB",
               NodeListString(tier_nodes_[0]).c_str(), NodeListString(tier_nodes_[1]).c_str(),
               static_cast<unsigned long long>(opts_.region_size >> 20));
@@ -198,9 +216,11 @@ Status Runtime::Impl::ResolveTiers() {
 
 Status Runtime::Impl::Stop() {
   if (!running_.load(std::memory_order_acquire)) return Status::Ok();
+  if (migrator_) migrator_->Stop();  // issue 6: no migration while the runtime goes away
   pools_ = {};  // returns their chunks while Free still works
   running_.store(false, std::memory_order_release);
   page_resources_ = {};
+  pager_.reset();  // stops the fault handler before the regions go
   int n = nregions_.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) regions_[i].Release();
   nregions_.store(0, std::memory_order_release);
@@ -209,7 +229,7 @@ Status Runtime::Impl::Stop() {
 
 bool Runtime::Impl::HasTier(Tier tier) const {
   if (tier == Tier::kAuto) return true;
-  if (tier == Tier::kRemote) return false;
+  if (tier == Tier::kRemote) return pager_ != nullptr;
   return !tier_nodes_[Index(tier)].empty();
 }
 
@@ -290,11 +310,13 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   const uint64_t npages = (bytes + page_size_ - 1) / page_size_;
   const uint64_t rounded = npages * page_size_;
   TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags));
-  if (chosen == Tier::kRemote) return Unavailable(tier_absent_[2]);
   uint64_t first = 0;
   TIERMEM_ASSIGN_OR_RETURN(Region * region, AllocRunAnywhere(npages, &first));
   char* p = region->PageAddress(first);
-  Status s = NumaBackend::BindRange(p, rounded, tier_nodes_[Index(chosen)]);
+  // Remote pages that fault back in land in DRAM.
+  const Tier bind_tier = chosen == Tier::kRemote ? Tier::kDram : chosen;
+  Status s = NumaBackend::BindRange(p, rounded, tier_nodes_[Index(bind_tier)]);
+  if (s.ok() && chosen == Tier::kRemote) s = pager_->AdoptRemote(*region, first, npages);
   if (!s.ok()) {
     region->FreeRun(first);
     return s;
@@ -303,8 +325,9 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
     region->record(i).tier.store(static_cast<uint8_t>(chosen), std::memory_order_relaxed);
   }
   if (flags & kAllocPin) region->record(first).flags.fetch_or(kPagePinned);
+  if (migrator_) migrator_->OnAllocate(region, first, npages);  // issue 6: pages to watch
   allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
-  if (flags & kAllocPopulate) {
+  if ((flags & kAllocPopulate) && chosen != Tier::kRemote) {
     int rc = os::Populate(p, rounded);
     if (rc != 0) TM_LOG_WARN("populating %llu bytes: %s", static_cast<unsigned long long>(rounded),
                              strerror(-rc));
@@ -334,6 +357,8 @@ Status Runtime::Impl::Free(void* ptr) {
     int t = region->record(i).tier.load(std::memory_order_relaxed);
     if (t < kNumTiers) allocated_[t].fetch_sub(page_size_, std::memory_order_relaxed);
   }
+  if (migrator_) migrator_->OnFree(region, first, len);  // issue 6: lift sampling protection
+  if (pager_) pager_->OnFree(*region, first, len);  // slots back, range unregistered
   int rc = os::Discard(ptr, len * page_size_);
   if (rc != 0) TM_LOG_WARN("Free: madvise(DONTNEED) failed: %s", strerror(-rc));
   region->ReleaseRun(first, len);
@@ -383,8 +408,13 @@ StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier t
   for (uint64_t i = first; i < first + npages; ++i) {
     if (region->record(i).state.load(std::memory_order_acquire) !=
         static_cast<uint8_t>(PageState::kLocal)) {
-      return NotSupported("range includes pages on the remote tier; fetching them back into a "
-                          "NUMA tier needs the remote tier");
+      if (!pager_) {
+        return NotSupported("range includes pages on the remote tier, which is not connected");
+      }
+      // Remote pages come back first (read from memd, installed), then move like the rest.
+      TIERMEM_ASSIGN_OR_RETURN(uint64_t fetched, pager_->FetchBack(*region, first, npages));
+      migrated_out_[Index(Tier::kRemote)].fetch_add(fetched, std::memory_order_relaxed);
+      break;
     }
   }
   // The tier limit counts the pages that change tier.
@@ -439,7 +469,35 @@ StatusOr<MigrateResult> Runtime::Impl::Migrate(void* ptr, size_t len, Tier tier)
     return Unavailable("Migrate: tier " + std::string(TierName(tier)) +
                        " is not available: " + tier_absent_[Index(tier)]);
   }
+  if (tier == Tier::kRemote) return EvictRange(ptr, len);
   return MoveRangeTo(ptr, len, tier, tier_nodes_[Index(tier)]);
+}
+
+StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
+  Region* region;
+  uint64_t first, npages;
+  TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
+  uint64_t already = 0;
+  for (uint64_t i = first; i < first + npages; ++i) {
+    if (region->record(i).state.load(std::memory_order_acquire) ==
+        static_cast<uint8_t>(PageState::kRemote)) {
+      ++already;
+    }
+  }
+  TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->Evict(*region, first, npages));
+  for (uint64_t i = first; i < first + npages; ++i) {
+    uint8_t old = region->record(i).tier.exchange(static_cast<uint8_t>(Tier::kRemote));
+    if (old != static_cast<uint8_t>(Tier::kRemote) && old < kNumTiers) {
+      allocated_[old].fetch_sub(page_size_, std::memory_order_relaxed);
+      allocated_[Index(Tier::kRemote)].fetch_add(page_size_, std::memory_order_relaxed);
+      migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  migrated_in_[Index(Tier::kRemote)].fetch_add(moved, std::memory_order_relaxed);
+  MigrateResult r;
+  r.pages_moved = moved;
+  r.pages_already_there = already;
+  return r;
 }
 
 StatusOr<MigrateResult> Runtime::Impl::MigrateToNode(void* ptr, size_t len, int node) {

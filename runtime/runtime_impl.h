@@ -12,10 +12,13 @@
 
 #include "backends/numa/numa_backend.h"
 #include "runtime/options.h"
+#include "runtime/pager.h"
 #include "runtime/region.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
+
+class Migrator;  // runtime/migrator.h: the policy thread (automatic tiering, issue 6)
 
 class Runtime::Impl {
  public:
@@ -47,6 +50,10 @@ class Runtime::Impl {
   Tier TierOfNode(int node) const;
   const std::vector<int>& TierNodes(Tier tier) const { return tier_nodes_[Index(tier)]; }
   size_t page_size() const { return page_size_; }
+  // The policy thread (issue 6), or nullptr before Init / after Stop.
+  Migrator* migrator() const { return migrator_.get(); }
+  // The remote tier's pager, or nullptr when TIERMEM_REMOTE is unset or unreachable.
+  Pager* pager() const { return pager_.get(); }
 
  private:
   static int Index(Tier t) { return static_cast<int>(t); }
@@ -57,6 +64,8 @@ class Runtime::Impl {
   // Checks [ptr, ptr+len) lies in live allocations of one region; returns its region and pages.
   Status CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
                     uint64_t* npages) const;
+  // Migrate to kRemote: the pager writes the pages to memd and drops them.
+  StatusOr<MigrateResult> EvictRange(void* ptr, size_t len);
   StatusOr<MigrateResult> MoveRangeTo(void* ptr, size_t len, Tier tier,
                                       const std::vector<int>& nodes);
 
@@ -76,6 +85,8 @@ class Runtime::Impl {
   std::atomic<int> nregions_{0};
   std::mutex grow_mu_;
   std::atomic<bool> running_{false};
+  std::unique_ptr<Migrator> migrator_;  // automatic tiering (issue 6)
+  std::unique_ptr<Pager> pager_;  // remote tier (issue 4)
 
   class PageResource;
   std::array<std::unique_ptr<PageResource>, kNumTiers + 1> page_resources_;
