@@ -28,6 +28,12 @@ struct OptionValues {
   uint64_t region_size;    // address space reserved per managed region
   bool allow_fallback;
   char stats[256];         // "", "stderr" or a path
+  // Automatic tiering (issue 6): access sampling and the policy thread.
+  char sample_mode[16];         // auto | protect | faults | off
+  uint64_t sample_pages;        // pages protected per sampling round
+  uint64_t sample_interval_ms;  // one sampling round (and one policy plan) per interval
+  uint64_t sample_half_life_ms; // heat halves in this time without accesses
+  uint64_t migrate_rate;        // pages per second the policy may move
 };
 
 struct OptionSpec {

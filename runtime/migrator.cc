@@ -1,0 +1,262 @@
+#include "runtime/migrator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "runtime/log.h"
+#include "runtime/os/os.h"
+#include "runtime/runtime_impl.h"
+#include "runtime/tracker.h"
+
+namespace tiermem {
+namespace {
+
+constexpr uint8_t kStateLocal = static_cast<uint8_t>(PageState::kLocal);
+constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
+constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
+
+bool Preloaded() {
+  const char* p = os::GetEnv("LD_PRELOAD");
+  return p != nullptr && strstr(p, "tiermem") != nullptr;
+}
+
+}  // namespace
+
+Migrator::Migrator(Runtime::Impl* rt) : rt_(rt) {}
+
+Migrator::~Migrator() { Stop(); }
+
+Status Migrator::Start() {
+  const OptionValues& o = rt_->options();
+  std::string mode = o.sample_mode;
+  if (mode != "auto" && mode != "protect" && mode != "faults" && mode != "off") {
+    TM_LOG_WARN("TIERMEM_SAMPLE_MODE=\"%s\" is not auto, protect, faults or off; using auto",
+                mode.c_str());
+    mode = "auto";
+  }
+  interval_ms_ = std::max<uint64_t>(1, o.sample_interval_ms);
+  sample_pages_ = std::min<uint64_t>(o.sample_pages, ProtectTracker::kMaxArmed);
+  const size_t page = rt_->page_size();
+  dram_budget_ = o.dram_limit / page;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    DetectPebs(&stats_.pebs);
+  }
+  const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
+  if (mode == "off" || (!budgets && mode != "protect")) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.mode = "off";
+    return Status::Ok();
+  }
+  if (mode == "auto") mode = Preloaded() ? "faults" : "protect";
+  protect_always_ = std::string(o.sample_mode) == "protect";
+  if (mode == "protect") {
+    Status s = ProtectTracker::Get().Install();
+    if (!s.ok()) {
+      TM_LOG_WARN("access sampling unavailable (%s); tiering uses remote faults only",
+                  s.ToString().c_str());
+      mode = "faults";
+    }
+  }
+  protect_ = mode == "protect";
+  mode_ = mode;
+  PolicyConfig pc;
+  pc.budget_pages = {o.dram_limit / page, o.cxl_limit / page, 0};
+  pc.present = {true, rt_->HasTier(Tier::kCxl), rt_->HasTier(Tier::kRemote)};
+  pc.half_life_ms = static_cast<double>(std::max<uint64_t>(1, o.sample_half_life_ms));
+  pc.min_residence_ms = 2.0 * pc.half_life_ms;
+  pc.max_moves_per_s = static_cast<double>(std::max<uint64_t>(1, o.migrate_rate));
+  pc.max_burst = std::max(pc.max_moves_per_s * static_cast<double>(interval_ms_) * 4 / 1000, 64.0);
+  policy_ = std::make_unique<Policy>(pc);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.mode = mode_;
+  }
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+  TM_LOG_INFO("tiering: policy thread started (sampling %s, %llu pages per %llu ms)",
+              mode_.c_str(), static_cast<unsigned long long>(sample_pages_),
+              static_cast<unsigned long long>(interval_ms_));
+  return Status::Ok();
+}
+
+void Migrator::Stop() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  if (protect_) ProtectTracker::Get().DisarmAll();
+}
+
+void Migrator::OnAllocate(Region* region, uint64_t first, uint64_t npages) {
+  const uint64_t end = first + npages;
+  for (Known& k : known_) {
+    Region* r = k.region.load(std::memory_order_acquire);
+    if (r == nullptr) {
+      Region* expected = nullptr;
+      if (!k.region.compare_exchange_strong(expected, region, std::memory_order_acq_rel) &&
+          expected != region) {
+        continue;
+      }
+      r = region;
+    }
+    if (r != region) continue;
+    uint64_t cur = k.end.load(std::memory_order_relaxed);
+    while (cur < end && !k.end.compare_exchange_weak(cur, end, std::memory_order_acq_rel)) {
+    }
+    return;
+  }
+}
+
+void Migrator::OnFree(Region* region, uint64_t first, uint64_t npages) {
+  // Freed pages must not stay protected: the next owner may hand them to a system call.
+  if (protect_ && running()) {
+    ProtectTracker::Get().Release(region->PageAddress(first), npages * region->page_size());
+  }
+}
+
+MigratorStats Migrator::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  MigratorStats s = stats_;
+  if (protect_) s.pages_armed = ProtectTracker::Get().counters().armed;
+  return s;
+}
+
+void Migrator::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    Round();
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
+  }
+}
+
+bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
+  if (protect_always_) return true;
+  if (dram_budget_ == 0) return lower_pages > 0;
+  return lower_pages > 0 || dram_pages * 4 >= dram_budget_ * 3;
+}
+
+void Migrator::Round() {
+  const uint64_t now = os::MonotonicNanos();
+  const size_t page = rt_->page_size();
+  std::vector<AccessSample> samples;
+  ProtectTracker& tracker = ProtectTracker::Get();
+  if (protect_ && armed_) {
+    tracker.Collect(now, &samples);
+    armed_ = false;
+  }
+  const uint64_t tracked = samples.size();
+
+  // Page records of every live page.
+  std::vector<PageView> views;
+  std::vector<char*> sample_candidates;
+  uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0;
+  for (size_t ki = 0; ki < known_.size(); ++ki) {
+    Region* r = known_[ki].region.load(std::memory_order_acquire);
+    if (r == nullptr) break;
+    const uint64_t end = std::min(known_[ki].end.load(std::memory_order_acquire), r->pages());
+    if (prev_state_.size() <= ki) prev_state_.resize(ki + 1);
+    std::vector<uint8_t>& prev = prev_state_[ki];
+    if (prev.size() < end) prev.resize(end, kStateFree);
+    bool pinned = false;
+    for (uint64_t i = 0; i < end; ++i) {
+      const PageRecord& rec = r->record(i);
+      const uint8_t st = rec.state.load(std::memory_order_acquire);
+      const uint8_t was = prev[i];
+      prev[i] = st;
+      if (st == kStateFree) continue;
+      const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
+      if (flags & kPageRunHead) pinned = (flags & kPagePinned) != 0;
+      const uint64_t key = reinterpret_cast<uintptr_t>(r->PageAddress(i)) / page;
+      Tier tier;
+      if (st == kStateRemote) {
+        tier = Tier::kRemote;
+      } else if (st == kStateLocal) {
+        tier = static_cast<Tier>(rec.tier.load(std::memory_order_relaxed));
+        if (tier == Tier::kRemote) tier = Tier::kDram;  // faulted back in: remote pages land in DRAM
+        if (was == kStateRemote) {
+          samples.push_back({key, false, now});
+          ++fault_samples;
+        }
+        if (!pinned) sample_candidates.push_back(r->PageAddress(i));
+      } else {
+        continue;  // in flight: the pager owns it this round
+      }
+      if (tier == Tier::kDram) {
+        ++dram_pages;
+      } else {
+        ++lower_pages;
+      }
+      views.push_back({key, tier, pinned});
+    }
+  }
+  policy_->Record(samples);
+  PlanStats ps;
+  std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
+
+  // Carry the plan out in runs of adjacent pages with the same destination.
+  std::sort(plan.begin(), plan.end(), [](const PlannedMove& a, const PlannedMove& b) {
+    return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
+  });
+  uint64_t demoted = 0, promoted = 0, failed = 0;
+  for (size_t i = 0; i < plan.size();) {
+    size_t j = i + 1;
+    while (j < plan.size() && plan[j].to == plan[i].to && plan[j].page == plan[j - 1].page + 1) ++j;
+    char* addr = reinterpret_cast<char*>(plan[i].page * page);
+    const size_t len = (j - i) * page;
+    if (protect_) tracker.Release(addr, len);
+    auto r = rt_->Migrate(addr, len, plan[i].to);
+    if (r.ok()) {
+      for (size_t k = i; k < j; ++k) {
+        policy_->Moved(plan[k].page, now);
+        if (plan[k].to > plan[k].from) {
+          ++demoted;
+        } else {
+          ++promoted;
+        }
+      }
+    } else {
+      failed += j - i;
+      TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
+                   std::string(TierName(plan[i].to)).c_str(), r.status().ToString().c_str());
+    }
+    i = j;
+  }
+
+  // Next sample: a rotating window over the resident, unpinned pages.
+  uint64_t armed = 0;
+  if (protect_ && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
+    if (!tracker.HandlerInstalled()) {
+      TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
+                  "stops (remote faults still count)");
+      protect_ = false;
+    } else {
+      std::vector<char*> next;
+      const size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
+      cursor_ %= sample_candidates.size();
+      for (size_t k = 0; k < n; ++k) {
+        next.push_back(sample_candidates[(cursor_ + k) % sample_candidates.size()]);
+      }
+      cursor_ += n;
+      armed = tracker.Arm(next);
+      armed_ = armed > 0;
+    }
+  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.rounds;
+  stats_.samples += tracked;
+  stats_.fault_samples += fault_samples;
+  stats_.demotions += demoted;
+  stats_.promotions += promoted;
+  stats_.failed += failed;
+  stats_.deferred += ps.deferred;
+  (void)armed;
+}
+
+}  // namespace tiermem

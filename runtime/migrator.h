@@ -1,0 +1,97 @@
+// The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it collects the
+// tracker's samples and the remote faults seen since the last round, reads the page records of
+// every live page, asks the Policy for a plan and carries it out through the Runtime
+// (Migrate: move_pages for DRAM/CXL, the pager's evict and fetch for the remote tier), then arms
+// the next rotating sample of resident pages.
+//
+// Remote faults as samples: a page whose record went from kRemote to kLocal since the last round
+// was faulted in by the program (the pager served it), so it counts as an access.
+//
+// Modes (TIERMEM_SAMPLE_MODE): protect = protection-fault sampling always on (reads and writes);
+// auto = the same, but only while there is a decision to make (a budget is set, a lower tier
+// exists and DRAM is at least 3/4 full or pages live below it), and never in a program run under
+// the preload library (a system call given a sampled page would fail with EFAULT); faults = no
+// protection sampling, only remote faults (the demotion order is then first-in first-out);
+// off = no thread. The thread is not started at all when no tier has a budget, unless protect.
+//
+// Thread safety: OnAllocate/OnFree are called by Runtime::Impl from any thread (lock-free and
+// allocation-free, so the preload allocator may call them); Start/Stop by the runtime.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/policy.h"
+#include "runtime/region.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+
+struct MigratorStats {
+  std::string mode;             // the mode in effect: protect, faults, off
+  std::string pebs;             // why PEBS is (not) used
+  uint64_t rounds = 0;
+  uint64_t samples = 0;         // tracker samples
+  uint64_t fault_samples = 0;   // remote pages seen faulted back in
+  uint64_t pages_armed = 0;
+  uint64_t demotions = 0;       // pages moved down by the policy
+  uint64_t promotions = 0;      // pages moved up by the policy
+  uint64_t failed = 0;          // planned moves the runtime refused
+  uint64_t deferred = 0;        // moves held back by the rate limit
+};
+
+class Migrator {
+ public:
+  explicit Migrator(Runtime::Impl* rt);
+  ~Migrator();
+  Migrator(const Migrator&) = delete;
+  Migrator& operator=(const Migrator&) = delete;
+
+  // Decides the mode from the options and starts the thread when there is work for it.
+  Status Start();
+  void Stop();
+  bool running() const { return thread_.joinable(); }
+
+  void OnAllocate(Region* region, uint64_t first, uint64_t npages);
+  void OnFree(Region* region, uint64_t first, uint64_t npages);
+
+  MigratorStats stats() const;
+
+ private:
+  struct Known {
+    std::atomic<Region*> region{nullptr};
+    std::atomic<uint64_t> end{0};  // pages [0, end) may be live
+  };
+  void Loop();
+  void Round();
+  bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
+
+  Runtime::Impl* rt_;
+  std::unique_ptr<Policy> policy_;
+  std::string mode_ = "off";
+  std::atomic<bool> protect_{false};
+  bool protect_always_ = false;
+  uint64_t interval_ms_ = 20;
+  uint64_t sample_pages_ = 256;
+  uint64_t dram_budget_ = 0;
+  std::array<Known, 256> known_;
+  std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
+  size_t cursor_ = 0;                              // rotating sample position
+  bool armed_ = false;
+
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  mutable std::mutex stats_mu_;
+  MigratorStats stats_;
+};
+
+}  // namespace tiermem

@@ -1,0 +1,149 @@
+// Automatic tiering end to end on this machine: the policy thread with protection sampling, and
+// DRAM + the remote tier over TCP (a memd on loopback).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "remote_memd_fixture.h"
+#include "runtime/migrator.h"
+#include "runtime/runtime_impl.h"
+#include "test_util.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+// Waits (bounded) until `pred` holds; the test then asserts on state, never on time.
+template <class F>
+bool WaitFor(F pred, int seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+TEST(TieringTest, SamplingKeepsDataIntactAndSeesAccesses) {
+  setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
+  setenv("TIERMEM_SAMPLE_INTERVAL_MS", "5", 1);
+  auto rt = Runtime::Start();
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  Migrator* m = (*rt)->impl()->migrator();
+  ASSERT_NE(m, nullptr);
+  const size_t bytes = 16 << 20;
+  auto p = (*rt)->Allocate(bytes, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, bytes, 7);
+  // Two threads read and write every page while the tracker protects rotating samples.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0};
+  auto worker = [&](int id) {
+    std::mt19937_64 rng(id);
+    auto* w = reinterpret_cast<uint64_t*>(base);
+    while (!stop.load()) {
+      size_t i = rng() % (bytes / 8);
+      uint64_t v = w[i];
+      if (v != ((i * 0x9E3779B97F4A7C15ull) ^ 7)) bad.fetch_add(1);
+      w[i] = v;  // rewrite the same value: a write fault too
+    }
+  };
+  std::thread t1(worker, 1), t2(worker, 2);
+  bool sampled = WaitFor([&] { return m->stats().samples > 500; }, 30);
+  // A system call into a page freed while armed must not fail (the tracker lifted it).
+  auto q = (*rt)->Allocate(1 << 20, Tier::kDram);
+  ASSERT_TRUE(q.ok());
+  ASSERT_TRUE((*rt)->Free(*q).ok());
+  stop = true;
+  t1.join();
+  t2.join();
+  MigratorStats st = m->stats();
+  EXPECT_TRUE(sampled) << "samples " << st.samples << ", armed " << st.pages_armed;
+  EXPECT_EQ(st.mode, "protect");
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(testing::CheckPattern(base, bytes, 7), SIZE_MAX);
+  ASSERT_TRUE((*rt)->Free(base).ok());
+  ASSERT_TRUE((*rt)->Stop().ok());
+}
+
+TEST(TieringTest, NoBudgetMeansNoPolicyThread) {
+  auto rt = Runtime::Start();
+  ASSERT_TRUE(rt.ok());
+  EXPECT_FALSE((*rt)->impl()->migrator()->running());
+  EXPECT_EQ((*rt)->impl()->migrator()->stats().mode, "off");
+}
+
+// DRAM budget of 2 MiB + remote: a hot set of 64 pages touched all the time ends in DRAM, the
+// rest is demoted to the remote tier, DRAM stays near its budget, and no byte is lost.
+TEST(TieringTest, HotPagesStayInDramColdPagesGoRemote) {
+  testing::MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "256M"})) << memd.Log();
+  setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
+  setenv("TIERMEM_SAMPLE_INTERVAL_MS", "10", 1);
+  Options o;
+  o.dram_limit = 2 << 20;  // 512 pages
+  o.remote = memd.url();
+  auto rt = Runtime::Start(o);
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!(*rt)->HasTier(Tier::kRemote)) GTEST_SKIP() << "remote tier not available";
+  const size_t npages = 4096;  // 16 MiB
+  auto p = (*rt)->Allocate(npages * kPage, Tier::kRemote);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, npages * kPage, 3);
+  const size_t hot_first = 1000, hot_n = 64;
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    std::mt19937_64 rng(5);
+    volatile uint64_t sink = 0;
+    while (!stop.load()) {
+      for (size_t k = 0; k < 200; ++k) {
+        size_t pg = hot_first + rng() % hot_n;
+        sink = sink + *reinterpret_cast<uint64_t*>(base + pg * kPage + (rng() % 512) * 8);
+      }
+      size_t pg = rng() % npages;  // an occasional cold access
+      sink = sink + *reinterpret_cast<uint64_t*>(base + pg * kPage);
+    }
+  });
+  Migrator* m = (*rt)->impl()->migrator();
+  auto hot_in_dram = [&] {
+    auto loc = (*rt)->Locate(base + hot_first * kPage, hot_n * kPage);
+    if (!loc.ok()) return size_t{0};
+    size_t n = 0;
+    for (auto& l : *loc) n += l.tier == Tier::kDram && l.resident;
+    return n;
+  };
+  auto resident = [&] {
+    auto loc = (*rt)->Locate(base, npages * kPage);
+    size_t n = 0;
+    for (auto& l : *loc) n += l.resident;
+    return n;
+  };
+  // Let the policy settle: DRAM within its budget (plus one round of faults) and hot pages home.
+  bool settled = WaitFor([&] { return resident() <= 600 && hot_in_dram() >= hot_n * 9 / 10; }, 60);
+  size_t hot = hot_in_dram(), res = resident();
+  stop = true;
+  t.join();
+  MigratorStats st = m->stats();
+  EXPECT_TRUE(settled) << "resident " << res << ", hot in DRAM " << hot << "/" << hot_n
+                       << ", demotions " << st.demotions << ", failed " << st.failed;
+  EXPECT_GE(hot, hot_n * 9 / 10);
+  EXPECT_GT(st.demotions, 3000u);
+  EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 3), SIZE_MAX) << "data lost";
+  ASSERT_TRUE((*rt)->Free(base).ok());
+  ASSERT_TRUE((*rt)->Stop().ok());
+  memd.Stop();
+}
+
+}  // namespace
+}  // namespace tiermem
