@@ -140,6 +140,7 @@ boot_s=$(date +%s)
 echo "run-guest: booting topology '$topology' (initramfs ready after $((boot_s - start_s)) s)" >&2
 guest_rc=""
 in_cmd=0
+blank=0  # an empty command line held back: the one guest-init prints before the end marker
 while IFS= read -r line || [[ -n "$line" ]]; do
   line=${line%$'\r'}
   printf '%s\n' "$line" >> "$tmp/console.log"
@@ -150,16 +151,20 @@ while IFS= read -r line || [[ -n "$line" ]]; do
   if [[ $line =~ $end_re ]]; then
     guest_rc=${BASH_REMATCH[1]}
     prefix=${line%%===TIERMEM-GUEST-END*}
-    [[ -z "$prefix" ]] || printf '%s\n' "$prefix"
+    [[ -z "$prefix" ]] || { ((blank)) && echo; printf '%s\n' "$prefix"; }
+    blank=0
     in_cmd=2
     continue
   fi
   if [[ $in_cmd == 1 ]]; then
-    printf '%s\n' "$line"
+    ((blank)) && echo
+    blank=0
+    if [[ -z "$line" ]]; then blank=1; else printf '%s\n' "$line"; fi
   else
     printf '%s\n' "$line" >&2
   fi
-done < <(timeout -k 10 "$timeout_s" "${qemu[@]}" < /dev/null 2>&1; echo $? > "$tmp/qemu.rc")
+done < <(rc=0; timeout -k 10 "$timeout_s" "${qemu[@]}" < /dev/null 2>&1 || rc=$?; echo "$rc" > "$tmp/qemu.rc")
+wait "$!" 2>/dev/null || true  # the process substitution writes qemu.rc after closing its output
 qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo "?")
 elapsed=$(( $(date +%s) - boot_s ))
 
