@@ -243,6 +243,8 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
   auto p_or = rt.Allocate(kBytes, Tier::kCxl);
   ASSERT_TRUE(p_or.ok()) << p_or.status().ToString();
   void* p = *p_or;
+  std::printf("allocation at %p (%zu KiB past a 2 MiB boundary)\n", p,
+              static_cast<size_t>(reinterpret_cast<uintptr_t>(p) % (2u << 20)) / 1024);
   Fill(p);
   const uint64_t sum = Checksum(p);
 
