@@ -99,6 +99,9 @@ class Transport {
   // answered within the connection's timeout fails the connection (DeadlineExceeded).
   virtual StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) = 0;
   virtual size_t in_flight() const = 0;
+  // Before sleeping in Poll, spin this long checking for replies (0 = never spin). For a latency-
+  // critical caller with a core to spare, like the fault handler. Transports may ignore it.
+  virtual void SetBusyPoll(uint32_t microseconds) { (void)microseconds; }
 
   // Says goodbye and closes (best effort). Idempotent.
   virtual void Close() = 0;

@@ -236,6 +236,14 @@ Status TcpTransport::Pump(int wait_ms) {
   TIERMEM_RETURN_IF_ERROR(Flush());
   TIERMEM_RETURN_IF_ERROR(ReadAvailable());
   if (wait_ms <= 0 || control_done_ || (!in_call_ && !ready_.empty())) return Status::Ok();
+  if (busy_poll_ns_ > 0 && !in_call_) {
+    const uint64_t until = NowNs() + busy_poll_ns_;
+    while (ready_.empty() && NowNs() < until) {
+      TIERMEM_RETURN_IF_ERROR(Flush());
+      TIERMEM_RETURN_IF_ERROR(ReadAvailable());
+    }
+    if (!ready_.empty()) return Status::Ok();
+  }
   pollfd p{fd_, short(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0};
   int n = poll(&p, 1, wait_ms);
   if (n < 0 && errno != EINTR) return Fail(ErrnoToStatus(errno, "poll"));

@@ -28,6 +28,7 @@ class TcpTransport final : public Transport {
   Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
   StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;
   size_t in_flight() const override { return pending_.size(); }
+  void SetBusyPoll(uint32_t microseconds) override { busy_poll_ns_ = uint64_t(microseconds) * 1000; }
   void Close() override;
   std::string name() const override { return endpoint_.ToString(); }
 
@@ -66,6 +67,7 @@ class TcpTransport final : public Transport {
   bool in_call_ = false;
   proto::Body control_reply_;
   uint64_t last_progress_ns_ = 0;
+  uint64_t busy_poll_ns_ = 0;
 };
 
 }  // namespace tiermem::remote

@@ -1,0 +1,262 @@
+// tiermem-bench remote-fault: the cost of the remote tier's page faults against the bare transport
+// it runs on, in one run.
+//
+// Method: start a memd on loopback (or use --server), then
+//   raw:   on a transport connection of its own, a 4 KiB read round trip (one request in flight,
+//          after a warm-up) and a stream of 4 KiB writes (a window of requests in flight);
+//   tiered: through the API, N pages with known contents are evicted (Migrate to kRemote; the
+//          eviction rate is pages / time of that call), then touched once each in random order:
+//          each first touch is one fault served by the pager; its time is measured around the
+//          touching load. Every page is then checked.
+// Prints medians/p99 in microseconds and rates in pages per second.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/remote/transport.h"
+#include "bench/subcommands.h"
+#include "runtime/pager.h"
+#include "runtime/runtime_impl.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kPage = 4096;
+
+double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+void Fill(uint8_t* p, uint64_t page) {
+  auto* w = reinterpret_cast<uint64_t*>(p);
+  for (size_t i = 0; i < kPage / 8; ++i) w[i] = page * 0x9E3779B97F4A7C15ull + i;
+}
+bool Check(const uint8_t* p, uint64_t page) {
+  auto* w = reinterpret_cast<const uint64_t*>(p);
+  for (size_t i = 0; i < kPage / 8; ++i) {
+    if (w[i] != page * 0x9E3779B97F4A7C15ull + i) return false;
+  }
+  return true;
+}
+
+std::string FindMemd(const char* argv0) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = 0;
+    std::string dir(self);
+    dir = dir.substr(0, dir.rfind('/'));
+    for (const char* rel : {"/../tools/memd/tiermem-memd", "/tiermem-memd"}) {
+      std::string p = dir + rel;
+      if (access(p.c_str(), X_OK) == 0) return p;
+    }
+  }
+  (void)argv0;
+  return "tiermem-memd";  // from PATH
+}
+
+struct Memd {
+  pid_t pid = -1;
+  std::string url;
+  ~Memd() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+bool StartMemd(const std::string& binary, const std::string& host, uint64_t capacity, const std::string& scheme,
+               const std::string& token, Memd* m) {
+  char tmpl[] = "/tmp/tiermem-bench-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string port_file = dir + "/port";
+  m->pid = fork();
+  if (m->pid == 0) {
+    std::string cap = std::to_string(capacity >> 20) + "M";
+    std::string listen = host + ":0";
+    if (!token.empty()) setenv("TIERMEM_TOKEN", token.c_str(), 1);
+    if (getenv("TIERMEM_BENCH_MEMD_LOG") == nullptr) {
+      FILE* f = freopen("/dev/null", "w", stderr);
+      (void)f;
+    }
+    execlp(binary.c_str(), binary.c_str(), "--capacity", cap.c_str(), "--listen", listen.c_str(), "--port-file",
+           port_file.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream f(port_file);
+    unsigned port = 0;
+    if (f >> port && port != 0) {
+      m->url = scheme + "://" + host + ":" + std::to_string(port);
+      unlink(port_file.c_str());
+      rmdir(dir.c_str());
+      return true;
+    }
+    if (waitpid(m->pid, nullptr, WNOHANG) == m->pid) {
+      m->pid = -1;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+struct Raw {
+  double roundtrip_p50_us = 0;
+  double write_pages_per_s = 0;
+};
+
+Status MeasureRaw(const std::string& url, const std::string& token, size_t pages, Raw* out) {
+  TIERMEM_ASSIGN_OR_RETURN(remote::Endpoint ep, remote::ParseEndpoint(url));
+  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<remote::Transport> t, remote::MakeTransport(ep));
+  TIERMEM_RETURN_IF_ERROR(t->Connect(token, 5000));
+  const size_t n = std::max<size_t>(1024, std::min<size_t>(pages, 65536));
+  TIERMEM_ASSIGN_OR_RETURN(remote::SlotRange r, t->AllocSlots(n));
+  std::vector<uint8_t> buf(n * kPage);
+  for (size_t i = 0; i < n; ++i) Fill(&buf[i * kPage], i);
+  // Write stream.
+  auto t0 = Clock::now();
+  TIERMEM_RETURN_IF_ERROR(remote::WritePagesSync(*t, r, r.first, buf.data(), n, 64));
+  out->write_pages_per_s = double(n) / std::chrono::duration<double>(Clock::now() - t0).count();
+  // Read round trips, one at a time.
+  std::vector<double> lat;
+  std::mt19937_64 rng(7);
+  remote::Completion c;
+  for (int i = 0; i < 3000; ++i) {
+    uint64_t slot = r.first + rng() % n;
+    auto s = Clock::now();
+    TIERMEM_RETURN_IF_ERROR(t->PostRead(r, slot, buf.data(), 0));
+    size_t got = 0;
+    while (got == 0) {
+      TIERMEM_ASSIGN_OR_RETURN(got, t->Poll(&c, 1, -1));
+    }
+    TIERMEM_RETURN_IF_ERROR(c.status);
+    if (i >= 200) lat.push_back(Us(Clock::now() - s));
+  }
+  out->roundtrip_p50_us = Percentile(lat, 0.5);
+  t->Close();
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RemoteFault(int argc, char** argv) {
+  CLI::App app{"Evicts N pages with known contents to a memory server, touches them in random order "
+               "(one fault each), checks every page, and compares with the bare transport.",
+               "tiermem-bench remote-fault"};
+  std::string transport = "tcp", server, token, memd_path, host = "127.0.0.1";
+  size_t pages = 65536;
+  bool json = false;
+  app.add_option("--transport", transport, "tcp or rdma")->check(CLI::IsMember({"tcp", "rdma"}))->capture_default_str();
+  app.add_option("--pages", pages, "pages to evict and fault back")->capture_default_str();
+  app.add_option("--server", server, "use this memd (host:port) instead of starting one");
+  app.add_option("--host", host, "address the started memd listens on (rdma needs one with a verbs device)")
+      ->capture_default_str();
+  app.add_option("--token", token, "token for the memd (default: TIERMEM_TOKEN)");
+  app.add_option("--memd", memd_path, "tiermem-memd binary (default: the one built next to this program)");
+  app.add_flag("--json", json, "print one JSON object");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (pages == 0) pages = 1;
+  if (token.empty() && getenv("TIERMEM_TOKEN") != nullptr) token = getenv("TIERMEM_TOKEN");
+
+  Memd memd;
+  std::string url;
+  if (!server.empty()) {
+    url = (server.find("://") == std::string::npos ? transport + "://" : "") + server;
+  } else {
+    if (memd_path.empty()) memd_path = FindMemd(argv[0]);
+    uint64_t capacity = (uint64_t(pages) + 65536 + 16384 * 2) * kPage * 2;
+    if (!StartMemd(memd_path, host, capacity, transport, token, &memd)) {
+      fprintf(stderr, "tiermem-bench remote-fault: could not start %s on %s\n", memd_path.c_str(), host.c_str());
+      return 1;
+    }
+    url = memd.url;
+  }
+
+  Raw raw;
+  Status s = MeasureRaw(url, token, pages, &raw);
+  if (!s.ok()) {
+    fprintf(stderr, "tiermem-bench remote-fault: raw transport on %s: %s\n", url.c_str(), s.ToString().c_str());
+    return 1;
+  }
+
+  Options o;
+  o.remote = url;
+  o.token = token;
+  auto rt = Runtime::Start(o);
+  if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) {
+    fprintf(stderr, "tiermem-bench remote-fault: %s\n",
+            rt.ok() ? (*rt)->Stats()[2].absent_reason.c_str() : rt.status().ToString().c_str());
+    return 1;
+  }
+  auto mem = (*rt)->Allocate(pages * kPage, Tier::kDram);
+  if (!mem.ok()) {
+    fprintf(stderr, "tiermem-bench remote-fault: %s\n", mem.status().ToString().c_str());
+    return 1;
+  }
+  auto* base = static_cast<uint8_t*>(*mem);
+  for (size_t i = 0; i < pages; ++i) Fill(base + i * kPage, i);
+  auto t0 = Clock::now();
+  auto m = (*rt)->Migrate(base, pages * kPage, Tier::kRemote);
+  double evict_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!m.ok() || m->pages_moved != pages) {
+    fprintf(stderr, "tiermem-bench remote-fault: eviction: %s\n", m.ok() ? "not every page moved" : m.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<size_t> order(pages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
+  std::vector<double> lat;
+  lat.reserve(pages);
+  for (size_t i : order) {
+    volatile uint8_t* p = base + i * kPage + (i % 64) * 8;
+    auto f0 = Clock::now();
+    (void)*p;  // the fault
+    lat.push_back(Us(Clock::now() - f0));
+  }
+  size_t verified = 0;
+  for (size_t i = 0; i < pages; ++i) verified += Check(base + i * kPage, i) ? 1 : 0;
+  const double p50 = Percentile(lat, 0.5), p99 = Percentile(lat, 0.99);
+  const double evict_rate = double(pages) / evict_s;
+  if (json) {
+    printf("{\"pages\":%zu,\"verified_pages\":%zu,\"fault_p50_us\":%.2f,\"fault_p99_us\":%.2f,"
+           "\"raw_roundtrip_p50_us\":%.2f,\"evict_pages_per_s\":%.0f,\"raw_write_pages_per_s\":%.0f}\n",
+           pages, verified, p50, p99, raw.roundtrip_p50_us, evict_rate, raw.write_pages_per_s);
+  } else {
+    printf("remote-fault over %s (%zu pages)\n", url.c_str(), pages);
+    printf("  fault           p50 %8.2f us   p99 %8.2f us   (%.2fx the raw round trip)\n", p50, p99,
+           raw.roundtrip_p50_us > 0 ? p50 / raw.roundtrip_p50_us : 0.0);
+    printf("  raw round trip  p50 %8.2f us\n", raw.roundtrip_p50_us);
+    printf("  eviction        %10.0f pages/s   (%.0f%% of the raw write stream, %.0f pages/s)\n", evict_rate,
+           100.0 * evict_rate / raw.write_pages_per_s, raw.write_pages_per_s);
+    printf("  verified        %zu of %zu pages\n", verified, pages);
+  }
+  (void)(*rt)->Free(base);
+  return verified == pages ? 0 : 1;
+}
+
+}  // namespace tiermem::bench

@@ -1,0 +1,10 @@
+// The subcommands of tiermem-bench (see tiermem_bench.cc). Each returns the process exit status.
+#pragma once
+
+namespace tiermem::bench {
+
+int RemoteFault(int argc, char** argv);  // bench/remote_fault.cc
+int Compare(int argc, char** argv);      // bench/compare.cc (issue 6)
+int Gups(int argc, char** argv);         // bench/gups.cc (issue 6)
+
+}  // namespace tiermem::bench

@@ -1,0 +1,45 @@
+// tiermem-bench: one program, one subcommand per benchmark. Each subcommand is a function
+// `int Name(int argc, char** argv)` (argv[0] is the subcommand) registered in the table below;
+// each prints a human summary, or JSON with --json.
+#include <cstdio>
+#include <cstring>
+
+#include "bench/subcommands.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+const Subcommand kSubcommands[] = {
+    {"remote-fault", tiermem::bench::RemoteFault,
+     "evict pages to a memd, fault them back in random order, compare with the bare transport"},
+    {"compare", tiermem::bench::Compare,
+     "the same access patterns on DRAM, each CXL node, remote over RDMA and over TCP"},
+    {"gups", tiermem::bench::Gups,
+     "GUPS with a moving hot set: automatic tiering vs oracle, no tracking and all-DRAM"},
+    // Other benchmarks add a line here (and their declaration in subcommands.h).
+};
+
+void Usage(FILE* out) {
+  fprintf(out, "usage: tiermem-bench <subcommand> [options]   (tiermem-bench <subcommand> --help)\n\nsubcommands:\n");
+  for (const auto& s : kSubcommands) fprintf(out, "  %-14s %s\n", s.name, s.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    Usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& s : kSubcommands) {
+    if (strcmp(argv[1], s.name) == 0) return s.run(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "tiermem-bench: unknown subcommand '%s'\n", argv[1]);
+  Usage(stderr);
+  return 2;
+}
