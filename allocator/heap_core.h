@@ -1,0 +1,176 @@
+// HeapCore: the tiered heap. One HeapCore allocates on one tier (or kAuto) from one runtime.
+//
+//   thread cache (per thread, per heap)  --batches-->  central list (per size class, one mutex)
+//        |  no lock on the fast path                        |  spans with free objects,
+//        |                                                   |  a transfer cache of whole batches
+//        v                                                   v
+//   large requests (> kMaxSmall): page runs       page heap: 4 MiB segments from the runtime,
+//   straight from Runtime::Impl::Allocate          cut into spans of 64 KiB granules
+//
+// A free from any thread goes to that thread's cache (no global lock, no owner to notify);
+// objects flow back to their span when a cache overflows a batch and the transfer cache is full.
+// Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
+// pages are never migrated or written out.
+//
+// Thread safety: every method may be called from any thread. Not async-signal-safe.
+// Failure: methods that allocate return nullptr and set errno (ENOMEM, EINVAL); none throws.
+// Re-entrancy: while the heap calls into the runtime, InRuntimeCall() is true on that thread;
+// the preload library then serves that thread's mallocs from glibc, so the runtime may allocate.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "allocator/size_classes.h"
+#include "allocator/span_map.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem::alloc {
+
+class HeapCore;
+struct Segment;
+
+inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cache slots)
+
+struct Span {
+  // Set before the span is published in the span map; constant while it is live.
+  char* start = nullptr;
+  uint32_t obj_size = 0;
+  uint32_t capacity = 0;
+  uint64_t div_magic = 0;  // ceil(2^40 / obj_size): offset / obj_size without a division
+  int cls = 0;
+  uint32_t granules = 0;
+  HeapCore* heap = nullptr;
+  Segment* segment = nullptr;
+  uint32_t first_granule = 0;
+  // Guarded by the central list lock of `cls`.
+  void* free_list = nullptr;
+  uint32_t used = 0;    // objects handed out (to caches, transfer cache or the program)
+  uint32_t carved = 0;  // objects [0, carved) have been handed out at least once
+  Span* prev = nullptr;
+  Span* next = nullptr;
+  bool listed = false;  // on the central list's `nonempty` list
+
+  char* ObjectStart(const void* p) const {
+    const uint64_t off = static_cast<uint64_t>(static_cast<const char*>(p) - start);
+    return start + ((off * div_magic) >> 40) * obj_size;
+  }
+};
+
+struct HeapStats {
+  uint64_t segment_bytes = 0;  // reserved for spans (4 MiB segments)
+  uint64_t span_bytes = 0;     // in spans now
+  uint64_t large_bytes = 0;    // in page runs for large requests
+  uint64_t large_count = 0;
+};
+
+// True on a thread while the heap is inside a runtime call (see the header comment).
+bool InRuntimeCall();
+
+class HeapCore {
+ public:
+  // Creates a heap in `storage` (static storage in the preload library); nullptr when all
+  // kMaxHeaps slots are taken.
+  static HeapCore* Create(void* storage, Runtime::Impl* rt, Tier tier, uint32_t alloc_flags);
+  // Releases every segment to the runtime and the slot. No block of this heap may be used after.
+  void Destroy();
+
+  void* Malloc(size_t size);
+  void* Calloc(size_t n, size_t size);
+  void* Realloc(void* p, size_t size);  // glibc semantics: size 0 frees and returns nullptr
+  // `align` must be a power of two (callers check); any size.
+  void* Memalign(size_t align, size_t size);
+  // Frees a block of any HeapCore of the process whose runtime is `rt`; returns false when p is
+  // not one (nothing is done then).
+  static bool FreeAny(void* p, Runtime::Impl* rt);
+  // Usable bytes from p to the end of its block; 0 when p is not a heap block.
+  static size_t UsableSizeAny(const void* p, Runtime::Impl* rt);
+  // Whether p lies in a block of this heap (small), or in a page run of this heap's runtime.
+  bool Owns(const void* p) const;
+  void Free(void* p) { (void)FreeAny(p, rt_); }
+
+  HeapStats Stats() const;
+  Runtime::Impl* runtime() const { return rt_; }
+  Tier tier() const { return tier_; }
+
+  // fork(): lock everything before, unlock after (in parent and child). Registered once.
+  static void ForkPrepare();
+  static void ForkParent();
+  static void ForkChild();
+
+  // Flushes the calling thread's caches of every heap to the central lists (thread exit, tests).
+  static void FlushThreadCaches();
+
+  // --- internals shared with the inline fast paths ---
+  struct ClassCache {
+    void* head;
+    uint32_t count;
+    uint32_t max;
+  };
+  struct ThreadCache {
+    ClassCache cls[kNumClasses];
+    uint32_t gen;
+    ThreadCache* next_free;
+  };
+
+ private:
+  struct Batch {
+    void* head;
+    uint32_t n;
+  };
+  static constexpr int kMaxTransfer = 64;
+  struct alignas(64) Central {
+    std::mutex mu;
+    Span* nonempty = nullptr;
+    uint32_t empty_spans = 0;
+    uint32_t max_slots = 0;
+    uint32_t nslots = 0;
+    Batch slots[kMaxTransfer];
+  };
+
+  HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen);
+
+  ThreadCache* Cache();  // nullptr once this thread is exiting
+  ThreadCache* SlowCache();
+  void* MallocSmall(int cls);
+  void* RefillAndPop(ThreadCache* tc, int cls);
+  void FreeSmall(Span* span, void* p);
+  void FlushClass(ClassCache* cc, int cls, uint32_t n);
+  void FlushCache(ThreadCache* tc);
+
+  // Central list: up to n objects as a list linked through their first word; returns the count.
+  uint32_t Fetch(int cls, uint32_t n, void** head);
+  void Release(int cls, void* head, uint32_t n);
+  void ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree);
+
+  // Page heap.
+  Span* AllocSpan(int cls);
+  void FreeSpan(Span* span);
+  bool NewSegment();
+  void* AllocLarge(size_t size, size_t align);
+  static void FreeLarge(void* p, Runtime::Impl* rt);
+  static size_t LargeUsable(const void* p, Runtime::Impl* rt);
+
+  Runtime::Impl* rt_;
+  Tier tier_;
+  uint32_t flags_;
+  int slot_;
+  uint32_t gen_;
+  Central central_[kNumClasses];
+  std::mutex page_mu_;
+  Segment* segments_ = nullptr;  // all segments of this heap
+  uint32_t empty_segments_ = 0;
+  Span* spare_spans_ = nullptr;  // recycled Span records
+  std::atomic<uint64_t> segment_bytes_{0};
+  std::atomic<uint64_t> span_bytes_{0};
+  std::atomic<uint64_t> large_bytes_{0};
+  std::atomic<uint64_t> large_count_{0};
+
+  friend struct HeapRegistry;
+};
+
+}  // namespace tiermem::alloc

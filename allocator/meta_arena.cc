@@ -1,0 +1,36 @@
+#include "allocator/meta_arena.h"
+
+#include <mutex>
+
+#include "runtime/os/os.h"
+
+namespace tiermem::alloc {
+
+namespace {
+constexpr size_t kChunk = 1 << 20;
+constinit std::mutex g_mu;
+constinit char* g_cur = nullptr;
+constinit size_t g_left = 0;
+}  // namespace
+
+void* MetaAlloc(size_t bytes) {
+  bytes = (bytes + 63) & ~size_t{63};
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (bytes > g_left) {
+    size_t want = bytes > kChunk ? bytes : kChunk;
+    int err = 0;
+    void* m = os::Reserve(want, &err);
+    if (m == nullptr) return nullptr;
+    g_cur = static_cast<char*>(m);
+    g_left = want;
+  }
+  void* p = g_cur;
+  g_cur += bytes;
+  g_left -= bytes;
+  return p;
+}
+
+void MetaLock() { g_mu.lock(); }
+void MetaUnlock() { g_mu.unlock(); }
+
+}  // namespace tiermem::alloc

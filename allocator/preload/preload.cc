@@ -1,0 +1,302 @@
+// libtiermem-preload.so: malloc, free, the rest of the C allocation API and the C++ operator
+// new/delete family, over one tiered HeapCore (Tier::kAuto) of a process-wide runtime.
+//
+// Bootstrapping. The runtime is started by the first allocation (or the library constructor,
+// whichever comes first). Until it is up, and on any thread that is inside a runtime call
+// (alloc::InRuntimeCall) or is starting the runtime, requests go to glibc's own allocator
+// (__libc_malloc and friends, called directly: no dlsym, no getenv). Those "foreign" blocks, and
+// any block a library got from glibc directly, are recognised at free/realloc time (not in the
+// span map, not in a managed region) and handed back to glibc. If the runtime cannot start, the
+// library warns once and the process keeps glibc's allocator.
+//
+// The runtime object is deliberately never stopped: blocks may be freed until the last moment of
+// the process (atexit handlers, TLS destructors).
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "allocator/entry_points.h"
+#include "allocator/heap_core.h"
+#include "allocator/span_map.h"
+#include "runtime/log.h"
+#include "runtime/runtime_impl.h"
+
+extern "C" {
+void* __libc_malloc(size_t);
+void __libc_free(void*);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+}
+
+#define TM_EXPORT extern "C" __attribute__((visibility("default")))
+#define TM_CXX_EXPORT __attribute__((visibility("default")))
+
+namespace tiermem::preload {
+namespace {
+
+using alloc::HeapCore;
+
+enum State : int { kUninit = 0, kStarting = 1, kReady = 2, kFailed = 3 };
+constinit std::atomic<int> g_state{kUninit};
+constinit HeapCore* g_heap = nullptr;
+constinit Runtime::Impl* g_rt = nullptr;
+alignas(HeapCore) unsigned char g_heap_storage[sizeof(HeapCore)];
+thread_local int t_starting __attribute__((tls_model("initial-exec")));
+
+void PrintStats();
+
+void Start() {
+  t_starting = 1;
+  StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Start();
+  if (!rt.ok()) {
+    TM_LOG_WARN("libtiermem-preload: the runtime did not start (%s); using glibc's malloc",
+                rt.status().ToString().c_str());
+    g_state.store(kFailed, std::memory_order_release);
+    t_starting = 0;
+    return;
+  }
+  Runtime* runtime = rt->release();  // never stopped: see the header comment
+  g_rt = runtime->impl();
+  g_heap = HeapCore::Create(g_heap_storage, g_rt, Tier::kAuto, kAllocDefault);
+  if (g_heap == nullptr) {
+    TM_LOG_WARN("libtiermem-preload: no heap slot; using glibc's malloc");
+    g_state.store(kFailed, std::memory_order_release);
+    t_starting = 0;
+    return;
+  }
+  g_state.store(kReady, std::memory_order_release);
+  t_starting = 0;
+  if (g_rt->options().stats[0] != '\0') atexit(PrintStats);
+}
+
+__attribute__((noinline)) HeapCore* SlowHeap() {
+  if (t_starting || alloc::InRuntimeCall()) return nullptr;
+  int s = g_state.load(std::memory_order_acquire);
+  if (s == kReady) return g_heap;
+  if (s == kUninit && g_state.compare_exchange_strong(s, kStarting)) {
+    Start();
+    return g_state.load(std::memory_order_acquire) == kReady ? g_heap : nullptr;
+  }
+  return nullptr;  // another thread is starting the runtime, or it failed: glibc
+}
+
+// The heap for this call, or nullptr when this call must go to glibc.
+inline HeapCore* Heap() {
+  if (__builtin_expect(g_state.load(std::memory_order_acquire) == kReady, 1) &&
+      __builtin_expect(!alloc::InRuntimeCall(), 1)) {
+    return g_heap;
+  }
+  return SlowHeap();
+}
+
+// Whether p is a tiermem block (small or page run) rather than glibc's.
+inline bool Ours(const void* p) {
+  if (alloc::GlobalSpanMap().Lookup(p) != nullptr) return true;
+  Runtime::Impl* rt = g_rt;
+  return rt != nullptr && rt->RegionOf(p) != nullptr;
+}
+
+// Usable size of a glibc block, from its chunk header (glibc's musable(): size field minus the
+// header, minus one more word for an mmapped chunk).
+size_t ForeignUsable(const void* p) {
+  const size_t field = reinterpret_cast<const size_t*>(p)[-1];
+  const size_t size = field & ~size_t{7};
+  return (field & 2) ? size - 2 * sizeof(size_t) : size - sizeof(size_t);
+}
+
+inline void FreeImpl(void* p) {
+  if (p == nullptr) return;
+  if (!Ours(p)) {
+    __libc_free(p);
+    return;
+  }
+  // A thread inside a runtime call may hold heap locks: never re-enter the heap from there. Such
+  // frees of heap blocks do not happen in practice; leaking one is the safe answer.
+  if (alloc::InRuntimeCall() || t_starting) return;
+  (void)HeapCore::FreeAny(p, g_rt);
+}
+
+size_t UsableImpl(const void* p) {
+  if (p == nullptr) return 0;
+  if (Ours(p)) return HeapCore::UsableSizeAny(p, g_rt);
+  return ForeignUsable(p);
+}
+
+inline void* MallocImpl(size_t n) {
+  HeapCore* h = Heap();
+  return h != nullptr ? h->Malloc(n) : __libc_malloc(n);
+}
+
+void* MemalignImpl(size_t align, size_t n) {
+  HeapCore* h = Heap();
+  return h != nullptr ? alloc::entry::Memalign(*h, align, n) : __libc_memalign(align, n);
+}
+
+void* ReallocImpl(void* p, size_t n) {
+  if (p == nullptr) return MallocImpl(n);
+  HeapCore* h = Heap();
+  const bool ours = Ours(p);
+  if (ours && h != nullptr) return h->Realloc(p, n);
+  if (!ours && h == nullptr) return __libc_realloc(p, n);
+  // A block moving between glibc and tiermem.
+  if (n == 0) {
+    FreeImpl(p);
+    return nullptr;
+  }
+  void* q = MallocImpl(n);
+  if (q == nullptr) return nullptr;
+  const size_t have = UsableImpl(p);
+  memcpy(q, p, have < n ? have : n);
+  FreeImpl(p);
+  return q;
+}
+
+void PrintStats() {
+  if (g_rt == nullptr || g_heap == nullptr) return;
+  FILE* out = stderr;
+  const char* where = g_rt->options().stats;
+  bool close = false;
+  if (strcmp(where, "stderr") != 0) {
+    out = fopen(where, "w");
+    if (out == nullptr) return;
+    close = true;
+  }
+  alloc::HeapStats hs = g_heap->Stats();
+  fprintf(out, "tiermem stats (pid %d): heap segments %llu bytes, spans %llu bytes, large %llu "
+          "bytes in %llu blocks\n", static_cast<int>(getpid()),
+          static_cast<unsigned long long>(hs.segment_bytes),
+          static_cast<unsigned long long>(hs.span_bytes),
+          static_cast<unsigned long long>(hs.large_bytes),
+          static_cast<unsigned long long>(hs.large_count));
+  for (const TierStats& t : g_rt->Stats()) {
+    fprintf(out, "tiermem stats: tier %-6s %s allocated %llu bytes, capacity %llu bytes, "
+            "migrated in %llu pages, out %llu pages\n",
+            std::string(TierName(t.tier)).c_str(), t.available ? "available" : "absent   ",
+            static_cast<unsigned long long>(t.allocated_bytes),
+            static_cast<unsigned long long>(t.capacity_bytes),
+            static_cast<unsigned long long>(t.pages_migrated_in),
+            static_cast<unsigned long long>(t.pages_migrated_out));
+  }
+  if (close) fclose(out);
+}
+
+__attribute__((constructor)) void PreloadConstructor() { (void)Heap(); }
+
+// operator new: retry through the new_handler, then throw (as the standard requires).
+__attribute__((noinline)) void* NewSlow(size_t n, size_t align) {
+  for (;;) {
+    std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+    void* p = align ? MemalignImpl(align, n) : MallocImpl(n);
+    if (p != nullptr) return p;
+  }
+}
+inline void* New(size_t n) {
+  void* p = MallocImpl(n);
+  return __builtin_expect(p != nullptr, 1) ? p : NewSlow(n, 0);
+}
+inline void* NewAligned(size_t n, std::align_val_t a) {
+  void* p = MemalignImpl(static_cast<size_t>(a), n);
+  return __builtin_expect(p != nullptr, 1) ? p : NewSlow(n, static_cast<size_t>(a));
+}
+void* NewNothrow(size_t n, size_t align) noexcept {
+  void* p = align ? MemalignImpl(align, n) : MallocImpl(n);
+  if (p != nullptr) return p;
+  try {
+    return NewSlow(n, align);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace tiermem::preload
+
+using namespace tiermem::preload;  // NOLINT: the C entry points below
+
+TM_EXPORT void* malloc(size_t n) { return MallocImpl(n); }
+TM_EXPORT void free(void* p) { FreeImpl(p); }
+TM_EXPORT void* calloc(size_t n, size_t size) {
+  tiermem::alloc::HeapCore* h = Heap();
+  return h != nullptr ? h->Calloc(n, size) : __libc_calloc(n, size);
+}
+TM_EXPORT void* realloc(void* p, size_t n) { return ReallocImpl(p, n); }
+TM_EXPORT void* reallocarray(void* p, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return ReallocImpl(p, total);
+}
+TM_EXPORT void* memalign(size_t align, size_t n) { return MemalignImpl(align, n); }
+TM_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
+  if (align % sizeof(void*) != 0 || !tiermem::alloc::entry::IsPow2(align)) return EINVAL;
+  const int saved = errno;
+  void* p = MemalignImpl(align, n);
+  if (p == nullptr) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+TM_EXPORT void* aligned_alloc(size_t align, size_t n) {
+  if (!tiermem::alloc::entry::IsPow2(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return MemalignImpl(align, n);
+}
+TM_EXPORT void* valloc(size_t n) { return MemalignImpl(static_cast<size_t>(sysconf(_SC_PAGESIZE)), n); }
+TM_EXPORT void* pvalloc(size_t n) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (n > SIZE_MAX - page) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return MemalignImpl(page, n == 0 ? page : (n + page - 1) & ~(page - 1));
+}
+TM_EXPORT size_t malloc_usable_size(void* p) { return UsableImpl(p); }
+
+// ---- C++ ----
+TM_CXX_EXPORT void* operator new(size_t n) { return New(n); }
+TM_CXX_EXPORT void* operator new[](size_t n) { return New(n); }
+TM_CXX_EXPORT void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  return NewNothrow(n, 0);
+}
+TM_CXX_EXPORT void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  return NewNothrow(n, 0);
+}
+TM_CXX_EXPORT void* operator new(size_t n, std::align_val_t a) { return NewAligned(n, a); }
+TM_CXX_EXPORT void* operator new[](size_t n, std::align_val_t a) { return NewAligned(n, a); }
+TM_CXX_EXPORT void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return NewNothrow(n, static_cast<size_t>(a));
+}
+TM_CXX_EXPORT void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return NewNothrow(n, static_cast<size_t>(a));
+}
+TM_CXX_EXPORT void operator delete(void* p) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete[](void* p) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete(void* p, size_t) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete[](void* p, size_t) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete(void* p, std::align_val_t) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete(void* p, size_t, std::align_val_t) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete[](void* p, size_t, std::align_val_t) noexcept { FreeImpl(p); }
+TM_CXX_EXPORT void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  FreeImpl(p);
+}
+TM_CXX_EXPORT void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  FreeImpl(p);
+}

@@ -1,0 +1,245 @@
+// The tiered heap through tiermem::Heap and the entry points: size classes, alignment, realloc,
+// calloc, large blocks, cross-thread frees, thread exit, usage accounting.
+#include <gtest/gtest.h>
+#include <errno.h>
+
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "allocator/entry_points.h"
+#include "allocator/heap_internal.h"
+#include "allocator/size_classes.h"
+#include "tiermem/heap.hpp"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+using alloc::ClassSize;
+using alloc::kMaxSmall;
+using alloc::kNumClasses;
+using alloc::SizeClass;
+
+TEST(HeapSizeClassTest, EverySizeMapsToTheSmallestClassThatHoldsIt) {
+  for (size_t n = 0; n <= kMaxSmall; ++n) {
+    int c = SizeClass(n);
+    ASSERT_GE(c, 0);
+    ASSERT_LT(c, kNumClasses);
+    ASSERT_GE(ClassSize(c), n == 0 ? 1 : n) << n;
+    if (c > 0) {
+      ASSERT_LT(ClassSize(c - 1), n) << n;
+    }
+  }
+  for (int c = 1; c < kNumClasses; ++c) {
+    EXPECT_EQ(ClassSize(c) % 16, 0u);
+    EXPECT_GT(ClassSize(c), ClassSize(c - 1));
+    EXPECT_LE(ClassSize(c) - ClassSize(c - 1), ClassSize(c - 1) / 4 + 16) << c;  // <= 25% waste
+  }
+  for (size_t p = 16; p <= kMaxSmall; p *= 2) {
+    EXPECT_EQ(ClassSize(SizeClass(p)), p);
+  }
+}
+
+class HeapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto rt = Runtime::Start();
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    rt_ = std::move(*rt);
+    auto h = Heap::Create(*rt_, Tier::kDram);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    heap_ = std::move(*h);
+  }
+  void TearDown() override {
+    heap_.reset();
+    if (rt_) {
+      EXPECT_TRUE(rt_->Stop().ok());
+    }
+  }
+  alloc::HeapCore& core() { return *alloc::CoreOf(*heap_); }
+
+  std::unique_ptr<Runtime> rt_;
+  std::unique_ptr<Heap> heap_;
+};
+
+TEST_F(HeapTest, SmallBlocksAreDistinctWritableAndOwned) {
+  std::set<void*> seen;
+  std::vector<void*> blocks;
+  for (size_t n : {0, 1, 8, 16, 17, 100, 1000, 4096, 5000, 65536, 131072}) {
+    for (int i = 0; i < 50; ++i) {
+      void* p = heap_->Allocate(n);
+      ASSERT_NE(p, nullptr);
+      EXPECT_TRUE(seen.insert(p).second) << "duplicate block for size " << n;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+      EXPECT_GE(heap_->UsableSize(p), n);
+      EXPECT_TRUE(heap_->Owns(p));
+      memset(p, 0xab, n);
+      blocks.push_back(p);
+    }
+  }
+  for (void* p : blocks) heap_->Free(p);
+  int local = 0;
+  EXPECT_FALSE(heap_->Owns(&local));
+  EXPECT_EQ(heap_->UsableSize(&local), 0u);
+  heap_->Free(nullptr);
+}
+
+TEST_F(HeapTest, ZeroSizeGivesUniquePointers) {
+  void* a = heap_->Allocate(0);
+  void* b = heap_->Allocate(0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  heap_->Free(a);
+  heap_->Free(b);
+}
+
+TEST_F(HeapTest, LargeBlocksArePageRunsAndGoBack) {
+  const size_t n = 3 * 1024 * 1024 + 5;
+  char* p = static_cast<char*>(heap_->Allocate(n));
+  ASSERT_NE(p, nullptr);
+  EXPECT_GE(heap_->UsableSize(p), n);
+  EXPECT_TRUE(heap_->Owns(p));
+  memset(p, 1, n);
+  EXPECT_GE(heap_->Usage().large_bytes, n);
+  EXPECT_EQ(heap_->Usage().large_count, 1u);
+  heap_->Free(p);
+  EXPECT_EQ(heap_->Usage().large_bytes, 0u);
+}
+
+TEST_F(HeapTest, AlignedAllocationsHonourAlignmentAndFreeCleanly) {
+  for (size_t align = 16; align <= (4u << 20); align *= 2) {
+    for (size_t n : {1ul, align / 2 + 1, align, 3 * align + 7, 200000ul}) {
+      void* p = heap_->AllocateAligned(align, n);
+      ASSERT_NE(p, nullptr) << align << " " << n;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << align << " " << n;
+      EXPECT_GE(heap_->UsableSize(p), n);
+      memset(p, 7, n);
+      heap_->Free(p);
+    }
+  }
+  errno = 0;
+  EXPECT_EQ(heap_->AllocateAligned(24, 10), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  void* p = nullptr;
+  EXPECT_EQ(alloc::entry::PosixMemalign(core(), &p, 4, 10), EINVAL);
+  EXPECT_EQ(alloc::entry::PosixMemalign(core(), &p, 48, 10), EINVAL);
+  ASSERT_EQ(alloc::entry::PosixMemalign(core(), &p, 256, 10), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
+  heap_->Free(p);
+  void* v = alloc::entry::Valloc(core(), 10);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v) % 4096, 0u);
+  void* pv = alloc::entry::Pvalloc(core(), 0);
+  ASSERT_NE(pv, nullptr);
+  EXPECT_GE(heap_->UsableSize(pv), 4096u);
+  void* m = alloc::entry::Memalign(core(), 48, 10);  // rounded up to 64, as glibc does
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m) % 64, 0u);
+  heap_->Free(v);
+  heap_->Free(pv);
+  heap_->Free(m);
+}
+
+TEST_F(HeapTest, ReallocKeepsContentsAcrossClassesAndIntoPageRuns) {
+  char* p = static_cast<char*>(heap_->Allocate(1));
+  p[0] = 0;
+  size_t n = 1;
+  for (size_t next : {7ul, 33ul, 500ul, 4100ul, 70000ul, 140000ul, 1ul << 21, 5000ul, 10ul}) {
+    p = static_cast<char*>(heap_->Reallocate(p, next));
+    ASSERT_NE(p, nullptr);
+    for (size_t i = 0; i < std::min(n, next); ++i) ASSERT_EQ(p[i], static_cast<char>(i * 7)) << i;
+    for (size_t i = 0; i < next; ++i) p[i] = static_cast<char>(i * 7);
+    n = next;
+  }
+  EXPECT_EQ(heap_->Reallocate(p, 0), nullptr);  // glibc: frees
+  void* q = heap_->Reallocate(nullptr, 10);
+  ASSERT_NE(q, nullptr);
+  heap_->Free(q);
+  errno = 0;
+  EXPECT_EQ(alloc::entry::ReallocArray(core(), nullptr, SIZE_MAX / 2, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST_F(HeapTest, CallocZeroesReusedMemoryAndChecksOverflow) {
+  for (size_t n : {24ul, 3000ul, 200000ul}) {
+    char* p = static_cast<char*>(heap_->Allocate(n));
+    memset(p, 0xff, n);
+    heap_->Free(p);
+    char* z = static_cast<char*>(heap_->AllocateZeroed(1, n));
+    ASSERT_NE(z, nullptr);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(z[i], 0) << n << " " << i;
+    heap_->Free(z);
+  }
+  errno = 0;
+  EXPECT_EQ(heap_->AllocateZeroed(SIZE_MAX / 2, 4), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(heap_->Allocate(SIZE_MAX - 10), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST_F(HeapTest, BlocksFreedByOtherThreadsAreReused) {
+  constexpr int kN = 20000;
+  std::vector<void*> blocks(kN);
+  for (int round = 0; round < 5; ++round) {
+    std::thread producer([&] {
+      for (int i = 0; i < kN; ++i) {
+        blocks[i] = heap_->Allocate(48);
+        memset(blocks[i], i & 0xff, 48);
+      }
+    });
+    producer.join();
+    std::thread consumer([&] {
+      for (int i = 0; i < kN; ++i) {
+        auto* b = static_cast<unsigned char*>(blocks[i]);
+        for (int j = 0; j < 48; ++j) ASSERT_EQ(b[j], i & 0xff);
+        heap_->Free(blocks[i]);
+      }
+    });
+    consumer.join();
+  }
+  // Five rounds of 20000 x 48 bytes fit in the first spans again: memory was reused, not grown.
+  EXPECT_LE(heap_->Usage().span_bytes, 4u << 20);
+}
+
+TEST_F(HeapTest, ThreadExitReturnsItsCacheAndEmptySpansGoBack) {
+  for (int t = 0; t < 8; ++t) {
+    std::thread([&] {
+      std::vector<void*> v;
+      for (int i = 0; i < 5000; ++i) v.push_back(heap_->Allocate(16 + (i % 64) * 16));
+      for (void* p : v) heap_->Free(p);
+    }).join();
+  }
+  // Every block is free and every thread flushed its cache when it ended: what stays is one
+  // empty span per class (the churn reserve) and the bounded transfer caches, far below the
+  // 8 x 5000 blocks (20 MB) the threads made in total.
+  EXPECT_LE(heap_->Usage().span_bytes, 8u << 20);
+}
+
+TEST_F(HeapTest, TwoHeapsOnOneRuntimeFreeEachOthersBlocks) {
+  auto other = Heap::Create(*rt_, Tier::kAuto);
+  ASSERT_TRUE(other.ok());
+  void* a = (*other)->Allocate(100);
+  void* b = (*other)->Allocate(1 << 20);
+  EXPECT_TRUE((*other)->Owns(a));
+  EXPECT_FALSE(heap_->Owns(a));
+  heap_->Free(a);
+  heap_->Free(b);
+}
+
+TEST(HeapCreateTest, AbsentTierIsUnavailableUnlessFallbackIsAllowed) {
+  auto rt = Runtime::Start();
+  ASSERT_TRUE(rt.ok());
+  if ((*rt)->HasTier(Tier::kCxl)) GTEST_SKIP() << "this machine has a CXL tier";
+  auto h = Heap::Create(**rt, Tier::kCxl);
+  EXPECT_EQ(h.status().code(), StatusCode::kUnavailable);
+  auto f = Heap::Create(**rt, Tier::kCxl, kAllocAllowFallback);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  void* p = (*f)->Allocate(1000);
+  EXPECT_NE(p, nullptr);
+  (*f)->Free(p);
+}
+
+}  // namespace
+}  // namespace tiermem
