@@ -488,9 +488,9 @@ void Pager::FaultLoop() {
             int zr = UffdZero(uffd_, addr);
             if (zr != 0 && zr != -EEXIST) Fatal(addr, Internal(std::string("UFFDIO_ZEROPAGE: ") + strerror(-zr)));
             rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+            zero_fills_.fetch_add(1, std::memory_order_relaxed);
             rec.state.store(S(PageState::kLocal), std::memory_order_release);
             Wake(addr, kPage);
-            zero_fills_.fetch_add(1, std::memory_order_relaxed);
             continue;
           }
           const remote::SlotRange* range;
@@ -538,9 +538,9 @@ void Pager::FaultLoop() {
         PageRecord& rec = p.region->record(p.index);
         if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
         else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+        faults_.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
         rec.state.store(S(PageState::kLocal), std::memory_order_release);
         Wake(dst, kPage);
-        faults_.fetch_add(1, std::memory_order_relaxed);
       }
       completed += *got;
     }

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -30,8 +32,13 @@ class MemdProcess {
     log_file_ = dir_ + "/memd.log";
     pid_ = fork();
     if (pid_ == 0) {
-      std::vector<std::string> argv = {TIERMEM_MEMD_PATH, "--listen", "127.0.0.1:0", "--port-file", port_file_};
-      argv.insert(argv.end(), args.begin(), args.end());
+      // In a QEMU guest the build path does not exist: TIERMEM_TEST_MEMD, or memd from PATH.
+      std::string bin = getenv("TIERMEM_TEST_MEMD") ? getenv("TIERMEM_TEST_MEMD") : TIERMEM_MEMD_PATH;
+      if (access(bin.c_str(), X_OK) != 0) bin = "tiermem-memd";
+      std::vector<std::string> argv = {bin, "--listen", Host() + ":0", "--port-file", port_file_};
+      for (auto& a : args) {
+        if (a != "--no-rdma" || Scheme() == "tcp") argv.push_back(a);
+      }
       std::vector<char*> cargv;
       for (auto& a : argv) cargv.push_back(a.data());
       cargv.push_back(nullptr);
@@ -42,7 +49,7 @@ class MemdProcess {
       } else {
         setenv("TIERMEM_TOKEN", token.c_str(), 1);
       }
-      execv(cargv[0], cargv.data());
+      execvp(cargv[0], cargv.data());
       _exit(127);
     }
     for (int i = 0; i < 1000; ++i) {  // up to 10 s to come up (sanitizer builds are slow)
@@ -62,7 +69,22 @@ class MemdProcess {
     return false;
   }
   uint16_t port() const { return port_; }
-  std::string url() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return Scheme() + "://" + Host() + ":" + std::to_string(port_); }
+  // The same tests run over RDMA in the QEMU rdma topology: TIERMEM_TEST_REMOTE_SCHEME=rdma,
+  // TIERMEM_TEST_REMOTE_HOST=10.9.0.2 (an address with a verbs device).
+  static std::string Scheme() {
+    const char* s = getenv("TIERMEM_TEST_REMOTE_SCHEME");
+    return s != nullptr && *s != 0 ? s : "tcp";
+  }
+  static std::string Host() {
+    const char* h = getenv("TIERMEM_TEST_REMOTE_HOST");
+    return h != nullptr && *h != 0 ? h : "127.0.0.1";
+  }
+  // Size of the big data tests (1024 MiB by default; smaller in a 2 GiB guest).
+  static size_t DataMiB() {
+    const char* m = getenv("TIERMEM_TEST_REMOTE_MIB");
+    return m != nullptr && atoi(m) > 0 ? size_t(atoi(m)) : 1024;
+  }
   pid_t pid() const { return pid_; }
   std::string Log() const {
     std::ifstream f(log_file_);

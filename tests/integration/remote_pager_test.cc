@@ -48,9 +48,9 @@ void ExpectAllRemote(Runtime& rt, void* p, size_t bytes) {
 // order, and all of them also on one shared set of pages (concurrent faults on one page).
 void EvictAndFaultBack(int threads) {
   MemdProcess memd;
-  ASSERT_TRUE(memd.Start({"--capacity", "1200M", "--no-rdma"}, "tok"));
+  const size_t kPages = MemdProcess::DataMiB() * 256;
+  ASSERT_TRUE(memd.Start({"--capacity", std::to_string(MemdProcess::DataMiB() + 176) + "M", "--no-rdma"}, "tok"));
   auto rt = StartWith(memd, "tok");
-  constexpr size_t kPages = (1ull << 30) / kPage;
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   auto* base = static_cast<uint8_t*>(*p);
@@ -69,7 +69,7 @@ void EvictAndFaultBack(int threads) {
       std::mt19937_64 rng(uint64_t(t) + 1);
       std::shuffle(order.begin(), order.end(), rng);
       // The first 512 pages are touched by every thread first, at the same time.
-      std::vector<size_t> shared(512);
+      std::vector<size_t> shared(std::min<size_t>(512, kPages));
       std::iota(shared.begin(), shared.end(), 0);
       std::shuffle(shared.begin(), shared.end(), rng);
       for (size_t i : shared) bad += CheckPage(base + i * kPage, i) ? 0 : 1;
@@ -196,6 +196,7 @@ TEST(RemotePagerDeathTest, ServerKilledMidRunEndsTheProcessWithAClearLine) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "a dead RDMA peer is detected after the NIC's retries; TCP covers it";
   auto body = [&] {
     auto rt = StartWith(memd);
     auto p = rt->Allocate(64 * kPage, Tier::kDram);

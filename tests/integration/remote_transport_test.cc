@@ -8,12 +8,16 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "backends/remote/protocol.h"
 #include "backends/remote/transport.h"
+#ifdef TIERMEM_HAVE_RDMA
+#include "backends/remote/rdma/rdma_transport.h"
+#endif
 #include "tests/integration/remote_memd_fixture.h"
 
 namespace tiermem::remote {
@@ -22,6 +26,14 @@ namespace {
 using testing::CheckPage;
 using testing::FillPage;
 using testing::MemdProcess;
+
+Status RdmaPresentForTests() {
+#ifdef TIERMEM_HAVE_RDMA
+  return RdmaDevicePresent();
+#else
+  return Unavailable("no RDMA support in this build");
+#endif
+}
 
 std::unique_ptr<Transport> Connected(const MemdProcess& memd, const std::string& token = "",
                                      Status* status = nullptr) {
@@ -70,8 +82,8 @@ TEST(RemoteTcp, OneGiBOfPatternedPagesRoundTrips) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "1280M", "--no-rdma"}));
   auto t = Connected(memd);
-  constexpr size_t kPages = (1ull << 30) / kPage;
-  constexpr size_t kChunk = 16384;  // 64 MiB of local buffer at a time
+  const size_t kPages = MemdProcess::DataMiB() * 256;
+  const size_t kChunk = std::min<size_t>(16384, kPages);  // 64 MiB of local buffer at a time
   auto range = t->AllocSlots(kPages);
   ASSERT_TRUE(range.ok()) << range.status().ToString();
   std::vector<uint8_t> buf(kChunk * kPage);
@@ -110,6 +122,7 @@ TEST(RemoteTcp, WrongTokenIsRefused) {
 }
 
 TEST(RemoteTcp, AClientCannotReachAnotherClientsSlots) {
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP checks; RemoteData.RdmaKeysIsolateClients covers RDMA";
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
   auto a = Connected(memd);
@@ -267,6 +280,38 @@ TEST(RemoteTcp, ServerKilledMidRunGivesAClearErrorNotAHang) {
   // Later calls fail at once, the same way.
   EXPECT_FALSE(t->AllocSlots(1).ok());
   EXPECT_FALSE(t->PostRead(*r, r->first, buf.data(), 0).ok());
+}
+
+// Over RDMA a foreign rkey is refused by the NIC: the offending connection breaks, the victim's
+// data stays intact. On a host without a verbs device, the transport says so clearly.
+TEST(RemoteData, RdmaKeysIsolateClients) {
+  Status present = RdmaPresentForTests();
+  if (MemdProcess::Scheme() != "rdma") {
+    auto t = MakeTransport(*ParseEndpoint("rdma://127.0.0.1:7471"));
+    if (!t.ok()) GTEST_SKIP() << t.status().message();
+    Status s = (*t)->Connect("", 1000);
+    EXPECT_FALSE(s.ok());
+    if (!present.ok()) {
+      EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+      EXPECT_NE(s.message().find("no RDMA device"), std::string::npos) << s.message();
+    }
+    GTEST_SKIP() << "not an RDMA run (TIERMEM_TEST_REMOTE_SCHEME=rdma in the QEMU rdma topology)";
+  }
+  MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "64M"}));
+  auto a = Connected(memd);
+  auto b = Connected(memd);
+  auto ra = a->AllocSlots(4);
+  auto rb = b->AllocSlots(4);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  std::vector<uint8_t> page(kPage);
+  FillPage(page.data(), 0, 0xA);
+  ASSERT_TRUE(WritePagesSync(*a, *ra, ra->first, page.data(), 1).ok());
+  std::vector<uint8_t> junk(kPage, 0xEE);
+  EXPECT_FALSE(WritePagesSync(*b, *ra, ra->first, junk.data(), 1).ok());
+  std::vector<uint8_t> got(kPage);
+  ASSERT_TRUE(ReadPagesSync(*a, *ra, ra->first, got.data(), 1).ok());
+  EXPECT_TRUE(CheckPage(got.data(), 0, 0xA));
 }
 
 TEST(RemoteTcp, NoServerMeansAClearConnectError) {

@@ -28,7 +28,8 @@ Status ErrorToStatus(const proto::Error& e, const std::string& server) {
 
 }  // namespace
 
-TcpTransport::TcpTransport(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
+TcpTransport::TcpTransport(Endpoint endpoint, proto::DataPath path)
+    : endpoint_(std::move(endpoint)), path_(path) {
   in_.resize(kInBuffer);
 }
 
@@ -50,7 +51,7 @@ Status TcpTransport::Connect(const std::string& token, uint32_t timeout_ms, cons
   fd_ = *fd;
   broken_ = Status::Ok();
   proto::Hello hello;
-  hello.data_path = proto::DataPath::kTcp;
+  hello.data_path = path_;
   hello.token = token;
   if (join != nullptr) {
     hello.join_session = join->session;

@@ -16,7 +16,8 @@ namespace tiermem::remote {
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(Endpoint endpoint);
+  // `path` kRdma: this connection is the control connection of an RDMA transport.
+  explicit TcpTransport(Endpoint endpoint, proto::DataPath path = proto::DataPath::kTcp);
   ~TcpTransport() override;
 
   Status Connect(const std::string& token, uint32_t timeout_ms, const SessionTicket* join) override;
@@ -52,6 +53,7 @@ class TcpTransport final : public Transport {
   Status CheckUsable() const;
 
   Endpoint endpoint_;
+  proto::DataPath path_;
   int fd_ = -1;
   uint32_t timeout_ms_ = 5000;
   Status broken_;

@@ -1,0 +1,301 @@
+#include "backends/remote/rdma/rdma_transport.h"
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <time.h>
+
+namespace tiermem::remote {
+namespace {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// The private data of the client's rdma_connect: which session this QP belongs to.
+struct ConnectData {
+  uint64_t session;
+  uint8_t secret[16];
+};
+
+}  // namespace
+
+Status RdmaDevicePresent() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr) {
+    return Unavailable(std::string("no RDMA device: libibverbs found no verbs device on this host (ibv_get_device_list: ") +
+                       strerror(errno) + ")");
+  }
+  ibv_free_device_list(list);
+  if (n == 0) return Unavailable("no RDMA device: libibverbs found no verbs device on this host (no RDMA NIC, no rxe/siw)");
+  return Status::Ok();
+}
+
+RdmaTransport::RdmaTransport(Endpoint endpoint)
+    : endpoint_(endpoint), control_(endpoint, proto::DataPath::kRdma) {}
+
+RdmaTransport::~RdmaTransport() { Teardown(); }
+
+Status RdmaTransport::WaitEvent(int expected, uint32_t timeout_ms) {
+  pollfd p{channel_->fd, POLLIN, 0};
+  int n;
+  do {
+    n = poll(&p, 1, int(timeout_ms));
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return Unavailable("memory server " + name() + ": RDMA connection setup timed out");
+  rdma_cm_event* ev = nullptr;
+  if (rdma_get_cm_event(channel_, &ev) != 0) return ErrnoToStatus(errno, "rdma_get_cm_event");
+  int type = ev->event;
+  int status = ev->status;
+  rdma_ack_cm_event(ev);
+  if (type != expected) {
+    if (type == RDMA_CM_EVENT_REJECTED) {
+      return PermissionDenied("memory server " + name() + ": RDMA connection rejected (session not accepted)");
+    }
+    return Unavailable("memory server " + name() + ": RDMA connection setup: " + rdma_event_str(rdma_cm_event_type(type)) +
+                       " (status " + std::to_string(status) + ")");
+  }
+  return Status::Ok();
+}
+
+Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, const SessionTicket* join) {
+  timeout_ms_ = timeout_ms == 0 ? 5000 : timeout_ms;
+  TIERMEM_RETURN_IF_ERROR(RdmaDevicePresent());
+  TIERMEM_RETURN_IF_ERROR(control_.Connect(token, timeout_ms_, join));
+  auto fail = [&](Status s) {
+    Teardown();
+    control_.Close();
+    return s;
+  };
+  channel_ = rdma_create_event_channel();
+  if (channel_ == nullptr) return fail(ErrnoToStatus(errno, "rdma_create_event_channel"));
+  if (rdma_create_id(channel_, &id_, nullptr, RDMA_PS_TCP) != 0) return fail(ErrnoToStatus(errno, "rdma_create_id"));
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(endpoint_.host.c_str(), std::to_string(endpoint_.port).c_str(), &hints, &res) != 0 || res == nullptr) {
+    return fail(Unavailable("cannot resolve " + endpoint_.host));
+  }
+  int rc = rdma_resolve_addr(id_, nullptr, res->ai_addr, int(timeout_ms_));
+  freeaddrinfo(res);
+  if (rc != 0) return fail(Unavailable("memory server " + name() + ": rdma_resolve_addr: " + strerror(errno)));
+  Status s = WaitEvent(RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms_);
+  if (!s.ok()) return fail(s);
+  if (rdma_resolve_route(id_, int(timeout_ms_)) != 0) return fail(ErrnoToStatus(errno, "rdma_resolve_route"));
+  s = WaitEvent(RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms_);
+  if (!s.ok()) return fail(s);
+
+  pd_ = ibv_alloc_pd(id_->verbs);
+  if (pd_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_alloc_pd"));
+  cq_ = ibv_create_cq(id_->verbs, int(kStagingPages * 2), nullptr, nullptr, 0);
+  if (cq_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_create_cq"));
+  ibv_qp_init_attr qa{};
+  qa.send_cq = cq_;
+  qa.recv_cq = cq_;
+  qa.qp_type = IBV_QPT_RC;
+  qa.sq_sig_all = 0;  // selective signalling
+  qa.cap.max_send_wr = uint32_t(kStagingPages + 8);
+  qa.cap.max_recv_wr = 1;
+  qa.cap.max_send_sge = 1;
+  qa.cap.max_recv_sge = 1;
+  if (rdma_create_qp(id_, pd_, &qa) != 0) return fail(ErrnoToStatus(errno, "rdma_create_qp"));
+  qp_ = true;
+  // Staging pages in ordinary DRAM (never a movable CXL node: long-term pinning is refused there).
+  void* mem = mmap(nullptr, kStagingPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (mem == MAP_FAILED) return fail(ErrnoToStatus(errno, "mmap staging"));
+  staging_ = static_cast<char*>(mem);
+  staging_mr_ = ibv_reg_mr(pd_, staging_, kStagingPages * kPage, IBV_ACCESS_LOCAL_WRITE);
+  if (staging_mr_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_reg_mr(staging)"));
+  free_staging_.clear();
+  for (size_t i = kStagingPages; i > 0; --i) free_staging_.push_back(i - 1);
+
+  ConnectData cd{};
+  SessionTicket t = control_.ticket();
+  cd.session = t.session;
+  std::memcpy(cd.secret, t.secret, sizeof(cd.secret));
+  rdma_conn_param cp{};
+  cp.private_data = &cd;
+  cp.private_data_len = sizeof(cd);
+  cp.initiator_depth = 16;
+  cp.responder_resources = 16;
+  cp.retry_count = 7;
+  cp.rnr_retry_count = 7;
+  if (rdma_connect(id_, &cp) != 0) return fail(ErrnoToStatus(errno, "rdma_connect"));
+  s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, timeout_ms_);
+  if (!s.ok()) return fail(s);
+  quota_pages_ = control_.quota_pages();
+  broken_ = Status::Ok();
+  return Status::Ok();
+}
+
+StatusOr<SlotRange> RdmaTransport::AllocSlots(uint64_t count) {
+  TIERMEM_ASSIGN_OR_RETURN(SlotRange r, control_.AllocSlots(count));
+  if (r.rkey == 0 && r.remote_addr == 0) {
+    return Internal("memory server " + name() + ": allocation came without a memory registration");
+  }
+  return r;
+}
+
+Status RdmaTransport::Post(const SlotRange& range, uint64_t slot, bool write, const void* src, void* dst, uint64_t cookie) {
+  if (!broken_.ok()) return broken_;
+  if (id_ == nullptr) return Unavailable(name() + ": not connected");
+  if (slot < range.first || slot >= range.first + range.count) {
+    return InvalidArgument("slot " + std::to_string(slot) + " outside its range");
+  }
+  while (free_staging_.empty()) {
+    TIERMEM_RETURN_IF_ERROR(Doorbell());
+    TIERMEM_RETURN_IF_ERROR(Reap(int(timeout_ms_)));
+  }
+  Request r;
+  r.seq = next_seq_++;
+  r.cookie = cookie;
+  r.write = write;
+  r.remote_addr = range.remote_addr + (slot - range.first) * kPage;
+  r.rkey = range.rkey;
+  r.staging = free_staging_.back();
+  free_staging_.pop_back();
+  r.dst = dst;
+  if (write) std::memcpy(staging_ + r.staging * kPage, src, kPage);
+  queued_.push_back(r);
+  return Status::Ok();
+}
+
+Status RdmaTransport::PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
+  return Post(range, slot, true, page, nullptr, cookie);
+}
+
+Status RdmaTransport::PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) {
+  return Post(range, slot, false, nullptr, page, cookie);
+}
+
+Status RdmaTransport::Doorbell() {
+  if (queued_.empty()) return Status::Ok();
+  std::vector<ibv_sge> sges(queued_.size());
+  std::vector<ibv_send_wr> wrs(queued_.size());
+  for (size_t i = 0; i < queued_.size(); ++i) {
+    const Request& r = queued_[i];
+    sges[i].addr = reinterpret_cast<uintptr_t>(staging_ + r.staging * kPage);
+    sges[i].length = uint32_t(kPage);
+    sges[i].lkey = staging_mr_->lkey;
+    ibv_send_wr& w = wrs[i];
+    w = {};
+    w.wr_id = r.seq;
+    w.sg_list = &sges[i];
+    w.num_sge = 1;
+    w.opcode = r.write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    bool last = i + 1 == queued_.size();
+    if (last || ++since_signal_ >= kSignalEvery) {
+      w.send_flags = IBV_SEND_SIGNALED;
+      since_signal_ = 0;
+    }
+    w.wr.rdma.remote_addr = r.remote_addr;
+    w.wr.rdma.rkey = r.rkey;
+    w.next = last ? nullptr : &wrs[i + 1];
+  }
+  ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(id_->qp, wrs.data(), &bad);
+  if (rc != 0) return Fail(Unavailable("memory server " + name() + ": ibv_post_send: " + strerror(rc)));
+  for (auto& r : queued_) posted_.push_back(r);
+  queued_.clear();
+  return Status::Ok();
+}
+
+Status RdmaTransport::Reap(int wait_ms) {
+  const uint64_t deadline = NowNs() + uint64_t(wait_ms < 0 ? 0 : wait_ms) * 1000000ull;
+  ibv_wc wc[32];
+  size_t spins = 0;
+  while (!posted_.empty()) {
+    int n = ibv_poll_cq(cq_, 32, wc);
+    if (n < 0) return Fail(Unavailable("memory server " + name() + ": ibv_poll_cq failed"));
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        return Fail(Unavailable("memory server " + name() + ": RDMA " +
+                                std::string(ibv_wc_status_str(wc[i].status)) + " (server gone or access refused)"));
+      }
+      // In-order completion: this signalled request retires every earlier one.
+      while (!posted_.empty() && posted_.front().seq <= wc[i].wr_id) {
+        Request r = posted_.front();
+        posted_.pop_front();
+        if (!r.write) std::memcpy(r.dst, staging_ + r.staging * kPage, kPage);
+        free_staging_.push_back(r.staging);
+        ready_.push_back(Completion{r.cookie, Status::Ok()});
+      }
+    }
+    if (!ready_.empty()) return Status::Ok();
+    uint64_t now = NowNs();
+    if (now >= deadline) {
+      if (wait_ms > 0) {
+        return Fail(DeadlineExceeded("memory server " + name() + ": no RDMA completion within " +
+                                     std::to_string(wait_ms) + " ms"));
+      }
+      return Status::Ok();
+    }
+    if (++spins > 2000) {  // long waits: stop burning the core
+      timespec ts{0, 20000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<size_t> RdmaTransport::Poll(Completion* out, size_t max, int timeout_ms) {
+  if (timeout_ms < 0) timeout_ms = int(timeout_ms_);
+  if (ready_.empty() && broken_.ok()) {
+    Status s = Doorbell();
+    if (s.ok()) s = Reap(0);
+    if (s.ok() && ready_.empty() && !posted_.empty()) s = Reap(timeout_ms);
+  }
+  size_t n = 0;
+  while (n < max && !ready_.empty()) {
+    out[n++] = std::move(ready_.front());
+    ready_.pop_front();
+  }
+  if (n == 0 && !broken_.ok()) return broken_;
+  return n;
+}
+
+Status RdmaTransport::Fail(Status why) {
+  if (broken_.ok()) broken_ = why;
+  for (auto* q : {&queued_, &posted_}) {
+    for (auto& r : *q) ready_.push_back(Completion{r.cookie, why});
+    q->clear();
+  }
+  return why;
+}
+
+void RdmaTransport::Teardown() {
+  if (id_ != nullptr && qp_) {
+    rdma_disconnect(id_);
+    rdma_destroy_qp(id_);
+    qp_ = false;
+  }
+  if (staging_mr_ != nullptr) ibv_dereg_mr(staging_mr_);
+  staging_mr_ = nullptr;
+  if (staging_ != nullptr) munmap(staging_, kStagingPages * kPage);
+  staging_ = nullptr;
+  if (cq_ != nullptr) ibv_destroy_cq(cq_);
+  cq_ = nullptr;
+  if (pd_ != nullptr) ibv_dealloc_pd(pd_);
+  pd_ = nullptr;
+  if (id_ != nullptr) rdma_destroy_id(id_);
+  id_ = nullptr;
+  if (channel_ != nullptr) rdma_destroy_event_channel(channel_);
+  channel_ = nullptr;
+}
+
+void RdmaTransport::Close() {
+  Teardown();
+  control_.Close();
+  if (broken_.ok()) broken_ = Unavailable("memory server " + name() + ": connection closed");
+}
+
+}  // namespace tiermem::remote

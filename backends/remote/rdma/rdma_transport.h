@@ -1,0 +1,90 @@
+// The RDMA transport (built only with TIERMEM_HAVE_RDMA): the control protocol over a TCP
+// connection to memd (hello with data_path = rdma, alloc/free/stats), and page data by one-sided
+// RDMA READ/WRITE on an RC queue pair (librdmacm) into the per-allocation memory registrations
+// memd returns (remote_addr, rkey).
+//
+// Data path: posts are queued and handed to the NIC in one chain per Poll (one doorbell); only
+// every kSignalEvery-th request and the last of each chain is signalled (RC completes in order,
+// so a signalled completion retires every earlier request). Pages go through a registered staging
+// area (kStagingPages pages): a write copies the page in before posting, a read copies it out at
+// completion. At most kStagingPages requests are in flight; a post beyond that first waits for
+// completions.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/remote/tcp/tcp_transport.h"
+#include "backends/remote/transport.h"
+
+struct rdma_cm_id;
+struct rdma_event_channel;
+struct ibv_pd;
+struct ibv_cq;
+struct ibv_mr;
+
+namespace tiermem::remote {
+
+// Whether this host has any verbs device, and if not, why ("no RDMA device: ...").
+Status RdmaDevicePresent();
+
+class RdmaTransport final : public Transport {
+ public:
+  static constexpr size_t kStagingPages = 256;
+  static constexpr size_t kSignalEvery = 16;
+
+  explicit RdmaTransport(Endpoint endpoint);
+  ~RdmaTransport() override;
+
+  Status Connect(const std::string& token, uint32_t timeout_ms, const SessionTicket* join) override;
+  SessionTicket ticket() const override { return control_.ticket(); }
+  StatusOr<SlotRange> AllocSlots(uint64_t count) override;
+  Status FreeSlots(const SlotRange& range) override { return control_.FreeSlots(range); }
+  StatusOr<ServerStats> Stats() override { return control_.Stats(); }
+  Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) override;
+  Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
+  StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;
+  size_t in_flight() const override { return queued_.size() + posted_.size(); }
+  void Close() override;
+  std::string name() const override { return endpoint_.ToString(); }
+
+ private:
+  struct Request {
+    uint64_t seq;
+    uint64_t cookie;
+    bool write;
+    uint64_t remote_addr;
+    uint32_t rkey;
+    size_t staging;  // index of the staging page
+    void* dst;       // reads
+  };
+  Status Post(const SlotRange& range, uint64_t slot, bool write, const void* src, void* dst, uint64_t cookie);
+  Status WaitEvent(int expected, uint32_t timeout_ms);
+  Status Doorbell();
+  // Retires completions into ready_; waits up to wait_ms for at least one.
+  Status Reap(int wait_ms);
+  Status Fail(Status why);
+  void Teardown();
+
+  Endpoint endpoint_;
+  TcpTransport control_;
+  uint32_t timeout_ms_ = 5000;
+  Status broken_;
+  rdma_event_channel* channel_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_mr* staging_mr_ = nullptr;
+  char* staging_ = nullptr;
+  bool qp_ = false;
+  std::vector<size_t> free_staging_;
+  std::deque<Request> queued_;  // not yet handed to the NIC
+  std::deque<Request> posted_;  // handed to the NIC, in order
+  std::deque<Completion> ready_;
+  uint64_t next_seq_ = 1;
+  size_t since_signal_ = 0;
+};
+
+}  // namespace tiermem::remote
