@@ -51,12 +51,17 @@ for t in "${tools[@]}" "${providers[@]}"; do
   [[ -e "$t" ]] || die "$t is missing (install the packages listed in docs/qemu.md)"
 done
 
-# Copies an ELF file's shared libraries (as ldd resolves them) into the staging root $1.
+# Copies an ELF file's shared libraries (as ldd resolves them) into the staging root $1. System
+# libraries keep their path; the project's own (found through RUNPATH in the build tree, which may
+# lie under /tmp, a tmpfs in the guest) go to /tiermem/lib, which the guest puts on LD_LIBRARY_PATH.
 copy_libs() {
   local root=$1 file=$2 lib
   while read -r lib; do
     [[ -n "$lib" && -e "$lib" ]] || continue
-    if [[ ! -e "$root$lib" ]]; then
+    if [[ "$lib" != /usr/* && "$lib" != /lib/* && "$lib" != /lib64/* ]]; then
+      mkdir -p "$root/tiermem/lib"
+      cp -L "$lib" "$root/tiermem/lib/$(basename "$lib")"
+    elif [[ ! -e "$root$lib" ]]; then
       mkdir -p "$root$(dirname "$lib")"
       cp -L "$lib" "$root$lib"
     fi

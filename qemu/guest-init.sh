@@ -7,6 +7,7 @@
 # Busybox runs its own applets before anything on PATH, so iproute2 is called as /usr/sbin/ip.
 
 export PATH=/tiermem/bin:/usr/sbin:/usr/bin:/usr/local/busybox
+export LD_LIBRARY_PATH=/tiermem/lib
 export HOME=/root
 # Busybox finds its applets through /proc/self/exe: mount /proc first, by the applet's full name.
 /usr/bin/busybox mount -t proc proc /proc

@@ -94,9 +94,17 @@ StatusOr<MoveStats> NumaBackend::MoveRange(void* addr, size_t bytes,
   int target[kBatch];
   int status[kBatch];
   size_t rr = 0;  // round-robin over the tier's nodes
-  for (size_t done = 0; done < npages; done += kBatch) {
-    size_t n = npages - done < kBatch ? npages - done : kBatch;
+  // Batches end on kBatch-page-aligned addresses (4 MiB), so a transparent huge page (2 MiB)
+  // never straddles two batches: moving the part of a THP in one batch moves all of it, and the
+  // next batch's query would otherwise count its other pages as "already there".
+  const size_t batch_bytes = kBatch * ps;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(addr);
+  for (size_t done = 0; done < npages;) {
+    const uintptr_t at = base + done * ps;
+    const size_t to_boundary = (batch_bytes - at % batch_bytes) / ps;
+    size_t n = npages - done < to_boundary ? npages - done : to_boundary;
     for (size_t i = 0; i < n; ++i) pages[i] = static_cast<char*>(addr) + (done + i) * ps;
+    done += n;
     int rc = os::MovePages(n, pages, nullptr, status);
     if (rc != 0) return ErrnoToStatus(-rc, "move_pages(query)");
     // Keep only the resident pages that are not already on a target node.
