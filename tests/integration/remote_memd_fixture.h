@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include <chrono>
@@ -36,6 +37,7 @@ class MemdProcess {
       std::string bin = getenv("TIERMEM_TEST_MEMD") ? getenv("TIERMEM_TEST_MEMD") : TIERMEM_MEMD_PATH;
       if (access(bin.c_str(), X_OK) != 0) bin = "tiermem-memd";
       std::vector<std::string> argv = {bin, "--listen", Host() + ":0", "--port-file", port_file_};
+      if (Host().rfind("127.", 0) != 0) argv.push_back("--allow-no-token");  // isolated guest network
       for (auto& a : args) {
         if (a != "--no-rdma" || Scheme() == "tcp") argv.push_back(a);
       }
@@ -104,6 +106,7 @@ class MemdProcess {
   bool Alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
   ~MemdProcess() {
     Stop(SIGKILL);
+    if (getenv("TIERMEM_TEST_SHOW_MEMD_LOG") != nullptr) fprintf(stderr, "--- memd log ---\n%s", Log().c_str());
     if (!dir_.empty()) {
       unlink(port_file_.c_str());
       unlink(log_file_.c_str());

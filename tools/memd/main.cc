@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription, "tiermem-memd"};
   std::string capacity = "1G", quota = "0", listen = "127.0.0.1:7471", token_file, port_file;
   uint32_t max_conns = 256, hello_ms = 5000;
-  bool no_rdma = false;
+  bool no_rdma = false, allow_no_token = false;
   app.add_option("--capacity", capacity, "memory to serve, with K/M/G/T suffix (e.g. 8G); reserved lazily")
       ->capture_default_str();
   app.add_option("--listen", listen,
@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
   app.add_option("--hello-timeout-ms", hello_ms, "a new connection must authenticate within this")
       ->capture_default_str();
   app.add_flag("--no-rdma", no_rdma, "serve TCP only, even when a verbs device exists");
+  app.add_flag("--allow-no-token", allow_no_token,
+               "serve beyond loopback without a token (isolated test networks only)");
   app.add_option("--port-file", port_file, "write the TCP port bound to this file once listening");
   CLI11_PARSE(app, argc, argv);
 
@@ -101,7 +103,7 @@ int main(int argc, char** argv) {
     MemdLog("error", "the token is longer than %zu bytes", tiermem::remote::proto::kMaxTokenBytes);
     return 2;
   }
-  if (o.token.empty() && !IsLoopback(o.listen_host)) {
+  if (o.token.empty() && !IsLoopback(o.listen_host) && !allow_no_token) {
     MemdLog("error", "listening on %s (beyond loopback) needs a token: --token-file or TIERMEM_TOKEN",
             o.listen_host.c_str());
     return 2;

@@ -203,7 +203,7 @@ StatusOr<std::shared_ptr<Session>> Server::Hello(const proto::Hello& hello, cons
     return PermissionDenied("bad token");
   }
   if (hello.data_path == proto::DataPath::kRdma && !rdma_) {
-    return Unavailable("this server has no RDMA listener (no verbs device); use tcp://");
+    return Unavailable("this server does not serve RDMA (its log says why: no verbs device, or no rdma_cm); use tcp://");
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (hello.join_session != 0) {
