@@ -196,6 +196,12 @@ void Migrator::Round() {
       views.push_back({key, tier, pinned});
     }
   }
+  // Sampled accesses stand for the pages not sampled this round: weight = candidates per armed
+  // page (the inverse sampling probability); faults are always seen (weight 1).
+  if (tracked > 0 && last_armed_ > 0) {
+    const float w = std::max(1.0f, static_cast<float>(last_candidates_) / static_cast<float>(last_armed_));
+    for (size_t k = 0; k < tracked; ++k) samples[k].weight = w;
+  }
   policy_->Record(samples);
   PlanStats ps;
   std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
@@ -204,14 +210,17 @@ void Migrator::Round() {
   std::sort(plan.begin(), plan.end(), [](const PlannedMove& a, const PlannedMove& b) {
     return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
   });
-  uint64_t demoted = 0, promoted = 0, failed = 0;
+  uint64_t demoted = 0, promoted = 0, failed = 0, calls = 0, migrate_ns = 0;
   for (size_t i = 0; i < plan.size();) {
     size_t j = i + 1;
     while (j < plan.size() && plan[j].to == plan[i].to && plan[j].page == plan[j - 1].page + 1) ++j;
     char* addr = reinterpret_cast<char*>(plan[i].page * page);
     const size_t len = (j - i) * page;
     if (protect_) tracker.Release(addr, len);
+    const uint64_t t_call = os::MonotonicNanos();
     auto r = rt_->Migrate(addr, len, plan[i].to);
+    migrate_ns += os::MonotonicNanos() - t_call;
+    ++calls;
     if (r.ok()) {
       for (size_t k = i; k < j; ++k) {
         policy_->Moved(plan[k].page, now);
@@ -246,6 +255,8 @@ void Migrator::Round() {
       cursor_ += n;
       armed = tracker.Arm(next);
       armed_ = armed > 0;
+      last_armed_ = armed;
+      last_candidates_ = sample_candidates.size();
     }
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
@@ -256,6 +267,9 @@ void Migrator::Round() {
   stats_.promotions += promoted;
   stats_.failed += failed;
   stats_.deferred += ps.deferred;
+  stats_.migrate_calls += calls;
+  stats_.migrate_ns += migrate_ns;
+  stats_.round_ns += os::MonotonicNanos() - now;
   (void)armed;
 }
 

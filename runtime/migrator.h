@@ -45,6 +45,9 @@ struct MigratorStats {
   uint64_t promotions = 0;      // pages moved up by the policy
   uint64_t failed = 0;          // planned moves the runtime refused
   uint64_t deferred = 0;        // moves held back by the rate limit
+  uint64_t migrate_calls = 0;   // Runtime::Migrate calls made (one per run of adjacent pages)
+  uint64_t migrate_ns = 0;      // time spent in them
+  uint64_t round_ns = 0;        // time spent in rounds in total (scan, plan, migrate, arm)
 };
 
 class Migrator {
@@ -85,6 +88,8 @@ class Migrator {
   std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
   size_t cursor_ = 0;                              // rotating sample position
   bool armed_ = false;
+  uint64_t last_armed_ = 0;       // pages armed in the round being collected
+  uint64_t last_candidates_ = 0;  // pages they were chosen from
 
   std::thread thread_;
   std::mutex mu_;

@@ -42,11 +42,11 @@ const OptionSpec kTable[] = {
            "access sampling: auto (protect, except in preloaded programs: faults), protect "
            "(PROT_NONE sampling of reads and writes), faults (remote faults only: FIFO-like), "
            "off (no policy thread)"),
-    TM_OPT("TIERMEM_SAMPLE_PAGES", OptionKind::kUint, "256", sample_pages,
+    TM_OPT("TIERMEM_SAMPLE_PAGES", OptionKind::kUint, "64", sample_pages,
            "pages protected per sampling round (at most 4096): bounds the tracking overhead"),
     TM_OPT("TIERMEM_SAMPLE_INTERVAL_MS", OptionKind::kUint, "20", sample_interval_ms,
            "length of a sampling round; the policy plans once per round"),
-    TM_OPT("TIERMEM_SAMPLE_HALF_LIFE_MS", OptionKind::kUint, "500", sample_half_life_ms,
+    TM_OPT("TIERMEM_SAMPLE_HALF_LIFE_MS", OptionKind::kUint, "200", sample_half_life_ms,
            "page heat halves in this time without accesses"),
     TM_OPT("TIERMEM_MIGRATE_RATE", OptionKind::kUint, "100000", migrate_rate,
            "pages per second the policy may migrate (token bucket)"),

@@ -41,7 +41,7 @@ void Policy::Record(std::span<const AccessSample> samples) {
   for (const AccessSample& s : samples) {
     PageHeat& h = pages_[s.page];
     uint64_t t = std::max(s.time_ns, h.updated_ns);  // samples may arrive slightly out of order
-    h.heat = static_cast<float>(Decayed(h, t) + 1.0);
+    h.heat = static_cast<float>(Decayed(h, t) + s.weight);
     h.updated_ns = t;
   }
 }

@@ -51,10 +51,14 @@ struct PolicyConfig {
 };
 
 // One access seen by a tracker (or a remote fault). `page` is the policy's page key.
+// `weight` is the heat the sample adds: a tracker that looks at one page in N per round
+// reports its samples with weight N (the inverse of the sampling probability), so a sampled
+// access and a fault (always seen, weight 1) are on the same scale.
 struct AccessSample {
   uint64_t page = 0;
   bool write = false;
   uint64_t time_ns = 0;
+  float weight = 1;
 };
 
 // A live page as the page records describe it.

@@ -1,0 +1,342 @@
+// tiermem-bench gups: GUPS with a hot set that moves once, under automatic tiering and its
+// baselines, measured side by side in one run.
+//
+// Working set: `--size` bytes in 80 allocations ("chunks"); the hot set is 8 chunks (10% of the
+// working set) and receives 90% of the updates (8-byte xor at a random word); the other 10% go
+// anywhere. Halfway through, the hot set moves to 8 other chunks. DRAM budget = 2x the hot set;
+// the rest lives on the next tiers (here: remote over TCP, memd on loopback, started here).
+// Modes, each in a fresh runtime with the same seed:
+//   all_dram          no budget, everything in DRAM, no policy thread
+//   all_dram_tiermem  a DRAM budget (2x the working set) and the remote tier, default tiering
+//                     (TIERMEM_SAMPLE_MODE=auto): everything fits, so sampling stays idle
+//   all_dram_sampled  no budget, protection sampling forced on (protect): its worst-case cost
+//   tiered            automatic tiering (TIERMEM_SAMPLE_MODE=auto): tracker + policy thread
+//   oracle            the hot chunks pinned in DRAM by the API from the start and re-pinned when
+//                     the hot set moves; other pages faulted in and evicted first-in first-out
+//   no_tracking       no sampling: pages faulted in and evicted first-in first-out
+// Recovery time: from the move until the first 100 ms window whose update rate reaches 90% of
+// the median rate of the last quarter of the run.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/compare_util.h"
+#include "bench/subcommands.h"
+#include "runtime/migrator.h"
+#include "runtime/options.h"
+#include "runtime/runtime_impl.h"
+
+namespace tiermem::bench {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr int kChunks = 80;
+constexpr int kHotChunks = 8;
+constexpr int kHotFirst = 8;    // chunks [8, 16) before the move
+constexpr int kHotSecond = 48;  // chunks [48, 56) after it
+constexpr uint64_t kWindowNs = 100'000'000;
+
+struct ModeResult {
+  std::string name;
+  bool ok = false;
+  std::string error;
+  double gups = 0;
+  uint64_t updates = 0;
+  double seconds = 0;
+  uint64_t faults = 0;
+  uint64_t migrations = 0;
+  double recovery_ms = -1;
+  double hot_in_dram_before = -1, hot_in_dram_after = -1;  // share of hot pages in DRAM
+  std::string sampling;
+  uint64_t failed_moves = 0;
+  double migrate_us_per_call = 0, policy_thread_busy = 0;
+  double resident_share_at_end = -1;  // share of the working set resident in DRAM at the end
+};
+
+// Sets or clears the pin flag of an allocation (the flag the API's kAllocPin sets).
+void SetPinned(Runtime& rt, void* p, bool pinned) {
+  Region* r = rt.impl()->RegionOf(p);
+  if (r == nullptr) return;
+  PageRecord& rec = r->record(r->PageIndex(p));
+  if (pinned) {
+    rec.flags.fetch_or(kPagePinned);
+  } else {
+    rec.flags.fetch_and(static_cast<uint8_t>(~kPagePinned));
+  }
+}
+
+double HotInDram(Runtime& rt, const std::vector<char*>& chunks, int first, size_t chunk_bytes) {
+  size_t in = 0, total = 0;
+  for (int c = first; c < first + kHotChunks; ++c) {
+    auto loc = rt.Locate(chunks[c], chunk_bytes);
+    if (!loc.ok()) return -1;
+    for (auto& l : *loc) {
+      in += l.resident && l.tier == Tier::kDram;
+      ++total;
+    }
+  }
+  return total ? static_cast<double>(in) / static_cast<double>(total) : -1;
+}
+
+ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, const std::string& remote) {
+  ModeResult res;
+  res.name = mode;
+  const size_t chunk_bytes = ws_bytes / kChunks / kPage * kPage;
+  const size_t hot_bytes = chunk_bytes * kHotChunks;
+  const bool limited = mode == "tiered" || mode == "oracle" || mode == "no_tracking";
+  Options o;
+  std::map<std::string, std::string> env = {{"TIERMEM_LOG", "error"}};
+  if (limited) {
+    o.dram_limit = 2 * hot_bytes;
+    o.remote = remote;
+  } else if (mode == "all_dram_tiermem") {
+    o.dram_limit = 2 * ws_bytes;  // a budget and a remote tier, but everything fits
+    o.remote = remote;
+  }
+  env["TIERMEM_SAMPLE_MODE"] = mode == "tiered" || mode == "all_dram_tiermem" ? "auto"
+                               : mode == "all_dram_sampled" ? "protect"
+                               : mode == "all_dram" ? "off" : "faults";
+  auto rtor = StartWithEnv(o, env);
+  if (!rtor.ok()) {
+    res.error = rtor.status().ToString();
+    return res;
+  }
+  Runtime& rt = **rtor;
+  if ((limited || mode == "all_dram_tiermem") && !rt.HasTier(Tier::kRemote)) {
+    for (auto& s : rt.Stats()) if (s.tier == Tier::kRemote) res.error = "remote tier: " + s.absent_reason;
+    return res;
+  }
+  std::vector<char*> chunks(kChunks);
+  for (int c = 0; c < kChunks; ++c) {
+    const bool hot = c >= kHotFirst && c < kHotFirst + kHotChunks;
+    Tier t = !limited ? Tier::kDram : (mode == "oracle" && hot ? Tier::kDram : Tier::kRemote);
+    uint32_t flags = kAllocPopulate;
+    if (mode == "oracle" && hot) flags |= kAllocPin;
+    auto p = rt.Allocate(chunk_bytes, t, flags);
+    if (!p.ok()) {
+      res.error = p.status().ToString();
+      return res;
+    }
+    chunks[c] = static_cast<char*>(*p);
+  }
+  // Initialise the table (every word written once, as GUPS does), then give the policy a moment
+  // to bring DRAM within its budget; neither is measured.
+  for (int c = 0; c < kChunks; ++c) {
+    auto* w = reinterpret_cast<uint64_t*>(chunks[c]);
+    for (size_t i = 0; i < chunk_bytes / 8; ++i) w[i] = i;
+  }
+  if (limited) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  Migrator* mig = rt.impl()->migrator();
+  const uint64_t faults_before = rt.impl()->pager() ? rt.impl()->pager()->stats().faults : 0;
+  MigratorStats mig_before;
+  if (mig) mig_before = mig->stats();
+  res.sampling = mig ? mig->stats().mode : "off";
+  const uint64_t words = chunk_bytes / 8;
+  std::mt19937_64 rng(2024);
+  uint64_t updates = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> windows;  // (end time, updates in window)
+  const uint64_t t0 = NowNs();
+  const uint64_t t_move = t0 + static_cast<uint64_t>(half_s * 1e9);
+  const uint64_t t_end = t0 + static_cast<uint64_t>(2 * half_s * 1e9);
+  uint64_t win_start = t0, win_updates = 0;
+  int hot_first = kHotFirst;
+  bool moved = false;
+  for (;;) {
+    for (int k = 0; k < 1024; ++k) {
+      uint64_t r = rng();
+      int c = (r % 10 < 9) ? hot_first + static_cast<int>((r >> 8) % kHotChunks)
+                           : static_cast<int>((r >> 8) % kChunks);
+      uint64_t w = (r >> 24) % words;
+      reinterpret_cast<uint64_t*>(chunks[c])[w] ^= r;
+    }
+    updates += 1024;
+    win_updates += 1024;
+    uint64_t now = NowNs();
+    if (now - win_start >= kWindowNs) {
+      windows.push_back({now, win_updates});
+      win_start = now;
+      win_updates = 0;
+    }
+    if (!moved && now >= t_move) {
+      res.hot_in_dram_before = HotInDram(rt, chunks, kHotFirst, chunk_bytes);
+      moved = true;
+      hot_first = kHotSecond;
+      if (mode == "oracle") {  // re-pin: the old hot set goes out, the new one comes in
+        for (int c = kHotFirst; c < kHotFirst + kHotChunks; ++c) {
+          SetPinned(rt, chunks[c], false);
+          (void)rt.Migrate(chunks[c], chunk_bytes, Tier::kRemote);
+        }
+        for (int c = kHotSecond; c < kHotSecond + kHotChunks; ++c) {
+          (void)rt.Migrate(chunks[c], chunk_bytes, Tier::kDram);
+          SetPinned(rt, chunks[c], true);
+        }
+      }
+      windows.push_back({now, win_updates});  // the window ends at the move
+      win_start = now;
+      win_updates = 0;
+    }
+    if (now >= t_end) break;
+  }
+  const uint64_t t_stop = NowNs();
+  if (getenv("TIERMEM_BENCH_GUPS_TRACE") != nullptr) {
+    std::string line = mode + ":";
+    for (auto& [end, n] : windows) line += " " + std::to_string(n / 1000);
+    fprintf(stderr, "%s (k updates per window)\n", line.c_str());
+  }
+  res.hot_in_dram_after = HotInDram(rt, chunks, kHotSecond, chunk_bytes);
+  {
+    size_t resident = 0, total = 0;
+    for (char* p : chunks) {
+      auto loc = rt.Locate(p, chunk_bytes);
+      if (!loc.ok()) break;
+      for (auto& l : *loc) resident += l.resident, ++total;
+    }
+    res.resident_share_at_end = total ? static_cast<double>(resident) / static_cast<double>(total) : -1;
+  }
+  res.updates = updates;
+  res.seconds = static_cast<double>(t_stop - t0) / 1e9;
+  res.gups = static_cast<double>(updates) / res.seconds / 1e9;
+  // Recovery after the move.
+  std::vector<double> tail;
+  for (auto& [end, n] : windows) {
+    if (end >= t_end - (t_end - t_move) / 4) tail.push_back(static_cast<double>(n));
+  }
+  const double steady = Percentile(tail, 0.5);
+  for (auto& [end, n] : windows) {
+    if (end > t_move && static_cast<double>(n) >= 0.9 * steady) {
+      res.recovery_ms = static_cast<double>(end - t_move) / 1e6;
+      break;
+    }
+  }
+  // Counted over the measured run only.
+  if (Pager* pg = rt.impl()->pager()) res.faults = pg->stats().faults - faults_before;
+  if (mig) {
+    MigratorStats ms = mig->stats();
+    res.migrations = ms.demotions + ms.promotions - mig_before.demotions - mig_before.promotions;
+    res.failed_moves = ms.failed - mig_before.failed;
+    uint64_t calls = ms.migrate_calls - mig_before.migrate_calls;
+    if (calls) res.migrate_us_per_call = static_cast<double>(ms.migrate_ns - mig_before.migrate_ns) / 1e3 / static_cast<double>(calls);
+    res.policy_thread_busy = static_cast<double>(ms.round_ns - mig_before.round_ns) / 1e9 / res.seconds;
+  }
+  for (char* p : chunks) (void)rt.Free(p);
+  (void)rt.Stop();
+  res.ok = true;
+  return res;
+}
+
+}  // namespace
+
+int Gups(int argc, char** argv) {
+  size_t ws = 256u << 20;
+  double half_s = 10;
+  bool json = false;
+  std::string server;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    uint64_t v = 0;
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--quick") {
+      ws = 48u << 20;
+      half_s = 2.5;
+    } else if (a == "--size" && i + 1 < argc && ParseSize(argv[i + 1], &v) && v >= (8u << 20)) {
+      ws = v;
+      ++i;
+    } else if (a == "--seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 2) {
+      half_s = static_cast<double>(v) / 2;
+      ++i;
+    } else if (a == "--server" && i + 1 < argc) {
+      server = argv[++i];
+    } else if (a == "--help" || a == "-h") {
+      printf("usage: tiermem-bench gups [--json] [--quick] [--size 256M] [--seconds 20]\n"
+             "                          [--server tcp://host:port]\n"
+             "GUPS over --size bytes with a hot set of 10%% (90%% of the updates) that moves\n"
+             "halfway; DRAM budget = 2x the hot set, the rest on the remote tier (a memd on\n"
+             "loopback unless --server). Runs all_dram, all_dram_tiermem, all_dram_sampled,\n"
+             "tiered, oracle and no_tracking in turn and prints their rates and ratios.\n");
+      return 0;
+    } else {
+      fprintf(stderr, "gups: bad or unknown option '%s' (see --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  MemdChild memd;
+  if (server.empty()) {
+    if (!memd.Start(ws * 2)) {
+      fprintf(stderr, "gups: could not start tiermem-memd (%s)\n", MemdBinary().c_str());
+      return 1;
+    }
+    server = memd.Url("tcp");
+  }
+  std::vector<ModeResult> results;
+  std::vector<std::string> modes = {"all_dram", "all_dram_tiermem", "all_dram_sampled", "tiered",
+                                    "oracle", "no_tracking"};
+  if (const char* only = getenv("TIERMEM_BENCH_GUPS_MODES")) {  // for investigation: "tiered,oracle"
+    modes.clear();
+    for (std::string s = only; !s.empty();) {
+      size_t c = s.find(',');
+      modes.push_back(s.substr(0, c));
+      s = c == std::string::npos ? "" : s.substr(c + 1);
+    }
+  }
+  for (const std::string& ms : modes) {
+    const char* m = ms.c_str();
+    results.push_back(RunMode(m, ws, half_s, server));
+    if (!json) {
+      const ModeResult& r = results.back();
+      if (r.ok) {
+        fprintf(stderr, "gups: %-17s %.6f GUPS (%llu updates, %.1f s, faults %llu, migrations %llu)\n",
+                m, r.gups, static_cast<unsigned long long>(r.updates), r.seconds,
+                static_cast<unsigned long long>(r.faults), static_cast<unsigned long long>(r.migrations));
+      } else {
+        fprintf(stderr, "gups: %-17s failed: %s\n", m, r.error.c_str());
+      }
+    }
+  }
+  auto get = [&](const char* n) -> const ModeResult& {
+    for (auto& r : results) if (r.name == n) return r;
+    return results[0];
+  };
+  nlohmann::json j;
+  for (auto& r : results) {
+    j[r.name + "_gups"] = r.ok ? nlohmann::json(r.gups) : nlohmann::json(nullptr);
+  }
+  const ModeResult& t = get("tiered");
+  const ModeResult& o = get("oracle");
+  const ModeResult& d = get("all_dram");
+  const ModeResult& dt = get("all_dram_tiermem");
+  const ModeResult& ds = get("all_dram_sampled");
+  const ModeResult& nt = get("no_tracking");
+  j["tiered_vs_oracle"] = t.ok && o.ok && o.gups > 0 ? nlohmann::json(t.gups / o.gups) : nlohmann::json(nullptr);
+  j["tiered_vs_no_tracking"] = t.ok && nt.ok && nt.gups > 0 ? nlohmann::json(t.gups / nt.gups) : nlohmann::json(nullptr);
+  // Everything fits in DRAM: tiermem with its default tiering (sampling engages only under
+  // pressure) vs no tracking, and with sampling forced on at the default rate.
+  j["tracking_speed_ratio"] = d.ok && dt.ok && d.gups > 0 ? nlohmann::json(dt.gups / d.gups) : nlohmann::json(nullptr);
+  j["forced_sampling_speed_ratio"] = d.ok && ds.ok && d.gups > 0 ? nlohmann::json(ds.gups / d.gups) : nlohmann::json(nullptr);
+  j["migrations"] = t.migrations;
+  j["faults"] = t.faults;
+  j["recovery_ms"] = t.recovery_ms;
+  j["working_set_bytes"] = ws;
+  j["dram_budget_bytes"] = 2 * (ws / kChunks / kPage * kPage) * kHotChunks;
+  j["seconds_per_half"] = half_s;
+  for (auto& r : results) {
+    nlohmann::json m = {{"ok", r.ok}, {"gups", r.gups}, {"updates", r.updates}, {"seconds", r.seconds},
+                        {"faults", r.faults}, {"migrations", r.migrations}, {"recovery_ms", r.recovery_ms},
+                        {"hot_in_dram_before_move", r.hot_in_dram_before},
+                        {"hot_in_dram_at_end", r.hot_in_dram_after}, {"sampling", r.sampling},
+                        {"failed_moves", r.failed_moves},
+                        {"migrate_us_per_call", r.migrate_us_per_call}, {"policy_thread_busy", r.policy_thread_busy}, {"resident_share_at_end", r.resident_share_at_end}};
+    if (!r.ok) m["error"] = r.error;
+    j["modes"][r.name] = m;
+  }
+  printf("%s\n", j.dump(json ? 1 : 1).c_str());
+  for (auto& r : results) if (!r.ok) return 1;
+  return 0;
+}
+
+}  // namespace tiermem::bench
