@@ -234,6 +234,7 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
 int Gups(int argc, char** argv) {
   size_t ws = 256u << 20;
   double half_s = 10;
+  int rounds = 3;
   bool json = false;
   std::string server;
   for (int i = 1; i < argc; ++i) {
@@ -243,22 +244,27 @@ int Gups(int argc, char** argv) {
       json = true;
     } else if (a == "--quick") {
       ws = 48u << 20;
-      half_s = 2.5;
+      half_s = 1.5;
+      rounds = 2;
     } else if (a == "--size" && i + 1 < argc && ParseSize(argv[i + 1], &v) && v >= (8u << 20)) {
       ws = v;
       ++i;
     } else if (a == "--seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 2) {
       half_s = static_cast<double>(v) / 2;
       ++i;
+    } else if (a == "--rounds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 1 && v <= 20) {
+      rounds = static_cast<int>(v);
+      ++i;
     } else if (a == "--server" && i + 1 < argc) {
       server = argv[++i];
     } else if (a == "--help" || a == "-h") {
-      printf("usage: tiermem-bench gups [--json] [--quick] [--size 256M] [--seconds 20]\n"
+      printf("usage: tiermem-bench gups [--json] [--quick] [--size 256M] [--seconds 20] [--rounds 3]\n"
              "                          [--server tcp://host:port]\n"
              "GUPS over --size bytes with a hot set of 10%% (90%% of the updates) that moves\n"
              "halfway; DRAM budget = 2x the hot set, the rest on the remote tier (a memd on\n"
              "loopback unless --server). Runs all_dram, all_dram_tiermem, all_dram_sampled,\n"
-             "tiered, oracle and no_tracking in turn and prints their rates and ratios.\n");
+             "tiered, oracle and no_tracking in turn, --rounds times interleaved, and prints\n"
+             "each mode's median run and the medians of the per-round ratios.\n");
       return 0;
     } else {
       fprintf(stderr, "gups: bad or unknown option '%s' (see --help)\n", a.c_str());
@@ -284,23 +290,43 @@ int Gups(int argc, char** argv) {
       s = c == std::string::npos ? "" : s.substr(c + 1);
     }
   }
-  for (const std::string& ms : modes) {
-    const char* m = ms.c_str();
-    results.push_back(RunMode(m, ws, half_s, server));
-    if (!json) {
-      const ModeResult& r = results.back();
-      if (r.ok) {
-        fprintf(stderr, "gups: %-17s %.6f GUPS (%llu updates, %.1f s, faults %llu, migrations %llu)\n",
-                m, r.gups, static_cast<unsigned long long>(r.updates), r.seconds,
-                static_cast<unsigned long long>(r.faults), static_cast<unsigned long long>(r.migrations));
-      } else {
-        fprintf(stderr, "gups: %-17s failed: %s\n", m, r.error.c_str());
+  // Modes run interleaved, `rounds` times; each mode reports its median run, and ratios are
+  // medians of the per-round ratios (runs next to each other see the same machine load).
+  std::map<std::string, std::vector<ModeResult>> runs;
+  for (int round = 0; round < rounds; ++round) {
+    for (const std::string& m : modes) {
+      ModeResult r = RunMode(m, ws, half_s, server);
+      if (!json) {
+        if (r.ok) {
+          fprintf(stderr, "gups: round %d %-17s %.6f GUPS (%llu updates, %.1f s, faults %llu, migrations %llu)\n",
+                  round, m.c_str(), r.gups, static_cast<unsigned long long>(r.updates), r.seconds,
+                  static_cast<unsigned long long>(r.faults), static_cast<unsigned long long>(r.migrations));
+        } else {
+          fprintf(stderr, "gups: %-17s failed: %s\n", m.c_str(), r.error.c_str());
+        }
       }
+      runs[m].push_back(r);
     }
+  }
+  for (const std::string& m : modes) {
+    std::vector<ModeResult> v = runs[m];
+    std::sort(v.begin(), v.end(), [](const ModeResult& a, const ModeResult& b) { return a.gups < b.gups; });
+    results.push_back(v[(v.size() - 1) / 2]);  // the lower median
   }
   auto get = [&](const char* n) -> const ModeResult& {
     for (auto& r : results) if (r.name == n) return r;
     return results[0];
+  };
+  auto paired = [&](const char* a, const char* b) -> nlohmann::json {
+    if (!runs.count(a) || !runs.count(b)) return nullptr;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < runs[a].size() && i < runs[b].size(); ++i) {
+      if (runs[a][i].ok && runs[b][i].ok && runs[b][i].gups > 0) ratios.push_back(runs[a][i].gups / runs[b][i].gups);
+    }
+    if (ratios.empty()) return nullptr;
+    std::sort(ratios.begin(), ratios.end());
+    const size_t n = ratios.size();
+    return n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
   };
   nlohmann::json j;
   for (auto& r : results) {
@@ -312,12 +338,18 @@ int Gups(int argc, char** argv) {
   const ModeResult& dt = get("all_dram_tiermem");
   const ModeResult& ds = get("all_dram_sampled");
   const ModeResult& nt = get("no_tracking");
-  j["tiered_vs_oracle"] = t.ok && o.ok && o.gups > 0 ? nlohmann::json(t.gups / o.gups) : nlohmann::json(nullptr);
-  j["tiered_vs_no_tracking"] = t.ok && nt.ok && nt.gups > 0 ? nlohmann::json(t.gups / nt.gups) : nlohmann::json(nullptr);
+  (void)o;
+  (void)nt;
+  j["tiered_vs_oracle"] = paired("tiered", "oracle");
+  j["tiered_vs_no_tracking"] = paired("tiered", "no_tracking");
   // Everything fits in DRAM: tiermem with its default tiering (sampling engages only under
   // pressure) vs no tracking, and with sampling forced on at the default rate.
-  j["tracking_speed_ratio"] = d.ok && dt.ok && d.gups > 0 ? nlohmann::json(dt.gups / d.gups) : nlohmann::json(nullptr);
-  j["forced_sampling_speed_ratio"] = d.ok && ds.ok && d.gups > 0 ? nlohmann::json(ds.gups / d.gups) : nlohmann::json(nullptr);
+  (void)d;
+  (void)dt;
+  (void)ds;
+  j["tracking_speed_ratio"] = paired("all_dram_tiermem", "all_dram");
+  j["forced_sampling_speed_ratio"] = paired("all_dram_sampled", "all_dram");
+  j["rounds"] = rounds;
   j["migrations"] = t.migrations;
   j["faults"] = t.faults;
   j["recovery_ms"] = t.recovery_ms;
@@ -332,6 +364,8 @@ int Gups(int argc, char** argv) {
                         {"failed_moves", r.failed_moves},
                         {"migrate_us_per_call", r.migrate_us_per_call}, {"policy_thread_busy", r.policy_thread_busy}, {"resident_share_at_end", r.resident_share_at_end}};
     if (!r.ok) m["error"] = r.error;
+    m["gups_runs"] = nlohmann::json::array();
+    for (auto& x : runs[r.name]) m["gups_runs"].push_back(x.gups);
     j["modes"][r.name] = m;
   }
   printf("%s\n", j.dump(json ? 1 : 1).c_str());

@@ -87,17 +87,19 @@ bool ProtectTracker::HandlerInstalled() const {
 
 void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Lift protection in runs of adjacent pages (one system call per run; pages a fault already
+  // lifted are unaffected), then mark: a fault racing with this finds its slot armed or lifted.
+  for (size_t i = 0; i < armed_.size();) {
+    size_t j = i + 1;
+    while (j < armed_.size() && armed_[j] == armed_[j - 1] + kPage) ++j;
+    os::ProtectReadWrite(armed_[i], (j - i) * kPage);
+    i = j;
+  }
   for (char* p : armed_) {
     Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(p));
     if (s == nullptr) continue;
-    uint8_t st = s->state.load(std::memory_order_acquire);
-    if (st == kArmed) {
-      // Lift first, then mark: a fault racing with this still finds the slot armed or lifted.
-      os::ProtectReadWrite(p, kPage);
-      uint8_t expect = kArmed;
-      if (s->state.compare_exchange_strong(expect, kLifted, std::memory_order_acq_rel)) continue;
-      st = expect;  // touched meanwhile
-    }
+    uint8_t st = kArmed;
+    if (s->state.compare_exchange_strong(st, kLifted, std::memory_order_acq_rel)) continue;
     if (st == kRead || st == kWritten) {
       out->push_back({reinterpret_cast<uintptr_t>(p) >> 12, st == kWritten, now_ns});
       ++counters_.touched;
