@@ -57,6 +57,19 @@ class RuntimeCall {
 
 }  // namespace
 
+// A kAuto heap whose NUMA tiers are at their limits (TIERMEM_DRAM_LIMIT...) places new memory on
+// the remote tier when one is configured: that is how an unmodified program gets more memory
+// than its DRAM limit (the runtime's policy moves hot pages back).
+static StatusOr<void*> RuntimeAllocate(Runtime::Impl* rt, size_t bytes, Tier tier,
+                                       uint32_t flags) {
+  StatusOr<void*> r = rt->Allocate(bytes, tier, flags);
+  if (!r.ok() && tier == Tier::kAuto && r.status().code() == StatusCode::kResourceExhausted &&
+      rt->HasTier(Tier::kRemote)) {
+    r = rt->Allocate(bytes, Tier::kRemote, flags);
+  }
+  return r;
+}
+
 struct HeapRegistry {
   std::mutex mu;  // slots, generations
   std::atomic<HeapCore*> heaps[kMaxHeaps];
@@ -369,7 +382,7 @@ bool HeapCore::NewSegment() {
   void* run = nullptr;
   {
     RuntimeCall call;
-    StatusOr<void*> r = rt_->Allocate(run_bytes, tier_, flags_);
+    StatusOr<void*> r = RuntimeAllocate(rt_, run_bytes, tier_, flags_);
     if (!r.ok()) return false;
     run = *r;
   }
@@ -485,7 +498,7 @@ void* HeapCore::AllocLarge(size_t size, size_t align) {
   void* run = nullptr;
   {
     RuntimeCall call;
-    StatusOr<void*> r = rt_->Allocate(size + extra, tier_, flags_);
+    StatusOr<void*> r = RuntimeAllocate(rt_, size + extra, tier_, flags_);
     if (!r.ok()) {
       errno = ENOMEM;
       return nullptr;
@@ -602,7 +615,17 @@ void* HeapCore::Realloc(void* p, size_t size) {
   } else if (size <= have && size > have / 2) {
     return p;  // a page run that still fits
   }
-  void* q = Malloc(size);
+  void* q;
+  if (size > kMaxSmall && size > have) {
+    // Growing into (or within) page runs: leave room to double, so a buffer grown step by step
+    // moves O(log n) times rather than at every step. The room is address space only: pages
+    // nobody touches are never backed.
+    const size_t room = have <= SIZE_MAX / 2 ? 2 * have : size;
+    q = AllocLarge(room > size ? room : size, 0);
+    if (q == nullptr) q = AllocLarge(size, 0);
+  } else {
+    q = Malloc(size);
+  }
   if (q == nullptr) return nullptr;
   memcpy(q, p, have < size ? have : size);
   Free(p);

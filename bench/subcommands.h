@@ -6,5 +6,7 @@ namespace tiermem::bench {
 int RemoteFault(int argc, char** argv);  // bench/remote_fault.cc
 int Compare(int argc, char** argv);      // bench/compare.cc (issue 6)
 int Gups(int argc, char** argv);         // bench/gups.cc (issue 6)
+int Kv(int argc, char** argv);           // bench/kv.cc (issue 6)
+int Malloc(int argc, char** argv);       // bench/malloc_bench.cc (issue 5)
 
 }  // namespace tiermem::bench

@@ -21,6 +21,9 @@ const Subcommand kSubcommands[] = {
      "the same access patterns on DRAM, each CXL node, remote over RDMA and over TCP"},
     {"gups", tiermem::bench::Gups,
      "GUPS with a moving hot set: automatic tiering vs oracle, no tracking and all-DRAM"},
+    {"kv", tiermem::bench::Kv, "Zipfian get/put over a hash table: throughput and p99 per tier setup"},
+    {"malloc", tiermem::bench::Malloc,
+     "allocator workloads under glibc, jemalloc, mimalloc and tiermem (LD_PRELOAD)"},
     // Other benchmarks add a line here (and their declaration in subcommands.h).
 };
 

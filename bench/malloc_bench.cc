@@ -1,0 +1,239 @@
+// tiermem-bench malloc [--json] [--runs N] [--scale S] [--workloads a,b] [--preload PATH]
+// Runs each allocator workload (bench/malloc_workload.cc) as a separate process under glibc,
+// jemalloc (Debian's libjemalloc2), mimalloc (libmimalloc2.0) and tiermem
+// (libtiermem-preload.so), N times each (default 3), and reports the median ops/s and the median
+// peak RSS (ru_maxrss of the child). Runs are interleaved (each round runs every allocator
+// once) so that drift of the machine hits all allocators alike. An allocator whose library is
+// missing is reported as null.
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/subcommands.h"
+
+extern char** environ;
+
+namespace tiermem::bench {
+namespace {
+
+struct Allocator {
+  const char* name;
+  std::string preload;  // empty: glibc
+  bool present = true;
+};
+
+struct Sample {
+  double ops_s = 0;
+  long rss_bytes = 0;
+};
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = 0;
+  std::string s(buf);
+  return s.substr(0, s.rfind('/'));
+}
+
+bool Exists(const std::string& p) { return !p.empty() && access(p.c_str(), R_OK) == 0; }
+
+std::string FirstExisting(std::initializer_list<std::string> paths) {
+  for (const auto& p : paths) {
+    if (Exists(p)) return p;
+  }
+  return "";
+}
+
+// Runs the workload once; nullopt when it fails.
+std::optional<Sample> RunOnce(const std::string& exe, const std::string& workload,
+                              const std::string& scale, const Allocator& a) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) env.emplace_back(*e);
+  }
+  if (!a.preload.empty()) env.push_back("LD_PRELOAD=" + a.preload);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string w = workload, sc = scale, x = exe;
+  char* argv[] = {x.data(), w.data(), sc.data(), nullptr};
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  pid_t pid;
+  int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return std::nullopt;
+  }
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  struct rusage ru {};
+  if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "tiermem-bench malloc: %s under %s failed (status %d)\n", workload.c_str(),
+            a.name, status);
+    return std::nullopt;
+  }
+  unsigned long long ops = 0;
+  double secs = 0;
+  if (sscanf(out.c_str(), "%llu %lf", &ops, &secs) != 2 || secs <= 0) return std::nullopt;
+  return Sample{static_cast<double>(ops) / secs, ru.ru_maxrss * 1024L};
+}
+
+template <typename T>
+T Median(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void Help() {
+  printf(
+      "tiermem-bench malloc [--json] [--runs N] [--scale S] [--workloads small,prodcons,...]\n"
+      "                     [--preload PATH]\n"
+      "Allocator workloads (small, prodcons, larson, realloc, mixed), each a separate process\n"
+      "under glibc, jemalloc, mimalloc and tiermem; median ops/s and peak RSS of N runs.\n");
+}
+
+}  // namespace
+
+int Malloc(int argc, char** argv) {
+  bool json = false;
+  int runs = 3;
+  std::string scale = "1";
+  std::string preload;
+  std::vector<std::string> workloads = {"small", "prodcons", "larson", "realloc", "mixed"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* what) -> std::string {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "tiermem-bench malloc: %s needs a value\n", what);
+        exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--json") json = true;
+    else if (a == "--runs") runs = std::max(1, atoi(value("--runs").c_str()));
+    else if (a == "--scale") scale = value("--scale");
+    else if (a == "--preload") preload = value("--preload");
+    else if (a == "--workloads") {
+      workloads.clear();
+      std::string list = value("--workloads");
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t c = list.find(',', pos);
+        if (c == std::string::npos) c = list.size();
+        if (c > pos) workloads.push_back(list.substr(pos, c - pos));
+        pos = c + 1;
+      }
+    } else if (a == "--help" || a == "-h") {
+      Help();
+      return 0;
+    } else {
+      fprintf(stderr, "tiermem-bench malloc: unknown option '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  const std::string dir = SelfDir();
+  const std::string exe = FirstExisting({dir + "/tiermem-malloc-workload",
+                                         dir + "/../bench/tiermem-malloc-workload"});
+  if (exe.empty()) {
+    fprintf(stderr, "tiermem-bench malloc: tiermem-malloc-workload not found next to %s\n",
+            dir.c_str());
+    return 1;
+  }
+  if (preload.empty()) {
+    preload = FirstExisting({dir + "/../allocator/preload/libtiermem-preload.so",
+                             dir + "/../lib/libtiermem-preload.so",
+                             dir + "/../lib/x86_64-linux-gnu/libtiermem-preload.so"});
+  }
+  std::vector<Allocator> allocs = {
+      {"glibc", ""},
+      {"jemalloc", FirstExisting({"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"})},
+      {"mimalloc", FirstExisting({"/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0",
+                                  "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"})},
+      {"tiermem", preload},
+  };
+  for (size_t i = 1; i < allocs.size(); ++i) {
+    if (allocs[i].preload.empty()) {
+      allocs[i].present = false;
+      fprintf(stderr, "tiermem-bench malloc: %s not found; reported as null\n", allocs[i].name);
+    }
+  }
+
+  std::string out = "{\"workloads\":[";
+  double log_sum = 0, worst = 1e9, worst_vs_best = 1e9;
+  int counted = 0;
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    std::vector<std::vector<double>> ops(allocs.size());
+    std::vector<std::vector<long>> rss(allocs.size());
+    for (int r = 0; r < runs; ++r) {
+      for (size_t a = 0; a < allocs.size(); ++a) {
+        if (!allocs[a].present) continue;
+        auto s = RunOnce(exe, workloads[w], scale, allocs[a]);
+        if (!s) continue;
+        ops[a].push_back(s->ops_s);
+        rss[a].push_back(s->rss_bytes);
+      }
+    }
+    auto med_ops = [&](size_t a) { return ops[a].empty() ? -1.0 : Median(ops[a]); };
+    auto med_rss = [&](size_t a) { return rss[a].empty() ? -1L : Median(rss[a]); };
+    auto num = [](double v) {
+      char b[64];
+      if (v < 0) return std::string("null");
+      snprintf(b, sizeof(b), "%.0f", v);
+      return std::string(b);
+    };
+    out += std::string(w ? "," : "") + "{\"name\":\"" + workloads[w] + "\"";
+    for (size_t a = 0; a < allocs.size(); ++a) {
+      out += ",\"" + std::string(allocs[a].name) + "_ops_s\":" + num(med_ops(a));
+    }
+    out += ",\"tiermem_rss_bytes\":" + num(static_cast<double>(med_rss(3)));
+    out += ",\"glibc_rss_bytes\":" + num(static_cast<double>(med_rss(0))) + "}";
+    if (!json) {
+      printf("%-10s", workloads[w].c_str());
+      for (size_t a = 0; a < allocs.size(); ++a) {
+        printf("  %s %8.2f Mops/s", allocs[a].name, med_ops(a) / 1e6);
+      }
+      printf("  rss tiermem %ld KiB glibc %ld KiB\n", med_rss(3) / 1024, med_rss(0) / 1024);
+    }
+    if (med_ops(0) > 0 && med_ops(3) > 0) {
+      const double ratio = med_ops(3) / med_ops(0);
+      log_sum += std::log(ratio);
+      worst = std::min(worst, ratio);
+      const double best = std::max(med_ops(1), med_ops(2));
+      if (best > 0) worst_vs_best = std::min(worst_vs_best, med_ops(3) / best);
+      ++counted;
+    }
+  }
+  out += "]}";
+  if (json) {
+    printf("%s\n", out.c_str());
+  } else if (counted > 0) {
+    printf("tiermem vs glibc: geometric mean %.2fx, worst %.2fx; worst vs best of "
+           "jemalloc/mimalloc %.2fx\n",
+           std::exp(log_sum / counted), worst, worst_vs_best);
+  }
+  return 0;
+}
+
+}  // namespace tiermem::bench

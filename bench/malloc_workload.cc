@@ -1,0 +1,163 @@
+// tiermem-malloc-workload NAME [SCALE]: one allocator workload, run in its own process by
+// `tiermem-bench malloc` (under glibc, or LD_PRELOAD'ed jemalloc, mimalloc or tiermem). Prints
+// "OPS SECONDS" on stdout. It links nothing but libc/libstdc++, so the allocator under test is
+// the only one in the process. Workloads:
+//   small        one thread: malloc/free of 16..256 bytes with a window of 64 live blocks
+//   prodcons     a producer thread allocates 16..512 bytes, a consumer thread frees them
+//   larson       4 threads replace random slots (16..1024 bytes); every round, each thread's
+//                slots pass to the next thread, which frees them (larson-style churn)
+//   realloc      buffers grown by realloc in ~12% steps from 16 bytes to 1 MiB
+//   mixed        two threads: sizes 16 B..64 KiB (1% up to 512 KiB), window of 4096 blocks
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Rng {
+  uint64_t s;
+  uint64_t Next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+};
+
+uint64_t Small(uint64_t scale) {
+  const uint64_t n = 20000000 * scale;
+  void* win[64] = {};
+  Rng r{42};
+  for (uint64_t i = 0; i < n; ++i) {
+    size_t k = i & 63;
+    free(win[k]);
+    win[k] = malloc(16 + r.Next() % 241);
+    static_cast<char*>(win[k])[0] = 1;
+  }
+  for (void* p : win) free(p);
+  return n;
+}
+
+uint64_t ProdCons(uint64_t scale) {
+  const uint64_t n = 5000000 * scale;
+  constexpr size_t kRing = 4096;
+  std::vector<std::atomic<void*>> ring(kRing);
+  std::thread producer([&] {
+    Rng r{7};
+    for (uint64_t i = 0; i < n; ++i) {
+      void* p = malloc(16 + r.Next() % 497);
+      static_cast<char*>(p)[0] = 1;
+      std::atomic<void*>& slot = ring[i % kRing];
+      while (slot.load(std::memory_order_acquire) != nullptr) std::this_thread::yield();
+      slot.store(p, std::memory_order_release);
+    }
+  });
+  std::thread consumer([&] {
+    for (uint64_t i = 0; i < n; ++i) {
+      std::atomic<void*>& slot = ring[i % kRing];
+      void* p;
+      while ((p = slot.load(std::memory_order_acquire)) == nullptr) std::this_thread::yield();
+      slot.store(nullptr, std::memory_order_release);
+      free(p);
+    }
+  });
+  producer.join();
+  consumer.join();
+  return n;
+}
+
+uint64_t Larson(uint64_t scale) {
+  constexpr int kThreads = 4, kSlots = 1000, kRounds = 50;
+  const uint64_t per_round = 40000 * scale;
+  std::vector<std::vector<void*>> slots(kThreads, std::vector<void*>(kSlots));
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::thread> th;
+    for (int t = 0; t < kThreads; ++t) {
+      // Thread t works on (and frees from) the slots thread t-1 filled last round.
+      th.emplace_back([&, t, round] {
+        std::vector<void*>& s = slots[(t + round) % kThreads];
+        Rng r{static_cast<uint64_t>(t * 1000 + round + 1)};
+        for (uint64_t i = 0; i < per_round; ++i) {
+          size_t k = r.Next() % kSlots;
+          free(s[k]);
+          s[k] = malloc(16 + r.Next() % 1009);
+          static_cast<char*>(s[k])[0] = 1;
+        }
+      });
+    }
+    for (auto& x : th) x.join();
+  }
+  for (auto& s : slots) {
+    for (void* p : s) free(p);
+  }
+  return per_round * kThreads * kRounds;
+}
+
+uint64_t Realloc(uint64_t scale) {
+  const int reps = static_cast<int>(200 * scale);
+  uint64_t ops = 0;
+  std::vector<char*> bufs(8);
+  for (int rep = 0; rep < reps; ++rep) {
+    for (auto& b : bufs) b = nullptr;
+    for (size_t n = 16; n <= (1u << 20); n += n / 8 + 1) {
+      for (auto& b : bufs) {
+        b = static_cast<char*>(realloc(b, n));
+        b[n - 1] = 1;
+        ++ops;
+      }
+    }
+    for (auto& b : bufs) free(b);
+  }
+  return ops;
+}
+
+uint64_t Mixed(uint64_t scale) {
+  const uint64_t per = 2000000 * scale;
+  auto work = [per](uint64_t seed) {
+    std::vector<void*> win(4096);
+    Rng r{seed};
+    for (uint64_t i = 0; i < per; ++i) {
+      size_t k = r.Next() % win.size();
+      free(win[k]);
+      uint64_t x = r.Next();
+      size_t n = x % 100 == 0 ? 16 + x % (512 * 1024) : 16 + (x >> 8) % (1u << (4 + (x >> 40) % 13));
+      win[k] = malloc(n);
+      memset(win[k], 1, n < 64 ? n : 64);
+    }
+    for (void* p : win) free(p);
+  };
+  std::thread a(work, 1), b(work, 2);
+  a.join();
+  b.join();
+  return 2 * per;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: tiermem-malloc-workload small|prodcons|larson|realloc|mixed [scale]\n");
+    return 2;
+  }
+  const std::string name = argv[1];
+  const uint64_t scale = argc > 2 ? strtoull(argv[2], nullptr, 10) : 1;
+  auto t0 = std::chrono::steady_clock::now();
+  uint64_t ops;
+  if (name == "small") ops = Small(scale);
+  else if (name == "prodcons") ops = ProdCons(scale);
+  else if (name == "larson") ops = Larson(scale);
+  else if (name == "realloc") ops = Realloc(scale);
+  else if (name == "mixed") ops = Mixed(scale);
+  else {
+    fprintf(stderr, "tiermem-malloc-workload: unknown workload '%s'\n", name.c_str());
+    return 2;
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("%llu %.6f\n", static_cast<unsigned long long>(ops), s);
+  return 0;
+}
