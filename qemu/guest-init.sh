@@ -73,7 +73,7 @@ setup_cxl() {
 }
 
 setup_rdma() {
-  for m in crc32_generic rdma_rxe ib_uverbs veth; do
+  for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm veth; do
     modprobe "$m" || fail_setup "modprobe $m failed"
   done
   /usr/sbin/ip link set lo up
