@@ -130,9 +130,12 @@ void Migrator::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     lock.unlock();
-    Round();
+    const bool busy = Round();
     lock.lock();
-    cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
+    // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
+    // large heap costs little (a round scans every live page record).
+    const uint64_t wait_ms = busy ? interval_ms_ : interval_ms_ * 5;
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stop_; });
   }
 }
 
@@ -142,7 +145,7 @@ bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
   return lower_pages > 0 || dram_pages * 4 >= dram_budget_ * 3;
 }
 
-void Migrator::Round() {
+bool Migrator::Round() {
   const uint64_t now = os::MonotonicNanos();
   const size_t page = rt_->page_size();
   std::vector<AccessSample> samples;
@@ -270,7 +273,7 @@ void Migrator::Round() {
   stats_.migrate_calls += calls;
   stats_.migrate_ns += migrate_ns;
   stats_.round_ns += os::MonotonicNanos() - now;
-  (void)armed;
+  return armed > 0 || !plan.empty() || ps.deferred > 0 || fault_samples > 0;
 }
 
 }  // namespace tiermem

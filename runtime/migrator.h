@@ -73,7 +73,8 @@ class Migrator {
     std::atomic<uint64_t> end{0};  // pages [0, end) may be live
   };
   void Loop();
-  void Round();
+  // One round; returns whether it had anything to do (samples armed, moves planned).
+  bool Round();
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
 
   Runtime::Impl* rt_;
