@@ -256,7 +256,7 @@ inline void* HeapCore::MallocSmall(int cls) {
   return RefillAndPop(tc, cls);
 }
 
-inline void HeapCore::FreeSmall(Span* span, void* p) {
+void HeapCore::FreeSmall(Span* span, void* p) {
   p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
   const int cls = span->cls;
   ThreadCache* tc = Cache();

@@ -87,6 +87,8 @@ class HeapCore {
   // Frees a block of any HeapCore of the process whose runtime is `rt`; returns false when p is
   // not one (nothing is done then).
   static bool FreeAny(void* p, Runtime::Impl* rt);
+  // Frees p, a small block whose span the caller looked up (GlobalSpanMap().Lookup(p)).
+  static void FreeInSpan(Span* span, void* p) { span->heap->FreeSmall(span, p); }
   // Usable bytes from p to the end of its block; 0 when p is not a heap block.
   static size_t UsableSizeAny(const void* p, Runtime::Impl* rt);
   // Whether p lies in a block of this heap (small), or in a page run of this heap's runtime.

@@ -113,14 +113,20 @@ size_t ForeignUsable(const void* p) {
 
 inline void FreeImpl(void* p) {
   if (p == nullptr) return;
-  if (!Ours(p)) {
+  alloc::Span* span = alloc::GlobalSpanMap().Lookup(p);
+  // A thread inside a runtime call may hold heap locks: never re-enter the heap from there. Such
+  // frees of heap blocks do not happen in practice; leaking one is the safe answer.
+  if (__builtin_expect(span != nullptr, 1)) {
+    if (__builtin_expect(!alloc::InRuntimeCall() && !t_starting, 1)) HeapCore::FreeInSpan(span, p);
+    return;
+  }
+  Runtime::Impl* rt = g_rt;
+  if (rt == nullptr || rt->RegionOf(p) == nullptr) {
     __libc_free(p);
     return;
   }
-  // A thread inside a runtime call may hold heap locks: never re-enter the heap from there. Such
-  // frees of heap blocks do not happen in practice; leaking one is the safe answer.
   if (alloc::InRuntimeCall() || t_starting) return;
-  (void)HeapCore::FreeAny(p, g_rt);
+  (void)HeapCore::FreeAny(p, rt);
 }
 
 size_t UsableImpl(const void* p) {
