@@ -43,6 +43,7 @@ struct Config {
   size_t local_bytes = 64u << 20;
   size_t remote_bytes = 8u << 20;
   int reps = 5;
+  std::string memd_host = "127.0.0.1";
   bool json = false;
   std::string plot;
 };
@@ -215,6 +216,10 @@ int Compare(int argc, char** argv) {
         return 2;
       }
       (a == "--size" ? cfg.local_bytes : cfg.remote_bytes) = v / kPage * kPage;
+    } else if (a == "--memd-host") {
+      const char* h = next();
+      if (!h) { fprintf(stderr, "compare: --memd-host needs an address\n"); return 2; }
+      cfg.memd_host = h;
     } else if (a == "--reps") {
       const char* s = next();
       if (!s || !ParseUint(s, &v) || v == 0 || v > 1000) {
@@ -225,9 +230,11 @@ int Compare(int argc, char** argv) {
     } else if (a == "--help" || a == "-h") {
       printf("usage: tiermem-bench compare [--json] [--plot out.svg|out.png] [--quick]\n"
              "                             [--size 64M] [--remote-size 8M] [--reps 5]\n"
+             "                             [--memd-host 127.0.0.1]\n"
              "Runs pointer-chase, random 64 B, sequential and random 4 KiB reads on DRAM, each\n"
-             "CXL node, and the remote tier over RDMA and TCP (a tiermem-memd on loopback, started\n"
-             "here). Tiers this machine lacks are listed as absent, with the reason.\n");
+             "CXL node, and the remote tier over RDMA and TCP (a tiermem-memd started here, on\n"
+             "loopback unless --memd-host names an address with a verbs device). Tiers this\n"
+             "machine lacks are listed as absent, with the reason.\n");
       return 0;
     } else {
       fprintf(stderr, "compare: unknown option '%s' (see --help)\n", a.c_str());
@@ -281,7 +288,7 @@ int Compare(int argc, char** argv) {
 
   // Remote tiers: a memd on loopback, reached over RDMA (when a verbs device exists) and TCP.
   MemdChild memd;
-  bool memd_ok = memd.Start(std::max<uint64_t>(cfg.remote_bytes * 4, 64u << 20));
+  bool memd_ok = memd.Start(std::max<uint64_t>(cfg.remote_bytes * 4, 64u << 20), cfg.memd_host);
   for (const char* scheme : {"rdma", "tcp"}) {
     std::string tier = std::string("remote-") + scheme;
     if (!memd_ok) {

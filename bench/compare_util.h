@@ -54,7 +54,10 @@ inline std::string MemdBinary() {
 class MemdChild {
  public:
   ~MemdChild() { Stop(); }
-  bool Start(uint64_t capacity_bytes) {
+  // `host`: the address to listen on (127.0.0.1; an address with a verbs device for RDMA, e.g.
+  // the QEMU guest's 10.9.0.2, where memd is started with --allow-no-token).
+  bool Start(uint64_t capacity_bytes, const std::string& host = "127.0.0.1") {
+    host_ = host;
     char tmpl[] = "/tmp/tiermem-bench-memd-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return false;
     std::string dir = tmpl, port_file = dir + "/port";
@@ -66,8 +69,14 @@ class MemdChild {
         (void)f;
       }
       std::string bin = MemdBinary();
-      execlp(bin.c_str(), bin.c_str(), "--capacity", cap.c_str(), "--listen", "127.0.0.1:0",
-             "--port-file", port_file.c_str(), static_cast<char*>(nullptr));
+      std::string listen = host + ":0";
+      if (host.rfind("127.", 0) == 0) {
+        execlp(bin.c_str(), bin.c_str(), "--capacity", cap.c_str(), "--listen", listen.c_str(),
+               "--port-file", port_file.c_str(), static_cast<char*>(nullptr));
+      } else {
+        execlp(bin.c_str(), bin.c_str(), "--capacity", cap.c_str(), "--listen", listen.c_str(),
+               "--port-file", port_file.c_str(), "--allow-no-token", static_cast<char*>(nullptr));
+      }
       _exit(127);
     }
     for (int i = 0; i < 1000; ++i) {
@@ -95,12 +104,13 @@ class MemdChild {
     }
   }
   std::string Url(const std::string& scheme) const {
-    return scheme + "://127.0.0.1:" + std::to_string(port_);
+    return scheme + "://" + host_ + ":" + std::to_string(port_);
   }
 
  private:
   pid_t pid_ = -1;
   unsigned port_ = 0;
+  std::string host_ = "127.0.0.1";
 };
 
 // Starts a Runtime with extra TIERMEM_* variables set only while it reads its options.
