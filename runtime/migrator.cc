@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 
 #include "runtime/log.h"
+#include "runtime/runtime_thread.h"
 #include "runtime/os/os.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/tracker.h"
@@ -15,6 +17,8 @@ namespace {
 constexpr uint8_t kStateLocal = static_cast<uint8_t>(PageState::kLocal);
 constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
 constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
+
+constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
 
 bool Preloaded() {
   const char* p = os::GetEnv("LD_PRELOAD");
@@ -67,14 +71,19 @@ Status Migrator::Start() {
   pc.half_life_ms = static_cast<double>(std::max<uint64_t>(1, o.sample_half_life_ms));
   pc.min_residence_ms = 2.0 * pc.half_life_ms;
   pc.max_moves_per_s = static_cast<double>(std::max<uint64_t>(1, o.migrate_rate));
-  pc.max_burst = std::max(pc.max_moves_per_s * static_cast<double>(interval_ms_) * 4 / 1000, 64.0);
+  // At most two rounds' worth per plan, so a round never runs far past its interval.
+  pc.max_burst = std::max(pc.max_moves_per_s * static_cast<double>(interval_ms_) * 2 / 1000, 64.0);
   policy_ = std::make_unique<Policy>(pc);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = mode_;
   }
   stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    OnRuntimeThreadStart();  // its own allocations never come from evictable pages
+    Loop();
+  });
+  started_.store(true, std::memory_order_release);
   TM_LOG_INFO("tiering: policy thread started (sampling %s, %llu pages per %llu ms)",
               mode_.c_str(), static_cast<unsigned long long>(sample_pages_),
               static_cast<unsigned long long>(interval_ms_));
@@ -83,6 +92,7 @@ Status Migrator::Start() {
 
 void Migrator::Stop() {
   if (!thread_.joinable()) return;
+  started_.store(false, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -114,7 +124,7 @@ void Migrator::OnAllocate(Region* region, uint64_t first, uint64_t npages) {
 
 void Migrator::OnFree(Region* region, uint64_t first, uint64_t npages) {
   // Freed pages must not stay protected: the next owner may hand them to a system call.
-  if (protect_ && running()) {
+  if (protect_.load(std::memory_order_relaxed) && running()) {
     ProtectTracker::Get().Release(region->PageAddress(first), npages * region->page_size());
   }
 }
@@ -158,6 +168,7 @@ bool Migrator::Round() {
 
   // Page records of every live page.
   std::vector<PageView> views;
+  std::unordered_map<uint64_t, uint32_t> index;  // page key -> views
   std::vector<char*> sample_candidates;
   uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0;
   for (size_t ki = 0; ki < known_.size(); ++ki) {
@@ -196,6 +207,7 @@ bool Migrator::Round() {
       } else {
         ++lower_pages;
       }
+      index[key] = static_cast<uint32_t>(views.size());
       views.push_back({key, tier, pinned});
     }
   }
@@ -209,34 +221,101 @@ bool Migrator::Round() {
   PlanStats ps;
   std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
 
-  // Carry the plan out in runs of adjacent pages with the same destination.
-  std::sort(plan.begin(), plan.end(), [](const PlannedMove& a, const PlannedMove& b) {
+  // Block expansion: a demotion victim takes along the cold pages of its aligned block (same
+  // source tier, not hot, not pinned) and is joined across pages already on the destination, so
+  // scattered victims become contiguous runs: one Migrate call (one pager round trip, one
+  // move_pages) per run instead of per page. Pages already on the destination are no-ops.
+  struct Move {
+    uint64_t page;
+    Tier from, to;
+    bool noop;
+  };
+  std::vector<Move> moves;
+  {
+    std::unordered_map<uint64_t, bool> planned;
+    for (const PlannedMove& m : plan) planned[m.page] = true;
+    for (const PlannedMove& m : plan) moves.push_back({m.page, m.from, m.to, false});
+    const double hot = policy_->config().promote_heat;
+    // Room left on each destination after the plan: expansion never pushes a tier past its
+    // budget (the runtime would refuse the whole run).
+    std::array<int64_t, kNumTiers> room{};
+    {
+      std::array<int64_t, kNumTiers> usage{};
+      for (const PageView& v : views) ++usage[static_cast<int>(v.tier)];
+      for (const PlannedMove& m : plan) --usage[static_cast<int>(m.from)], ++usage[static_cast<int>(m.to)];
+      for (int t = 0; t < kNumTiers; ++t) {
+        const uint64_t b = policy_->config().budget_pages[t];
+        room[t] = b == 0 ? INT64_MAX / 2 : static_cast<int64_t>(b * 95 / 100) - usage[t];
+      }
+    }
+    for (const PlannedMove& m : plan) {
+      if (m.to <= m.from) continue;  // promotions are not expanded
+      const uint64_t block = m.page & ~(kBlockPages - 1);
+      for (uint64_t k = block; k < block + kBlockPages; ++k) {
+        if (planned.count(k)) continue;
+        auto it = index.find(k);
+        if (it == index.end()) continue;
+        const PageView& v = views[it->second];
+        if (v.pinned) continue;
+        if (v.tier == m.to) {
+          moves.push_back({k, v.tier, m.to, true});
+        } else if (v.tier == m.from && room[static_cast<int>(m.to)] > 0 && policy_->Heat(k, now) < hot) {
+          moves.push_back({k, m.from, m.to, false});
+          --room[static_cast<int>(m.to)];
+        } else {
+          continue;
+        }
+        planned[k] = true;
+      }
+    }
+  }
+  // Carry the moves out in runs of adjacent pages with the same destination.
+  std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
     return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
   });
   uint64_t demoted = 0, promoted = 0, failed = 0, calls = 0, migrate_ns = 0;
-  for (size_t i = 0; i < plan.size();) {
+  std::string last_error;
+  for (size_t i = 0; i < moves.size();) {
     size_t j = i + 1;
-    while (j < plan.size() && plan[j].to == plan[i].to && plan[j].page == plan[j - 1].page + 1) ++j;
-    char* addr = reinterpret_cast<char*>(plan[i].page * page);
+    while (j < moves.size() && moves[j].to == moves[i].to && moves[j].page == moves[j - 1].page + 1) ++j;
+    // Runs of no-ops alone are not worth a call.
+    bool any = false;
+    for (size_t k = i; k < j; ++k) any |= !moves[k].noop;
+    if (!any) {
+      i = j;
+      continue;
+    }
+    char* addr = reinterpret_cast<char*>(moves[i].page * page);
     const size_t len = (j - i) * page;
     if (protect_) tracker.Release(addr, len);
     const uint64_t t_call = os::MonotonicNanos();
-    auto r = rt_->Migrate(addr, len, plan[i].to);
+    auto r = rt_->Migrate(addr, len, moves[i].to);
     migrate_ns += os::MonotonicNanos() - t_call;
     ++calls;
-    if (r.ok()) {
-      for (size_t k = i; k < j; ++k) {
-        policy_->Moved(plan[k].page, now);
-        if (plan[k].to > plan[k].from) {
-          ++demoted;
-        } else {
-          ++promoted;
-        }
+    if (r.ok() && moves[i].to == Tier::kRemote) {
+      // Pages demoted from CXL keep the CXL node binding of their range; when the program touches
+      // them again they should come back into DRAM (they are hot then), so rebind the range.
+      Status b = NumaBackend::BindRange(addr, len, rt_->TierNodes(Tier::kDram));
+      if (!b.ok()) TM_LOG_DEBUG("tiering: rebinding %p+%zu to DRAM: %s", static_cast<void*>(addr), len,
+                                b.ToString().c_str());
+    }
+    for (size_t k = i; k < j; ++k) {
+      if (moves[k].noop) continue;
+      if (!r.ok()) {
+        ++failed;
+        continue;
       }
-    } else {
-      failed += j - i;
+      policy_->Moved(moves[k].page, now);
+      if (moves[k].to > moves[k].from) {
+        ++demoted;
+      } else {
+        ++promoted;
+      }
+    }
+    if (!r.ok()) {
+      last_error = std::string("migrate to ") + std::string(TierName(moves[i].to)) + ": " + r.status().ToString();
       TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
-                   std::string(TierName(plan[i].to)).c_str(), r.status().ToString().c_str());
+                   std::string(TierName(moves[i].to)).c_str(), r.status().ToString().c_str());
     }
     i = j;
   }
@@ -249,13 +328,41 @@ bool Migrator::Round() {
                   "stops (remote faults still count)");
       protect_ = false;
     } else {
+      // Half the sample checks the next demotion victims (the coldest DRAM pages: a hot page
+      // among them is caught before it is evicted, like CLOCK's second chance); half rotates
+      // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
       std::vector<char*> next;
       const size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
-      cursor_ %= sample_candidates.size();
-      for (size_t k = 0; k < n; ++k) {
-        next.push_back(sample_candidates[(cursor_ + k) % sample_candidates.size()]);
+      if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
+        std::vector<std::pair<double, char*>> coldest;
+        coldest.reserve(sample_candidates.size());
+        for (char* p : sample_candidates) {
+          const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
+          auto it = index.find(key);
+          if (it == index.end() || views[it->second].tier != Tier::kDram) continue;
+          coldest.push_back({policy_->Heat(key, now), p});
+        }
+        const size_t want = std::min(n / 2, coldest.size());
+        if (want > 0) {
+          std::nth_element(coldest.begin(), coldest.begin() + static_cast<long>(want - 1), coldest.end(),
+                           [](const auto& a, const auto& b) { return a.first < b.first; });
+          for (size_t k = 0; k < want; ++k) next.push_back(coldest[k].second);
+        }
       }
-      cursor_ += n;
+      // The rotating half covers the CXL tier's pages when it has any (a hot page there does not
+      // fault, so only sampling can find it); DRAM's are covered by the victim checks above.
+      std::vector<char*> lower;
+      for (char* p : sample_candidates) {
+        auto it = index.find(reinterpret_cast<uintptr_t>(p) / page);
+        if (it != index.end() && views[it->second].tier == Tier::kCxl) lower.push_back(p);
+      }
+      const std::vector<char*>& pool = lower.empty() ? sample_candidates : lower;
+      cursor_ %= pool.size();
+      const size_t before = next.size();
+      for (size_t k = 0; next.size() < n && k < pool.size(); ++k) {
+        next.push_back(pool[(cursor_ + k) % pool.size()]);
+      }
+      cursor_ += next.size() - before;
       armed = tracker.Arm(next);
       armed_ = armed > 0;
       last_armed_ = armed;
@@ -273,6 +380,7 @@ bool Migrator::Round() {
   stats_.migrate_calls += calls;
   stats_.migrate_ns += migrate_ns;
   stats_.round_ns += os::MonotonicNanos() - now;
+  if (!last_error.empty()) stats_.last_error = last_error;
   return armed > 0 || !plan.empty() || ps.deferred > 0 || fault_samples > 0;
 }
 

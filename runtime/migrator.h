@@ -48,6 +48,7 @@ struct MigratorStats {
   uint64_t migrate_calls = 0;   // Runtime::Migrate calls made (one per run of adjacent pages)
   uint64_t migrate_ns = 0;      // time spent in them
   uint64_t round_ns = 0;        // time spent in rounds in total (scan, plan, migrate, arm)
+  std::string last_error;       // the latest refusal of a planned move, for diagnosis
 };
 
 class Migrator {
@@ -60,7 +61,7 @@ class Migrator {
   // Decides the mode from the options and starts the thread when there is work for it.
   Status Start();
   void Stop();
-  bool running() const { return thread_.joinable(); }
+  bool running() const { return started_.load(std::memory_order_acquire); }
 
   void OnAllocate(Region* region, uint64_t first, uint64_t npages);
   void OnFree(Region* region, uint64_t first, uint64_t npages);
@@ -93,6 +94,7 @@ class Migrator {
   uint64_t last_candidates_ = 0;  // pages they were chosen from
 
   std::thread thread_;
+  std::atomic<bool> started_{false};  // thread_ runs (readable from any thread, unlike thread_)
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -107,27 +107,42 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, uint64_t 
     sorted[t] = true;
   };
 
-  // 1. Demotions: relieve every tier above its high watermark, top down, so a cascade
-  //    (DRAM -> CXL overflowing CXL -> remote) is resolved in one plan.
-  for (int t = 0; t < kNumTiers; ++t) {
+  // 1. Demotions: relieve every tier above its high watermark, bottom up (a lower tier's relief
+  //    makes room for the tier above it). A tier's victims go to the nearest tiers below with
+  //    room under their high watermark, the coldest victims the furthest down: a full CXL tier
+  //    never blocks DRAM's relief (its overflow goes straight to remote).
+  for (int t = kNumTiers - 2; t >= 0; --t) {
     if (!config_.present[t] || config_.budget_pages[t] == 0) continue;
     if (static_cast<double>(usage[t]) <=
         config_.high_watermark * static_cast<double>(config_.budget_pages[t])) {
       continue;
     }
-    Tier dst = Below(static_cast<Tier>(t));
-    if (dst == Tier::kAuto) continue;
     uint64_t need = usage[t] - std::min(usage[t], limit_at(t, config_.low_watermark));
-    sort_tier(t);
-    while (need > 0 && taken[t] < movable[t].size()) {
-      if (budget == 0) {
-        st.deferred += need;
-        break;
+    // How many go to each tier below, nearest first.
+    std::array<uint64_t, kNumTiers> share{};
+    uint64_t placed = 0;
+    for (int d = t + 1; d < kNumTiers && placed < need; ++d) {
+      if (!config_.present[d]) continue;
+      uint64_t room = need - placed;
+      if (config_.budget_pages[d] != 0) {
+        uint64_t cap = limit_at(d, config_.high_watermark);
+        room = std::min(room, cap > usage[d] ? cap - usage[d] : 0);
       }
-      emit(movable[t][taken[t]++].page, static_cast<Tier>(t), dst);
-      --budget;
-      --need;
-      ++st.demotions;
+      share[d] = room;
+      placed += room;
+    }
+    sort_tier(t);
+    const uint64_t total = std::min<uint64_t>(placed, movable[t].size() - taken[t]);
+    const uint64_t now_moves = std::min<uint64_t>(total, budget);
+    if (total > now_moves) st.deferred += total - now_moves;
+    // Victims coldest first; assign the furthest destination first.
+    uint64_t left = now_moves;
+    for (int d = kNumTiers - 1; d > t && left > 0; --d) {
+      for (uint64_t k = 0; k < share[d] && left > 0; ++k, --left) {
+        emit(movable[t][taken[t]++].page, static_cast<Tier>(t), static_cast<Tier>(d));
+        --budget;
+        ++st.demotions;
+      }
     }
   }
 

@@ -10,8 +10,9 @@
 //   it was last brought up to date are stored), so idle pages cost nothing.
 // - Budgets: per-tier page budgets (DRAM from TIERMEM_DRAM_LIMIT, CXL from TIERMEM_CXL_LIMIT,
 //   remote from the memory servers' capacity). A tier above `high_watermark` of its budget is
-//   demoted to `low_watermark`: coldest pages first, to the next present tier down
-//   (DRAM -> CXL -> remote), cascading when the next tier overflows in turn.
+//   demoted to `low_watermark`: coldest pages first, to the nearest present tiers below with
+//   room (DRAM -> CXL -> remote), the coldest the furthest down; tiers are relieved bottom up,
+//   so a full CXL tier is emptied towards remote while DRAM's overflow goes past it.
 // - Promotions: a page on a lower tier whose heat reaches `promote_heat` moves to the highest tier
 //   with room below its low watermark; when that tier is full, it may swap with that tier's
 //   coldest page, but only when it is hotter by `swap_margin` (hysteresis).

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/compare_util.h"
@@ -37,6 +38,8 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
   bench::MemdChild memd;
   ASSERT_TRUE(memd.Start(256 * kMiB, host)) << "could not start tiermem-memd on " << host;
 
+  // Under TCG a round takes hundreds of ms: sample more pages per round than the default.
+  setenv("TIERMEM_SAMPLE_PAGES", Env("QEMU_TIERING_SAMPLE_PAGES", "512").c_str(), 1);
   std::unique_ptr<Runtime> rt;
   std::string used;
   for (const char* scheme : {"rdma", "tcp"}) {
@@ -100,7 +103,36 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
   const double hot_dram = share(0, kHot, on_node0);
   const double warm_cxl = share(kHot, kWarmEnd, on_cxl), warm_dram = share(kHot, kWarmEnd, on_node0);
   const double cold_remote = share(kWarmEnd, kChunks, remote), cold_cxl = share(kWarmEnd, kChunks, on_cxl);
+  // Where each set's pages are, in detail (for the log).
+  for (auto [name, from, to] : {std::tuple{"hot", 0, kHot}, std::tuple{"warm", kHot, kWarmEnd},
+                                std::tuple{"cold", kWarmEnd, kChunks}}) {
+    size_t n0 = 0, ncxl = 0, nremote = 0, nonres = 0, other = 0, states[4] = {0, 0, 0, 0};
+    for (int c = from; c < to; ++c) {
+      auto loc = rt->Locate(chunks[c], kMiB);
+      if (!loc.ok()) break;
+      Region* region = rt->impl()->RegionOf(chunks[c]);
+      for (size_t i = 0; i < loc->size(); ++i) {
+        const PageLocation& l = (*loc)[i];
+        uint8_t st = region->record(region->PageIndex(chunks[c]) + i).state.load();
+        states[st & 3]++;
+        if (l.tier == Tier::kRemote) ++nremote;
+        else if (!l.resident) ++nonres;
+        else if (l.node == 0) ++n0;
+        else if (l.node == cxl_node) ++ncxl;
+        else ++other;
+      }
+    }
+    printf("TIERING_FULL_DETAIL %s: node0 %zu, cxl %zu, remote %zu, local-not-resident %zu, other %zu; "
+           "states free/local/remote/inflight %zu/%zu/%zu/%zu\n",
+           name, n0, ncxl, nremote, nonres, other, states[0], states[1], states[2], states[3]);
+  }
   MigratorStats ms = rt->impl()->migrator()->stats();
+  printf("TIERING_FULL_POLICY rounds=%llu migrate_calls=%llu migrate_ms=%.0f round_ms=%.0f failed=%llu deferred=%llu armed=%llu\n",
+         static_cast<unsigned long long>(ms.rounds), static_cast<unsigned long long>(ms.migrate_calls),
+         static_cast<double>(ms.migrate_ns) / 1e6, static_cast<double>(ms.round_ns) / 1e6,
+         static_cast<unsigned long long>(ms.failed), static_cast<unsigned long long>(ms.deferred),
+         static_cast<unsigned long long>(ms.pages_armed));
+  printf("TIERING_FULL_LAST_ERROR %s\n", ms.last_error.c_str());
   printf("TIERING_FULL remote=%s seconds=%.0f updates=%llu hot_on_node0=%.3f warm_on_cxl=%.3f "
          "warm_on_node0=%.3f cold_remote=%.3f cold_on_cxl=%.3f demotions=%llu promotions=%llu "
          "samples=%llu fault_samples=%llu sampling=%s\n",

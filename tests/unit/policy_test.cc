@@ -87,22 +87,40 @@ TEST(PolicyTest, DemotionCascadesDramToCxlToRemote) {
   Policy p(Config(4, 4, true, true));
   Sim sim;
   for (uint64_t i = 0; i < 6; ++i) sim.tier[i] = Tier::kDram;
-  for (uint64_t i = 10; i < 14; ++i) sim.tier[i] = Tier::kCxl;
+  for (uint64_t i = 10; i < 16; ++i) sim.tier[i] = Tier::kCxl;  // CXL over its budget too
   std::vector<AccessSample> s;
-  for (uint64_t i : {0, 1, 2, 3}) s.push_back({i, false, kMs});  // DRAM's hot pages
-  for (uint64_t i : {10, 11}) s.push_back({i, false, kMs});       // CXL's warm pages
+  for (uint64_t i : {0, 1, 2, 3, 4}) s.push_back({i, false, kMs});  // DRAM's hot pages (4 warm)
+  for (uint64_t i : {0, 1, 2, 3}) s.push_back({i, false, kMs});
+  for (uint64_t i : {10, 11, 12, 13}) s.push_back({i, false, kMs});  // CXL's warm pages
   p.Record(s);
-  p.Record(s);  // hot ones twice
-  auto plan = p.Plan(sim.Views(), kMs);
-  sim.Apply(p, plan, kMs);
+  sim.Apply(p, p.Plan(sim.Views(), kMs), kMs);
+  // CXL relieved first (its two coldest to remote); DRAM's overflow goes where there is room:
+  // none in CXL now, so to remote.
   EXPECT_EQ(sim.Count(Tier::kDram), 4u);
   EXPECT_EQ(sim.Count(Tier::kCxl), 4u);
-  EXPECT_EQ(sim.Count(Tier::kRemote), 2u);
+  EXPECT_EQ(sim.Count(Tier::kRemote), 4u);
+  EXPECT_EQ(sim.tier[14], Tier::kRemote);
+  EXPECT_EQ(sim.tier[15], Tier::kRemote);
+  EXPECT_EQ(sim.tier[4], Tier::kRemote);
+  EXPECT_EQ(sim.tier[5], Tier::kRemote);
+  EXPECT_EQ(sim.tier[10], Tier::kCxl);
+}
+
+TEST(PolicyTest, DemotionFillsCxlBeforeRemoteColdestFurthest) {
+  Policy p(Config(4, 6, true, true));
+  Sim sim;
+  for (uint64_t i = 0; i < 8; ++i) sim.tier[i] = Tier::kDram;
+  for (uint64_t i = 10; i < 14; ++i) sim.tier[i] = Tier::kCxl;  // room for 2 more
+  std::vector<AccessSample> s;
+  for (uint64_t i : {0, 1, 2, 3}) s.push_back({i, false, kMs});
+  for (uint64_t i : {0, 1, 2, 3, 4, 5}) s.push_back({i, false, kMs});  // 4 and 5 warm, 6, 7 cold
+  p.Record(s);
+  sim.Apply(p, p.Plan(sim.Views(), kMs), kMs);
+  EXPECT_EQ(sim.Count(Tier::kDram), 4u);
   EXPECT_EQ(sim.tier[4], Tier::kCxl);
   EXPECT_EQ(sim.tier[5], Tier::kCxl);
-  EXPECT_EQ(sim.tier[12], Tier::kRemote);
-  EXPECT_EQ(sim.tier[13], Tier::kRemote);
-  EXPECT_EQ(sim.tier[10], Tier::kCxl);
+  EXPECT_EQ(sim.tier[6], Tier::kRemote);
+  EXPECT_EQ(sim.tier[7], Tier::kRemote);
 }
 
 TEST(PolicyTest, PinnedPagesAreNeverMoved) {
