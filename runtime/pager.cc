@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "runtime/log.h"
+#include "runtime/runtime_thread.h"
 #include "runtime/page_table.h"
 
 namespace tiermem {
@@ -31,8 +32,19 @@ bool Cas(PageRecord& r, PageState from, PageState to) {
 
 // ---- userfaultfd: the only place the pager talks to it ----
 int UffdOpen(bool* wp) {
-  int fd = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
-  if (fd < 0 && errno == EINVAL) fd = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  // Kernel-mode faults must reach the handler too: a write(2) or send(2) from a buffer whose
+  // pages were evicted faults inside the kernel (copy_from_user). With UFFD_USER_MODE_ONLY such a
+  // call would fail with EFAULT, so that mode is only the fallback for unprivileged processes
+  // (vm.unprivileged_userfaultfd=0 refuses the full mode with EPERM).
+  int fd = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  if (fd < 0 && errno == EPERM) {
+    fd = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+    if (fd >= 0) {
+      TM_LOG_WARN("remote tier: userfaultfd in user-mode-only (not root, and "
+                  "vm.unprivileged_userfaultfd=0): system calls that read an evicted buffer "
+                  "fail with EFAULT; run as root or set the sysctl to 1");
+    }
+  }
   if (fd < 0) return -errno;
   uffdio_api api{};
   api.api = UFFD_API;
@@ -139,7 +151,10 @@ Status Pager::Init(PagerConfig config) {
   if (!io_) return Unavailable("no memory server reachable: " + tried);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0) return ErrnoToStatus(errno, "eventfd");
-  thread_ = std::thread([this] { FaultLoop(); });
+  thread_ = std::thread([this] {
+    OnRuntimeThreadStart();  // its own allocations never come from evictable pages
+    FaultLoop();
+  });
   TM_LOG_INFO("remote tier: memory server %s (write-protect tracking %s)", server_.c_str(), wp_ ? "on" : "off");
   return Status::Ok();
 }
@@ -407,6 +422,9 @@ StatusOr<uint64_t> Pager::FetchBack(Region& region, uint64_t first, uint64_t n) 
 }
 
 void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
+  // Wait for an eviction in progress (it holds io_mu_ from claim to drop): otherwise it could
+  // drop pages after this run was freed and handed out again, losing the new owner's data.
+  std::lock_guard<std::mutex> io_lock(io_mu_);
   bool any = false;
   for (uint64_t i = first; i < first + n; ++i) {
     PageRecord& rec = region.record(i);

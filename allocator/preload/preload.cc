@@ -25,6 +25,7 @@
 #include "allocator/heap_core.h"
 #include "allocator/span_map.h"
 #include "runtime/log.h"
+#include "runtime/runtime_thread.h"
 #include "runtime/runtime_impl.h"
 
 extern "C" {
@@ -49,11 +50,16 @@ constinit HeapCore* g_heap = nullptr;
 constinit Runtime::Impl* g_rt = nullptr;
 alignas(HeapCore) unsigned char g_heap_storage[sizeof(HeapCore)];
 thread_local int t_starting __attribute__((tls_model("initial-exec")));
+// Set on the runtime's own threads (pager fault handler, policy thread) through the runtime's
+// thread hook: they allocate from glibc, so a fault handler never faults on its own heap pages.
+thread_local int t_runtime_thread __attribute__((tls_model("initial-exec")));
+void MarkRuntimeThread() { t_runtime_thread = 1; }
 
 void PrintStats();
 
 void Start() {
   t_starting = 1;
+  SetRuntimeThreadHook(&MarkRuntimeThread);
   StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Start();
   if (!rt.ok()) {
     TM_LOG_WARN("libtiermem-preload: the runtime did not start (%s); using glibc's malloc",
@@ -77,7 +83,7 @@ void Start() {
 }
 
 __attribute__((noinline)) HeapCore* SlowHeap() {
-  if (t_starting || alloc::InRuntimeCall()) return nullptr;
+  if (t_starting || t_runtime_thread || alloc::InRuntimeCall()) return nullptr;
   int s = g_state.load(std::memory_order_acquire);
   if (s == kReady) return g_heap;
   if (s == kUninit && g_state.compare_exchange_strong(s, kStarting)) {
@@ -90,7 +96,7 @@ __attribute__((noinline)) HeapCore* SlowHeap() {
 // The heap for this call, or nullptr when this call must go to glibc.
 inline HeapCore* Heap() {
   if (__builtin_expect(g_state.load(std::memory_order_acquire) == kReady, 1) &&
-      __builtin_expect(!alloc::InRuntimeCall(), 1)) {
+      __builtin_expect(!alloc::InRuntimeCall() && !t_runtime_thread, 1)) {
     return g_heap;
   }
   return SlowHeap();
@@ -117,7 +123,9 @@ inline void FreeImpl(void* p) {
   // A thread inside a runtime call may hold heap locks: never re-enter the heap from there. Such
   // frees of heap blocks do not happen in practice; leaking one is the safe answer.
   if (__builtin_expect(span != nullptr, 1)) {
-    if (__builtin_expect(!alloc::InRuntimeCall() && !t_starting, 1)) HeapCore::FreeInSpan(span, p);
+    if (__builtin_expect(!alloc::InRuntimeCall() && !t_starting && !t_runtime_thread, 1)) {
+      HeapCore::FreeInSpan(span, p);
+    }
     return;
   }
   Runtime::Impl* rt = g_rt;
@@ -125,7 +133,7 @@ inline void FreeImpl(void* p) {
     __libc_free(p);
     return;
   }
-  if (alloc::InRuntimeCall() || t_starting) return;
+  if (alloc::InRuntimeCall() || t_starting || t_runtime_thread) return;
   (void)HeapCore::FreeAny(p, rt);
 }
 

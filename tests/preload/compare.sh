@@ -42,6 +42,22 @@ if [ $rc -ne 0 ]; then
   tail -20 "$work/err.tiermem"
   exit 1
 fi
+if [ "$mode" = remote ]; then
+  kill "$memd_pid" 2>/dev/null
+  wait "$memd_pid" 2>/dev/null
+  memd_pid=""
+fi
+# The remote variant must really have used the remote tier: some process placed or moved pages
+# there (its TIERMEM_STATS line "tier remote available allocated N bytes, ... migrated in M pages"
+# with N or M > 0), or memd gave a session slots for written pages ("freed N pages" at its end;
+# programs such as sort close stderr before the stats are printed at exit).
+if [ "$mode" = remote ] &&
+   ! grep -E "^tiermem stats: tier remote +available" "$work/err.tiermem" |
+     grep -qvE "allocated 0 bytes, .*migrated in 0 pages" &&
+   ! grep -qE "freed [1-9][0-9]* pages" "$work/memd.log"; then
+  echo "FAIL: no page reached the remote tier (DRAM limit ${DRAM_LIMIT:-16M} too large?)"
+  exit 1
+fi
 if ! cmp -s "$work/out.glibc" "$work/out.tiermem"; then
   echo "FAIL: output differs under the preload library ($mode)"
   diff "$work/out.glibc" "$work/out.tiermem" | head -20
