@@ -71,7 +71,7 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
   for (char* p : chunks) {
     for (size_t i = 0; i < kMiB; i += 8) *reinterpret_cast<uint64_t*>(p + i) = i;
   }
-  const double seconds = atof(Env("QEMU_TIERING_SECONDS", "25").c_str());
+  const double seconds = atof(Env("QEMU_TIERING_SECONDS", "45").c_str());
   std::mt19937_64 rng(7);
   const uint64_t t0 = bench::NowNs();
   uint64_t updates = 0;
