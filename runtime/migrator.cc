@@ -160,10 +160,15 @@ bool Migrator::Round() {
   const size_t page = rt_->page_size();
   std::vector<AccessSample> samples;
   ProtectTracker& tracker = ProtectTracker::Get();
+  std::vector<uint64_t> untouched;
   if (protect_ && armed_) {
-    tracker.Collect(now, &samples);
+    tracker.Collect(now, &samples, &untouched);
     armed_ = false;
   }
+  // Pages sampled all last round without an access: confirmed cold (block expansion may take
+  // them along with a victim).
+  confirmed_cold_.clear();
+  for (uint64_t k : untouched) confirmed_cold_.insert(k);
   const uint64_t tracked = samples.size();
 
   // Page records of every live page.
@@ -259,7 +264,8 @@ bool Migrator::Round() {
         if (v.pinned) continue;
         if (v.tier == m.to) {
           moves.push_back({k, v.tier, m.to, true});
-        } else if (v.tier == m.from && room[static_cast<int>(m.to)] > 0 && policy_->Heat(k, now) < hot) {
+        } else if (v.tier == m.from && room[static_cast<int>(m.to)] > 0 &&
+                   (!protect_ || confirmed_cold_.count(k)) && policy_->Heat(k, now) < hot) {
           moves.push_back({k, m.from, m.to, false});
           --room[static_cast<int>(m.to)];
         } else {
@@ -346,7 +352,24 @@ bool Migrator::Round() {
         if (want > 0) {
           std::nth_element(coldest.begin(), coldest.begin() + static_cast<long>(want - 1), coldest.end(),
                            [](const auto& a, const auto& b) { return a.first < b.first; });
-          for (size_t k = 0; k < want; ++k) next.push_back(coldest[k].second);
+          std::sort(coldest.begin(), coldest.begin() + static_cast<long>(want),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+          // Whole aligned blocks around the coldest pages: the block's other DRAM pages are
+          // confirmed (or refuted) at once, which is what block expansion needs, and adjacent
+          // pages are protected with one system call.
+          std::unordered_map<uint64_t, bool> taken_pages;
+          for (size_t c = 0; c < want && next.size() < n / 2; ++c) {
+            const uint64_t key = reinterpret_cast<uintptr_t>(coldest[c].second) / page;
+            const uint64_t block = key & ~(kBlockPages - 1);
+            for (uint64_t k = block; k < block + kBlockPages && next.size() < n / 2; ++k) {
+              auto it = index.find(k);
+              if (it == index.end() || taken_pages.count(k)) continue;
+              const PageView& v = views[it->second];
+              if (v.tier != Tier::kDram || v.pinned) continue;
+              taken_pages[k] = true;
+              next.push_back(reinterpret_cast<char*>(k * page));
+            }
+          }
         }
       }
       // The rotating half covers the CXL tier's pages when it has any (a hot page there does not

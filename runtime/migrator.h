@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/policy.h"
@@ -90,6 +91,7 @@ class Migrator {
   std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
   size_t cursor_ = 0;                              // rotating sample position
   bool armed_ = false;
+  std::unordered_set<uint64_t> confirmed_cold_;  // sampled all last round, untouched
   uint64_t last_armed_ = 0;       // pages armed in the round being collected
   uint64_t last_candidates_ = 0;  // pages they were chosen from
 

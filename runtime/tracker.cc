@@ -43,6 +43,13 @@ Slot* Find(int t, uintptr_t page) {
   return nullptr;
 }
 
+// The last protection fault this thread saw on a page in neither table. A thread descheduled
+// between its fault and the table lookup for longer than the one-round grace finds its page gone
+// from the tables although its protection was lifted long ago: the access is retried once, and
+// only a second fault on the same page in a row is passed on. initial-exec TLS: no allocation
+// on first use inside a signal handler.
+__attribute__((tls_model("initial-exec"))) thread_local uintptr_t tls_unknown_page = 0;
+
 void SegvHandler(int sig, siginfo_t* info, void* uctx) {
   int saved_errno = errno;
   if (info != nullptr && info->si_code == SEGV_ACCERR) {
@@ -56,9 +63,16 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
         os::ProtectReadWrite(reinterpret_cast<void*>(page), kPage);
       }
       // Otherwise another thread (or the tracker) is lifting it: the access runs again.
+      tls_unknown_page = 0;
       errno = saved_errno;
       return;
     }
+    if (tls_unknown_page != page) {
+      tls_unknown_page = page;
+      errno = saved_errno;
+      return;
+    }
+    tls_unknown_page = 0;
   }
   errno = saved_errno;
   os::ChainSegv(g_old_action, sig, info, uctx);
@@ -85,7 +99,8 @@ bool ProtectTracker::HandlerInstalled() const {
   return g_installed.load(std::memory_order_acquire) && os::CurrentSegvHandler() == &SegvHandler;
 }
 
-void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out) {
+void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out,
+                             std::vector<uint64_t>* untouched) {
   std::lock_guard<std::mutex> lock(mu_);
   // Lift protection in runs of adjacent pages (one system call per run; pages a fault already
   // lifted are unaffected), then mark: a fault racing with this finds its slot armed or lifted.
@@ -99,7 +114,10 @@ void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out) {
     Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(p));
     if (s == nullptr) continue;
     uint8_t st = kArmed;
-    if (s->state.compare_exchange_strong(st, kLifted, std::memory_order_acq_rel)) continue;
+    if (s->state.compare_exchange_strong(st, kLifted, std::memory_order_acq_rel)) {
+      if (untouched != nullptr) untouched->push_back(reinterpret_cast<uintptr_t>(p) >> 12);
+      continue;
+    }
     if (st == kRead || st == kWritten) {
       out->push_back({reinterpret_cast<uintptr_t>(p) >> 12, st == kWritten, now_ns});
       ++counters_.touched;

@@ -15,7 +15,9 @@
 // never allocates, locks or logs. A fault that is not on a sampled page goes to the handler that
 // was installed before ours (or to the default action, which ends the process as it would have).
 // A page leaves the table only one round after its protection was lifted, so a fault already on
-// its way when the round ended still finds it.
+// its way when the round ended still finds it; a fault on a page in neither table is retried once
+// (its protection may have been lifted while the thread waited to run) and passed on only when it
+// repeats.
 //
 // Limits (documented in docs/tiering.md): a system call given a pointer into a sampled page fails
 // with EFAULT instead of faulting, so the tracker lifts the protection of pages handed to the
@@ -47,8 +49,10 @@ class ProtectTracker {
   bool HandlerInstalled() const;
 
   // Ends the current round: protection is lifted from every page still armed, and an access
-  // sample (key = address >> 12) is appended for each page touched since it was armed.
-  void Collect(uint64_t now_ns, std::vector<AccessSample>* out);
+  // sample (key = address >> 12) is appended for each page touched since it was armed. When
+  // `untouched` is given, the keys of the pages armed all round and never touched go there.
+  void Collect(uint64_t now_ns, std::vector<AccessSample>* out,
+               std::vector<uint64_t>* untouched = nullptr);
   // Starts a round on `pages` (page-aligned addresses; at most kMaxArmed are taken). Returns
   // the number armed.
   size_t Arm(const std::vector<char*>& pages);

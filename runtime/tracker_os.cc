@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace tiermem::os {
@@ -46,7 +47,25 @@ void ChainSegv(const struct sigaction& old, int sig, siginfo_t* info, void* uctx
     return;
   }
   // Default action: put it back; returning re-executes the access, which now ends the process
-  // with SIGSEGV exactly as it would have without tiermem.
+  // with SIGSEGV exactly as it would have without tiermem. One line first (write(2) only: this
+  // runs in a signal handler), so a crash inside tiermem's memory can be told from others.
+  {
+    char msg[96] = "tiermem: SIGSEGV at 0x";
+    size_t n = strlen(msg);
+    uintptr_t a = info != nullptr ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
+    char hex[17];
+    int h = 0;
+    do {
+      hex[h++] = "0123456789abcdef"[a & 15];
+      a >>= 4;
+    } while (a != 0 && h < 16);
+    while (h > 0) msg[n++] = hex[--h];
+    const char* tail = info != nullptr && info->si_code == SEGV_ACCERR ? " (access error), not a sampled page\n"
+                                                                       : " (not mapped)\n";
+    for (const char* t = tail; *t && n < sizeof(msg) - 1; ++t) msg[n++] = *t;
+    ssize_t w = write(2, msg, n);
+    (void)w;
+  }
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
