@@ -49,9 +49,11 @@ struct Config {
 };
 
 // Runs the four patterns on `buf`; `prepare` runs before every repetition (eviction for remote).
+// `verify`: read the pointer cycle back before timing it (local tiers): memory that does not
+// hold what was written is reported in *error and no rows are returned, rather than chased.
 template <class Prepare>
 std::vector<Row> RunPatterns(char* buf, size_t bytes, int reps, const std::string& tier, int node,
-                             Prepare prepare) {
+                             Prepare prepare, bool verify = false, std::string* error = nullptr) {
   const size_t pages = bytes / kPage;
   std::mt19937_64 rng(12345);
   std::vector<size_t> order(pages);
@@ -70,6 +72,21 @@ std::vector<Row> RunPatterns(char* buf, size_t bytes, int reps, const std::strin
         for (size_t i = 0; i < pages; ++i) {
           size_t from = order[i], to = order[(i + 1) % pages];
           *reinterpret_cast<char**>(buf + from * kPage + line[from]) = buf + to * kPage + line[to];
+        }
+        if (verify) {
+          for (size_t i = 0; i < pages; ++i) {
+            size_t from = order[i], to = order[(i + 1) % pages];
+            char* got = *reinterpret_cast<char* volatile*>(buf + from * kPage + line[from]);
+            if (got != buf + to * kPage + line[to]) {
+              if (error != nullptr) {
+                char msg[160];
+                snprintf(msg, sizeof(msg), "data check failed: page %zu of the buffer read back %p, %p was written",
+                         from, static_cast<void*>(got), static_cast<void*>(buf + to * kPage + line[to]));
+                *error = msg;
+              }
+              return {};
+            }
+          }
         }
       }
       prepare();
@@ -267,7 +284,10 @@ int Compare(int argc, char** argv) {
     int node0 = dram_nodes.empty() ? 0 : dram_nodes[0];
     auto m = r.MigrateToNode(buf, cfg.local_bytes, node0);
     if (!m.ok()) fprintf(stderr, "compare: placing on node %d: %s\n", node0, m.status().ToString().c_str());
-    for (auto& row : RunPatterns(buf, cfg.local_bytes, cfg.reps, "dram", node0, [] {})) rows.push_back(row);
+    std::string err;
+    auto dram_rows = RunPatterns(buf, cfg.local_bytes, cfg.reps, "dram", node0, [] {}, true, &err);
+    if (dram_rows.empty()) absent.push_back({"dram", err});
+    for (auto& row : dram_rows) rows.push_back(row);
     std::vector<int> cxl = r.impl()->TierNodes(Tier::kCxl);
     if (cxl.empty()) {
       std::string why;
@@ -280,7 +300,10 @@ int Compare(int argc, char** argv) {
         absent.push_back({"cxl", "node " + std::to_string(n) + ": " + mm.status().ToString()});
         continue;
       }
-      for (auto& row : RunPatterns(buf, cfg.local_bytes, cfg.reps, "cxl", n, [] {})) rows.push_back(row);
+      std::string cerr;
+      auto cxl_rows = RunPatterns(buf, cfg.local_bytes, cfg.reps, "cxl", n, [] {}, true, &cerr);
+      if (cxl_rows.empty()) absent.push_back({"cxl", "node " + std::to_string(n) + ": " + cerr});
+      for (auto& row : cxl_rows) rows.push_back(row);
     }
     (void)r.Free(buf);
     (void)r.Stop();
