@@ -450,8 +450,13 @@ Span* HeapCore::AllocSpan(int cls) {
 void HeapCore::FreeSpan(Span* s) {
   const size_t bytes = static_cast<size_t>(s->granules) * kGranule;
   (void)GlobalSpanMap().Set(s->start, s->granules, nullptr);
-  // Drop the contents before the granules can be handed out again.
-  (void)os::Discard(s->start, bytes);
+  // Drop the contents before the granules can be handed out again. Through the runtime, not a
+  // bare madvise: pages of the span that sit on the remote tier must forget their server copy,
+  // or the next touch would bring the old contents back instead of a fresh page.
+  {
+    RuntimeCall scope;
+    (void)rt_->DiscardPages(s->start, bytes);
+  }
   Segment* release = nullptr;
   {
     std::lock_guard<std::mutex> lock(page_mu_);

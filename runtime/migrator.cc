@@ -48,12 +48,19 @@ Status Migrator::Start() {
     DetectPebs(&stats_.pebs);
   }
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
+  // Under the preload library, the policy thread stays off unless asked for
+  // (TIERMEM_SAMPLE_MODE=faults): with it, a program whose threads free each other's blocks
+  // while pages are demoted to the remote tier was seen to read corrupt data (about 1 run in
+  // 20 of tests/preload/cross_thread.cc at TIERMEM_DRAM_LIMIT=16M; not yet understood). The DRAM
+  // budget is still kept by placement: the heap puts new memory on the remote tier when DRAM
+  // is at its limit.
+  if (mode == "auto" && Preloaded()) mode = "off";
   if (mode == "off" || (!budgets && mode != "protect")) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = "off";
     return Status::Ok();
   }
-  if (mode == "auto") mode = Preloaded() ? "faults" : "protect";
+  if (mode == "auto") mode = "protect";
   protect_always_ = std::string(o.sample_mode) == "protect";
   if (mode == "protect") {
     Status s = ProtectTracker::Get().Install();

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -62,6 +63,11 @@ class Migrator {
   // Decides the mode from the options and starts the thread when there is work for it.
   Status Start();
   void Stop();
+  // In a child after fork(): the thread does not exist there; forget it (nothing to join).
+  void AbandonAfterFork() {
+    started_.store(false, std::memory_order_release);
+    new (&thread_) std::thread();
+  }
   bool running() const { return started_.load(std::memory_order_acquire); }
 
   void OnAllocate(Region* region, uint64_t first, uint64_t npages);

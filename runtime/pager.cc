@@ -4,6 +4,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <sched.h>
+
+#include <new>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -159,7 +162,56 @@ Status Pager::Init(PagerConfig config) {
   return Status::Ok();
 }
 
+void Pager::PrepareFork(Region* regions, int nregions) {
+  io_mu_.lock();  // no eviction runs across the fork
+  if (forked_child_) {
+    slots_mu_.lock();
+    return;
+  }
+  // The child gets no fault handler and no userfaultfd registration (its evicted pages would
+  // read as zeros), so every remote page comes back before the fork. Cheap when nothing is
+  // remote: the scan stops at each region's high-water mark.
+  for (int r = 0; r < nregions; ++r) {
+    Region& region = regions[r];
+    const uint64_t hw = region.high_water();
+    for (uint64_t i = 0; i < hw; ++i) {
+      uint8_t st = region.record(i).state.load(std::memory_order_acquire);
+      if (st != S(PageState::kRemote) && st != S(PageState::kInFlight)) continue;
+      uint64_t j = i;
+      while (j < hw && region.record(j).state.load(std::memory_order_acquire) !=
+                           S(PageState::kLocal) &&
+             region.record(j).state.load(std::memory_order_acquire) != S(PageState::kFree)) {
+        ++j;
+      }
+      auto got = FetchBackLocked(region, i, j - i);
+      if (!got.ok()) Fatal(region.PageAddress(i), got.status());
+      // Pages the fault handler is installing right now (kInFlight) finish on their own.
+      for (uint64_t k = i; k < j; ++k) {
+        while (region.record(k).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
+          sched_yield();
+        }
+      }
+      i = j;
+    }
+  }
+  slots_mu_.lock();
+}
+
+void Pager::AfterFork(bool child) {
+  if (child) forked_child_ = true;
+  slots_mu_.unlock();
+  io_mu_.unlock();
+}
+
 Pager::~Pager() {
+  if (forked_child_) {
+    // The fault thread and the server connections belong to the parent: the thread does not
+    // exist here, and a goodbye on the shared sockets would end the parent's session.
+    new (&thread_) std::thread();
+    (void)io_.release();
+    (void)fault_.release();
+    return;
+  }
   if (thread_.joinable()) {
     uint64_t one = 1;
     (void)!write(stop_fd_, &one, sizeof(one));
@@ -236,6 +288,7 @@ void Pager::GiveSlot(uint64_t slot) {
 }
 
 Status Pager::AdoptRemote(Region& region, uint64_t first, uint64_t n) {
+  if (forked_child_) return Unavailable(kForkedMessage);
   TIERMEM_RETURN_IF_ERROR(Register(region.PageAddress(first), n * kPage));
   for (uint64_t i = first; i < first + n; ++i) {
     PageRecord& r = region.record(i);
@@ -248,6 +301,7 @@ Status Pager::AdoptRemote(Region& region, uint64_t first, uint64_t n) {
 
 StatusOr<uint64_t> Pager::Evict(Region& region, uint64_t first, uint64_t n) {
   std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) return Unavailable(kForkedMessage);
   char* base = region.PageAddress(first);
   TIERMEM_RETURN_IF_ERROR(Register(base, n * kPage));
   uint64_t became_remote = 0;
@@ -364,6 +418,11 @@ StatusOr<uint64_t> Pager::Evict(Region& region, uint64_t first, uint64_t n) {
 
 StatusOr<uint64_t> Pager::FetchBack(Region& region, uint64_t first, uint64_t n) {
   std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) return Unavailable(kForkedMessage);
+  return FetchBackLocked(region, first, n);
+}
+
+StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64_t n) {
   void* mem = mmap(nullptr, kBatch * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return ErrnoToStatus(errno, "mmap staging buffer");
   auto* staging = static_cast<char*>(mem);
@@ -421,10 +480,45 @@ StatusOr<uint64_t> Pager::FetchBack(Region& region, uint64_t first, uint64_t n) 
   return fetched;
 }
 
+void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
+  std::lock_guard<std::mutex> io_lock(io_mu_);  // no eviction of these pages meanwhile
+  for (uint64_t i = first; i < first + n; ++i) {
+    while (region.record(i).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
+      sched_yield();  // a fault being served by the handler thread
+    }
+  }
+  // Drop first, then forget the server copies: a touch in between faults (missing) on a page
+  // that is still kRemote and would read the old copy; the caller owns these pages and does not
+  // touch them while discarding.
+  madvise(region.PageAddress(first), n * kPage, MADV_DONTNEED);
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region.record(i);
+    uint32_t slot1 = rec.remote_slot.exchange(0, std::memory_order_relaxed);
+    if (slot1 != 0) GiveSlot(slot1 - 1);
+    rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    if (rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+    }
+  }
+}
+
 void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
   // Wait for an eviction in progress (it holds io_mu_ from claim to drop): otherwise it could
   // drop pages after this run was freed and handed out again, losing the new owner's data.
   std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) {  // nothing of this process is on the server; the range is not registered
+    madvise(region.PageAddress(first), n * kPage, MADV_DONTNEED);
+    for (uint64_t i = first; i < first + n; ++i) region.record(i).remote_slot.store(0);
+    return;
+  }
+  // A fault on this run may still be in flight in the handler thread (which never takes io_mu_):
+  // let it install and mark the page before the run changes hands, or its late "local" mark and
+  // write-protect would land on the next owner's page.
+  for (uint64_t i = first; i < first + n; ++i) {
+    while (region.record(i).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
+      sched_yield();
+    }
+  }
   bool any = false;
   for (uint64_t i = first; i < first + n; ++i) {
     PageRecord& rec = region.record(i);
@@ -528,6 +622,11 @@ void Pager::FaultLoop() {
         if (!mine && rec.state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
           continue;  // ours in this batch, or an evictor's or fetcher's: they wake it
         }
+        // The page was dropped here (the heap returns empty spans with MADV_DONTNEED) or never
+        // touched: it becomes a zero page that is not write-protected, so whatever copy the
+        // server holds is no longer current. Without clearing the flag, the next eviction
+        // would skip the write and a later fault would bring back stale data.
+        if (mine) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
         UffdZero(uffd_, addr);
         if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
         Wake(addr, kPage);

@@ -85,6 +85,16 @@ class Pager {
   // A run is being freed: its slots return to the pool, its pages are dropped, the range is no
   // longer registered. Call before Region::ReleaseRun.
   void OnFree(Region& region, uint64_t first, uint64_t n);
+  // The pages of a live run are dropped (the heap recycles a span): like OnFree, but the range
+  // stays registered and allocated. The next touch gives a zero page, never the server's copy.
+  void OnDiscard(Region& region, uint64_t first, uint64_t n);
+
+  // fork(): PrepareFork (from the runtime's atfork prepare handler) stops evictions and brings
+  // every remote page back, because the child has no fault handler; AfterFork releases. In the
+  // child the remote tier is then unavailable (Evict/AdoptRemote/FetchBack say so).
+  void PrepareFork(Region* regions, int nregions);
+  void AfterFork(bool child);
+  bool forked_child() const { return forked_child_; }
 
   PagerStats stats() const;
   const std::string& server() const { return server_; }
@@ -105,6 +115,11 @@ class Pager {
   const remote::SlotRange* RangeOf(uint64_t slot) const;  // caller holds slots_mu_
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
+  StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
+  static constexpr const char* kForkedMessage =
+      "the remote tier is not available in a child process (fork): its fault handler and server "
+      "connection belong to the parent";
+  bool forked_child_ = false;
 
   PagerConfig config_;
   std::string server_;

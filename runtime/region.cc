@@ -37,6 +37,7 @@ Status Region::Init(size_t bytes) {
   prev_ = next_ + npages;
   for (uint32_t& h : heads_) h = kNil;
   free_pages_ = 0;
+  high_water_.store(0, std::memory_order_relaxed);
   PushFree(0, npages_);
   return Status::Ok();
 }
@@ -101,6 +102,9 @@ uint64_t Region::AllocRun(uint64_t npages) {
   RemoveFree(found);
   if (len > npages) PushFree(found + npages, len - npages);
   tag_[found] = static_cast<uint32_t>(npages);
+  if (found + npages > high_water_.load(std::memory_order_relaxed)) {
+    high_water_.store(found + npages, std::memory_order_release);
+  }
   for (uint64_t i = found; i < found + npages; ++i) {
     PageRecord& r = records_[i];
     r.flags.store(0, std::memory_order_relaxed);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -63,6 +64,13 @@ class Region {
   // The head of the live run containing page `index`, or kNoRun.
   uint64_t RunHeadOf(uint64_t index) const;
 
+  // One past the highest page ever handed out: pages at or beyond it were never allocated.
+  uint64_t high_water() const { return high_water_.load(std::memory_order_acquire); }
+  // fork(): the runtime's atfork handlers hold every region's lock across the fork, so the child
+  // never inherits a lock taken by a thread that does not exist there.
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork() { mu_.unlock(); }
+
   uint64_t free_pages() const;
   uint64_t largest_free_run() const;
 
@@ -88,6 +96,7 @@ class Region {
   uint32_t* prev_ = nullptr;
   uint32_t heads_[kBuckets];
   uint64_t free_pages_ = 0;
+  std::atomic<uint64_t> high_water_{0};
   mutable std::mutex mu_;
 };
 

@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "runtime/migrator.h"
 #include "runtime/os/os.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/runtime_thread.h"
 #include "runtime/topology_internal.h"
 
 namespace tiermem {
@@ -78,7 +80,74 @@ class Runtime::Impl::PageResource final : public std::pmr::memory_resource {
   Tier tier_;
 };
 
-Runtime::Impl::~Impl() { Stop().IgnoreError(); }
+namespace {
+// Live runtimes, for the fork handlers. Plain array + mutex: no allocation.
+std::mutex g_live_mu;
+Runtime::Impl* g_live[16];
+
+void ForkPrepare() {
+  g_live_mu.lock();
+  for (Runtime::Impl* rt : g_live) {
+    if (rt != nullptr) rt->PrepareFork();
+  }
+}
+void ForkParent() {
+  for (Runtime::Impl* rt : g_live) {
+    if (rt != nullptr) rt->AfterFork(false);
+  }
+  g_live_mu.unlock();
+}
+void ForkChild() {
+  for (Runtime::Impl* rt : g_live) {
+    if (rt != nullptr) rt->AfterFork(true);
+  }
+  g_live_mu.unlock();
+}
+
+void RegisterLive(Runtime::Impl* rt) {
+  static std::atomic<bool> atfork_done{false};
+  // Registered before any heap's handlers (heaps are created on a started runtime), so this
+  // prepare runs after the heaps have taken their locks: lock order heap -> runtime.
+  if (!atfork_done.exchange(true)) pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild);
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (Runtime::Impl*& slot : g_live) {
+    if (slot == nullptr) {
+      slot = rt;
+      return;
+    }
+  }
+  TM_LOG_WARN("more than 16 live runtimes: fork() in this process will not bring remote pages "
+              "back for the newest");
+}
+
+void UnregisterLive(Runtime::Impl* rt) {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (Runtime::Impl*& slot : g_live) {
+    if (slot == rt) slot = nullptr;
+  }
+}
+}  // namespace
+
+void Runtime::Impl::PrepareFork() {
+  RuntimeCallScope scope;  // our allocations here must not go to the heap (its locks are held)
+  if (pager_) pager_->PrepareFork(regions_.data(), nregions_.load(std::memory_order_acquire));
+  grow_mu_.lock();
+  int n = nregions_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) regions_[i].LockForFork();
+}
+
+void Runtime::Impl::AfterFork(bool child) {
+  int n = nregions_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) regions_[i].UnlockAfterFork();
+  grow_mu_.unlock();
+  if (pager_) pager_->AfterFork(child);
+  if (child && migrator_) migrator_->AbandonAfterFork();
+}
+
+Runtime::Impl::~Impl() {
+  Stop().IgnoreError();
+  UnregisterLive(this);
+}
 
 Status Runtime::Impl::Init(const Options& o) {
   page_size_ = os::PageSize();
@@ -141,6 +210,7 @@ Status Runtime::Impl::Init(const Options& o) {
     }
   }
   running_.store(true, std::memory_order_release);
+  RegisterLive(this);
   for (int t = 0; t <= kNumTiers; ++t) {
     page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
   }
@@ -229,7 +299,7 @@ Status Runtime::Impl::Stop() {
 
 bool Runtime::Impl::HasTier(Tier tier) const {
   if (tier == Tier::kAuto) return true;
-  if (tier == Tier::kRemote) return pager_ != nullptr;
+  if (tier == Tier::kRemote) return pager_ != nullptr && !pager_->forked_child();
   return !tier_nodes_[Index(tier)].empty();
 }
 
@@ -257,6 +327,9 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
     for (Tier t : {Tier::kDram, Tier::kCxl}) {
       if (HasTier(t) && fits(t)) return t;
     }
+    // A child after fork() has lost the remote tier that kept the parent within its budgets;
+    // the budget is the policy's, not the machine's, so the child runs over it in DRAM.
+    if (pager_ && pager_->forked_child()) return Tier::kDram;
     return ResourceExhausted("every tier is at its limit (TIERMEM_DRAM_LIMIT/TIERMEM_CXL_LIMIT)");
   }
   if (static_cast<int>(asked) >= kNumTiers) return InvalidArgument("invalid tier value");
@@ -363,6 +436,20 @@ Status Runtime::Impl::Free(void* ptr) {
   if (rc != 0) TM_LOG_WARN("Free: madvise(DONTNEED) failed: %s", strerror(-rc));
   region->ReleaseRun(first, len);
   return Status::Ok();
+}
+
+Status Runtime::Impl::DiscardPages(void* p, size_t bytes) {
+  Region* region = RegionOf(p);
+  if (region == nullptr || bytes == 0 || reinterpret_cast<uintptr_t>(p) % page_size_ != 0 ||
+      bytes % page_size_ != 0) {
+    return InvalidArgument("DiscardPages: not whole pages of tiermem's managed memory");
+  }
+  if (pager_) {
+    pager_->OnDiscard(*region, region->PageIndex(p), bytes / page_size_);
+    return Status::Ok();
+  }
+  int rc = os::Discard(p, bytes);
+  return rc == 0 ? Status::Ok() : ErrnoToStatus(-rc, "madvise(DONTNEED)");
 }
 
 StatusOr<size_t> Runtime::Impl::AllocationSize(const void* ptr) const {

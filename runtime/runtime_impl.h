@@ -24,6 +24,13 @@ class Runtime::Impl {
  public:
   static constexpr int kMaxRegions = 256;
 
+  // fork(): handlers installed once per process (pthread_atfork) act on every live runtime.
+  // Prepare stops evictions and brings remote pages back (the child has no fault handler), and
+  // holds the runtime's own locks across the fork; the child then runs without a policy thread
+  // and without the remote tier.
+  void PrepareFork();
+  void AfterFork(bool child);
+
   Impl() = default;
   ~Impl();
 
@@ -44,6 +51,10 @@ class Runtime::Impl {
 
   // --- for the project's own layers ---
   const OptionValues& options() const { return opts_; }
+  // Drops the contents of [p, p+bytes) inside a live allocation, like MADV_DONTNEED: the next
+  // touch sees a zero page. Pages on the remote tier forget their server copy. For the heap,
+  // which recycles spans inside a run it keeps.
+  Status DiscardPages(void* p, size_t bytes);
   // The region holding p, or nullptr. Lock-free.
   Region* RegionOf(const void* p) const;
   // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.

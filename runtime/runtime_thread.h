@@ -11,4 +11,16 @@ using RuntimeThreadHook = void (*)();
 void SetRuntimeThreadHook(RuntimeThreadHook hook);
 void OnRuntimeThreadStart();
 
+// Brackets work the runtime does on a user's thread that must not allocate from the tiered heap
+// (the fork handlers: the heap's locks are held by then). The preload library installs hooks that
+// route the thread's allocations to glibc in between; unset, the scope does nothing.
+void SetRuntimeCallHooks(RuntimeThreadHook enter, RuntimeThreadHook leave);
+class RuntimeCallScope {
+ public:
+  RuntimeCallScope();
+  ~RuntimeCallScope();
+  RuntimeCallScope(const RuntimeCallScope&) = delete;
+  RuntimeCallScope& operator=(const RuntimeCallScope&) = delete;
+};
+
 }  // namespace tiermem

@@ -54,12 +54,16 @@ thread_local int t_starting __attribute__((tls_model("initial-exec")));
 // thread hook: they allocate from glibc, so a fault handler never faults on its own heap pages.
 thread_local int t_runtime_thread __attribute__((tls_model("initial-exec")));
 void MarkRuntimeThread() { t_runtime_thread = 1; }
+// Runtime work on a user's thread (the fork handlers) uses glibc for its own allocations.
+void EnterRuntimeCall() { ++t_runtime_thread; }
+void LeaveRuntimeCall() { --t_runtime_thread; }
 
 void PrintStats();
 
 void Start() {
   t_starting = 1;
   SetRuntimeThreadHook(&MarkRuntimeThread);
+  SetRuntimeCallHooks(&EnterRuntimeCall, &LeaveRuntimeCall);
   StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Start();
   if (!rt.ok()) {
     TM_LOG_WARN("libtiermem-preload: the runtime did not start (%s); using glibc's malloc",
