@@ -247,6 +247,22 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
               static_cast<size_t>(reinterpret_cast<uintptr_t>(p) % (2u << 20)) / 1024);
   Fill(p);
   const uint64_t sum = Checksum(p);
+  // What the pattern must sum to, computed in ordinary memory. A checksum compared only with
+  // itself across migrations would pass even if the node dropped every write.
+  std::vector<uint64_t> reference(kBytes / 8);
+  Fill(reference.data());
+  const uint64_t expected = Checksum(reference.data());
+  if (sum == expected) {
+    std::printf("DATA_ON_FAR_NODE_HOLDS=1\n");
+  } else {
+    // Seen in the cxl topology: QEMU 7.2's CXL window under TCG reads back zeros, also without
+    // tiermem (plain mbind/move_pages + memset). The memory-only node of the numa topology is
+    // ordinary RAM and must hold the data; there the checks below compare with the pattern.
+    std::printf("DATA_ON_FAR_NODE_HOLDS=0 (node %d does not return what was written: an emulator "
+                "limit in topology %s)\n", far, Topology().c_str());
+    EXPECT_NE(Topology(), "numa") << "data written to node " << far << " did not read back";
+  }
+  const bool exact = sum == expected;
 
   Tier tier = Tier::kAuto;
   bool same_tier = false;
@@ -268,6 +284,9 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
   EXPECT_EQ(counts[far], to_dram->pages_failed) << Describe(counts);
   EXPECT_TRUE(same_tier && tier == Tier::kDram);
   EXPECT_EQ(Checksum(p), sum) << "data changed by the migration to DRAM";
+  if (exact) {
+    EXPECT_EQ(Checksum(p), expected);
+  }
 
   auto back = rt.Migrate(p, kBytes, Tier::kCxl);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -278,6 +297,9 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
   counts = NodeCounts(rt, p);
   EXPECT_EQ(counts[far], kPages) << Describe(counts);
   EXPECT_EQ(Checksum(p), sum) << "data changed by the migration back";
+  if (exact) {
+    EXPECT_EQ(Checksum(p), expected);
+  }
 
   // Per-tier statistics count the same pages.
   uint64_t dram_in = 0, dram_out = 0, cxl_in = 0, cxl_out = 0;
