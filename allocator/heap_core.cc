@@ -667,10 +667,8 @@ void HeapCore::ForkPrepare() {
   MetaLock();
 }
 
-void HeapCore::ForkParent() {
-  MetaUnlock();
-  g_reg.tc_mu.unlock();
-  pthread_rwlock_unlock(&g_gate);
+// The heaps' locks taken by ForkPrepare, in reverse order, then the registry's.
+void HeapCore::UnlockHeapsAfterFork() {
   for (int s = kMaxHeaps - 1; s >= 0; --s) {
     HeapCore* h = g_reg.heaps[s].load(std::memory_order_relaxed);
     if (h == nullptr) continue;
@@ -678,6 +676,13 @@ void HeapCore::ForkParent() {
     for (int c = kNumClasses - 1; c >= 0; --c) h->central_[c].mu.unlock();
   }
   g_reg.mu.unlock();
+}
+
+void HeapCore::ForkParent() {
+  MetaUnlock();
+  g_reg.tc_mu.unlock();
+  pthread_rwlock_unlock(&g_gate);
+  UnlockHeapsAfterFork();
 }
 
 void HeapCore::ForkChild() {
@@ -689,13 +694,7 @@ void HeapCore::ForkChild() {
   MetaUnlock();
   g_reg.tc_mu.unlock();
   memcpy(static_cast<void*>(&g_gate), &kFresh, sizeof(kFresh));
-  for (int s = kMaxHeaps - 1; s >= 0; --s) {
-    HeapCore* h = g_reg.heaps[s].load(std::memory_order_relaxed);
-    if (h == nullptr) continue;
-    h->page_mu_.unlock();
-    for (int c = kNumClasses - 1; c >= 0; --c) h->central_[c].mu.unlock();
-  }
-  g_reg.mu.unlock();
+  UnlockHeapsAfterFork();
 }
 
 }  // namespace tiermem::alloc

@@ -102,6 +102,7 @@ class HeapCore {
   // fork(): lock everything before, unlock after (in parent and child). Registered once.
   static void ForkPrepare();
   static void ForkParent();
+  static void UnlockHeapsAfterFork();
   static void ForkChild();
 
   // Flushes the calling thread's caches of every heap to the central lists (thread exit, tests).

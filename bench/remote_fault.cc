@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/remote/transport.h"
+#include "bench/compare_util.h"
 #include "bench/subcommands.h"
 #include "runtime/pager.h"
 #include "runtime/runtime_impl.h"
@@ -39,13 +40,6 @@ constexpr size_t kPage = 4096;
 
 double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
-  return v[i];
-}
-
 void Fill(uint8_t* p, uint64_t page) {
   auto* w = reinterpret_cast<uint64_t*>(p);
   for (size_t i = 0; i < kPage / 8; ++i) w[i] = page * 0x9E3779B97F4A7C15ull + i;
@@ -58,21 +52,6 @@ bool Check(const uint8_t* p, uint64_t page) {
   return true;
 }
 
-std::string FindMemd(const char* argv0) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    self[n] = 0;
-    std::string dir(self);
-    dir = dir.substr(0, dir.rfind('/'));
-    for (const char* rel : {"/../tools/memd/tiermem-memd", "/tiermem-memd"}) {
-      std::string p = dir + rel;
-      if (access(p.c_str(), X_OK) == 0) return p;
-    }
-  }
-  (void)argv0;
-  return "tiermem-memd";  // from PATH
-}
 
 struct Memd {
   pid_t pid = -1;
@@ -188,7 +167,7 @@ int RemoteFault(int argc, char** argv) {
   if (!server.empty()) {
     url = (server.find("://") == std::string::npos ? transport + "://" : "") + server;
   } else {
-    if (memd_path.empty()) memd_path = FindMemd(argv[0]);
+    if (memd_path.empty()) memd_path = MemdBinary();
     uint64_t capacity = (uint64_t(pages) + 65536 + 16384 * 2) * kPage * 2;
     if (!StartMemd(memd_path, host, capacity, transport, token, &memd)) {
       fprintf(stderr, "tiermem-bench remote-fault: could not start %s on %s\n", memd_path.c_str(), host.c_str());

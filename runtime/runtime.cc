@@ -9,6 +9,7 @@
 #include "runtime/log.h"
 #include "runtime/migrator.h"
 #include "runtime/os/os.h"
+#include "runtime/runtime_fork.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/runtime_thread.h"
 #include "runtime/topology_internal.h"
@@ -80,73 +81,9 @@ class Runtime::Impl::PageResource final : public std::pmr::memory_resource {
   Tier tier_;
 };
 
-namespace {
-// Live runtimes, for the fork handlers. Plain array + mutex: no allocation.
-std::mutex g_live_mu;
-Runtime::Impl* g_live[16];
-
-void ForkPrepare() {
-  g_live_mu.lock();
-  for (Runtime::Impl* rt : g_live) {
-    if (rt != nullptr) rt->PrepareFork();
-  }
-}
-void ForkParent() {
-  for (Runtime::Impl* rt : g_live) {
-    if (rt != nullptr) rt->AfterFork(false);
-  }
-  g_live_mu.unlock();
-}
-void ForkChild() {
-  for (Runtime::Impl* rt : g_live) {
-    if (rt != nullptr) rt->AfterFork(true);
-  }
-  g_live_mu.unlock();
-}
-
-void RegisterLive(Runtime::Impl* rt) {
-  static std::atomic<bool> atfork_done{false};
-  // Registered before any heap's handlers (heaps are created on a started runtime), so this
-  // prepare runs after the heaps have taken their locks: lock order heap -> runtime.
-  if (!atfork_done.exchange(true)) pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild);
-  std::lock_guard<std::mutex> lock(g_live_mu);
-  for (Runtime::Impl*& slot : g_live) {
-    if (slot == nullptr) {
-      slot = rt;
-      return;
-    }
-  }
-  TM_LOG_WARN("more than 16 live runtimes: fork() in this process will not bring remote pages "
-              "back for the newest");
-}
-
-void UnregisterLive(Runtime::Impl* rt) {
-  std::lock_guard<std::mutex> lock(g_live_mu);
-  for (Runtime::Impl*& slot : g_live) {
-    if (slot == rt) slot = nullptr;
-  }
-}
-}  // namespace
-
-void Runtime::Impl::PrepareFork() {
-  RuntimeCallScope scope;  // our allocations here must not go to the heap (its locks are held)
-  if (pager_) pager_->PrepareFork(regions_.data(), nregions_.load(std::memory_order_acquire));
-  grow_mu_.lock();
-  int n = nregions_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) regions_[i].LockForFork();
-}
-
-void Runtime::Impl::AfterFork(bool child) {
-  int n = nregions_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) regions_[i].UnlockAfterFork();
-  grow_mu_.unlock();
-  if (pager_) pager_->AfterFork(child);
-  if (child && migrator_) migrator_->AbandonAfterFork();
-}
-
 Runtime::Impl::~Impl() {
   Stop().IgnoreError();
-  UnregisterLive(this);
+  internal::UnregisterLiveRuntime(this);
 }
 
 Status Runtime::Impl::Init(const Options& o) {
@@ -210,7 +147,7 @@ Status Runtime::Impl::Init(const Options& o) {
     }
   }
   running_.store(true, std::memory_order_release);
-  RegisterLive(this);
+  internal::RegisterLiveRuntime(this);
   for (int t = 0; t <= kNumTiers; ++t) {
     page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
   }

@@ -191,10 +191,13 @@ TEST(HeapStressTest, EightThreadsMixedEntryPointsCrossThreadFreesContentChecked)
   EXPECT_EQ(failed.load(), 0u);
   EXPECT_EQ(done_ops.load(), ops * kThreads);
   // Every block is back: no page runs left, and the spans shrank to the churn reserve plus
-  // what the main thread's own (empty) cache holds.
+  // what the central lists keep: each class's central store holds up to 512 KiB of free blocks
+  // (HeapCore's max_slots), and those blocks keep their spans. Without that term the bound was
+  // exceeded by a few MiB in about 1 run in 5, depending on which thread freed last.
   EXPECT_EQ((*heap)->Usage().large_count, 0u);
   alloc::HeapCore::FlushThreadCaches();
-  EXPECT_LE((*heap)->Usage().span_bytes, 2 * alloc::kNumClasses * alloc::kGranule * 16);
+  EXPECT_LE((*heap)->Usage().span_bytes,
+            2 * alloc::kNumClasses * alloc::kGranule * 16 + alloc::kNumClasses * (512u << 10));
 }
 
 }  // namespace
