@@ -10,15 +10,9 @@
 #include "runtime/region.h"
 #include "runtime/runtime_impl.h"
 
-// The preload library is loaded at start-up, so its thread-locals can use the static TLS block
-// (no __tls_get_addr call on the fast path). libtiermem.so may be dlopen'ed: default model there.
-#if defined(TIERMEM_PRELOAD_BUILD)
-#define TM_TLS __attribute__((tls_model("initial-exec")))
-#else
-#define TM_TLS
-#endif
-
 namespace tiermem::alloc {
+
+constinit thread_local ThreadState t_thread TM_TLS;
 
 struct Segment {
   char* run = nullptr;   // what the runtime returned (Free takes this)
@@ -33,12 +27,6 @@ constexpr int kSegmentGranules = 64;  // 4 MiB of spans per segment
 constexpr size_t kSegmentBytes = kSegmentGranules * kGranule;
 constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
 
-// Thread state. Plain zero-initialised thread-locals: no TLS constructor, usable inside malloc.
-thread_local HeapCore::ThreadCache* t_cache[kMaxHeaps] TM_TLS;
-thread_local uint8_t t_exiting TM_TLS;  // the pthread key destructor ran: no caching any more
-thread_local uint8_t t_key_set TM_TLS;
-thread_local int t_in_runtime TM_TLS;
-
 // Serialises calls into the runtime against fork (readers: heap calls; writer: ForkPrepare), so
 // a child never inherits a runtime lock held by a thread that does not exist there.
 constinit pthread_rwlock_t g_gate = PTHREAD_RWLOCK_INITIALIZER;
@@ -46,12 +34,12 @@ constinit pthread_rwlock_t g_gate = PTHREAD_RWLOCK_INITIALIZER;
 class RuntimeCall {
  public:
   RuntimeCall() {
-    ++t_in_runtime;
+    ++t_thread.bypass;
     pthread_rwlock_rdlock(&g_gate);
   }
   ~RuntimeCall() {
     pthread_rwlock_unlock(&g_gate);
-    --t_in_runtime;
+    --t_thread.bypass;
   }
 };
 
@@ -75,7 +63,7 @@ struct HeapRegistry {
   std::atomic<HeapCore*> heaps[kMaxHeaps];
   uint32_t gens[kMaxHeaps];
   std::mutex tc_mu;  // free thread caches
-  HeapCore::ThreadCache* free_tcs;
+  ThreadCache* free_tcs;
   std::atomic<bool> key_ready;
   pthread_key_t key;
 };
@@ -83,7 +71,7 @@ namespace {
 constinit HeapRegistry g_reg{};
 
 void ThreadExit(void*) {
-  t_exiting = 1;
+  t_thread.exiting = 1;
   HeapCore::FlushThreadCaches();
 }
 
@@ -98,8 +86,6 @@ void EnsureKey() {
 }
 
 }  // namespace
-
-bool InRuntimeCall() { return t_in_runtime != 0; }
 
 // ---------------------------------------------------------------- creation
 
@@ -137,11 +123,11 @@ void HeapCore::Destroy() {
     ++g_reg.gens[slot_];
   }
   // This thread's cache of the slot is stale now; drop it (other threads drop theirs lazily).
-  if (t_cache[slot_] != nullptr) {
+  if (t_thread.cache[slot_] != nullptr) {
     std::lock_guard<std::mutex> lock(g_reg.tc_mu);
-    t_cache[slot_]->next_free = g_reg.free_tcs;
-    g_reg.free_tcs = t_cache[slot_];
-    t_cache[slot_] = nullptr;
+    t_thread.cache[slot_]->next_free = g_reg.free_tcs;
+    g_reg.free_tcs = t_thread.cache[slot_];
+    t_thread.cache[slot_] = nullptr;
   }
   std::lock_guard<std::mutex> lock(page_mu_);
   for (Segment* s = segments_; s != nullptr; s = s->next) {
@@ -160,9 +146,9 @@ void HeapCore::Destroy() {
 
 // ---------------------------------------------------------------- thread caches
 
-HeapCore::ThreadCache* HeapCore::SlowCache() {
-  if (t_exiting) return nullptr;
-  ThreadCache* tc = t_cache[slot_];
+ThreadCache* HeapCore::SlowCache() {
+  if (t_thread.exiting) return nullptr;
+  ThreadCache* tc = t_thread.cache[slot_];
   if (tc != nullptr) {
     // A cache left from a destroyed heap that had this slot: its blocks are gone with it.
     memset(tc->cls, 0, sizeof(tc->cls));
@@ -183,17 +169,17 @@ HeapCore::ThreadCache* HeapCore::SlowCache() {
     tc->cls[c].max = by_bytes < m ? by_bytes : m;
   }
   tc->gen = gen_;
-  t_cache[slot_] = tc;
-  if (!t_key_set && g_reg.key_ready.load(std::memory_order_acquire)) {
+  t_thread.cache[slot_] = tc;
+  if (!t_thread.key_set && g_reg.key_ready.load(std::memory_order_acquire)) {
     // Set after t_cache so that a malloc inside pthread_setspecific finds the cache.
-    t_key_set = 1;
+    t_thread.key_set = 1;
     pthread_setspecific(g_reg.key, &g_reg);
   }
   return tc;
 }
 
-inline HeapCore::ThreadCache* HeapCore::Cache() {
-  ThreadCache* tc = t_cache[slot_];
+inline ThreadCache* HeapCore::Cache() {
+  ThreadCache* tc = t_thread.cache[slot_];
   if (__builtin_expect(tc != nullptr && tc->gen == gen_, 1)) return tc;
   return SlowCache();
 }
@@ -216,9 +202,9 @@ void HeapCore::FlushCache(ThreadCache* tc) {
 
 void HeapCore::FlushThreadCaches() {
   for (int s = 0; s < kMaxHeaps; ++s) {
-    ThreadCache* tc = t_cache[s];
+    ThreadCache* tc = t_thread.cache[s];
     if (tc == nullptr) continue;
-    t_cache[s] = nullptr;
+    t_thread.cache[s] = nullptr;
     HeapCore* h = g_reg.heaps[s].load(std::memory_order_acquire);
     if (h != nullptr && h->gen_ == tc->gen) h->FlushCache(tc);
     std::lock_guard<std::mutex> lock(g_reg.tc_mu);
@@ -428,6 +414,8 @@ Span* HeapCore::AllocSpan(int cls) {
       s->cls = cls;
       s->granules = k;
       s->heap = this;
+      s->heap_slot = slot_;
+      s->heap_gen = gen_;
       s->segment = seg;
       s->first_granule = g;
       if (!GlobalSpanMap().Set(s->start, k, s)) {

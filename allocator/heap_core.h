@@ -45,6 +45,8 @@ struct Span {
   int cls = 0;
   uint32_t granules = 0;
   HeapCore* heap = nullptr;
+  int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
+  uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
   Segment* segment = nullptr;
   uint32_t first_granule = 0;
   // Guarded by the central list lock of `cls`.
@@ -68,8 +70,41 @@ struct HeapStats {
   uint64_t large_count = 0;
 };
 
-// True on a thread while the heap is inside a runtime call (see the header comment).
-bool InRuntimeCall();
+// The preload library is loaded at start-up, so its thread-locals can use the static TLS block
+// (no __tls_get_addr call on the fast path). libtiermem.so may be dlopen'ed: default model there.
+#if defined(TIERMEM_PRELOAD_BUILD)
+#define TM_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define TM_TLS
+#endif
+
+// Per-thread heap state, one zero-initialised thread-local (no TLS constructor, usable inside
+// malloc): the fast paths read `cache` and `bypass` from the same few cache lines.
+struct ThreadCache;
+struct ThreadState {
+  ThreadCache* cache[kMaxHeaps];
+  // > 0 while this thread must not enter the heap: inside a runtime call made by the heap, and
+  // (preload library) on the runtime's own threads and while the runtime starts.
+  int bypass;
+  uint8_t exiting;  // the pthread key destructor ran: no caching any more
+  uint8_t key_set;
+};
+extern constinit thread_local ThreadState t_thread TM_TLS;
+
+// True on a thread that must not enter the heap (see ThreadState::bypass).
+inline bool InRuntimeCall() { return t_thread.bypass != 0; }
+
+// Per thread, per heap: a singly linked free list per class (see heap_core.cc).
+struct ClassCache {
+  void* head;
+  uint32_t count;
+  uint32_t max;
+};
+struct ThreadCache {
+  uint32_t gen;  // the generation of the heap slot this cache belongs to
+  ThreadCache* next_free;
+  ClassCache cls[kNumClasses];
+};
 
 class HeapCore {
  public:
@@ -88,7 +123,9 @@ class HeapCore {
   // not one (nothing is done then).
   static bool FreeAny(void* p, Runtime::Impl* rt);
   // Frees p, a small block whose span the caller looked up (GlobalSpanMap().Lookup(p)).
-  static void FreeInSpan(Span* span, void* p) { span->heap->FreeSmall(span, p); }
+  static void FreeInSpan(Span* span, void* p) {
+    if (!TryFreeFast(span, p)) span->heap->FreeSmall(span, p);
+  }
   // Usable bytes from p to the end of its block; 0 when p is not a heap block.
   static size_t UsableSizeAny(const void* p, Runtime::Impl* rt);
   // Whether p lies in a block of this heap (small), or in a page run of this heap's runtime.
@@ -108,17 +145,32 @@ class HeapCore {
   // Flushes the calling thread's caches of every heap to the central lists (thread exit, tests).
   static void FlushThreadCaches();
 
-  // --- internals shared with the inline fast paths ---
-  struct ClassCache {
-    void* head;
-    uint32_t count;
-    uint32_t max;
-  };
-  struct ThreadCache {
-    ClassCache cls[kNumClasses];
-    uint32_t gen;
-    ThreadCache* next_free;
-  };
+  // Inline fast paths (the preload library's malloc and free): pop from / push to this
+  // thread's cache. They return nullptr / false when the slow path must run (no cache yet, a
+  // stale cache, an empty list); the caller then calls Malloc / FreeInSpan. The caller checks
+  // InRuntimeCall() first.
+  void* TryMallocFast(size_t size) {  // size <= kMaxSmall
+    ThreadCache* tc = t_thread.cache[slot_];
+    if (__builtin_expect(tc == nullptr || tc->gen != gen_, 0)) return nullptr;
+    ClassCache& cc = tc->cls[SizeClass(size)];
+    void* p = cc.head;
+    if (__builtin_expect(p != nullptr, 1)) {
+      cc.head = *static_cast<void**>(p);
+      --cc.count;
+    }
+    return p;
+  }
+  static bool TryFreeFast(Span* span, void* p) {
+    ThreadCache* tc = t_thread.cache[span->heap_slot];
+    if (__builtin_expect(tc == nullptr || tc->gen != span->heap_gen, 0)) return false;
+    p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
+    const int cls = span->cls;
+    ClassCache& cc = tc->cls[cls];
+    *static_cast<void**>(p) = cc.head;
+    cc.head = p;
+    if (__builtin_expect(++cc.count > cc.max, 0)) span->heap->FlushClass(&cc, cls, BatchSize(cls));
+    return true;
+  }
 
  private:
   struct Batch {

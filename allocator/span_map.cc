@@ -4,11 +4,7 @@
 
 namespace tiermem::alloc {
 
-namespace {
 constinit SpanMap g_span_map;
-}  // namespace
-
-SpanMap& GlobalSpanMap() { return g_span_map; }
 
 SpanMap::Leaf* SpanMap::GetLeaf(uintptr_t top_index) {
   Leaf* leaf = top_[top_index].load(std::memory_order_acquire);

@@ -39,7 +39,9 @@ class SpanMap {
   std::atomic<Leaf*> top_[1u << kTopBits] = {};
 };
 
-// The process-wide map (constant-initialised, usable before any constructor runs).
-SpanMap& GlobalSpanMap();
+// The process-wide map (constant-initialised, usable before any constructor runs). Inline so
+// free's lookup is no call away.
+extern constinit SpanMap g_span_map;
+inline SpanMap& GlobalSpanMap() { return g_span_map; }
 
 }  // namespace tiermem::alloc

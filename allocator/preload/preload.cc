@@ -47,21 +47,26 @@ using alloc::HeapCore;
 enum State : int { kUninit = 0, kStarting = 1, kReady = 2, kFailed = 3 };
 constinit std::atomic<int> g_state{kUninit};
 constinit HeapCore* g_heap = nullptr;
+// g_heap once the state is kReady (the fast paths read only this).
+constinit std::atomic<HeapCore*> g_ready_heap{nullptr};
 constinit Runtime::Impl* g_rt = nullptr;
 alignas(HeapCore) unsigned char g_heap_storage[sizeof(HeapCore)];
-thread_local int t_starting __attribute__((tls_model("initial-exec")));
-// Set on the runtime's own threads (pager fault handler, policy thread) through the runtime's
-// thread hook: they allocate from glibc, so a fault handler never faults on its own heap pages.
-thread_local int t_runtime_thread __attribute__((tls_model("initial-exec")));
-void MarkRuntimeThread() { t_runtime_thread = 1; }
+// A thread that must use glibc has alloc::t_thread.bypass > 0 (alloc::InRuntimeCall()): the
+// heap's own runtime calls, the thread starting the runtime, and the runtime's own threads
+// (pager fault handler, policy thread; set through the runtime's thread hook, so a fault handler
+// never faults on its own heap pages). One counter: the fast paths test one thread-local.
+void MarkRuntimeThread() { ++alloc::t_thread.bypass; }
 // Runtime work on a user's thread (the fork handlers) uses glibc for its own allocations.
-void EnterRuntimeCall() { ++t_runtime_thread; }
-void LeaveRuntimeCall() { --t_runtime_thread; }
+void EnterRuntimeCall() { ++alloc::t_thread.bypass; }
+void LeaveRuntimeCall() { --alloc::t_thread.bypass; }
 
 void PrintStats();
 
 void Start() {
-  t_starting = 1;
+  struct Starting {  // this thread allocates from glibc while it starts the runtime
+    Starting() { ++alloc::t_thread.bypass; }
+    ~Starting() { --alloc::t_thread.bypass; }
+  } starting;
   SetRuntimeThreadHook(&MarkRuntimeThread);
   SetRuntimeCallHooks(&EnterRuntimeCall, &LeaveRuntimeCall);
   StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Start();
@@ -69,7 +74,6 @@ void Start() {
     TM_LOG_WARN("libtiermem-preload: the runtime did not start (%s); using glibc's malloc",
                 rt.status().ToString().c_str());
     g_state.store(kFailed, std::memory_order_release);
-    t_starting = 0;
     return;
   }
   Runtime* runtime = rt->release();  // never stopped: see the header comment
@@ -78,16 +82,15 @@ void Start() {
   if (g_heap == nullptr) {
     TM_LOG_WARN("libtiermem-preload: no heap slot; using glibc's malloc");
     g_state.store(kFailed, std::memory_order_release);
-    t_starting = 0;
     return;
   }
+  g_ready_heap.store(g_heap, std::memory_order_release);
   g_state.store(kReady, std::memory_order_release);
-  t_starting = 0;
   if (g_rt->options().stats[0] != '\0') atexit(PrintStats);
 }
 
 __attribute__((noinline)) HeapCore* SlowHeap() {
-  if (t_starting || t_runtime_thread || alloc::InRuntimeCall()) return nullptr;
+  if (alloc::InRuntimeCall()) return nullptr;
   int s = g_state.load(std::memory_order_acquire);
   if (s == kReady) return g_heap;
   if (s == kUninit && g_state.compare_exchange_strong(s, kStarting)) {
@@ -99,10 +102,8 @@ __attribute__((noinline)) HeapCore* SlowHeap() {
 
 // The heap for this call, or nullptr when this call must go to glibc.
 inline HeapCore* Heap() {
-  if (__builtin_expect(g_state.load(std::memory_order_acquire) == kReady, 1) &&
-      __builtin_expect(!alloc::InRuntimeCall() && !t_runtime_thread, 1)) {
-    return g_heap;
-  }
+  HeapCore* h = g_ready_heap.load(std::memory_order_acquire);
+  if (__builtin_expect(h != nullptr && !alloc::InRuntimeCall(), 1)) return h;
   return SlowHeap();
 }
 
@@ -121,24 +122,27 @@ size_t ForeignUsable(const void* p) {
   return (field & 2) ? size - 2 * sizeof(size_t) : size - sizeof(size_t);
 }
 
-inline void FreeImpl(void* p) {
+// Not a small block (nullptr, a page run, or glibc's).
+__attribute__((noinline)) void FreeSlow(void* p) {
   if (p == nullptr) return;
-  alloc::Span* span = alloc::GlobalSpanMap().Lookup(p);
-  // A thread inside a runtime call may hold heap locks: never re-enter the heap from there. Such
-  // frees of heap blocks do not happen in practice; leaking one is the safe answer.
-  if (__builtin_expect(span != nullptr, 1)) {
-    if (__builtin_expect(!alloc::InRuntimeCall() && !t_starting && !t_runtime_thread, 1)) {
-      HeapCore::FreeInSpan(span, p);
-    }
-    return;
-  }
   Runtime::Impl* rt = g_rt;
   if (rt == nullptr || rt->RegionOf(p) == nullptr) {
     __libc_free(p);
     return;
   }
-  if (alloc::InRuntimeCall() || t_starting || t_runtime_thread) return;
+  if (alloc::InRuntimeCall()) return;  // see FreeImpl
   (void)HeapCore::FreeAny(p, rt);
+}
+
+inline void FreeImpl(void* p) {
+  alloc::Span* span = alloc::GlobalSpanMap().Lookup(p);  // nullptr for p == nullptr
+  // A thread inside a runtime call may hold heap locks: never re-enter the heap from there. Such
+  // frees of heap blocks do not happen in practice; leaking one is the safe answer.
+  if (__builtin_expect(span != nullptr, 1)) {
+    if (__builtin_expect(!alloc::InRuntimeCall(), 1)) HeapCore::FreeInSpan(span, p);
+    return;
+  }
+  FreeSlow(p);
 }
 
 size_t UsableImpl(const void* p) {
@@ -147,9 +151,19 @@ size_t UsableImpl(const void* p) {
   return ForeignUsable(p);
 }
 
-inline void* MallocImpl(size_t n) {
+__attribute__((noinline)) void* MallocSlow(size_t n) {
   HeapCore* h = Heap();
   return h != nullptr ? h->Malloc(n) : __libc_malloc(n);
+}
+
+// The fast path pops from the thread cache without a call; anything else goes to MallocSlow.
+inline void* MallocImpl(size_t n) {
+  HeapCore* h = g_ready_heap.load(std::memory_order_acquire);
+  if (__builtin_expect(h != nullptr && n <= alloc::kMaxSmall && !alloc::InRuntimeCall(), 1)) {
+    void* p = h->TryMallocFast(n);
+    if (__builtin_expect(p != nullptr, 1)) return p;
+  }
+  return MallocSlow(n);
 }
 
 void* MemalignImpl(size_t align, size_t n) {
