@@ -84,7 +84,7 @@ void Region::RemoveFree(uint64_t first) {
   free_pages_ -= len;
 }
 
-uint64_t Region::AllocRun(uint64_t npages) {
+uint64_t Region::AllocRun(uint64_t npages, PageState initial) {
   if (npages == 0 || npages >= kNil) return kNoRun;
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t found = kNoRun;
@@ -110,7 +110,7 @@ uint64_t Region::AllocRun(uint64_t npages) {
     r.flags.store(0, std::memory_order_relaxed);
     r.heat.store(0, std::memory_order_relaxed);
     r.remote_slot.store(0, std::memory_order_relaxed);
-    r.state.store(static_cast<uint8_t>(PageState::kLocal), std::memory_order_release);
+    r.state.store(static_cast<uint8_t>(initial), std::memory_order_release);
   }
   records_[found].flags.store(kPageRunHead, std::memory_order_release);
   return found;

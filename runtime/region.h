@@ -48,8 +48,11 @@ class Region {
   PageRecord& record(uint64_t index) const { return records_[index]; }
 
   // Takes a run of `npages` pages; returns its first page index, or kNoRun when no free run is
-  // large enough. Records of the run are set to kLocal with kPageRunHead on the first page.
-  uint64_t AllocRun(uint64_t npages);
+  // large enough. Records of the run are set to `initial` (kLocal, or kRemote for a run placed
+  // on the remote tier) with kPageRunHead on the first page. A remote run is born kRemote: were
+  // it kLocal for a moment, an evictor working from a stale view of these pages could claim
+  // them, and the later store of kRemote would overwrite its claim.
+  uint64_t AllocRun(uint64_t npages, PageState initial = PageState::kLocal);
   // Freeing is two steps so a concurrent double free cannot drop pages that were handed out
   // again: DetachRun atomically checks that `first` heads a live run and takes the run away (its
   // pages stay allocated, no other DetachRun or RunLength sees it) and returns its length, or 0

@@ -290,11 +290,12 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
   return asked;
 }
 
-StatusOr<Region*> Runtime::Impl::AllocRunAnywhere(uint64_t npages, uint64_t* first) {
+StatusOr<Region*> Runtime::Impl::AllocRunAnywhere(uint64_t npages, PageState initial,
+                                                  uint64_t* first) {
   for (;;) {
     int n = nregions_.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) {
-      uint64_t f = regions_[i].AllocRun(npages);
+      uint64_t f = regions_[i].AllocRun(npages, initial);
       if (f != Region::kNoRun) {
         *first = f;
         return &regions_[i];
@@ -321,7 +322,8 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   const uint64_t rounded = npages * page_size_;
   TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags));
   uint64_t first = 0;
-  TIERMEM_ASSIGN_OR_RETURN(Region * region, AllocRunAnywhere(npages, &first));
+  const PageState initial = chosen == Tier::kRemote ? PageState::kRemote : PageState::kLocal;
+  TIERMEM_ASSIGN_OR_RETURN(Region * region, AllocRunAnywhere(npages, initial, &first));
   char* p = region->PageAddress(first);
   // Remote pages that fault back in land in DRAM.
   const Tier bind_tier = chosen == Tier::kRemote ? Tier::kDram : chosen;

@@ -71,7 +71,7 @@ class Runtime::Impl {
   Status ResolveTiers();
   // Picks the tier an allocation goes to (fallback, kAuto, limits).
   StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const;
-  StatusOr<Region*> AllocRunAnywhere(uint64_t npages, uint64_t* first);
+  StatusOr<Region*> AllocRunAnywhere(uint64_t npages, PageState initial, uint64_t* first);
   // Checks [ptr, ptr+len) lies in live allocations of one region; returns its region and pages.
   Status CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
                     uint64_t* npages) const;
