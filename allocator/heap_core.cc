@@ -18,6 +18,7 @@ struct Segment {
   char* run = nullptr;   // what the runtime returned (Free takes this)
   char* base = nullptr;  // first granule (64 KiB aligned)
   uint64_t used_mask = 0;
+  uint64_t dirty_mask = 0;  // free granules whose pages were not discarded (see FreeSpan)
   Segment* next = nullptr;
 };
 
@@ -26,6 +27,20 @@ namespace {
 constexpr int kSegmentGranules = 64;  // 4 MiB of spans per segment
 constexpr size_t kSegmentBytes = kSegmentGranules * kGranule;
 constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
+// Freed page runs kept with their pages (RunCache): at most this much, for at most this long.
+constexpr uint64_t kRunCacheBytes = 16 << 20;
+constexpr uint64_t kRunCacheAgeNs = 1000000000;
+// A realloc that grows a small block into a page run reserves at least this much address space,
+// so a buffer growing from kMaxSmall moves once more before it passes it (pages nobody touches
+// are never backed).
+constexpr size_t kMinGrowthRoom = 1 << 20;
+// Empty spans keep their pages up to this much per heap (reused first, without page faults);
+// beyond it a freed span's pages are discarded at once.
+constexpr uint64_t kMaxDirtyBytes = 4 << 20;
+
+uint64_t GranuleBits(uint32_t first, uint32_t n) {
+  return (n == 64 ? ~0ull : ((1ull << n) - 1)) << first;
+}
 
 // Serialises calls into the runtime against fork (readers: heap calls; writer: ForkPrepare), so
 // a child never inherits a runtime lock held by a thread that does not exist there.
@@ -90,7 +105,8 @@ void EnsureKey() {
 // ---------------------------------------------------------------- creation
 
 HeapCore::HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen)
-    : rt_(rt), tier_(tier), flags_(flags), slot_(slot), gen_(gen) {
+    : rt_(rt), tier_(tier), flags_(flags), slot_(slot), gen_(gen),
+      run_cache_(kRunCacheBytes / rt->page_size(), kRunCacheAgeNs) {
   for (int c = 0; c < kNumClasses; ++c) {
     const uint32_t batch_bytes = BatchSize(c) * static_cast<uint32_t>(ClassSize(c));
     uint32_t slots = (512u * 1024) / batch_bytes;
@@ -129,6 +145,8 @@ void HeapCore::Destroy() {
     g_reg.free_tcs = t_thread.cache[slot_];
     t_thread.cache[slot_] = nullptr;
   }
+  RunCache::Run cached[RunCache::kSlots];
+  ReleaseRuns(cached, run_cache_.TakeAll(cached));
   std::lock_guard<std::mutex> lock(page_mu_);
   for (Segment* s = segments_; s != nullptr; s = s->next) {
     for (uint32_t g = 0; g < kSegmentGranules; ++g) {
@@ -389,16 +407,36 @@ bool HeapCore::NewSegment() {
   return true;
 }
 
+Segment* HeapCore::FindGranules(uint32_t k, uint32_t* g) {
+  Segment* first = nullptr;
+  uint32_t first_g = 0;
+  for (Segment* seg = segments_; seg != nullptr; seg = seg->next) {
+    const uint64_t free = ~seg->used_mask;
+    uint64_t x = free;
+    uint64_t d = seg->dirty_mask;  // dirty granules are free
+    for (uint32_t i = 1; i < k && x != 0; ++i) {
+      x &= free >> i;
+      d &= seg->dirty_mask >> i;
+    }
+    if (d != 0) {
+      *g = static_cast<uint32_t>(__builtin_ctzll(d));
+      return seg;
+    }
+    if (x != 0 && first == nullptr) {
+      first = seg;
+      first_g = static_cast<uint32_t>(__builtin_ctzll(x));
+    }
+  }
+  *g = first_g;
+  return first;
+}
+
 Span* HeapCore::AllocSpan(int cls) {
   const uint32_t k = SpanGranules(cls);
   std::lock_guard<std::mutex> lock(page_mu_);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    for (Segment* seg = segments_; seg != nullptr; seg = seg->next) {
-      uint64_t free = ~seg->used_mask;
-      uint64_t x = free;
-      for (uint32_t i = 1; i < k && x != 0; ++i) x &= free >> i;
-      if (x == 0) continue;
-      const uint32_t g = static_cast<uint32_t>(__builtin_ctzll(x));
+    uint32_t g = 0;
+    if (Segment* seg = FindGranules(k, &g)) {
       Span* s = spare_spans_;
       if (s != nullptr) {
         spare_spans_ = s->next;
@@ -425,8 +463,10 @@ Span* HeapCore::AllocSpan(int cls) {
         return nullptr;
       }
       if (seg->used_mask == 0) --empty_segments_;
-      const uint64_t bits = (k == 64 ? ~0ull : ((1ull << k) - 1)) << g;
+      const uint64_t bits = GranuleBits(g, k);
       seg->used_mask |= bits;
+      dirty_bytes_ -= static_cast<uint64_t>(__builtin_popcountll(seg->dirty_mask & bits)) * kGranule;
+      seg->dirty_mask &= ~bits;
       span_bytes_.fetch_add(k * kGranule, std::memory_order_relaxed);
       return s;
     }
@@ -438,19 +478,26 @@ Span* HeapCore::AllocSpan(int cls) {
 void HeapCore::FreeSpan(Span* s) {
   const size_t bytes = static_cast<size_t>(s->granules) * kGranule;
   (void)GlobalSpanMap().Set(s->start, s->granules, nullptr);
-  // Drop the contents before the granules can be handed out again. Through the runtime, not a
-  // bare madvise: pages of the span that sit on the remote tier must forget their server copy,
-  // or the next touch would bring the old contents back instead of a fresh page.
-  {
-    RuntimeCall scope;
-    (void)rt_->DiscardPages(s->start, bytes);
+  const uint64_t bits = GranuleBits(s->first_granule, s->granules);
+  Segment* seg = s->segment;
+  std::unique_lock<std::mutex> lock(page_mu_);
+  if (dirty_bytes_ + bytes <= kMaxDirtyBytes) {
+    // Keep the pages: the next span of any class takes these granules first, without faults.
+    seg->dirty_mask |= bits;
+    dirty_bytes_ += bytes;
+  } else {
+    // Drop the contents before the granules can be handed out again. Through the runtime, not
+    // a bare madvise: pages of the span that sit on the remote tier must forget their server
+    // copy, or the next touch would bring the old contents back instead of a fresh page.
+    lock.unlock();
+    {
+      RuntimeCall scope;
+      (void)rt_->DiscardPages(s->start, bytes);
+    }
+    lock.lock();
   }
   Segment* release = nullptr;
   {
-    std::lock_guard<std::mutex> lock(page_mu_);
-    Segment* seg = s->segment;
-    const uint64_t bits = (s->granules == 64 ? ~0ull : ((1ull << s->granules) - 1))
-                          << s->first_granule;
     seg->used_mask &= ~bits;
     span_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
     s->next = spare_spans_;
@@ -465,11 +512,15 @@ void HeapCore::FreeSpan(Span* s) {
         }
         release = seg;
         segment_bytes_.fetch_sub(kSegmentBytes, std::memory_order_relaxed);
+        // The runtime drops the whole segment's pages.
+        dirty_bytes_ -= static_cast<uint64_t>(__builtin_popcountll(seg->dirty_mask)) * kGranule;
+        seg->dirty_mask = 0;
       } else {
         ++empty_segments_;
       }
     }
   }
+  lock.unlock();
   if (release != nullptr) {
     {
       RuntimeCall call;
@@ -481,24 +532,51 @@ void HeapCore::FreeSpan(Span* s) {
 
 // ---------------------------------------------------------------- large objects
 
-void* HeapCore::AllocLarge(size_t size, size_t align) {
+void HeapCore::ReleaseRuns(const RunCache::Run* runs, int n) {
+  for (int i = 0; i < n; ++i) {
+    RuntimeCall call;
+    (void)rt_->Free(runs[i].start);
+  }
+}
+
+void* HeapCore::AllocLarge(size_t size, size_t align, size_t room, bool* reused) {
   const size_t page = rt_->page_size();
   const size_t extra = align > page ? align : 0;
   if (size > (size_t{1} << 46) - extra) {
     errno = ENOMEM;
     return nullptr;
   }
+  if (reused != nullptr) *reused = false;
+  const size_t want = room > size && room <= (size_t{1} << 46) ? room : size;
   void* run = nullptr;
-  {
+  uint64_t pages = 0;
+  if (extra == 0) {
+    // A cached run that fits: for growth the largest up to `room` (the buffer grows in place),
+    // otherwise the smallest of up to twice the request.
+    const uint64_t lo = (size + page - 1) / page;
+    const uint64_t hi = want > size ? (want + page - 1) / page : 2 * lo;
+    RunCache::Run expired[RunCache::kSlots];
+    int nexpired = 0;
+    run = run_cache_.Take(lo, hi, want > size, os::MonotonicNanos(), &pages, expired, &nexpired);
+    ReleaseRuns(expired, nexpired);
+    if (run != nullptr && reused != nullptr) *reused = true;
+  }
+  if (run == nullptr) {
     RuntimeCall call;
-    StatusOr<void*> r = RuntimeAllocate(rt_, size + extra, tier_, flags_);
+    size_t bytes = want + extra;
+    StatusOr<void*> r = RuntimeAllocate(rt_, bytes, tier_, flags_);
+    if (!r.ok() && want > size) {
+      bytes = size + extra;
+      r = RuntimeAllocate(rt_, bytes, tier_, flags_);
+    }
     if (!r.ok()) {
       errno = ENOMEM;
       return nullptr;
     }
     run = *r;
+    pages = (bytes + page - 1) / page;
   }
-  large_bytes_.fetch_add((size + extra + page - 1) / page * page, std::memory_order_relaxed);
+  large_bytes_.fetch_add(pages * page, std::memory_order_relaxed);
   large_count_.fetch_add(1, std::memory_order_relaxed);
   uintptr_t p = reinterpret_cast<uintptr_t>(run);
   if (extra) p = (p + align - 1) & ~(align - 1);
@@ -521,8 +599,22 @@ void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
       break;
     }
   }
+  // Keep the run, pages and all, in the run cache of a heap that would have made it: same
+  // runtime, default flags, and the heap's tier (a kAuto heap takes any).
+  char* start = r->PageAddress(head);
+  const uint8_t run_tier = r->record(head).tier.load(std::memory_order_relaxed);
+  for (int s = 0; s < kMaxHeaps; ++s) {
+    HeapCore* h = g_reg.heaps[s].load(std::memory_order_acquire);
+    if (h == nullptr || h->rt_ != rt || h->flags_ != kAllocDefault ||
+        (h->tier_ != Tier::kAuto && static_cast<uint8_t>(h->tier_) != run_tier)) {
+      continue;
+    }
+    RunCache::Run evicted[RunCache::kSlots + 1];
+    h->ReleaseRuns(evicted, h->run_cache_.Put(start, len, os::MonotonicNanos(), evicted));
+    return;
+  }
   RuntimeCall call;
-  (void)rt->Free(r->PageAddress(head));
+  (void)rt->Free(start);
 }
 
 size_t HeapCore::LargeUsable(const void* p, Runtime::Impl* rt) {
@@ -552,7 +644,12 @@ void* HeapCore::Calloc(size_t n, size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (total > kMaxSmall) return AllocLarge(total, 0);  // fresh page runs are zero-filled
+  if (total > kMaxSmall) {
+    bool reused = false;
+    void* p = AllocLarge(total, 0, 0, &reused);
+    if (p != nullptr && reused) memset(p, 0, total);  // fresh page runs are zero-filled
+    return p;
+  }
   void* p = Malloc(total);
   if (p != nullptr) memset(p, 0, total);
   return p;
@@ -601,21 +698,21 @@ void* HeapCore::Realloc(void* p, size_t size) {
     return nullptr;
   }
   const size_t have = UsableSizeAny(p, rt_);
-  Span* span = GlobalSpanMap().Lookup(p);
-  if (span != nullptr) {
-    // Same class (or a shrink to at most half of it): keep the block.
-    if (size <= have && size > have / 2) return p;
-  } else if (size <= have && size > have / 2) {
-    return p;  // a page run that still fits
+  // Same class, or a shrink to at most half of it: keep the block. A page run may hold growth
+  // room (up to kMinGrowthRoom from a small block): it keeps a block down to an eighth of it.
+  const bool run = GlobalSpanMap().Lookup(p) == nullptr;
+  if (size <= have && (size > have / 2 || (run && have <= kMinGrowthRoom && size > have / 8))) {
+    return p;
   }
   void* q;
   if (size > kMaxSmall && size > have) {
-    // Growing into (or within) page runs: leave room to double, so a buffer grown step by step
-    // moves O(log n) times rather than at every step. The room is address space only: pages
-    // nobody touches are never backed.
-    const size_t room = have <= SIZE_MAX / 2 ? 2 * have : size;
-    q = AllocLarge(room > size ? room : size, 0);
-    if (q == nullptr) q = AllocLarge(size, 0);
+    // Growing into (or within) page runs: leave room to double (at least kMinGrowthRoom), so a
+    // buffer grown step by step moves O(log n) times rather than at every step. The room is
+    // address space only (pages nobody touches are never backed), or a run from the run cache,
+    // whose pages are already there.
+    size_t room = have <= SIZE_MAX / 2 ? 2 * have : size;
+    if (room < kMinGrowthRoom) room = kMinGrowthRoom;
+    q = AllocLarge(size, 0, room);
   } else {
     q = Malloc(size);
   }
@@ -637,6 +734,7 @@ HeapStats HeapCore::Stats() const {
   s.span_bytes = span_bytes_.load(std::memory_order_relaxed);
   s.large_bytes = large_bytes_.load(std::memory_order_relaxed);
   s.large_count = large_count_.load(std::memory_order_relaxed);
+  s.cached_run_bytes = run_cache_.pages() * rt_->page_size();
   return s;
 }
 
@@ -649,6 +747,7 @@ void HeapCore::ForkPrepare() {
     if (h == nullptr) continue;
     for (Central& c : h->central_) c.mu.lock();
     h->page_mu_.lock();
+    h->run_cache_.Lock();
   }
   pthread_rwlock_wrlock(&g_gate);
   g_reg.tc_mu.lock();
@@ -660,6 +759,7 @@ void HeapCore::UnlockHeapsAfterFork() {
   for (int s = kMaxHeaps - 1; s >= 0; --s) {
     HeapCore* h = g_reg.heaps[s].load(std::memory_order_relaxed);
     if (h == nullptr) continue;
+    h->run_cache_.Unlock();
     h->page_mu_.unlock();
     for (int c = kNumClasses - 1; c >= 0; --c) h->central_[c].mu.unlock();
   }

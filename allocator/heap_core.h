@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "allocator/run_cache.h"
 #include "allocator/size_classes.h"
 #include "allocator/span_map.h"
 #include "tiermem/tiermem.hpp"
@@ -68,6 +69,7 @@ struct HeapStats {
   uint64_t span_bytes = 0;     // in spans now
   uint64_t large_bytes = 0;    // in page runs for large requests
   uint64_t large_count = 0;
+  uint64_t cached_run_bytes = 0;  // freed page runs kept for reuse (RunCache)
 };
 
 // The preload library is loaded at start-up, so its thread-locals can use the static TLS block
@@ -204,10 +206,18 @@ class HeapCore {
 
   // Page heap.
   Span* AllocSpan(int cls);
+  // Under page_mu_: a segment with k free granules from *g, preferring granules whose pages are
+  // still backed (dirty); nullptr when no segment has room.
+  Segment* FindGranules(uint32_t k, uint32_t* g);
   void FreeSpan(Span* span);
   bool NewSegment();
-  void* AllocLarge(size_t size, size_t align);
+  // A page run for `size` bytes; `room` > size asks for a run of up to `room` bytes (realloc
+  // growth: address space only, unless a cached run is reused). *reused (if given) tells whether
+  // the run came from the run cache, so its pages are not zero.
+  void* AllocLarge(size_t size, size_t align, size_t room = 0, bool* reused = nullptr);
   static void FreeLarge(void* p, Runtime::Impl* rt);
+  // Gives runs that fell out of the run cache back to the runtime.
+  void ReleaseRuns(const RunCache::Run* runs, int n);
   static size_t LargeUsable(const void* p, Runtime::Impl* rt);
 
   Runtime::Impl* rt_;
@@ -219,11 +229,13 @@ class HeapCore {
   std::mutex page_mu_;
   Segment* segments_ = nullptr;  // all segments of this heap
   uint32_t empty_segments_ = 0;
+  uint64_t dirty_bytes_ = 0;  // in free granules that kept their pages (under page_mu_)
   Span* spare_spans_ = nullptr;  // recycled Span records
   std::atomic<uint64_t> segment_bytes_{0};
   std::atomic<uint64_t> span_bytes_{0};
   std::atomic<uint64_t> large_bytes_{0};
   std::atomic<uint64_t> large_count_{0};
+  RunCache run_cache_;
 
   friend struct HeapRegistry;
 };

@@ -179,6 +179,45 @@ TEST_F(HeapTest, CallocZeroesReusedMemoryAndChecksOverflow) {
   EXPECT_EQ(errno, ENOMEM);
 }
 
+TEST_F(HeapTest, AFreedPageRunIsReusedForTheNextLargeBlock) {
+  const size_t n = 300000;
+  void* p = heap_->Allocate(n);
+  ASSERT_NE(p, nullptr);
+  memset(p, 0x5a, n);
+  heap_->Free(p);
+  EXPECT_EQ(heap_->Usage().large_bytes, 0u);
+  EXPECT_EQ(heap_->Usage().large_count, 0u);
+  void* q = heap_->Allocate(n);
+  EXPECT_EQ(q, p);
+  EXPECT_GE(heap_->UsableSize(q), n);
+  heap_->Free(q);
+  // calloc on the reused run still gives zeroes.
+  char* z = static_cast<char*>(heap_->AllocateZeroed(n, 1));
+  ASSERT_NE(z, nullptr);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(z[i], 0) << i;
+  heap_->Free(z);
+}
+
+TEST_F(HeapTest, ReallocGrowthIntoPageRunsMovesRarelyAndKeepsContents) {
+  char* b = nullptr;
+  size_t have = 0;
+  int moves_past_small = 0;
+  for (size_t n = 16; n <= (4u << 20); n += n / 8 + 1) {
+    char* q = static_cast<char*>(heap_->Reallocate(b, n));
+    ASSERT_NE(q, nullptr) << n;
+    if (q != b && have > kMaxSmall) {
+      ++moves_past_small;
+    }
+    for (size_t i = 0; i < have; ++i) ASSERT_EQ(q[i], static_cast<char>(i * 7)) << n << " " << i;
+    for (size_t i = have; i < n; ++i) q[i] = static_cast<char>(i * 7);
+    b = q;
+    have = n;
+  }
+  // 128 KiB -> 1 MiB of room, then doubling: 1 -> 2 -> 4 MiB.
+  EXPECT_LE(moves_past_small, 2);
+  heap_->Free(b);
+}
+
 TEST_F(HeapTest, BlocksFreedByOtherThreadsAreReused) {
   constexpr int kN = 20000;
   std::vector<void*> blocks(kN);

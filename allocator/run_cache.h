@@ -1,0 +1,60 @@
+// RunCache: page runs that the program freed, kept with their pages for the next large request.
+//
+// A fresh page run from the runtime costs a page fault (and a zeroed page) per page touched, and
+// giving one back costs an madvise and, with several threads, a TLB shootdown. Programs that
+// grow buffers with realloc, or free and allocate big blocks in a loop, pay that on every block;
+// mimalloc and jemalloc avoid it by keeping freed memory for a while. The cache is bounded in
+// pages and in entries, and an entry older than the age limit is given back at the next Put or
+// Take; what falls out is returned to the caller to give back to the runtime.
+//
+// Thread safety: every method takes the cache's mutex (Lock/Unlock: fork only). The cache never
+// calls the runtime itself, so its lock is never held across a runtime call.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+namespace tiermem::alloc {
+
+class RunCache {
+ public:
+  struct Run {
+    char* start;
+    uint64_t pages;
+    uint64_t stamp_ns;  // when it was put in the cache
+  };
+  static constexpr int kSlots = 32;
+
+  constexpr RunCache(uint64_t max_pages, uint64_t max_age_ns)
+      : max_pages_(max_pages), max_age_ns_(max_age_ns) {}
+
+  // A cached run of `lo` to `hi` pages (the largest such run when `largest`, else the smallest),
+  // removed from the cache; nullptr when there is none. Runs older than the age limit are moved
+  // to `expired` (room for kSlots), their count to *nexpired.
+  char* Take(uint64_t lo, uint64_t hi, bool largest, uint64_t now_ns, uint64_t* pages,
+             Run* expired, int* nexpired);
+  // Adds a run of `pages` pages. Returns in `evicted` (room for kSlots + 1) what must go back to
+  // the runtime now: the oldest runs beyond the bounds, runs past the age limit, and the run
+  // itself when it is larger than the whole bound. A run already in the cache (a double free)
+  // is not added twice.
+  int Put(char* start, uint64_t pages, uint64_t now_ns, Run* evicted);
+  // Empties the cache into `out` (room for kSlots); returns the count.
+  int TakeAll(Run* out);
+
+  uint64_t pages() const;
+  void Lock() { mu_.lock(); }
+  void Unlock() { mu_.unlock(); }
+
+ private:
+  void RemoveAt(int i);
+  int Expire(uint64_t now_ns, Run* out);
+
+  const uint64_t max_pages_;
+  const uint64_t max_age_ns_;
+  mutable std::mutex mu_;
+  Run runs_[kSlots] = {};  // oldest first
+  int n_ = 0;
+  uint64_t total_pages_ = 0;
+};
+
+}  // namespace tiermem::alloc
