@@ -1,10 +1,13 @@
 // tiermem-bench malloc [--json] [--runs N] [--scale S] [--workloads a,b] [--preload PATH]
 // Runs each allocator workload (bench/malloc_workload.cc) as a separate process under glibc,
 // jemalloc (Debian's libjemalloc2), mimalloc (libmimalloc2.0) and tiermem
-// (libtiermem-preload.so), N times each (default 3), and reports the median ops/s and the median
-// peak RSS (ru_maxrss of the child). Runs are interleaved (each round runs every allocator
-// once) so that drift of the machine hits all allocators alike. An allocator whose library is
-// missing is reported as null.
+// (libtiermem-preload.so), N times each (default 3), and reports the median ops/s, the median
+// ops per CPU second (the child's user + system time: on a shared machine wall time also counts
+// the time the workload waited for a CPU, CPU time does not), the median peak RSS of the
+// workload process (its VmHWM) and the median growth of its RSS from the start of main (what the
+// workload's allocations cost, without the libraries every process of that allocator loads). Runs are interleaved (each round runs every allocator once) so that
+// drift of the machine hits all allocators alike. An allocator whose library is missing is
+// reported as null.
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -34,7 +37,9 @@ struct Allocator {
 
 struct Sample {
   double ops_s = 0;
+  double cpu_ops_s = 0;
   long rss_bytes = 0;
+  long rss_growth_bytes = 0;
 };
 
 std::string SelfDir() {
@@ -94,10 +99,16 @@ std::optional<Sample> RunOnce(const std::string& exe, const std::string& workloa
             a.name, status);
     return std::nullopt;
   }
-  unsigned long long ops = 0;
+  unsigned long long ops = 0, hwm = 0, start_rss = 0;
   double secs = 0;
-  if (sscanf(out.c_str(), "%llu %lf", &ops, &secs) != 2 || secs <= 0) return std::nullopt;
-  return Sample{static_cast<double>(ops) / secs, ru.ru_maxrss * 1024L};
+  if (sscanf(out.c_str(), "%llu %lf %llu %llu", &ops, &secs, &hwm, &start_rss) != 4 ||
+      secs <= 0) {
+    return std::nullopt;
+  }
+  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                     1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  return Sample{static_cast<double>(ops) / secs, cpu > 0 ? static_cast<double>(ops) / cpu : 0,
+                static_cast<long>(hwm), static_cast<long>(hwm - std::min(hwm, start_rss))};
 }
 
 template <typename T>
@@ -181,22 +192,38 @@ int Malloc(int argc, char** argv) {
   }
 
   std::string out = "{\"workloads\":[";
-  double log_sum = 0, worst = 1e9, worst_vs_best = 1e9;
-  int counted = 0;
+  // The goals of issue 5 over wall-clock and CPU-time throughput.
+  struct Goals {
+    double log_sum = 0, worst = 1e9, worst_vs_best = 1e9;
+    int counted = 0;
+    void Add(double glibc, double tiermem, double best) {
+      if (glibc <= 0 || tiermem <= 0) return;
+      log_sum += std::log(tiermem / glibc);
+      worst = std::min(worst, tiermem / glibc);
+      if (best > 0) worst_vs_best = std::min(worst_vs_best, tiermem / best);
+      ++counted;
+    }
+    double Geomean() const { return counted > 0 ? std::exp(log_sum / counted) : -1; }
+  } wall, cpu;
+  double worst_rss = 0, worst_growth = 0;
   for (size_t w = 0; w < workloads.size(); ++w) {
-    std::vector<std::vector<double>> ops(allocs.size());
-    std::vector<std::vector<long>> rss(allocs.size());
+    std::vector<std::vector<double>> ops(allocs.size()), cpu_ops(allocs.size());
+    std::vector<std::vector<long>> rss(allocs.size()), growth(allocs.size());
     for (int r = 0; r < runs; ++r) {
       for (size_t a = 0; a < allocs.size(); ++a) {
         if (!allocs[a].present) continue;
         auto s = RunOnce(exe, workloads[w], scale, allocs[a]);
         if (!s) continue;
         ops[a].push_back(s->ops_s);
+        cpu_ops[a].push_back(s->cpu_ops_s);
         rss[a].push_back(s->rss_bytes);
+        growth[a].push_back(s->rss_growth_bytes);
       }
     }
     auto med_ops = [&](size_t a) { return ops[a].empty() ? -1.0 : Median(ops[a]); };
+    auto med_cpu_ops = [&](size_t a) { return cpu_ops[a].empty() ? -1.0 : Median(cpu_ops[a]); };
     auto med_rss = [&](size_t a) { return rss[a].empty() ? -1L : Median(rss[a]); };
+    auto med_growth = [&](size_t a) { return growth[a].empty() ? -1L : Median(growth[a]); };
     auto num = [](double v) {
       char b[64];
       if (v < 0) return std::string("null");
@@ -207,31 +234,53 @@ int Malloc(int argc, char** argv) {
     for (size_t a = 0; a < allocs.size(); ++a) {
       out += ",\"" + std::string(allocs[a].name) + "_ops_s\":" + num(med_ops(a));
     }
-    out += ",\"tiermem_rss_bytes\":" + num(static_cast<double>(med_rss(3)));
-    out += ",\"glibc_rss_bytes\":" + num(static_cast<double>(med_rss(0))) + "}";
+    for (size_t a = 0; a < allocs.size(); ++a) {
+      out += ",\"" + std::string(allocs[a].name) + "_cpu_ops_s\":" + num(med_cpu_ops(a));
+    }
+    for (size_t a = 0; a < allocs.size(); ++a) {
+      out += ",\"" + std::string(allocs[a].name) + "_rss_bytes\":" +
+             num(static_cast<double>(med_rss(a)));
+    }
+    for (size_t a = 0; a < allocs.size(); ++a) {
+      out += ",\"" + std::string(allocs[a].name) + "_rss_growth_bytes\":" +
+             num(static_cast<double>(med_growth(a)));
+    }
+    out += "}";
     if (!json) {
       printf("%-10s", workloads[w].c_str());
       for (size_t a = 0; a < allocs.size(); ++a) {
-        printf("  %s %8.2f Mops/s", allocs[a].name, med_ops(a) / 1e6);
+        printf("  %s %8.2f (cpu %8.2f) Mops/s", allocs[a].name, med_ops(a) / 1e6,
+               med_cpu_ops(a) / 1e6);
       }
-      printf("  rss tiermem %ld KiB glibc %ld KiB\n", med_rss(3) / 1024, med_rss(0) / 1024);
+      printf("  rss tiermem %ld KiB glibc %ld KiB, growth tiermem %ld KiB glibc %ld KiB\n",
+             med_rss(3) / 1024, med_rss(0) / 1024, med_growth(3) / 1024, med_growth(0) / 1024);
     }
-    if (med_ops(0) > 0 && med_ops(3) > 0) {
-      const double ratio = med_ops(3) / med_ops(0);
-      log_sum += std::log(ratio);
-      worst = std::min(worst, ratio);
-      const double best = std::max(med_ops(1), med_ops(2));
-      if (best > 0) worst_vs_best = std::min(worst_vs_best, med_ops(3) / best);
-      ++counted;
+    wall.Add(med_ops(0), med_ops(3), std::max(med_ops(1), med_ops(2)));
+    cpu.Add(med_cpu_ops(0), med_cpu_ops(3), std::max(med_cpu_ops(1), med_cpu_ops(2)));
+    if (med_rss(0) > 0 && med_rss(3) > 0) {
+      worst_rss = std::max(worst_rss, static_cast<double>(med_rss(3)) / med_rss(0));
+    }
+    if (med_growth(0) > 0 && med_growth(3) >= 0) {
+      worst_growth = std::max(worst_growth, static_cast<double>(med_growth(3)) / med_growth(0));
     }
   }
-  out += "]}";
+  char summary[512];
+  snprintf(summary, sizeof(summary),
+           "],\"summary\":{\"geomean_vs_glibc\":%.3f,\"worst_vs_glibc\":%.3f,"
+           "\"worst_vs_best_of_jemalloc_mimalloc\":%.3f,\"cpu_geomean_vs_glibc\":%.3f,"
+           "\"cpu_worst_vs_glibc\":%.3f,\"cpu_worst_vs_best_of_jemalloc_mimalloc\":%.3f,"
+           "\"worst_rss_vs_glibc\":%.3f,\"worst_rss_growth_vs_glibc\":%.3f}}",
+           wall.Geomean(), wall.worst, wall.worst_vs_best, cpu.Geomean(), cpu.worst,
+           cpu.worst_vs_best, worst_rss, worst_growth);
+  out += summary;
   if (json) {
     printf("%s\n", out.c_str());
-  } else if (counted > 0) {
+  } else if (wall.counted > 0) {
     printf("tiermem vs glibc: geometric mean %.2fx, worst %.2fx; worst vs best of "
-           "jemalloc/mimalloc %.2fx\n",
-           std::exp(log_sum / counted), worst, worst_vs_best);
+           "jemalloc/mimalloc %.2fx; by CPU time: %.2fx, %.2fx, %.2fx; worst RSS vs glibc "
+           "%.2fx (growth from main %.2fx)\n",
+           wall.Geomean(), wall.worst, wall.worst_vs_best, cpu.Geomean(), cpu.worst,
+           cpu.worst_vs_best, worst_rss, worst_growth);
   }
   return 0;
 }

@@ -1,6 +1,8 @@
 // tiermem-malloc-workload NAME [SCALE]: one allocator workload, run in its own process by
 // `tiermem-bench malloc` (under glibc, or LD_PRELOAD'ed jemalloc, mimalloc or tiermem). Prints
-// "OPS SECONDS" on stdout. It links nothing but libc/libstdc++, so the allocator under test is
+// "OPS SECONDS PEAK_RSS START_RSS" on stdout: the process's own peak RSS (VmHWM) at the end and
+// its RSS when main started (libraries loaded, allocator started), in bytes. The parent's
+// ru_maxrss would not do: it also counts the parent's RSS from before the exec. It links nothing but libc/libstdc++, so the allocator under test is
 // the only one in the process. Workloads:
 //   small        one thread: malloc/free of 16..256 bytes with a window of 64 live blocks
 //   prodcons     a producer thread allocates 16..512 bytes, a consumer thread frees them
@@ -137,6 +139,23 @@ uint64_t Mixed(uint64_t scale) {
   return 2 * per;
 }
 
+// A "VmHWM:" or "VmRSS:" line of /proc/self/status, in bytes (0 if absent).
+uint64_t StatusBytes(const char* key) {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  const size_t n = strlen(key);
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    if (strncmp(line, key, n) == 0) {
+      kib = strtoull(line + n, nullptr, 10);
+      break;
+    }
+  }
+  fclose(f);
+  return kib * 1024;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,6 +165,7 @@ int main(int argc, char** argv) {
   }
   const std::string name = argv[1];
   const uint64_t scale = argc > 2 ? strtoull(argv[2], nullptr, 10) : 1;
+  const uint64_t start_rss = StatusBytes("VmRSS:");
   auto t0 = std::chrono::steady_clock::now();
   uint64_t ops;
   if (name == "small") ops = Small(scale);
@@ -158,6 +178,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  printf("%llu %.6f\n", static_cast<unsigned long long>(ops), s);
+  printf("%llu %.6f %llu %llu\n", static_cast<unsigned long long>(ops), s,
+         static_cast<unsigned long long>(StatusBytes("VmHWM:")),
+         static_cast<unsigned long long>(start_rss));
   return 0;
 }
