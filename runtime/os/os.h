@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tiermem/status.hpp"
+
 namespace tiermem::os {
 
 size_t PageSize();  // 4096 here; read once from sysconf
@@ -40,5 +42,55 @@ int WriteAll(int fd, const void* buf, size_t len);
 long ReadSmallFile(const char* path, char* buf, size_t cap);
 
 uint64_t MonotonicNanos();
+
+// ---- userfaultfd (the remote tier's pager), eventfd, poll, pagemap ----
+// These return Status: they are not called inside the allocator, and they allocate only to build
+// an error's message. Every userfaultfd call of the project is here.
+
+struct Uffd {
+  int fd = -1;
+  bool write_protect = false;   // UFFD_FEATURE_PAGEFAULT_FLAG_WP was granted
+  bool user_mode_only = false;  // kernel-mode faults (copy_from_user) are not reported
+};
+// Opens a userfaultfd (O_CLOEXEC | O_NONBLOCK) and negotiates the API, asking for write-protect
+// faults and falling back to missing faults only. Tries the system call, then /dev/userfaultfd
+// (where the system call is refused to non-root users), then UFFD_USER_MODE_ONLY. NotSupported
+// or PermissionDenied (with the errno) when none works.
+StatusOr<Uffd> UffdOpen();
+// Registers [addr, addr+bytes) for missing faults, and write-protect faults when `wp`.
+Status UffdRegister(int uffd, void* addr, size_t bytes, bool wp);
+// Unregisters; a range that never was registered is not an error.
+Status UffdUnregister(int uffd, void* addr, size_t bytes);
+// Sets or clears write protection. Clearing does not wake waiters (see UffdWake).
+Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect);
+// Installs `bytes` from `src` at `dst` (write-protected when `wp`) / zero pages at `dst`. Nobody
+// is woken (the caller publishes its state first, then calls UffdWake). A page already present
+// (EEXIST) counts as installed; EAGAIN (the mm changed under it) is retried.
+Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp);
+Status UffdZeroPage(int uffd, void* dst, size_t bytes);
+// Wakes the threads faulted on [addr, addr+bytes) so they retry their access.
+void UffdWake(int uffd, void* addr, size_t bytes);
+struct UffdFault {
+  uintptr_t address = 0;  // the faulting address (not page aligned)
+  bool write = false;     // a write access
+  bool wp = false;        // a write to a write-protected page (else: a missing page)
+};
+// Reads up to `max` page-fault events without blocking (other events are skipped). Returns the
+// count, 0 when none is queued.
+StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max);
+
+// An eventfd (non-blocking, close-on-exec) used to stop a thread that waits with WaitReadable.
+StatusOr<int> EventFd();
+void EventFdSignal(int fd);
+// Waits until `fd` (returns 0) or `stop_fd` (returns 1) is readable. EINTR is retried.
+StatusOr<int> WaitReadable(int fd, int stop_fd);
+
+// /proc/self/pagemap: a descriptor (or a negative errno), and the entries of `n` pages from
+// `addr` (false when they cannot be read: the caller must then assume every page has contents).
+int PagemapOpen();
+bool ReadPagemap(int pagemap_fd, const void* addr, size_t n, uint64_t* entries);
+// Whether a pagemap entry's page has contents (present or swapped).
+inline bool PagemapPopulated(uint64_t entry) { return (entry & (3ull << 62)) != 0; }
+int Close(int fd);
 
 }  // namespace tiermem::os

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "tiermem/tiermem.hpp"
+
 #ifndef TIERMEM_MEMD_PATH
 #error "TIERMEM_MEMD_PATH must name the tiermem-memd binary"
 #endif
@@ -46,6 +48,9 @@ class MemdProcess {
       cargv.push_back(nullptr);
       FILE* f = freopen(log_file_.c_str(), "w", stderr);
       (void)f;
+      // Nothing of the test process lives on in memd: a death test's child that starts a memd
+      // and dies (exit 75) must not leave its status pipe open in memd, or gtest waits forever.
+      for (int fd = 3; fd < 1024; ++fd) close(fd);
       if (token.empty()) {
         unsetenv("TIERMEM_TOKEN");
       } else {
@@ -131,6 +136,19 @@ inline bool CheckPage(const uint8_t* p, uint64_t page, uint64_t client = 1) {
     if (w[i] != ((client << 56) ^ (page * 0x9E3779B97F4A7C15ull) ^ i)) return false;
   }
   return true;
+}
+
+// A runtime whose remote tier is `servers` (TIERMEM_REMOTE syntax), with a 3 s fault timeout.
+inline std::unique_ptr<Runtime> StartRemoteRuntime(const std::string& servers, const std::string& token = "") {
+  Options o;
+  o.remote = servers;
+  o.token = token;
+  o.remote_timeout_ms = 3000;
+  auto rt = Runtime::Start(o);
+  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!rt.ok()) return nullptr;
+  EXPECT_TRUE((*rt)->HasTier(Tier::kRemote));
+  return std::move(*rt);
 }
 
 }  // namespace tiermem::testing

@@ -26,14 +26,7 @@ using testing::MemdProcess;
 constexpr size_t kPage = 4096;
 
 std::unique_ptr<Runtime> StartWith(const MemdProcess& memd, const std::string& token = "") {
-  Options o;
-  o.remote = memd.url();
-  o.token = token;
-  o.remote_timeout_ms = 3000;
-  auto rt = Runtime::Start(o);
-  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
-  EXPECT_TRUE((*rt)->HasTier(Tier::kRemote));
-  return std::move(*rt);
+  return testing::StartRemoteRuntime(memd.url(), token);
 }
 
 void ExpectAllRemote(Runtime& rt, void* p, size_t bytes) {

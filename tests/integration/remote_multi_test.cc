@@ -1,0 +1,205 @@
+// The remote tier with several memory servers (TIERMEM_REMOTE=a,b): evicted runs are spread over
+// both, a full server sends placement to the next one, everything reads back intact, and a dead
+// server ends the process with a line naming it.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/remote/transport.h"
+#include "runtime/pager.h"
+#include "runtime/runtime_impl.h"
+#include "tests/integration/remote_memd_fixture.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+using testing::CheckPage;
+using testing::FillPage;
+using testing::MemdProcess;
+
+constexpr size_t kPage = 4096;
+
+std::unique_ptr<Runtime> StartWith(const std::string& servers) {
+  return testing::StartRemoteRuntime(servers);
+}
+
+// memd's own count of the pages its sessions hold, asked on a connection of the test's own.
+uint64_t MemdUsedPages(const MemdProcess& memd) {
+  auto ep = remote::ParseEndpoint(memd.url());
+  EXPECT_TRUE(ep.ok());
+  auto t = remote::MakeTransport(*ep);
+  EXPECT_TRUE(t.ok());
+  Status s = (*t)->Connect("", 3000);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  auto st = (*t)->Stats();
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  (*t)->Close();
+  return st.ok() ? st->used_pages : 0;
+}
+
+struct EvictedRun {
+  uint8_t* base;
+  size_t pages;
+  uint64_t first_page;  // pattern index of its first page
+};
+
+TEST(RemoteMultiServer, EvictedRunsGoToBothServersAndReadBackIntact) {
+  MemdProcess a, b;
+  ASSERT_TRUE(a.Start({"--capacity", "64M", "--no-rdma"}));
+  ASSERT_TRUE(b.Start({"--capacity", "64M", "--no-rdma"}));
+  auto rt = StartWith(a.url() + "," + b.url());
+  Pager* pager = rt->impl()->pager();
+  EXPECT_EQ(pager->server(), a.url() + "," + b.url());
+  constexpr size_t kRuns = 6, kPagesPerRun = 512;
+  std::vector<EvictedRun> runs;
+  for (size_t r = 0; r < kRuns; ++r) {
+    auto p = rt->Allocate(kPagesPerRun * kPage, Tier::kDram);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EvictedRun run{static_cast<uint8_t*>(*p), kPagesPerRun, r * kPagesPerRun};
+    for (size_t i = 0; i < run.pages; ++i) FillPage(run.base + i * kPage, run.first_page + i);
+    runs.push_back(run);
+  }
+  for (const EvictedRun& run : runs) {
+    auto m = rt->Migrate(run.base, run.pages * kPage, Tier::kRemote);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->pages_moved, run.pages);
+  }
+  auto st = pager->server_stats();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_TRUE(st[0].connected);
+  EXPECT_TRUE(st[1].connected);
+  EXPECT_GT(st[0].pages, 0u);
+  EXPECT_GT(st[1].pages, 0u);
+  EXPECT_EQ(st[0].pages + st[1].pages, kRuns * kPagesPerRun);
+  EXPECT_EQ(st[0].written + st[1].written, kRuns * kPagesPerRun);
+  // Each run on one server: the servers hold whole runs.
+  EXPECT_EQ(st[0].pages % kPagesPerRun, 0u);
+  // memd agrees: both hold slots of this session.
+  EXPECT_GT(MemdUsedPages(a), 0u);
+  EXPECT_GT(MemdUsedPages(b), 0u);
+  size_t bad = 0;
+  for (const EvictedRun& run : runs) {
+    for (size_t i = 0; i < run.pages; ++i) bad += CheckPage(run.base + i * kPage, run.first_page + i) ? 0 : 1;
+  }
+  EXPECT_EQ(bad, 0u);
+  st = pager->server_stats();
+  EXPECT_GT(st[0].faults, 0u);
+  EXPECT_GT(st[1].faults, 0u);
+  EXPECT_EQ(st[0].faults + st[1].faults, kRuns * kPagesPerRun);
+  // Written again (dirty) and evicted again: each page keeps its server, nothing is lost.
+  for (const EvictedRun& run : runs) {
+    for (size_t i = 0; i < run.pages; ++i) run.base[i * kPage + 8] ^= 0x5A;
+    ASSERT_TRUE(rt->Migrate(run.base, run.pages * kPage, Tier::kRemote).ok());
+  }
+  auto st2 = pager->server_stats();
+  EXPECT_EQ(st2[0].pages, st[0].pages);
+  EXPECT_EQ(st2[1].pages, st[1].pages);
+  for (const EvictedRun& run : runs) {
+    for (size_t i = 0; i < run.pages; ++i) {
+      run.base[i * kPage + 8] ^= 0x5A;
+      bad += CheckPage(run.base + i * kPage, run.first_page + i) ? 0 : 1;
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+  for (const EvictedRun& run : runs) EXPECT_TRUE(rt->Free(run.base).ok());
+  st = pager->server_stats();
+  EXPECT_EQ(st[0].pages + st[1].pages, 0u);  // slots back in the free lists
+}
+
+TEST(RemoteMultiServer, AFullServerSendsPlacementToTheNext) {
+  MemdProcess a, b;
+  ASSERT_TRUE(a.Start({"--capacity", "8M", "--no-rdma"}));  // 2048 pages: chosen first (more room)
+  ASSERT_TRUE(b.Start({"--capacity", "4M", "--no-rdma"}));  // 1024 pages
+  auto rt = StartWith(a.url() + "," + b.url());
+  Pager* pager = rt->impl()->pager();
+  constexpr size_t kPages = 2800;
+  auto p = rt->Allocate(kPages * kPage, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  auto* base = static_cast<uint8_t*>(*p);
+  for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i);
+  auto m = rt->Migrate(base, kPages * kPage, Tier::kRemote);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->pages_moved, kPages);
+  auto st = pager->server_stats();
+  EXPECT_EQ(st[0].pages, 2048u);
+  EXPECT_EQ(st[1].pages, kPages - 2048);
+  EXPECT_TRUE(st[0].full);
+  EXPECT_FALSE(st[1].full);
+  for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i)) << i;
+  // Both full: an eviction beyond what they hold fails and leaves the pages intact.
+  auto q = rt->Allocate(512 * kPage, Tier::kDram);
+  ASSERT_TRUE(q.ok());
+  auto* qb = static_cast<uint8_t*>(*q);
+  for (size_t i = 0; i < 512; ++i) FillPage(qb + i * kPage, 100000 + i);
+  ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());  // clean: rewrites nothing
+  auto full = rt->Migrate(qb, 512 * kPage, Tier::kRemote);
+  EXPECT_FALSE(full.ok());
+  if (!full.ok()) {
+    EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted) << full.status().ToString();
+  }
+  for (size_t i = 0; i < 512; ++i) ASSERT_TRUE(CheckPage(qb + i * kPage, 100000 + i)) << i;
+}
+
+TEST(RemoteMultiServer, AnUnreachableServerOfTheListIsSkipped) {
+  MemdProcess a;
+  ASSERT_TRUE(a.Start({"--capacity", "16M", "--no-rdma"}));
+  auto rt = StartWith("tcp://127.0.0.1:1," + a.url());
+  Pager* pager = rt->impl()->pager();
+  auto st = pager->server_stats();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_FALSE(st[0].connected);
+  EXPECT_NE(st[0].error.find("tcp://127.0.0.1:1"), std::string::npos) << st[0].error;
+  EXPECT_TRUE(st[1].connected);
+  auto p = rt->Allocate(64 * kPage, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  auto* base = static_cast<uint8_t*>(*p);
+  for (size_t i = 0; i < 64; ++i) FillPage(base + i * kPage, i);
+  ASSERT_TRUE(rt->Migrate(base, 64 * kPage, Tier::kRemote).ok());
+  EXPECT_EQ(pager->server_stats()[1].pages, 64u);
+  for (size_t i = 0; i < 64; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i)) << i;
+}
+
+TEST(RemoteMultiServerDeathTest, OneOfTwoServersKilledEndsTheProcessNamingIt) {
+  // "fast" (fork without exec): the child kills the very memd whose address the expected line
+  // names. This thread is the only one here until the body starts the runtime in the child.
+  GTEST_FLAG_SET(death_test_style, "fast");
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "a dead RDMA peer is detected after the NIC's retries; TCP covers it";
+  MemdProcess a, b;
+  ASSERT_TRUE(a.Start({"--capacity", "64M", "--no-rdma"}));
+  ASSERT_TRUE(b.Start({"--capacity", "64M", "--no-rdma"}));
+  auto body = [&] {
+    auto rt = StartWith(a.url() + "," + b.url());
+    std::vector<uint8_t*> runs;
+    for (int r = 0; r < 2; ++r) {
+      auto p = rt->Allocate(64 * kPage, Tier::kDram);
+      if (!p.ok()) _exit(3);
+      auto* base = static_cast<uint8_t*>(*p);
+      for (size_t i = 0; i < 64; ++i) FillPage(base + i * kPage, i);
+      if (!rt->Migrate(base, 64 * kPage, Tier::kRemote).ok()) _exit(3);
+      runs.push_back(base);
+    }
+    auto st = rt->impl()->pager()->server_stats();
+    if (st[0].pages != 64 || st[1].pages != 64) _exit(4);  // one run on each
+    b.Stop(SIGKILL);
+    for (uint8_t* base : runs) {
+      for (size_t i = 0; i < 64; ++i) {
+        if (!CheckPage(base + i * kPage, i)) _exit(5);  // never a zero page
+      }
+    }
+    _exit(0);
+  };
+  const std::string b_url = b.url();
+  std::string re;
+  for (char c : "could not be fetched from memory server " + b_url) {
+    if (c == '.') re += '\\';
+    re += c;
+  }
+  EXPECT_EXIT(body(), ::testing::ExitedWithCode(kRemoteLostExitCode), re);
+}
+
+}  // namespace
+}  // namespace tiermem
