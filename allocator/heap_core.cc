@@ -38,6 +38,14 @@ constexpr size_t kMinGrowthRoom = 1 << 20;
 // beyond it a freed span's pages are discarded at once.
 constexpr uint64_t kMaxDirtyBytes = 4 << 20;
 
+// Memory kept for reuse is allocated memory to the runtime: under a DRAM limit
+// (TIERMEM_DRAM_LIMIT), keep at most a sixteenth of it, so that it does not push the program's
+// own data to slower tiers.
+uint64_t RetainBound(const Runtime::Impl* rt, uint64_t bytes) {
+  const uint64_t limit = rt->options().dram_limit;
+  return limit != 0 && limit / 16 < bytes ? limit / 16 : bytes;
+}
+
 uint64_t GranuleBits(uint32_t first, uint32_t n) {
   return (n == 64 ? ~0ull : ((1ull << n) - 1)) << first;
 }
@@ -106,7 +114,8 @@ void EnsureKey() {
 
 HeapCore::HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen)
     : rt_(rt), tier_(tier), flags_(flags), slot_(slot), gen_(gen),
-      run_cache_(kRunCacheBytes / rt->page_size(), kRunCacheAgeNs) {
+      max_dirty_bytes_(RetainBound(rt, kMaxDirtyBytes)),
+      run_cache_(RetainBound(rt, kRunCacheBytes) / rt->page_size(), kRunCacheAgeNs) {
   for (int c = 0; c < kNumClasses; ++c) {
     const uint32_t batch_bytes = BatchSize(c) * static_cast<uint32_t>(ClassSize(c));
     uint32_t slots = (512u * 1024) / batch_bytes;
@@ -481,7 +490,7 @@ void HeapCore::FreeSpan(Span* s) {
   const uint64_t bits = GranuleBits(s->first_granule, s->granules);
   Segment* seg = s->segment;
   std::unique_lock<std::mutex> lock(page_mu_);
-  if (dirty_bytes_ + bytes <= kMaxDirtyBytes) {
+  if (dirty_bytes_ + bytes <= max_dirty_bytes_) {
     // Keep the pages: the next span of any class takes these granules first, without faults.
     seg->dirty_mask |= bits;
     dirty_bytes_ += bytes;

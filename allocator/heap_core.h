@@ -235,6 +235,7 @@ class HeapCore {
   std::atomic<uint64_t> span_bytes_{0};
   std::atomic<uint64_t> large_bytes_{0};
   std::atomic<uint64_t> large_count_{0};
+  const uint64_t max_dirty_bytes_;
   RunCache run_cache_;
 
   friend struct HeapRegistry;
