@@ -233,6 +233,55 @@ bool Migrator::Round() {
   PlanStats ps;
   std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
 
+  // Second chance for DRAM's victims bound for the CXL tier: while protection sampling runs, a
+  // DRAM page goes down to CXL only after it was sampled a whole round without an access
+  // (confirmed cold). A victim the policy picked by heat alone is replaced by a confirmed-cold
+  // DRAM page (coldest first), or waits for a later round. A page on CXL is used without a fault,
+  // so a hot page demoted there by mistake stays there until the CXL sampling finds it: in the
+  // QEMU full guest, where a round finds DRAM far over its budget (pages faulted back from remote
+  // while the last, slow round ran) and evicts pages of equal, decayed heat, the hot set on node
+  // 0 swung between 30% and 80%. Victims bound for remote need no confirmation: a hot one comes
+  // back at its next touch, and that fault counts as an access.
+  if (protect_) {
+    std::unordered_set<uint64_t> in_plan;
+    for (const PlannedMove& m : plan) in_plan.insert(m.page);
+    std::vector<std::pair<double, uint64_t>> spare;
+    for (uint64_t k : confirmed_cold_) {
+      auto it = index.find(k);
+      if (it == index.end() || in_plan.count(k)) continue;
+      const PageView& v = views[it->second];
+      if (v.tier != Tier::kDram || v.pinned) continue;
+      spare.push_back({policy_->Heat(k, now), k});
+    }
+    std::sort(spare.begin(), spare.end());
+    size_t next_spare = 0;
+    uint64_t held = 0;
+    std::erase_if(plan, [&](PlannedMove& m) {
+      if (m.from != Tier::kDram || m.to <= m.from || m.to == Tier::kRemote ||
+          confirmed_cold_.count(m.page)) {
+        return false;
+      }
+      if (next_spare < spare.size()) {
+        m.page = spare[next_spare++].second;
+        return false;
+      }
+      ++held;
+      return true;
+    });
+    if (held > 0) {
+      // DRAM stays over its budget this round: a page comes up into it only in exchange for one
+      // that leaves (the hottest first: promotions are planned hottest first).
+      uint64_t out = 0, in = 0;
+      for (const PlannedMove& m : plan) out += m.from == Tier::kDram && m.to > m.from;
+      std::erase_if(plan, [&](const PlannedMove& m) {
+        if (m.to != Tier::kDram || m.from == Tier::kDram || ++in <= out) return false;
+        ++held;
+        return true;
+      });
+    }
+    ps.deferred += held;
+  }
+
   // Block expansion: a demotion victim takes along the cold pages of its aligned block (same
   // source tier, not hot, not pinned) and is joined across pages already on the destination, so
   // scattered victims become contiguous runs: one Migrate call (one pager round trip, one
@@ -346,6 +395,10 @@ bool Migrator::Round() {
       // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
       std::vector<char*> next;
       const size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
+      // DRAM over its budget with a CXL tier below: victims go to CXL only once confirmed cold
+      // (above), so checking them gets three quarters of the sample instead of half.
+      const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
+      const size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
       if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
         std::vector<std::pair<double, char*>> coldest;
         coldest.reserve(sample_candidates.size());
@@ -355,7 +408,7 @@ bool Migrator::Round() {
           if (it == index.end() || views[it->second].tier != Tier::kDram) continue;
           coldest.push_back({policy_->Heat(key, now), p});
         }
-        const size_t want = std::min(n / 2, coldest.size());
+        const size_t want = std::min(victim_share, coldest.size());
         if (want > 0) {
           std::nth_element(coldest.begin(), coldest.begin() + static_cast<long>(want - 1), coldest.end(),
                            [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -365,10 +418,10 @@ bool Migrator::Round() {
           // confirmed (or refuted) at once, which is what block expansion needs, and adjacent
           // pages are protected with one system call.
           std::unordered_map<uint64_t, bool> taken_pages;
-          for (size_t c = 0; c < want && next.size() < n / 2; ++c) {
+          for (size_t c = 0; c < want && next.size() < victim_share; ++c) {
             const uint64_t key = reinterpret_cast<uintptr_t>(coldest[c].second) / page;
             const uint64_t block = key & ~(kBlockPages - 1);
-            for (uint64_t k = block; k < block + kBlockPages && next.size() < n / 2; ++k) {
+            for (uint64_t k = block; k < block + kBlockPages && next.size() < victim_share; ++k) {
               auto it = index.find(k);
               if (it == index.end() || taken_pages.count(k)) continue;
               const PageView& v = views[it->second];
