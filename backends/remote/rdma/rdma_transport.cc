@@ -3,6 +3,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -96,8 +97,15 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
 
   pd_ = ibv_alloc_pd(id_->verbs);
   if (pd_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_alloc_pd"));
-  cq_ = ibv_create_cq(id_->verbs, int(kStagingPages * 2), nullptr, nullptr, 0);
+  comp_channel_ = ibv_create_comp_channel(id_->verbs);
+  if (comp_channel_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_create_comp_channel"));
+  int fl = fcntl(comp_channel_->fd, F_GETFL);
+  if (fl < 0 || fcntl(comp_channel_->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+    return fail(ErrnoToStatus(errno, "fcntl(completion channel, O_NONBLOCK)"));
+  }
+  cq_ = ibv_create_cq(id_->verbs, int(kStagingPages * 2), nullptr, comp_channel_, 0);
   if (cq_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_create_cq"));
+  cq_armed_ = false;
   ibv_qp_init_attr qa{};
   qa.send_cq = cq_;
   qa.recv_cq = cq_;
@@ -209,11 +217,9 @@ Status RdmaTransport::Doorbell() {
   return Status::Ok();
 }
 
-Status RdmaTransport::Reap(int wait_ms) {
-  const uint64_t deadline = NowNs() + uint64_t(wait_ms < 0 ? 0 : wait_ms) * 1000000ull;
+Status RdmaTransport::Drain() {
   ibv_wc wc[32];
-  size_t spins = 0;
-  while (!posted_.empty()) {
+  for (;;) {
     int n = ibv_poll_cq(cq_, 32, wc);
     if (n < 0) return Fail(Unavailable("memory server " + name() + ": ibv_poll_cq failed"));
     for (int i = 0; i < n; ++i) {
@@ -230,18 +236,59 @@ Status RdmaTransport::Reap(int wait_ms) {
         ready_.push_back(Completion{r.cookie, Status::Ok()});
       }
     }
-    if (!ready_.empty()) return Status::Ok();
-    uint64_t now = NowNs();
-    if (now >= deadline) {
-      if (wait_ms > 0) {
-        return Fail(DeadlineExceeded("memory server " + name() + ": no RDMA completion within " +
-                                     std::to_string(wait_ms) + " ms"));
-      }
-      return Status::Ok();
+    if (n < 32) return Status::Ok();
+  }
+}
+
+StatusOr<bool> RdmaTransport::WaitCompletionEvent(uint64_t deadline_ns) {
+  for (;;) {
+    // Take a pending event first (the descriptor is non-blocking).
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    if (ibv_get_cq_event(comp_channel_, &ev_cq, &ev_ctx) == 0) {
+      ibv_ack_cq_events(ev_cq, 1);
+      cq_armed_ = false;
+      return true;
     }
-    if (++spins > 2000) {  // long waits: stop burning the core
-      timespec ts{0, 20000};
-      nanosleep(&ts, nullptr);
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Fail(ErrnoToStatus(errno, "memory server " + name() + ": ibv_get_cq_event"));
+    }
+    const uint64_t now = NowNs();
+    if (now >= deadline_ns) return false;
+    pollfd p{comp_channel_->fd, POLLIN, 0};
+    int ms = int((deadline_ns - now + 999999) / 1000000);
+    int n = poll(&p, 1, ms);
+    if (n < 0 && errno != EINTR) return Fail(ErrnoToStatus(errno, "memory server " + name() + ": poll(completion channel)"));
+  }
+}
+
+Status RdmaTransport::Reap(int wait_ms) {
+  if (wait_ms <= 0) return Drain();  // no wait: never arm the CQ (a system call under rxe)
+  const uint64_t start = NowNs();
+  const uint64_t deadline = start + uint64_t(wait_ms) * 1000000ull;
+  // 1. A short busy poll: the completion is often just about to arrive.
+  const uint64_t spin_until = std::min(deadline, start + spin_ns_);
+  for (;;) {
+    TIERMEM_RETURN_IF_ERROR(Drain());
+    if (!ready_.empty() || posted_.empty()) return Status::Ok();
+    if (NowNs() >= spin_until) break;
+  }
+  // 2. Block on the completion channel: arm, check again (a completion that came before the
+  // arm raises no event), then sleep until the event or the deadline.
+  while (!posted_.empty()) {
+    if (!cq_armed_) {
+      int rc = ibv_req_notify_cq(cq_, 0);
+      if (rc != 0) return Fail(Unavailable("memory server " + name() + ": ibv_req_notify_cq: " + strerror(rc)));
+      cq_armed_ = true;
+    }
+    TIERMEM_RETURN_IF_ERROR(Drain());
+    if (!ready_.empty()) return Status::Ok();
+    TIERMEM_ASSIGN_OR_RETURN(bool signalled, WaitCompletionEvent(deadline));
+    if (!signalled) {
+      TIERMEM_RETURN_IF_ERROR(Drain());
+      if (!ready_.empty()) return Status::Ok();
+      return Fail(DeadlineExceeded("memory server " + name() + ": no RDMA completion within " +
+                                   std::to_string(wait_ms) + " ms"));
     }
   }
   return Status::Ok();
@@ -282,8 +329,11 @@ void RdmaTransport::Teardown() {
   staging_mr_ = nullptr;
   if (staging_ != nullptr) munmap(staging_, kStagingPages * kPage);
   staging_ = nullptr;
-  if (cq_ != nullptr) ibv_destroy_cq(cq_);
+  if (cq_ != nullptr) ibv_destroy_cq(cq_);  // every event taken was acknowledged at once
   cq_ = nullptr;
+  cq_armed_ = false;
+  if (comp_channel_ != nullptr) ibv_destroy_comp_channel(comp_channel_);
+  comp_channel_ = nullptr;
   if (pd_ != nullptr) ibv_dealloc_pd(pd_);
   pd_ = nullptr;
   if (id_ != nullptr) rdma_destroy_id(id_);

@@ -9,6 +9,12 @@
 // area (kStagingPages pages): a write copies the page in before posting, a read copies it out at
 // completion. At most kStagingPages requests are in flight; a post beyond that first waits for
 // completions.
+//
+// Waiting for a completion: the CQ is polled busily for a short bounded time (SetBusyPoll,
+// kDefaultSpinUs by default), then the thread blocks on the CQ's completion channel
+// (ibv_req_notify_cq, poll(2) on the channel's descriptor with the remaining timeout,
+// ibv_get_cq_event, ibv_ack_cq_events), so a completion wakes it at once: there is no fixed sleep
+// quantum between checks.
 #pragma once
 
 #include <deque>
@@ -24,6 +30,7 @@ struct rdma_event_channel;
 struct ibv_pd;
 struct ibv_cq;
 struct ibv_mr;
+struct ibv_comp_channel;
 
 namespace tiermem::remote {
 
@@ -34,6 +41,7 @@ class RdmaTransport final : public Transport {
  public:
   static constexpr size_t kStagingPages = 256;
   static constexpr size_t kSignalEvery = 16;
+  static constexpr uint32_t kDefaultSpinUs = 200;
 
   explicit RdmaTransport(Endpoint endpoint);
   ~RdmaTransport() override;
@@ -47,6 +55,7 @@ class RdmaTransport final : public Transport {
   Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
   StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;
   size_t in_flight() const override { return queued_.size() + posted_.size(); }
+  void SetBusyPoll(uint32_t microseconds) override { spin_ns_ = uint64_t(microseconds) * 1000; }
   void Close() override;
   std::string name() const override { return endpoint_.ToString(); }
 
@@ -65,6 +74,10 @@ class RdmaTransport final : public Transport {
   Status Doorbell();
   // Retires completions into ready_; waits up to wait_ms for at least one.
   Status Reap(int wait_ms);
+  // Takes what the CQ holds into ready_ (no wait).
+  Status Drain();
+  // Blocks until the completion channel signals or `deadline_ns` passes (false then).
+  StatusOr<bool> WaitCompletionEvent(uint64_t deadline_ns);
   Status Fail(Status why);
   void Teardown();
 
@@ -76,6 +89,9 @@ class RdmaTransport final : public Transport {
   rdma_cm_id* id_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_cq* cq_ = nullptr;
+  ibv_comp_channel* comp_channel_ = nullptr;
+  bool cq_armed_ = false;  // ibv_req_notify_cq called, its event not yet taken
+  uint64_t spin_ns_ = uint64_t(kDefaultSpinUs) * 1000;
   ibv_mr* staging_mr_ = nullptr;
   char* staging_ = nullptr;
   bool qp_ = false;
