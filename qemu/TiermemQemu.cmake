@@ -6,7 +6,7 @@
 #   tiermem_add_qemu_test(NAME <name> TOPOLOGY numa|cxl|rdma|full
 #                         [TARGETS <cmake targets put into the guest>...]
 #                         [FILES <other files put into the guest>...]
-#                         [TIMEOUT <seconds, default 300>]
+#                         [TIMEOUT <seconds, default 300>] [SMP <vCPUs, default 2>]
 #                         [EXPECT_STATUS <n> [EXPECT_OUTPUT <string>]]
 #                         COMMAND <guest command...>)
 #
@@ -20,7 +20,7 @@ set(TIERMEM_QEMU_CACHE ${CMAKE_BINARY_DIR}/qemu-cache CACHE PATH
     "Where the QEMU tests cache the guest kernel package and initramfs parts")
 
 function(tiermem_add_qemu_test)
-  cmake_parse_arguments(Q "" "NAME;TOPOLOGY;TIMEOUT;EXPECT_STATUS;EXPECT_OUTPUT" "TARGETS;FILES;COMMAND" ${ARGN})
+  cmake_parse_arguments(Q "" "NAME;TOPOLOGY;TIMEOUT;SMP;EXPECT_STATUS;EXPECT_OUTPUT" "TARGETS;FILES;COMMAND" ${ARGN})
   if(NOT Q_NAME OR NOT Q_TOPOLOGY OR NOT Q_COMMAND)
     message(FATAL_ERROR "tiermem_add_qemu_test: NAME, TOPOLOGY and COMMAND are required")
   endif()
@@ -31,6 +31,9 @@ function(tiermem_add_qemu_test)
     set(Q_TIMEOUT 300)
   endif()
   set(args --cache ${TIERMEM_QEMU_CACHE} --topology ${Q_TOPOLOGY} --timeout ${Q_TIMEOUT})
+  if(Q_SMP)
+    list(APPEND args --smp ${Q_SMP})
+  endif()
   foreach(t IN LISTS Q_TARGETS)
     list(APPEND args --file $<TARGET_FILE:${t}>)
   endforeach()

@@ -2,13 +2,18 @@
 # Boots a QEMU guest with a named memory topology and runs a command in it.
 #
 #   qemu/run-guest.sh --topology numa|cxl|rdma|full [--timeout SECONDS] [--cache DIR]
-#                     [--file PATH]... -- GUEST COMMAND...
+#                     [--smp N] [--file PATH]... -- GUEST COMMAND...
 #
 # --file   puts PATH (a test binary or script) into the guest as /tiermem/bin/NAME, on PATH, with
 #          the libraries `ldd` lists; repeat for several.
 # --cache  where the guest kernel and initramfs parts are cached (default $TM_QEMU_CACHE,
 #          else ./qemu-cache).
 # --timeout  whole run limit, boot included (default 300 s).
+# --smp    virtual CPUs of the cxl, rdma and full topologies (default 2; numa has 2, one per
+#          socket). Under TCG on a busy 2-core host, a guest system call that changes the page
+#          tables of a process running on the other vCPU (move_pages, mprotect, madvise) waits for
+#          a TLB-shootdown IPI that the other vCPU's host thread serves only when it gets a host
+#          CPU: 15-30 ms per call with 2 vCPUs, ~3 ms with 1 (measured with qemu.full.tiering).
 #
 # Prints the guest command's output on stdout (boot and setup messages on stderr) and exits with the
 # command's exit status (77, "skipped", included). A timeout, a kernel panic, a failed topology
@@ -27,6 +32,7 @@ die() { echo "run-guest: $*" >&2; exit 125; }
 
 topology=""
 timeout_s=300
+smp=2
 cache=${TM_QEMU_CACHE:-$PWD/qemu-cache}
 files=()
 while [[ $# -gt 0 ]]; do
@@ -34,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --topology) topology=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
+    --smp) smp=$2; shift 2 ;;
     --file) files+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) die "unknown argument '$1' (the guest command goes after --)" ;;
@@ -42,6 +49,7 @@ done
 [[ $# -gt 0 ]] || die "usage: $0 --topology numa|cxl|rdma|full [--timeout S] [--file F]... -- CMD..."
 case $topology in numa|cxl|rdma|full) ;; *) die "--topology must be numa, cxl, rdma or full" ;; esac
 [[ $timeout_s =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
+[[ $smp =~ ^[1-8]$ ]] || die "--smp takes 1 to 8 virtual CPUs"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
@@ -119,7 +127,7 @@ case $topology in
     truncate -s 512M "$tmp/cxl.raw"
     truncate -s 256M "$tmp/lsa.raw"
     # shellcheck disable=SC2054
-    qemu+=(-machine q35,cxl=on -m 2G,maxmem=8G,slots=4 -smp 2
+    qemu+=(-machine q35,cxl=on -m 2G,maxmem=8G,slots=4 -smp "$smp"
            -object "memory-backend-file,id=cxl-mem1,share=on,mem-path=$tmp/cxl.raw,size=512M"
            -object "memory-backend-file,id=cxl-lsa1,share=on,mem-path=$tmp/lsa.raw,size=256M"
            -device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1
@@ -128,7 +136,7 @@ case $topology in
            -M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G)
     ;;
   rdma)
-    qemu+=(-machine q35 -m 2G -smp 2)
+    qemu+=(-machine q35 -m 2G -smp "$smp")
     ;;
 esac
 
