@@ -233,16 +233,15 @@ bool Migrator::Round() {
   PlanStats ps;
   std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
 
-  // Second chance for DRAM's victims bound for the CXL tier: while protection sampling runs, a
-  // DRAM page goes down to CXL only after it was sampled a whole round without an access
-  // (confirmed cold). A victim the policy picked by heat alone is replaced by a confirmed-cold
-  // DRAM page (coldest first), or waits for a later round. A page on CXL is used without a fault,
-  // so a hot page demoted there by mistake stays there until the CXL sampling finds it: in the
-  // QEMU full guest, where a round finds DRAM far over its budget (pages faulted back from remote
-  // while the last, slow round ran) and evicts pages of equal, decayed heat, the hot set on node
-  // 0 swung between 30% and 80%. Victims bound for remote need no confirmation: a hot one comes
-  // back at its next touch, and that fault counts as an access.
-  if (protect_) {
+  // Second chance for DRAM's victims: while protection sampling runs and a CXL tier exists, a
+  // DRAM page is demoted only after it was sampled a whole round without an access (confirmed
+  // cold). A victim the policy picked by heat alone is replaced by a confirmed-cold DRAM page
+  // (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
+  // over its budget (pages faulted back from remote while the last, slow round ran) and the
+  // policy's victims are pages of equal, decayed heat, hot ones included; a hot page demoted to
+  // CXL is used there without a fault and only found again by the CXL sampling: the hot set on
+  // node 0 swung between 30% and 80% from round to round. Without a CXL tier nothing changes.
+  if (protect_ && policy_->config().present[static_cast<int>(Tier::kCxl)]) {
     std::unordered_set<uint64_t> in_plan;
     for (const PlannedMove& m : plan) in_plan.insert(m.page);
     std::vector<std::pair<double, uint64_t>> spare;
@@ -254,15 +253,25 @@ bool Migrator::Round() {
       spare.push_back({policy_->Heat(k, now), k});
     }
     std::sort(spare.begin(), spare.end());
-    size_t next_spare = 0;
+    size_t next_spare = 0, spare_end = spare.size();
     uint64_t held = 0;
+    // Victims bound for remote need confirmation too, except for DRAM's excess over 1.5x its
+    // budget: there the pages faulted back from remote outrun the sampler (a round confirms at
+    // most the pages it sampled), and that excess leaves by heat alone (a hot page evicted by
+    // mistake comes back at its next touch). Evicting everything down to the budget by heat alone
+    // took hundreds of hot pages at once in the guest.
+    uint64_t remote_unconfirmed = dram_pages * 2 > dram_budget_ * 3 ? dram_pages - dram_budget_ * 3 / 2 : 0;
     std::erase_if(plan, [&](PlannedMove& m) {
-      if (m.from != Tier::kDram || m.to <= m.from || m.to == Tier::kRemote ||
-          confirmed_cold_.count(m.page)) {
+      if (m.from != Tier::kDram || m.to <= m.from || confirmed_cold_.count(m.page)) return false;
+      if (m.to == Tier::kRemote && remote_unconfirmed > 0) {
+        --remote_unconfirmed;
         return false;
       }
-      if (next_spare < spare.size()) {
-        m.page = spare[next_spare++].second;
+      // Replacements keep the policy's order: the coldest go furthest (remote), the warmest of
+      // the confirmed-cold pages to CXL (else CXL fills with the coldest pages, and the warm set,
+      // whose pages are rarely untouched for a whole round, finds no room there).
+      if (next_spare < spare_end) {
+        m.page = m.to == Tier::kRemote ? spare[next_spare++].second : spare[--spare_end].second;
         return false;
       }
       ++held;
