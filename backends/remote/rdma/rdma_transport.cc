@@ -266,12 +266,15 @@ Status RdmaTransport::Reap(int wait_ms) {
   if (wait_ms <= 0) return Drain();  // no wait: never arm the CQ (a system call under rxe)
   const uint64_t start = NowNs();
   const uint64_t deadline = start + uint64_t(wait_ms) * 1000000ull;
-  // 1. A short busy poll: the completion is often just about to arrive.
+  // 1. A short busy poll: the completion is often just about to arrive. It ends after spin_ns_
+  // and at least kMinSpinPolls polls: a clock bound alone expires while the thread is not
+  // running (a preempted vCPU in a loaded VM), and then every wait pays a wake-up.
   const uint64_t spin_until = std::min(deadline, start + spin_ns_);
-  for (;;) {
+  const size_t min_polls = spin_ns_ == 0 ? 0 : kMinSpinPolls;
+  for (size_t polls = 1;; ++polls) {
     TIERMEM_RETURN_IF_ERROR(Drain());
     if (!ready_.empty() || posted_.empty()) return Status::Ok();
-    if (NowNs() >= spin_until) break;
+    if (polls >= min_polls && NowNs() >= spin_until) break;
   }
   // 2. Block on the completion channel: arm, check again (a completion that came before the
   // arm raises no event), then sleep until the event or the deadline.

@@ -11,10 +11,10 @@
 // completions.
 //
 // Waiting for a completion: the CQ is polled busily for a short bounded time (SetBusyPoll,
-// kDefaultSpinUs by default), then the thread blocks on the CQ's completion channel
-// (ibv_req_notify_cq, poll(2) on the channel's descriptor with the remaining timeout,
-// ibv_get_cq_event, ibv_ack_cq_events), so a completion wakes it at once: there is no fixed sleep
-// quantum between checks.
+// kDefaultSpinUs by default, and at least kMinSpinPolls polls), then the thread blocks on the
+// CQ's completion channel (ibv_req_notify_cq, poll(2) on the channel's descriptor with the
+// remaining timeout, ibv_get_cq_event, ibv_ack_cq_events), so a completion wakes it at once:
+// there is no fixed sleep quantum between checks.
 #pragma once
 
 #include <deque>
@@ -42,6 +42,7 @@ class RdmaTransport final : public Transport {
   static constexpr size_t kStagingPages = 256;
   static constexpr size_t kSignalEvery = 16;
   static constexpr uint32_t kDefaultSpinUs = 200;
+  static constexpr size_t kMinSpinPolls = 2000;  // a spin is never shorter than this many polls
 
   explicit RdmaTransport(Endpoint endpoint);
   ~RdmaTransport() override;
