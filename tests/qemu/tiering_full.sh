@@ -1,15 +1,73 @@
 #!/bin/sh
-# Guest test for the `full` topology: three-tier automatic tiering (tiering_full_test), then the
-# CXL-vs-RDMA comparison rows (dram, cxl, remote-rdma) from tiermem-bench compare. TCG timings
-# are not hardware timings: compare within this guest only.
+# Guest test for the `full` topology (issue 6): the CXL-vs-RDMA comparison rows (dram, cxl,
+# remote-rdma) from tiermem-bench compare; three-tier GUPS under tiermem (tiering_full_test: the
+# placement goal is asserted there); then, with QEMU_TIERING_KERNEL=1, the same workload without
+# tiermem under the kernel's own tiering (demotion + numa_balancing=2), and both side by side. TCG
+# timings are not hardware timings: GUPS are reported as ratios within this guest, never asserted.
 set -eu
 [ "${QEMU_TOPOLOGY:-}" = full ] || { echo "tiering_full: SKIP: not in the full topology"; exit 77; }
 modprobe rdma_ucm 2>/dev/null || :
+warmup=${QEMU_TIERING_SECONDS:-60}
+measure=${QEMU_TIERING_MEASURE_SECONDS:-15}
+
 echo "=== tiermem-bench compare (this guest) ==="
-tiermem-bench compare --size 8M --remote-size 1M --reps 3 --memd-host 10.9.0.2
 tiermem-bench compare --size 8M --remote-size 1M --reps 3 --memd-host 10.9.0.2 --json > /tmp/compare.json
-for t in dram cxl remote-rdma; do
-  grep -q "\"tier\": \"$t\"" /tmp/compare.json || { echo "tiering_full: FAIL: no compare rows for $t"; exit 1; }
+cat /tmp/compare.json
+# Measured rows are in "results" (after "absent": the keys are sorted). The CXL node does not hold
+# data under QEMU 7.2 TCG, so compare's data check reports it in "absent" with that reason instead
+# of measuring it: accepted for cxl only, and said so.
+sed -n '/"results": \[/,$p' /tmp/compare.json > /tmp/compare.rows
+for t in dram remote-rdma cxl; do
+  if grep -q "\"tier\": *\"$t\"" /tmp/compare.rows; then
+    echo "tiering_full: compare rows for $t: $(grep -c "\"tier\": *\"$t\"" /tmp/compare.rows)"
+  elif [ "$t" = cxl ] && grep -q "data check failed" /tmp/compare.json; then
+    echo "tiering_full: compare: cxl reported, not measured: its memory read back other data (QEMU 7.2 TCG, docs/qemu.md)"
+  else
+    echo "tiering_full: FAIL: no compare rows for $t"; exit 1
+  fi
 done
-tiering_full_test --gtest_color=no
+
+echo "=== three-tier gups under tiermem (warm-up ${warmup} s, measured ${measure} s) ==="
+rc=0
+QEMU_TIERING_SECONDS=$warmup QEMU_TIERING_MEASURE_SECONDS=$measure QEMU_TIERING_JSON=/tmp/tiermem.json \
+  tiering_full_test --gtest_color=no || rc=1
+
+# The kernel's tiering side by side: opt-in (QEMU_TIERING_KERNEL=1), not part of the ctest run.
+# Under QEMU 7.2 TCG the CXL node does not hold data (it reads back zeros, docs/qemu.md), and the
+# kernel demotes pages of every process, not only the workload's: with node 0 under pressure it
+# demoted the guest's own init (PID 1) too, which then died of SIGSEGV and panicked the guest
+# (seen 55 s into the kernel's warm-up). `gups --kernel` locks the guest's program and library
+# files and itself, but not the shells' anonymous memory.
+if [ "${QEMU_TIERING_KERNEL:-0}" != 1 ]; then
+  [ $rc -eq 0 ] || { echo "tiering_full: FAIL: tiering_full_test"; exit 1; }
+  echo "tiering_full: PASS (kernel tiering side by side: QEMU_TIERING_KERNEL=1, see the script)"
+  exit 0
+fi
+echo "=== the same workload under the kernel's tiering (no tiermem) ==="
+for t in /sys/devices/virtual/memory_tiering/memory_tier*; do
+  [ -e "$t/nodelist" ] && echo "$(basename "$t"): nodes $(cat "$t/nodelist")"
+done
+echo 1 > /sys/kernel/mm/numa/demotion_enabled
+echo 2 > /proc/sys/kernel/numa_balancing
+tiermem-bench gups --kernel --json --warmup "${QEMU_TIERING_KERNEL_SECONDS:-30}" --seconds "$measure" \
+    --baseline-seconds 5 > /tmp/kernel.json || { cat /tmp/kernel.json; echo "tiering_full: FAIL: gups --kernel"; exit 1; }
+echo 0 > /proc/sys/kernel/numa_balancing
+cat /tmp/kernel.json
+
+# Side by side: one JSON object, then a one-line table.
+num() { sed -n "s/.*\"$2\": *\([-0-9.e+]*\).*/\1/p" "$1" | head -1; }
+[ -s /tmp/tiermem.json ] || echo '{}' > /tmp/tiermem.json
+printf '{"tiermem": %s, "kernel": %s}\n' "$(cat /tmp/tiermem.json)" "$(tr -d '\n' < /tmp/kernel.json)" \
+  | sed 's/^/TIERING_SIDE_BY_SIDE_JSON /'
+awk -v tg="$(num /tmp/tiermem.json gups)" -v th="$(num /tmp/tiermem.json hot_on_node0)" \
+    -v tw="$(num /tmp/tiermem.json warm_on_cxl)" -v tc="$(num /tmp/tiermem.json cold_remote)" \
+    -v kg="$(num /tmp/kernel.json gups)" -v kh="$(num /tmp/kernel.json hot_on_node0)" \
+    -v kw="$(num /tmp/kernel.json warm_on_lower)" -v kc="$(num /tmp/kernel.json cold_on_lower)" \
+    -v dg="$(num /tmp/kernel.json all_dram_gups)" 'BEGIN {
+  printf "TIERING_SIDE_BY_SIDE | setup | hot on node 0 | warm on cxl | cold remote (tiermem) / on cxl (kernel) | GUPS / all-DRAM |\n"
+  printf "TIERING_SIDE_BY_SIDE | tiermem | %.3f | %.3f | %.3f | %.3f |\n", th, tw, tc, (dg > 0 ? tg / dg : 0)
+  printf "TIERING_SIDE_BY_SIDE | kernel (numa_balancing=2, demotion) | %.3f | %.3f | %.3f | %.3f |\n", kh, kw, kc, (dg > 0 ? kg / dg : 0)
+  printf "TIERING_SIDE_BY_SIDE tiermem/kernel GUPS %.3f\n", (kg > 0 ? tg / kg : 0)
+}'
+[ $rc -eq 0 ] || { echo "tiering_full: FAIL: tiering_full_test"; exit 1; }
 echo "tiering_full: PASS"
