@@ -1,4 +1,5 @@
 #include "allocator/heap_core.h"
+#include "allocator/heap_core_internal.h"
 
 #include <errno.h>
 
@@ -6,92 +7,22 @@
 #include <new>
 
 #include "allocator/meta_arena.h"
-#include "runtime/os/os.h"
-#include "runtime/region.h"
 #include "runtime/runtime_impl.h"
 
 namespace tiermem::alloc {
 
 constinit thread_local ThreadState t_thread TM_TLS;
-
-struct Segment {
-  char* run = nullptr;   // what the runtime returned (Free takes this)
-  char* base = nullptr;  // first granule (64 KiB aligned)
-  uint64_t used_mask = 0;
-  uint64_t dirty_mask = 0;  // free granules whose pages were not discarded (see FreeSpan)
-  Segment* next = nullptr;
-};
+constinit pthread_rwlock_t g_gate = PTHREAD_RWLOCK_INITIALIZER;
+constinit HeapRegistry g_reg{};
 
 namespace {
 
-constexpr int kSegmentGranules = 64;  // 4 MiB of spans per segment
-constexpr size_t kSegmentBytes = kSegmentGranules * kGranule;
 constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
-// Freed page runs kept with their pages (RunCache): at most this much, for at most this long.
-constexpr uint64_t kRunCacheBytes = 16 << 20;
-constexpr uint64_t kRunCacheAgeNs = 1000000000;
 // A realloc that grows a small block into a page run reserves at least this much address space,
 // so a buffer growing from kMaxSmall moves once more before it passes it (pages nobody touches
 // are never backed).
 constexpr size_t kMinGrowthRoom = 1 << 20;
-// Empty spans keep their pages up to this much per heap (reused first, without page faults);
-// beyond it a freed span's pages are discarded at once.
-constexpr uint64_t kMaxDirtyBytes = 4 << 20;
 
-// Memory kept for reuse is allocated memory to the runtime: under a DRAM limit
-// (TIERMEM_DRAM_LIMIT), keep at most a sixteenth of it, so that it does not push the program's
-// own data to slower tiers.
-uint64_t RetainBound(const Runtime::Impl* rt, uint64_t bytes) {
-  const uint64_t limit = rt->options().dram_limit;
-  return limit != 0 && limit / 16 < bytes ? limit / 16 : bytes;
-}
-
-uint64_t GranuleBits(uint32_t first, uint32_t n) {
-  return (n == 64 ? ~0ull : ((1ull << n) - 1)) << first;
-}
-
-// Serialises calls into the runtime against fork (readers: heap calls; writer: ForkPrepare), so
-// a child never inherits a runtime lock held by a thread that does not exist there.
-constinit pthread_rwlock_t g_gate = PTHREAD_RWLOCK_INITIALIZER;
-
-class RuntimeCall {
- public:
-  RuntimeCall() {
-    ++t_thread.bypass;
-    pthread_rwlock_rdlock(&g_gate);
-  }
-  ~RuntimeCall() {
-    pthread_rwlock_unlock(&g_gate);
-    --t_thread.bypass;
-  }
-};
-
-}  // namespace
-
-// A kAuto heap whose NUMA tiers are at their limits (TIERMEM_DRAM_LIMIT...) places new memory on
-// the remote tier when one is configured: that is how an unmodified program gets more memory
-// than its DRAM limit (the runtime's policy moves hot pages back).
-static StatusOr<void*> RuntimeAllocate(Runtime::Impl* rt, size_t bytes, Tier tier,
-                                       uint32_t flags) {
-  StatusOr<void*> r = rt->Allocate(bytes, tier, flags);
-  if (!r.ok() && tier == Tier::kAuto && r.status().code() == StatusCode::kResourceExhausted &&
-      rt->HasTier(Tier::kRemote)) {
-    r = rt->Allocate(bytes, Tier::kRemote, flags);
-  }
-  return r;
-}
-
-struct HeapRegistry {
-  std::mutex mu;  // slots, generations
-  std::atomic<HeapCore*> heaps[kMaxHeaps];
-  uint32_t gens[kMaxHeaps];
-  std::mutex tc_mu;  // free thread caches
-  ThreadCache* free_tcs;
-  std::atomic<bool> key_ready;
-  pthread_key_t key;
-};
-namespace {
-constinit HeapRegistry g_reg{};
 
 void ThreadExit(void*) {
   t_thread.exiting = 1;
@@ -385,255 +316,6 @@ void HeapCore::Release(int cls, void* head, uint32_t n) {
     ReleaseToSpans(c, head, n, to_free, &nfree);
   }
   for (int i = 0; i < nfree; ++i) FreeSpan(to_free[i]);
-}
-
-// ---------------------------------------------------------------- page heap
-
-bool HeapCore::NewSegment() {
-  // One run per segment, 64 KiB-aligned inside; the slack is never touched (no RSS).
-  const size_t run_bytes = kSegmentBytes + kGranule - rt_->page_size();
-  void* run = nullptr;
-  {
-    RuntimeCall call;
-    StatusOr<void*> r = RuntimeAllocate(rt_, run_bytes, tier_, flags_);
-    if (!r.ok()) return false;
-    run = *r;
-  }
-  Segment* seg = static_cast<Segment*>(MetaAlloc(sizeof(Segment)));
-  if (seg == nullptr) {
-    RuntimeCall call;
-    (void)rt_->Free(run);
-    return false;
-  }
-  seg->run = static_cast<char*>(run);
-  uintptr_t b = (reinterpret_cast<uintptr_t>(run) + kGranule - 1) & ~(kGranule - 1);
-  seg->base = reinterpret_cast<char*>(b);
-  seg->used_mask = 0;
-  seg->next = segments_;
-  segments_ = seg;
-  ++empty_segments_;
-  segment_bytes_.fetch_add(kSegmentBytes, std::memory_order_relaxed);
-  return true;
-}
-
-Segment* HeapCore::FindGranules(uint32_t k, uint32_t* g) {
-  Segment* first = nullptr;
-  uint32_t first_g = 0;
-  for (Segment* seg = segments_; seg != nullptr; seg = seg->next) {
-    const uint64_t free = ~seg->used_mask;
-    uint64_t x = free;
-    uint64_t d = seg->dirty_mask;  // dirty granules are free
-    for (uint32_t i = 1; i < k && x != 0; ++i) {
-      x &= free >> i;
-      d &= seg->dirty_mask >> i;
-    }
-    if (d != 0) {
-      *g = static_cast<uint32_t>(__builtin_ctzll(d));
-      return seg;
-    }
-    if (x != 0 && first == nullptr) {
-      first = seg;
-      first_g = static_cast<uint32_t>(__builtin_ctzll(x));
-    }
-  }
-  *g = first_g;
-  return first;
-}
-
-Span* HeapCore::AllocSpan(int cls) {
-  const uint32_t k = SpanGranules(cls);
-  std::lock_guard<std::mutex> lock(page_mu_);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    uint32_t g = 0;
-    if (Segment* seg = FindGranules(k, &g)) {
-      Span* s = spare_spans_;
-      if (s != nullptr) {
-        spare_spans_ = s->next;
-      } else {
-        s = static_cast<Span*>(MetaAlloc(sizeof(Span)));
-        if (s == nullptr) return nullptr;
-      }
-      new (s) Span();
-      s->start = seg->base + static_cast<size_t>(g) * kGranule;
-      s->obj_size = static_cast<uint32_t>(ClassSize(cls));
-      s->capacity = static_cast<uint32_t>(k * kGranule / s->obj_size);
-      s->div_magic = ((uint64_t{1} << 40) + s->obj_size - 1) / s->obj_size;
-      s->cls = cls;
-      s->granules = k;
-      s->heap = this;
-      s->heap_slot = slot_;
-      s->heap_gen = gen_;
-      s->segment = seg;
-      s->first_granule = g;
-      if (!GlobalSpanMap().Set(s->start, k, s)) {
-        (void)GlobalSpanMap().Set(s->start, k, nullptr);
-        s->next = spare_spans_;
-        spare_spans_ = s;
-        return nullptr;
-      }
-      if (seg->used_mask == 0) --empty_segments_;
-      const uint64_t bits = GranuleBits(g, k);
-      seg->used_mask |= bits;
-      dirty_bytes_ -= static_cast<uint64_t>(__builtin_popcountll(seg->dirty_mask & bits)) * kGranule;
-      seg->dirty_mask &= ~bits;
-      span_bytes_.fetch_add(k * kGranule, std::memory_order_relaxed);
-      return s;
-    }
-    if (attempt == 0 && !NewSegment()) break;
-  }
-  return nullptr;
-}
-
-void HeapCore::FreeSpan(Span* s) {
-  const size_t bytes = static_cast<size_t>(s->granules) * kGranule;
-  (void)GlobalSpanMap().Set(s->start, s->granules, nullptr);
-  const uint64_t bits = GranuleBits(s->first_granule, s->granules);
-  Segment* seg = s->segment;
-  std::unique_lock<std::mutex> lock(page_mu_);
-  if (dirty_bytes_ + bytes <= max_dirty_bytes_) {
-    // Keep the pages: the next span of any class takes these granules first, without faults.
-    seg->dirty_mask |= bits;
-    dirty_bytes_ += bytes;
-  } else {
-    // Drop the contents before the granules can be handed out again. Through the runtime, not
-    // a bare madvise: pages of the span that sit on the remote tier must forget their server
-    // copy, or the next touch would bring the old contents back instead of a fresh page.
-    lock.unlock();
-    {
-      RuntimeCall scope;
-      (void)rt_->DiscardPages(s->start, bytes);
-    }
-    lock.lock();
-  }
-  Segment* release = nullptr;
-  {
-    seg->used_mask &= ~bits;
-    span_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-    s->next = spare_spans_;
-    spare_spans_ = s;
-    if (seg->used_mask == 0) {
-      if (empty_segments_ >= 1) {  // keep one empty segment; return the others
-        for (Segment** pp = &segments_; *pp != nullptr; pp = &(*pp)->next) {
-          if (*pp == seg) {
-            *pp = seg->next;
-            break;
-          }
-        }
-        release = seg;
-        segment_bytes_.fetch_sub(kSegmentBytes, std::memory_order_relaxed);
-        // The runtime drops the whole segment's pages.
-        dirty_bytes_ -= static_cast<uint64_t>(__builtin_popcountll(seg->dirty_mask)) * kGranule;
-        seg->dirty_mask = 0;
-      } else {
-        ++empty_segments_;
-      }
-    }
-  }
-  lock.unlock();
-  if (release != nullptr) {
-    {
-      RuntimeCall call;
-      (void)rt_->Free(release->run);
-    }
-    // Segment records are tiny and rare: recycle as spare span storage is not worth it; leak.
-  }
-}
-
-// ---------------------------------------------------------------- large objects
-
-void HeapCore::ReleaseRuns(const RunCache::Run* runs, int n) {
-  for (int i = 0; i < n; ++i) {
-    RuntimeCall call;
-    (void)rt_->Free(runs[i].start);
-  }
-}
-
-void* HeapCore::AllocLarge(size_t size, size_t align, size_t room, bool* reused) {
-  const size_t page = rt_->page_size();
-  const size_t extra = align > page ? align : 0;
-  if (size > (size_t{1} << 46) - extra) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  if (reused != nullptr) *reused = false;
-  const size_t want = room > size && room <= (size_t{1} << 46) ? room : size;
-  void* run = nullptr;
-  uint64_t pages = 0;
-  if (extra == 0) {
-    // A cached run that fits: for growth the largest up to `room` (the buffer grows in place),
-    // otherwise the smallest of up to twice the request.
-    const uint64_t lo = (size + page - 1) / page;
-    const uint64_t hi = want > size ? (want + page - 1) / page : 2 * lo;
-    RunCache::Run expired[RunCache::kSlots];
-    int nexpired = 0;
-    run = run_cache_.Take(lo, hi, want > size, os::MonotonicNanos(), &pages, expired, &nexpired);
-    ReleaseRuns(expired, nexpired);
-    if (run != nullptr && reused != nullptr) *reused = true;
-  }
-  if (run == nullptr) {
-    RuntimeCall call;
-    size_t bytes = want + extra;
-    StatusOr<void*> r = RuntimeAllocate(rt_, bytes, tier_, flags_);
-    if (!r.ok() && want > size) {
-      bytes = size + extra;
-      r = RuntimeAllocate(rt_, bytes, tier_, flags_);
-    }
-    if (!r.ok()) {
-      errno = ENOMEM;
-      return nullptr;
-    }
-    run = *r;
-    pages = (bytes + page - 1) / page;
-  }
-  large_bytes_.fetch_add(pages * page, std::memory_order_relaxed);
-  large_count_.fetch_add(1, std::memory_order_relaxed);
-  uintptr_t p = reinterpret_cast<uintptr_t>(run);
-  if (extra) p = (p + align - 1) & ~(align - 1);
-  return reinterpret_cast<void*>(p);
-}
-
-void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
-  Region* r = rt->RegionOf(p);
-  if (r == nullptr) return;
-  const uint64_t head = r->RunHeadOf(r->PageIndex(p));
-  if (head == Region::kNoRun) return;
-  const uint64_t len = r->RunLength(head);
-  // Large blocks are accounted to the heap that made them; any heap of this runtime may free
-  // them, so the byte count is process-wide per runtime (see Stats).
-  for (int s = 0; s < kMaxHeaps; ++s) {
-    HeapCore* h = g_reg.heaps[s].load(std::memory_order_acquire);
-    if (h != nullptr && h->rt_ == rt) {
-      h->large_bytes_.fetch_sub(len * rt->page_size(), std::memory_order_relaxed);
-      h->large_count_.fetch_sub(1, std::memory_order_relaxed);
-      break;
-    }
-  }
-  // Keep the run, pages and all, in the run cache of a heap that would have made it: same
-  // runtime, default flags, and the heap's tier (a kAuto heap takes any).
-  char* start = r->PageAddress(head);
-  const uint8_t run_tier = r->record(head).tier.load(std::memory_order_relaxed);
-  for (int s = 0; s < kMaxHeaps; ++s) {
-    HeapCore* h = g_reg.heaps[s].load(std::memory_order_acquire);
-    if (h == nullptr || h->rt_ != rt || h->flags_ != kAllocDefault ||
-        (h->tier_ != Tier::kAuto && static_cast<uint8_t>(h->tier_) != run_tier)) {
-      continue;
-    }
-    RunCache::Run evicted[RunCache::kSlots + 1];
-    h->ReleaseRuns(evicted, h->run_cache_.Put(start, len, os::MonotonicNanos(), evicted));
-    return;
-  }
-  RuntimeCall call;
-  (void)rt->Free(start);
-}
-
-size_t HeapCore::LargeUsable(const void* p, Runtime::Impl* rt) {
-  Region* r = rt->RegionOf(p);
-  if (r == nullptr) return 0;
-  const uint64_t head = r->RunHeadOf(r->PageIndex(p));
-  if (head == Region::kNoRun) return 0;
-  const uint64_t len = r->RunLength(head);
-  const char* end = r->PageAddress(head) + len * r->page_size();
-  return static_cast<size_t>(end - static_cast<const char*>(p));
 }
 
 // ---------------------------------------------------------------- public operations

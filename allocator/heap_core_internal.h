@@ -1,0 +1,81 @@
+// Internals shared by heap_core.cc (thread caches, central lists, the public operations, fork)
+// and page_heap.cc (segments, spans, page runs and the run cache). Not for other layers.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "allocator/heap_core.h"
+#include "runtime/runtime_impl.h"
+
+namespace tiermem::alloc {
+
+struct Segment {
+  char* run = nullptr;   // what the runtime returned (Free takes this)
+  char* base = nullptr;  // first granule (64 KiB aligned)
+  uint64_t used_mask = 0;
+  uint64_t dirty_mask = 0;  // free granules whose pages were not discarded (see FreeSpan)
+  Segment* next = nullptr;
+};
+
+inline constexpr int kSegmentGranules = 64;  // 4 MiB of spans per segment
+inline constexpr size_t kSegmentBytes = kSegmentGranules * kGranule;
+// Freed page runs kept with their pages (RunCache): at most this much, for at most this long.
+inline constexpr uint64_t kRunCacheBytes = 16 << 20;
+inline constexpr uint64_t kRunCacheAgeNs = 1000000000;
+// Empty spans keep their pages up to this much per heap (reused first, without page faults);
+// beyond it a freed span's pages are discarded at once.
+inline constexpr uint64_t kMaxDirtyBytes = 4 << 20;
+
+// Memory kept for reuse is allocated memory to the runtime: under a DRAM limit
+// (TIERMEM_DRAM_LIMIT), keep at most a sixteenth of it, so that it does not push the program's
+// own data to slower tiers.
+inline uint64_t RetainBound(const Runtime::Impl* rt, uint64_t bytes) {
+  const uint64_t limit = rt->options().dram_limit;
+  return limit != 0 && limit / 16 < bytes ? limit / 16 : bytes;
+}
+
+inline uint64_t GranuleBits(uint32_t first, uint32_t n) {
+  return (n == 64 ? ~0ull : ((1ull << n) - 1)) << first;
+}
+
+// Serialises calls into the runtime against fork (readers: heap calls; writer: ForkPrepare), so
+// a child never inherits a runtime lock held by a thread that does not exist there.
+extern pthread_rwlock_t g_gate;
+
+// Scope of a call from the heap into the runtime: the thread bypasses the heap meanwhile (the
+// runtime may allocate) and holds the fork gate for reading.
+class RuntimeCall {
+ public:
+  RuntimeCall() {
+    ++t_thread.bypass;
+    pthread_rwlock_rdlock(&g_gate);
+  }
+  ~RuntimeCall() {
+    pthread_rwlock_unlock(&g_gate);
+    --t_thread.bypass;
+  }
+  RuntimeCall(const RuntimeCall&) = delete;
+  RuntimeCall& operator=(const RuntimeCall&) = delete;
+};
+
+// The process's heaps (slots), and the thread caches of exited threads.
+struct HeapRegistry {
+  std::mutex mu;  // slots, generations
+  std::atomic<HeapCore*> heaps[kMaxHeaps];
+  uint32_t gens[kMaxHeaps];
+  std::mutex tc_mu;  // free thread caches
+  ThreadCache* free_tcs;
+  std::atomic<bool> key_ready;
+  pthread_key_t key;
+};
+extern HeapRegistry g_reg;
+
+// Runtime::Impl::Allocate, spilling a kAuto heap's memory to the remote tier when its NUMA tiers
+// are at their limits (page_heap.cc). Call inside a RuntimeCall.
+StatusOr<void*> RuntimeAllocate(Runtime::Impl* rt, size_t bytes, Tier tier, uint32_t flags);
+
+}  // namespace tiermem::alloc
