@@ -31,6 +31,7 @@ echo "=== three-tier gups under tiermem (warm-up ${warmup} s, measured ${measure
 rc=0
 QEMU_TIERING_SECONDS=$warmup QEMU_TIERING_MEASURE_SECONDS=$measure QEMU_TIERING_JSON=/tmp/tiermem.json \
   tiering_full_test --gtest_color=no || rc=1
+[ -s /tmp/tiermem.json ] && sed 's/^/TIERING_FULL_JSON /' /tmp/tiermem.json
 
 # The kernel's tiering side by side: opt-in (QEMU_TIERING_KERNEL=1), not part of the ctest run.
 # Under QEMU 7.2 TCG the CXL node does not hold data (it reads back zeros, docs/qemu.md), and the
