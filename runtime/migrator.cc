@@ -48,13 +48,11 @@ Status Migrator::Start() {
     DetectPebs(&stats_.pebs);
   }
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
-  // Under the preload library, the policy thread stays off unless asked for
-  // (TIERMEM_SAMPLE_MODE=faults): with it, a program whose threads free each other's blocks
-  // while pages are demoted to the remote tier was seen to read corrupt data (about 1 run in
-  // 20 of tests/preload/cross_thread.cc at TIERMEM_DRAM_LIMIT=16M; not yet understood). The DRAM
-  // budget is still kept by placement: the heap puts new memory on the remote tier when DRAM
-  // is at its limit.
-  if (mode == "auto" && Preloaded()) mode = "off";
+  // Under the preload library, mode auto samples no pages by protection: unmodified programs
+  // pass heap pointers to read(2) and friends, which would fail with EFAULT on a protected page.
+  // The policy thread still runs on remote faults ("faults"): faulted pages are hot, DRAM's
+  // oldest pages are demoted first-in first-out.
+  if (mode == "auto" && Preloaded()) mode = "faults";
   if (mode == "off" || (!budgets && mode != "protect")) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = "off";
@@ -204,7 +202,9 @@ bool Migrator::Round() {
       if (st == kStateRemote) {
         tier = Tier::kRemote;
       } else if (st == kStateLocal) {
-        tier = static_cast<Tier>(rec.tier.load(std::memory_order_relaxed));
+        const uint8_t tv = rec.tier.load(std::memory_order_relaxed);
+        if (tv >= kNumTiers) continue;  // kNoTier: its run is being freed
+        tier = static_cast<Tier>(tv);
         if (tier == Tier::kRemote) tier = Tier::kDram;  // faulted back in: remote pages land in DRAM
         if (was == kStateRemote) {
           samples.push_back({key, false, now});

@@ -13,6 +13,8 @@ enum class PageState : uint8_t {
   kLocal = 1,      // allocated; mapped (or never touched) in this process, on a NUMA node
   kRemote = 2,     // allocated; contents on a memory server, not mapped here
   kInFlight = 3,   // being written out or read back; whoever set it finishes the transition
+  kReleasing = 4,  // its run is being freed: nobody may claim it (not kFree: the region's
+                   // boundary tags read kFree as "in the free lists", which it is not yet)
 };
 
 enum PageFlags : uint8_t {
@@ -21,9 +23,12 @@ enum PageFlags : uint8_t {
   kPageRemoteClean = 1u << 2,// the copy on the server equals the local page (no write-back needed)
 };
 
+// PageRecord::tier of a page whose bytes no tier counts any more (its run is being freed).
+inline constexpr uint8_t kNoTier = 0xff;
+
 struct PageRecord {
   std::atomic<uint8_t> state{0};        // PageState
-  std::atomic<uint8_t> tier{0};         // Tier it is bound to (kDram, kCxl, kRemote)
+  std::atomic<uint8_t> tier{0};         // Tier it is bound to (kDram, kCxl, kRemote), or kNoTier
   std::atomic<uint8_t> flags{0};        // PageFlags
   std::atomic<uint8_t> heat{0};         // decayed access count (policy)
   std::atomic<uint32_t> remote_slot{0}; // slot on the memory server + 1; 0 = none

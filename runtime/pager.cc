@@ -303,14 +303,13 @@ void Pager::GiveSlot(uint64_t slot) {
 
 Status Pager::AdoptRemote(Region& region, uint64_t first, uint64_t n) {
   if (forked_child_) return Unavailable(kForkedMessage);
+  // The records were created kInFlight, with no slot and no flags, by Region::AllocRun: the
+  // run is ours to finish, and an evictor or fetcher working from a stale view of these pages
+  // cannot claim them (had they been kLocal or kRemote for a moment, it could have, and our
+  // store below would overwrite its claim; a fetch before the registration would fail).
   TIERMEM_RETURN_IF_ERROR(Register(region.PageAddress(first), n * kPage));
   for (uint64_t i = first; i < first + n; ++i) {
-    PageRecord& r = region.record(i);
-    r.remote_slot.store(0, std::memory_order_relaxed);
-    r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-    // The run is born kRemote (Region::AllocRun); a run that was not is made so, but a state
-    // someone else set meanwhile is never overwritten.
-    (void)Cas(r, PageState::kLocal, PageState::kRemote);
+    region.record(i).state.store(S(PageState::kRemote), std::memory_order_release);
   }
   return Status::Ok();
 }
@@ -560,9 +559,11 @@ void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
     uint32_t slot1 = rec.remote_slot.exchange(0, std::memory_order_relaxed);
     if (slot1 != 0) GiveSlot(slot1 - 1);
     rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-    if (rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
-      rec.state.store(S(PageState::kLocal), std::memory_order_release);
-    }
+    // Releasing from here on, before io_mu_ is let go: an evictor or fetcher holding a stale
+    // view of these pages (the policy thread) must not claim them between now and
+    // Region::ReleaseRun. Had it claimed them, the run could be handed out again while it works,
+    // and its late drop (MADV_DONTNEED) would destroy what the next owner wrote.
+    rec.state.store(S(PageState::kReleasing), std::memory_order_release);
   }
   char* addr = region.PageAddress(first);
   (void)os::Discard(addr, n * kPage);

@@ -101,9 +101,9 @@ class Pager {
   // Pages must be allocated; pages already remote are left as they are. Returns the number of
   // pages that became remote. On failure nothing is dropped (pages stay local and intact).
   StatusOr<uint64_t> Evict(Region& region, uint64_t first, uint64_t n);
-  // Takes on a fresh run allocated as remote (Region::AllocRun with kRemote: contents zero,
-  // nothing on the server yet) by registering it: its first touch faults to the handler, which
-  // installs a zero page.
+  // Takes on a fresh run allocated as remote (Region::AllocRun with kInFlight: contents zero,
+  // nothing on the server yet): registers it and marks it kRemote, so its first touch faults to
+  // the handler, which installs a zero page.
   Status AdoptRemote(Region& region, uint64_t first, uint64_t n);
   // Brings the remote pages of [first, first+n) back in (read and installed, clean). Returns the
   // number fetched.

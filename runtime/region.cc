@@ -110,6 +110,9 @@ uint64_t Region::AllocRun(uint64_t npages, PageState initial) {
     r.flags.store(0, std::memory_order_relaxed);
     r.heat.store(0, std::memory_order_relaxed);
     r.remote_slot.store(0, std::memory_order_relaxed);
+    // No tier counts these bytes until the caller binds the run: a migration working from a
+    // stale view that exchanges the tier meanwhile finds kNoTier and moves no bytes.
+    r.tier.store(kNoTier, std::memory_order_relaxed);
     r.state.store(static_cast<uint8_t>(initial), std::memory_order_release);
   }
   records_[found].flags.store(kPageRunHead, std::memory_order_release);

@@ -48,10 +48,9 @@ class Region {
   PageRecord& record(uint64_t index) const { return records_[index]; }
 
   // Takes a run of `npages` pages; returns its first page index, or kNoRun when no free run is
-  // large enough. Records of the run are set to `initial` (kLocal, or kRemote for a run placed
-  // on the remote tier) with kPageRunHead on the first page. A remote run is born kRemote: were
-  // it kLocal for a moment, an evictor working from a stale view of these pages could claim
-  // them, and the later store of kRemote would overwrite its claim.
+  // large enough. Records of the run are set to `initial` (kLocal; kInFlight for a run the caller
+  // must finish before anyone may claim its pages, such as one placed on the remote tier) with
+  // kPageRunHead on the first page and tier kNoTier until the caller binds it.
   uint64_t AllocRun(uint64_t npages, PageState initial = PageState::kLocal);
   // Freeing is two steps so a concurrent double free cannot drop pages that were handed out
   // again: DetachRun atomically checks that `first` heads a live run and takes the run away (its

@@ -322,7 +322,9 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   const uint64_t rounded = npages * page_size_;
   TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags));
   uint64_t first = 0;
-  const PageState initial = chosen == Tier::kRemote ? PageState::kRemote : PageState::kLocal;
+  // A remote run is born claimed (kInFlight) and AdoptRemote finishes it as kRemote once it is
+  // registered: nobody else (a migration working from a stale view) may claim it before then.
+  const PageState initial = chosen == Tier::kRemote ? PageState::kInFlight : PageState::kLocal;
   TIERMEM_ASSIGN_OR_RETURN(Region * region, AllocRunAnywhere(npages, initial, &first));
   char* p = region->PageAddress(first);
   // Remote pages that fault back in land in DRAM.
@@ -365,8 +367,11 @@ Status Runtime::Impl::Free(void* ptr) {
                            "): not the start of a live tiermem allocation (already freed, or "
                            "inside one)");
   }
+  // Each page's tier is taken (exchanged for "none") so its bytes leave the count exactly once:
+  // a migration working from a stale view of these pages exchanges the tier too, and moves the
+  // bytes between counts only when it finds a real tier there.
   for (uint64_t i = first; i < first + len; ++i) {
-    int t = region->record(i).tier.load(std::memory_order_relaxed);
+    int t = region->record(i).tier.exchange(kNoTier, std::memory_order_relaxed);
     if (t < kNumTiers) allocated_[t].fetch_sub(page_size_, std::memory_order_relaxed);
   }
   if (migrator_) migrator_->OnFree(region, first, len);  // issue 6: lift sampling protection
@@ -413,8 +418,9 @@ Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, u
   }
   uint64_t a = r->PageIndex(ptr), b = r->PageIndex(end);
   for (uint64_t i = a; i <= b; ++i) {
-    if (r->record(i).state.load(std::memory_order_acquire) ==
-        static_cast<uint8_t>(PageState::kFree)) {
+    const uint8_t st = r->record(i).state.load(std::memory_order_acquire);
+    if (st == static_cast<uint8_t>(PageState::kFree) ||
+        st == static_cast<uint8_t>(PageState::kReleasing)) {
       return InvalidArgument("range " + Hex(ptr) + "+" + std::to_string(len) +
                              " includes memory that is not allocated (page at " +
                              Hex(r->PageAddress(i)) + ")");
@@ -424,6 +430,17 @@ Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, u
   *first = a;
   *npages = b - a + 1;
   return Status::Ok();
+}
+
+uint8_t Runtime::Impl::Retag(PageRecord& rec, Tier tier) {
+  const auto to = static_cast<uint8_t>(tier);
+  uint8_t old = rec.tier.load(std::memory_order_relaxed);
+  do {
+    if (old >= kNumTiers || old == to) return kNoTier;
+  } while (!rec.tier.compare_exchange_weak(old, to, std::memory_order_relaxed));
+  allocated_[old].fetch_sub(page_size_, std::memory_order_relaxed);
+  allocated_[Index(tier)].fetch_add(page_size_, std::memory_order_relaxed);
+  return old;
 }
 
 StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier tier,
@@ -460,13 +477,7 @@ StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier t
   char* start = region->PageAddress(first);
   TIERMEM_ASSIGN_OR_RETURN(MoveStats ms,
                            NumaBackend::MoveRange(start, npages * page_size_, nodes));
-  for (uint64_t i = first; i < first + npages; ++i) {
-    uint8_t old = region->record(i).tier.exchange(static_cast<uint8_t>(tier));
-    if (old != static_cast<uint8_t>(tier) && old < kNumTiers) {
-      allocated_[old].fetch_sub(page_size_, std::memory_order_relaxed);
-      allocated_[Index(tier)].fetch_add(page_size_, std::memory_order_relaxed);
-    }
-  }
+  for (uint64_t i = first; i < first + npages; ++i) Retag(region->record(i), tier);
   MigrateResult r;
   r.pages_moved = ms.moved;
   r.pages_already_there = ms.already_there;
@@ -512,12 +523,8 @@ StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
   }
   TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->Evict(*region, first, npages));
   for (uint64_t i = first; i < first + npages; ++i) {
-    uint8_t old = region->record(i).tier.exchange(static_cast<uint8_t>(Tier::kRemote));
-    if (old != static_cast<uint8_t>(Tier::kRemote) && old < kNumTiers) {
-      allocated_[old].fetch_sub(page_size_, std::memory_order_relaxed);
-      allocated_[Index(Tier::kRemote)].fetch_add(page_size_, std::memory_order_relaxed);
-      migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
-    }
+    const uint8_t old = Retag(region->record(i), Tier::kRemote);
+    if (old < kNumTiers) migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
   }
   migrated_in_[Index(Tier::kRemote)].fetch_add(moved, std::memory_order_relaxed);
   MigrateResult r;

@@ -71,6 +71,10 @@ class Runtime::Impl {
   Status ResolveTiers();
   // Picks the tier an allocation goes to (fallback, kAuto, limits).
   StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const;
+  // Binds a page to `tier` and moves its bytes between the per-tier counts; returns the tier it
+  // left, or kNoTier when it was already there or no tier counts it (its run is being freed, or
+  // is not bound yet: a migration working from a stale view must not count such a page).
+  uint8_t Retag(PageRecord& rec, Tier tier);
   StatusOr<Region*> AllocRunAnywhere(uint64_t npages, PageState initial, uint64_t* first);
   // Checks [ptr, ptr+len) lies in live allocations of one region; returns its region and pages.
   Status CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
