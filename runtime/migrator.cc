@@ -48,11 +48,14 @@ Status Migrator::Start() {
     DetectPebs(&stats_.pebs);
   }
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
-  // Under the preload library, mode auto samples no pages by protection: unmodified programs
-  // pass heap pointers to read(2) and friends, which would fail with EFAULT on a protected page.
-  // The policy thread still runs on remote faults ("faults"): faulted pages are hot, DRAM's
-  // oldest pages are demoted first-in first-out.
-  if (mode == "auto" && Preloaded()) mode = "faults";
+  // Under the preload library, mode auto runs no policy thread: pages cannot be sampled by
+  // protection (unmodified programs pass heap pointers to read(2) and friends, which would fail
+  // with EFAULT on a protected page), and with remote faults alone ("faults", opt-in) the
+  // policy demotes DRAM's pages first-in first-out, which thrashes when the DRAM limit is far
+  // below the working set (sort over 70 MB at TIERMEM_DRAM_LIMIT=4M ran for minutes instead of
+  // seconds). The DRAM budget is kept by placement: the heap puts new memory on the remote tier
+  // once DRAM is at its limit.
+  if (mode == "auto" && Preloaded()) mode = "off";
   if (mode == "off" || (!budgets && mode != "protect")) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = "off";
