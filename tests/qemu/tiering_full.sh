@@ -13,19 +13,17 @@ measure=${QEMU_TIERING_MEASURE_SECONDS:-15}
 echo "=== tiermem-bench compare (this guest) ==="
 tiermem-bench compare --size 8M --remote-size 1M --reps 3 --memd-host 10.9.0.2 --json > /tmp/compare.json
 cat /tmp/compare.json
-# Measured rows are in "results" (after "absent": the keys are sorted). The CXL node does not hold
-# data under QEMU 7.2 TCG, so compare's data check reports it in "absent" with that reason instead
-# of measuring it: accepted for cxl only, and said so.
+# Measured rows are in "results" (after "absent" and "notes": the keys are sorted). The CXL node
+# does not hold data under QEMU 7.2 TCG, so compare's data check fails there: it skips the
+# pointer chase and times the other patterns, with a note (docs/qemu.md).
 sed -n '/"results": \[/,$p' /tmp/compare.json > /tmp/compare.rows
 for t in dram remote-rdma cxl; do
-  if grep -q "\"tier\": *\"$t\"" /tmp/compare.rows; then
-    echo "tiering_full: compare rows for $t: $(grep -c "\"tier\": *\"$t\"" /tmp/compare.rows)"
-  elif [ "$t" = cxl ] && grep -q "data check failed" /tmp/compare.json; then
-    echo "tiering_full: compare: cxl reported, not measured: its memory read back other data (QEMU 7.2 TCG, docs/qemu.md)"
-  else
-    echo "tiering_full: FAIL: no compare rows for $t"; exit 1
-  fi
+  n=$(grep -c "\"tier\": *\"$t\"" /tmp/compare.rows || :)
+  [ "${n:-0}" -gt 0 ] || { echo "tiering_full: FAIL: no compare rows for $t"; exit 1; }
+  echo "tiering_full: compare rows for $t: $n"
 done
+grep -q '"tier": *"cxl"' /tmp/compare.json && grep -q "data check failed" /tmp/compare.json &&
+  echo "tiering_full: compare: cxl timed without the chase: its memory read back other data (QEMU 7.2 TCG)"
 
 echo "=== three-tier gups under tiermem (warm-up ${warmup} s, measured ${measure} s) ==="
 rc=0
