@@ -5,7 +5,7 @@
 #include "runtime/topology_internal.h"
 
 #ifdef TIERMEM_HAVE_RDMA
-#include <infiniband/verbs.h>
+#include "backends/remote/rdma/rdma_api.h"
 #endif
 
 namespace tiermem::internal {
@@ -36,40 +36,53 @@ int MtuBytes(ibv_mtu m) {
 }  // namespace
 
 void DiscoverRdma(Topology* topo) {
+  // libibverbs is loaded only when sysfs lists a verbs device: most hosts have none.
+  if (!remote::VerbsDeviceInSysfs()) {
+    topo->rdma_absent_reason =
+        "/sys/class/infiniband lists none (no RDMA NIC, and no rxe/siw soft device configured); "
+        "libibverbs not loaded";
+    return;
+  }
+  Status why;
+  const remote::VerbsApi* v = remote::Verbs(&why);
+  if (v == nullptr) {
+    topo->rdma_absent_reason = "/sys/class/infiniband lists RDMA devices but " + why.message();
+    return;
+  }
   int num = 0;
-  ibv_device** list = ibv_get_device_list(&num);
+  ibv_device** list = v->get_device_list(&num);
   if (list == nullptr) {
     topo->rdma_absent_reason = "ibv_get_device_list failed (no ib_uverbs in this kernel?)";
     return;
   }
   for (int i = 0; i < num; ++i) {
     RdmaDevice dev;
-    dev.name = ibv_get_device_name(list[i]);
+    dev.name = v->get_device_name(list[i]);
     dev.transport = list[i]->transport_type == IBV_TRANSPORT_IB      ? "InfiniBand"
                     : list[i]->transport_type == IBV_TRANSPORT_IWARP ? "iWARP"
                                                                      : "unknown";
     char guid[32];
     snprintf(guid, sizeof(guid), "%016llx",
-             static_cast<unsigned long long>(be64toh(ibv_get_device_guid(list[i]))));
+             static_cast<unsigned long long>(be64toh(v->get_device_guid(list[i]))));
     dev.node_guid = guid;
-    ibv_context* ctx = ibv_open_device(list[i]);
+    ibv_context* ctx = v->open_device(list[i]);
     if (ctx == nullptr) {
       topo->notes.push_back("cannot open RDMA device " + dev.name + " (permissions?)");
       topo->rdma_devices.push_back(std::move(dev));
       continue;
     }
     ibv_device_attr attr{};
-    if (ibv_query_device(ctx, &attr) == 0) {
+    if (v->query_device(ctx, &attr) == 0) {
       for (uint8_t p = 1; p <= attr.phys_port_cnt; ++p) {
         ibv_port_attr pa{};
-        if (ibv_query_port(ctx, p, &pa) != 0) continue;
+        if (remote::QueryPort(*v, ctx, p, &pa) != 0) continue;
         RdmaPort port;
         port.port = p;
         port.state = PortState(pa.state);
         port.link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
         port.active_mtu = MtuBytes(pa.active_mtu);
         ibv_gid gid{};
-        if (ibv_query_gid(ctx, p, 0, &gid) == 0) {
+        if (v->query_gid(ctx, p, 0, &gid) == 0) {
           char g[48];
           const uint8_t* r = gid.raw;
           snprintf(g, sizeof(g),
@@ -81,10 +94,10 @@ void DiscoverRdma(Topology* topo) {
         dev.ports.push_back(std::move(port));
       }
     }
-    ibv_close_device(ctx);
+    v->close_device(ctx);
     topo->rdma_devices.push_back(std::move(dev));
   }
-  ibv_free_device_list(list);
+  v->free_device_list(list);
   if (topo->rdma_devices.empty()) {
     topo->rdma_absent_reason =
         "libibverbs found no RDMA device (no RDMA NIC, and no rxe/siw soft device configured)";

@@ -1,7 +1,6 @@
 #include "backends/remote/rdma/rdma_transport.h"
 
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
+#include "backends/remote/rdma/rdma_api.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -30,13 +29,20 @@ struct ConnectData {
 }  // namespace
 
 Status RdmaDevicePresent() {
+  // No entry in sysfs: no device, and no reason to load libibverbs at all.
+  if (!VerbsDeviceInSysfs()) {
+    return Unavailable("no RDMA device: /sys/class/infiniband lists no verbs device on this host (no RDMA NIC, no rxe/siw)");
+  }
+  Status why;
+  const VerbsApi* v = Verbs(&why);
+  if (v == nullptr) return Unavailable("no RDMA: " + why.message());
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
+  ibv_device** list = v->get_device_list(&n);
   if (list == nullptr) {
     return Unavailable(std::string("no RDMA device: libibverbs found no verbs device on this host (ibv_get_device_list: ") +
                        strerror(errno) + ")");
   }
-  ibv_free_device_list(list);
+  v->free_device_list(list);
   if (n == 0) return Unavailable("no RDMA device: libibverbs found no verbs device on this host (no RDMA NIC, no rxe/siw)");
   return Status::Ok();
 }
@@ -54,15 +60,15 @@ Status RdmaTransport::WaitEvent(int expected, uint32_t timeout_ms) {
   } while (n < 0 && errno == EINTR);
   if (n == 0) return Unavailable("memory server " + name() + ": RDMA connection setup timed out");
   rdma_cm_event* ev = nullptr;
-  if (rdma_get_cm_event(channel_, &ev) != 0) return ErrnoToStatus(errno, "rdma_get_cm_event");
+  if (cm_->get_cm_event(channel_, &ev) != 0) return ErrnoToStatus(errno, "rdma_get_cm_event");
   int type = ev->event;
   int status = ev->status;
-  rdma_ack_cm_event(ev);
+  cm_->ack_cm_event(ev);
   if (type != expected) {
     if (type == RDMA_CM_EVENT_REJECTED) {
       return PermissionDenied("memory server " + name() + ": RDMA connection rejected (session not accepted)");
     }
-    return Unavailable("memory server " + name() + ": RDMA connection setup: " + rdma_event_str(rdma_cm_event_type(type)) +
+    return Unavailable("memory server " + name() + ": RDMA connection setup: " + cm_->event_str(rdma_cm_event_type(type)) +
                        " (status " + std::to_string(status) + ")");
   }
   return Status::Ok();
@@ -71,39 +77,43 @@ Status RdmaTransport::WaitEvent(int expected, uint32_t timeout_ms) {
 Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, const SessionTicket* join) {
   timeout_ms_ = timeout_ms == 0 ? 5000 : timeout_ms;
   TIERMEM_RETURN_IF_ERROR(RdmaDevicePresent());
+  Status why;
+  v_ = Verbs(&why);
+  cm_ = v_ != nullptr ? RdmaCm(&why) : nullptr;
+  if (v_ == nullptr || cm_ == nullptr) return Unavailable("memory server " + name() + ": no RDMA: " + why.message());
   TIERMEM_RETURN_IF_ERROR(control_.Connect(token, timeout_ms_, join));
   auto fail = [&](Status s) {
     Teardown();
     control_.Close();
     return s;
   };
-  channel_ = rdma_create_event_channel();
+  channel_ = cm_->create_event_channel();
   if (channel_ == nullptr) return fail(ErrnoToStatus(errno, "rdma_create_event_channel"));
-  if (rdma_create_id(channel_, &id_, nullptr, RDMA_PS_TCP) != 0) return fail(ErrnoToStatus(errno, "rdma_create_id"));
+  if (cm_->create_id(channel_, &id_, nullptr, RDMA_PS_TCP) != 0) return fail(ErrnoToStatus(errno, "rdma_create_id"));
   addrinfo hints{};
   hints.ai_family = AF_INET;
   addrinfo* res = nullptr;
   if (getaddrinfo(endpoint_.host.c_str(), std::to_string(endpoint_.port).c_str(), &hints, &res) != 0 || res == nullptr) {
     return fail(Unavailable("cannot resolve " + endpoint_.host));
   }
-  int rc = rdma_resolve_addr(id_, nullptr, res->ai_addr, int(timeout_ms_));
+  int rc = cm_->resolve_addr(id_, nullptr, res->ai_addr, int(timeout_ms_));
   freeaddrinfo(res);
   if (rc != 0) return fail(Unavailable("memory server " + name() + ": rdma_resolve_addr: " + strerror(errno)));
   Status s = WaitEvent(RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms_);
   if (!s.ok()) return fail(s);
-  if (rdma_resolve_route(id_, int(timeout_ms_)) != 0) return fail(ErrnoToStatus(errno, "rdma_resolve_route"));
+  if (cm_->resolve_route(id_, int(timeout_ms_)) != 0) return fail(ErrnoToStatus(errno, "rdma_resolve_route"));
   s = WaitEvent(RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms_);
   if (!s.ok()) return fail(s);
 
-  pd_ = ibv_alloc_pd(id_->verbs);
+  pd_ = v_->alloc_pd(id_->verbs);
   if (pd_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_alloc_pd"));
-  comp_channel_ = ibv_create_comp_channel(id_->verbs);
+  comp_channel_ = v_->create_comp_channel(id_->verbs);
   if (comp_channel_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_create_comp_channel"));
   int fl = fcntl(comp_channel_->fd, F_GETFL);
   if (fl < 0 || fcntl(comp_channel_->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
     return fail(ErrnoToStatus(errno, "fcntl(completion channel, O_NONBLOCK)"));
   }
-  cq_ = ibv_create_cq(id_->verbs, int(kStagingPages * 2), nullptr, comp_channel_, 0);
+  cq_ = v_->create_cq(id_->verbs, int(kStagingPages * 2), nullptr, comp_channel_, 0);
   if (cq_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_create_cq"));
   cq_armed_ = false;
   ibv_qp_init_attr qa{};
@@ -115,13 +125,13 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
   qa.cap.max_recv_wr = 1;
   qa.cap.max_send_sge = 1;
   qa.cap.max_recv_sge = 1;
-  if (rdma_create_qp(id_, pd_, &qa) != 0) return fail(ErrnoToStatus(errno, "rdma_create_qp"));
+  if (cm_->create_qp(id_, pd_, &qa) != 0) return fail(ErrnoToStatus(errno, "rdma_create_qp"));
   qp_ = true;
   // Staging pages in ordinary DRAM (never a movable CXL node: long-term pinning is refused there).
   void* mem = mmap(nullptr, kStagingPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (mem == MAP_FAILED) return fail(ErrnoToStatus(errno, "mmap staging"));
   staging_ = static_cast<char*>(mem);
-  staging_mr_ = ibv_reg_mr(pd_, staging_, kStagingPages * kPage, IBV_ACCESS_LOCAL_WRITE);
+  staging_mr_ = v_->reg_mr(pd_, staging_, kStagingPages * kPage, IBV_ACCESS_LOCAL_WRITE);
   if (staging_mr_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_reg_mr(staging)"));
   free_staging_.clear();
   for (size_t i = kStagingPages; i > 0; --i) free_staging_.push_back(i - 1);
@@ -137,7 +147,7 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
   cp.responder_resources = 16;
   cp.retry_count = 7;
   cp.rnr_retry_count = 7;
-  if (rdma_connect(id_, &cp) != 0) return fail(ErrnoToStatus(errno, "rdma_connect"));
+  if (cm_->connect(id_, &cp) != 0) return fail(ErrnoToStatus(errno, "rdma_connect"));
   s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, timeout_ms_);
   if (!s.ok()) return fail(s);
   quota_pages_ = control_.quota_pages();
@@ -225,7 +235,7 @@ Status RdmaTransport::Drain() {
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
         return Fail(Unavailable("memory server " + name() + ": RDMA " +
-                                std::string(ibv_wc_status_str(wc[i].status)) + " (server gone or access refused)"));
+                                std::string(v_->wc_status_str(wc[i].status)) + " (server gone or access refused)"));
       }
       // In-order completion: this signalled request retires every earlier one.
       while (!posted_.empty() && posted_.front().seq <= wc[i].wr_id) {
@@ -245,8 +255,8 @@ StatusOr<bool> RdmaTransport::WaitCompletionEvent(uint64_t deadline_ns) {
     // Take a pending event first (the descriptor is non-blocking).
     ibv_cq* ev_cq = nullptr;
     void* ev_ctx = nullptr;
-    if (ibv_get_cq_event(comp_channel_, &ev_cq, &ev_ctx) == 0) {
-      ibv_ack_cq_events(ev_cq, 1);
+    if (v_->get_cq_event(comp_channel_, &ev_cq, &ev_ctx) == 0) {
+      v_->ack_cq_events(ev_cq, 1);
       cq_armed_ = false;
       return true;
     }
@@ -324,24 +334,24 @@ Status RdmaTransport::Fail(Status why) {
 
 void RdmaTransport::Teardown() {
   if (id_ != nullptr && qp_) {
-    rdma_disconnect(id_);
-    rdma_destroy_qp(id_);
+    cm_->disconnect(id_);
+    cm_->destroy_qp(id_);
     qp_ = false;
   }
-  if (staging_mr_ != nullptr) ibv_dereg_mr(staging_mr_);
+  if (staging_mr_ != nullptr) v_->dereg_mr(staging_mr_);
   staging_mr_ = nullptr;
   if (staging_ != nullptr) munmap(staging_, kStagingPages * kPage);
   staging_ = nullptr;
-  if (cq_ != nullptr) ibv_destroy_cq(cq_);  // every event taken was acknowledged at once
+  if (cq_ != nullptr) v_->destroy_cq(cq_);  // every event taken was acknowledged at once
   cq_ = nullptr;
   cq_armed_ = false;
-  if (comp_channel_ != nullptr) ibv_destroy_comp_channel(comp_channel_);
+  if (comp_channel_ != nullptr) v_->destroy_comp_channel(comp_channel_);
   comp_channel_ = nullptr;
-  if (pd_ != nullptr) ibv_dealloc_pd(pd_);
+  if (pd_ != nullptr) v_->dealloc_pd(pd_);
   pd_ = nullptr;
-  if (id_ != nullptr) rdma_destroy_id(id_);
+  if (id_ != nullptr) cm_->destroy_id(id_);
   id_ = nullptr;
-  if (channel_ != nullptr) rdma_destroy_event_channel(channel_);
+  if (channel_ != nullptr) cm_->destroy_event_channel(channel_);
   channel_ = nullptr;
 }
 

@@ -33,6 +33,11 @@ struct ibv_mr;
 struct ibv_comp_channel;
 
 namespace tiermem::remote {
+struct VerbsApi;
+struct RdmaCmApi;
+}  // namespace tiermem::remote
+
+namespace tiermem::remote {
 
 // Whether this host has any verbs device, and if not, why ("no RDMA device: ...").
 Status RdmaDevicePresent();
@@ -86,6 +91,8 @@ class RdmaTransport final : public Transport {
   TcpTransport control_;
   uint32_t timeout_ms_ = 5000;
   Status broken_;
+  const VerbsApi* v_ = nullptr;    // libibverbs, loaded by Connect
+  const RdmaCmApi* cm_ = nullptr;  // librdmacm, loaded by Connect
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* id_ = nullptr;
   ibv_pd* pd_ = nullptr;
