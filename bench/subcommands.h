@@ -6,6 +6,7 @@ namespace tiermem::bench {
 int RemoteFault(int argc, char** argv);  // bench/remote_fault.cc
 int Compare(int argc, char** argv);      // bench/compare.cc (issue 6)
 int Gups(int argc, char** argv);         // bench/gups.cc (issue 6)
+int KernelGups(int argc, char** argv);   // bench/gups_kernel.cc: gups --kernel
 int Kv(int argc, char** argv);           // bench/kv.cc (issue 6)
 int Malloc(int argc, char** argv);       // bench/malloc_bench.cc (issue 5)
 

@@ -1,0 +1,363 @@
+// tiermem-bench gups --kernel: the QEMU full guest's three-tier GUPS workload (bench/
+// gups_three_tier.h) on plain mmap, without tiermem, placed by the kernel's own tiering. Called
+// from Gups() in bench/gups.cc when --kernel is given.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/compare_util.h"
+#include "bench/gups_three_tier.h"
+#include "bench/subcommands.h"
+#include "runtime/options.h"
+
+namespace tiermem::bench {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+// ---- `gups --kernel`: the three-tier guest workload without tiermem, under the kernel's tiering.
+//
+// The working set is one plain anonymous mmap (no tiermem, no mbind), cut into the 1 MiB chunks
+// of bench/gups_three_tier.h and touched exactly as the guest test touches tiermem's chunks. The
+// kernel places it: with demotion enabled and numa_balancing=2 (memory tiering), cold pages are
+// demoted from node 0 to the lower memory tier by kswapd when node 0 runs short, and hot pages on
+// the lower tier are promoted by NUMA hinting faults. Node 0 is put under pressure by a hog: an
+// mlock()ed mapping bound to node 0 (unevictable, so never demoted) that leaves `--node0-free`
+// bytes above node 0's low watermarks, the same room tiermem's test gives its DRAM tier.
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  if (!f || !std::getline(f, line)) return "";
+  return line;
+}
+
+// Sum of the `which` ("low", "high") watermarks (pages) of node 0's zones, from /proc/zoneinfo.
+uint64_t Node0WatermarkPages(const std::string& which) {
+  std::ifstream f("/proc/zoneinfo");
+  std::string line;
+  bool node0 = false;
+  uint64_t sum = 0;
+  while (std::getline(f, line)) {
+    if (line.rfind("Node ", 0) == 0) {
+      node0 = line.rfind("Node 0,", 0) == 0;
+      continue;
+    }
+    std::istringstream is(line);
+    std::string key;
+    uint64_t v = 0;
+    if (node0 && (is >> key >> v) && key == which) sum += v;
+  }
+  return sum;
+}
+
+uint64_t Node0FreeBytes() {
+  std::ifstream f("/sys/devices/system/node/node0/meminfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    auto pos = line.find("MemFree:");
+    if (pos == std::string::npos) continue;
+    return std::stoull(line.substr(pos + 8)) * 1024;
+  }
+  return 0;
+}
+
+std::map<std::string, uint64_t> VmStat(const std::vector<std::string>& keys) {
+  std::map<std::string, uint64_t> out;
+  std::ifstream f("/proc/vmstat");
+  std::string k;
+  uint64_t v;
+  while (f >> k >> v) {
+    for (auto& want : keys) if (k == want) out[k] = v;
+  }
+  return out;
+}
+
+// Node of every page of [p, p + len) (move_pages with no target); -errno for a page without one.
+std::vector<int> NodesOf(char* p, size_t len) {
+  const size_t n = len / kPage;
+  std::vector<void*> pages(n);
+  std::vector<int> status(n, -1);
+  for (size_t i = 0; i < n; ++i) pages[i] = p + i * kPage;
+  if (syscall(SYS_move_pages, 0, n, pages.data(), nullptr, status.data(), 0) != 0) {
+    std::fill(status.begin(), status.end(), -1);
+  }
+  return status;
+}
+
+struct KernelPlacement {
+  // [set][0]: on node 0, [1]: on a lower-tier node, [2]: elsewhere or not resident; totals.
+  uint64_t n[3][3] = {};
+  uint64_t total[3] = {};
+  double share(int set, int where) const {
+    return total[set] ? static_cast<double>(n[set][where]) / static_cast<double>(total[set]) : 0;
+  }
+};
+
+KernelPlacement PlacementOf(char* const* chunks, const std::vector<int>& lower) {
+  namespace tt = three_tier;
+  KernelPlacement pl;
+  for (int c = 0; c < tt::kChunks; ++c) {
+    const int set = tt::SetOf(c);
+    for (int node : NodesOf(chunks[c], tt::kChunkBytes)) {
+      const int where = node == 0 ? 0 : std::find(lower.begin(), lower.end(), node) != lower.end() ? 1 : 2;
+      ++pl.n[set][where];
+      ++pl.total[set];
+    }
+  }
+  return pl;
+}
+
+// Runs the workload for `seconds`; prints a progress line every `progress_s` (0: none).
+uint64_t RunFor(char* const* chunks, std::mt19937_64& rng, double seconds, double progress_s,
+                const std::vector<int>& lower, const char* phase) {
+  const uint64_t t0 = NowNs();
+  const uint64_t end = t0 + static_cast<uint64_t>(seconds * 1e9);
+  uint64_t next = progress_s > 0 ? t0 + static_cast<uint64_t>(progress_s * 1e9) : UINT64_MAX;
+  uint64_t updates = 0;
+  for (uint64_t now = t0; now < end; now = NowNs()) {
+    three_tier::Update(chunks, rng, 256);
+    updates += 256;
+    if (now >= next) {
+      next += static_cast<uint64_t>(progress_s * 1e9);
+      KernelPlacement pl = PlacementOf(chunks, lower);
+      fprintf(stderr, "gups --kernel: %s t=%.0fs updates=%llu hot_on_node0=%.3f warm_on_lower=%.3f cold_on_lower=%.3f\n",
+              phase, static_cast<double>(now - t0) / 1e9, static_cast<unsigned long long>(updates),
+              pl.share(0, 0), pl.share(1, 1), pl.share(2, 1));
+    }
+  }
+  return updates;
+}
+
+// Under QEMU 7.2 TCG the CXL node does not hold data (docs/qemu.md): whatever the kernel demotes
+// there reads back as zeros. The kernel demotes any process's pages, so a page of a shell or a
+// library that goes there crashes its program later. This locks (mlock) every file of the
+// guest's programs and libraries, and this process's own mappings, so that only the kernel
+// modules' files (left unlocked) and anonymous memory are candidates. Returns the bytes locked.
+uint64_t LockGuestPrograms() {
+  uint64_t locked = 0;
+  if (mlockall(MCL_CURRENT) != 0) perror("gups --kernel: mlockall");
+  for (const char* top : {"/bin", "/sbin", "/usr", "/lib", "/lib64", "/tiermem", "/work", "/etc"}) {
+    std::error_code ec;
+    std::filesystem::recursive_directory_iterator it(top, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string path = it->path().string();
+      if (path.rfind("/lib/modules", 0) == 0 || path.rfind("/usr/lib/modules", 0) == 0) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      std::error_code e2;
+      if (!it->is_regular_file(e2) || it->is_symlink(e2)) continue;
+      const uint64_t size = it->file_size(e2);
+      if (e2 || size == 0) continue;
+      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      void* m = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      close(fd);
+      if (m == MAP_FAILED) continue;
+      if (mlock(m, size) == 0) {
+        locked += size;  // stays mapped and locked until the process ends
+      } else {
+        munmap(m, size);
+      }
+    }
+  }
+  return locked;
+}
+
+}  // namespace
+
+int KernelGups(int argc, char** argv) {
+  namespace tt = three_tier;
+  bool json = false, hog = true, lock = true;
+  double warmup_s = 60, seconds = 15, baseline_s = 10, progress_s = 10;
+  uint64_t leave = 2 * tt::kHot * tt::kChunkBytes;  // tiermem's DRAM budget in the guest test
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    uint64_t v = 0;
+    if (a == "--kernel") {
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--no-hog") {
+      hog = false;
+    } else if (a == "--no-lock") {
+      lock = false;
+    } else if (a == "--warmup" && i + 1 < argc && ParseUint(argv[i + 1], &v)) {
+      warmup_s = static_cast<double>(v), ++i;
+    } else if (a == "--seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 1) {
+      seconds = static_cast<double>(v), ++i;
+    } else if (a == "--baseline-seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v)) {
+      baseline_s = static_cast<double>(v), ++i;
+    } else if (a == "--progress" && i + 1 < argc && ParseUint(argv[i + 1], &v)) {
+      progress_s = static_cast<double>(v), ++i;
+    } else if (a == "--node0-free" && i + 1 < argc && ParseSize(argv[i + 1], &v)) {
+      leave = v, ++i;
+    } else {
+      fprintf(stderr, "gups --kernel: bad or unknown option '%s' (see gups --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  nlohmann::json j;
+  j["mode"] = "kernel";
+  j["numa_balancing"] = ReadFirstLine("/proc/sys/kernel/numa_balancing");
+  j["demotion_enabled"] = ReadFirstLine("/sys/kernel/mm/numa/demotion_enabled");
+  // Memory tiers: the nodes of the tier holding node 0 are the top tier; the others are lower.
+  std::vector<int> lower;
+  nlohmann::json tiers = nlohmann::json::object();
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/sys/devices/virtual/memory_tiering", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("memory_tier", 0) != 0) continue;
+    const std::string nodes = ReadFirstLine(e.path().string() + "/nodelist");
+    tiers[name] = nodes;
+  }
+  j["memory_tiers"] = tiers;
+  {
+    // Tiers are numbered by abstract distance: the lowest-numbered tier is the top one.
+    int best = INT32_MAX;
+    std::string top;
+    for (auto& [name, nodes] : tiers.items()) {
+      int id = atoi(name.c_str() + strlen("memory_tier"));
+      if (id < best) best = id, top = nodes.get<std::string>();
+    }
+    for (auto& [name, nodes] : tiers.items()) {
+      if (nodes.get<std::string>() == top) continue;
+      // nodelist is "1" or "1-2" or "1,3"
+      std::string s = nodes.get<std::string>();
+      for (size_t pos = 0; pos < s.size();) {
+        size_t end = s.find(',', pos);
+        std::string part = s.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+        int a = atoi(part.c_str()), b = a;
+        if (auto d = part.find('-'); d != std::string::npos) b = atoi(part.c_str() + d + 1);
+        for (int n = a; n <= b; ++n) lower.push_back(n);
+        pos = end == std::string::npos ? s.size() : end + 1;
+      }
+    }
+  }
+  j["lower_tier_nodes"] = lower;
+  if (lower.empty()) {
+    j["error"] = "no lower memory tier: the kernel has nowhere to demote to";
+    printf("%s\n", j.dump(1).c_str());
+    return 1;
+  }
+  if (lock) {
+    const uint64_t locked = LockGuestPrograms();
+    j["locked_program_bytes"] = locked;
+    fprintf(stderr, "gups --kernel: locked %llu MiB of program and library files (and this process)\n",
+            static_cast<unsigned long long>(locked >> 20));
+  }
+  const size_t ws = tt::kChunks * tt::kChunkBytes;
+  auto map_ws = [&]() -> char* {
+    void* p = mmap(nullptr, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  };
+  // 1. All in DRAM: node 0 has room, nothing to tier (the reference for the ratios).
+  if (baseline_s > 0) {
+    char* base = map_ws();
+    if (base == nullptr) return perror("gups --kernel: mmap"), 1;
+    char* chunks[tt::kChunks];
+    for (int c = 0; c < tt::kChunks; ++c) chunks[c] = base + c * tt::kChunkBytes;
+    tt::Fill(chunks);
+    std::mt19937_64 rng(tt::kSeed);
+    RunFor(chunks, rng, 2, 0, lower, "all_dram warm-up");
+    const uint64_t t0 = NowNs();
+    const uint64_t u = RunFor(chunks, rng, baseline_s, 0, lower, "all_dram");
+    const double dt = static_cast<double>(NowNs() - t0) / 1e9;
+    KernelPlacement pl = PlacementOf(chunks, lower);
+    j["all_dram_gups"] = static_cast<double>(u) / dt / 1e9;
+    fprintf(stderr, "gups --kernel: all_dram %.6f GUPS\n", j["all_dram_gups"].get<double>());
+    j["all_dram_on_node0"] = (static_cast<double>(pl.n[0][0] + pl.n[1][0] + pl.n[2][0])) /
+                             static_cast<double>(pl.total[0] + pl.total[1] + pl.total[2]);
+    munmap(base, ws);
+  }
+  // 2. Node 0 under pressure.
+  // Below node 0's low watermarks, new pages go to the lower tier: leave `leave` bytes above them.
+  const uint64_t high = Node0WatermarkPages("low") * kPage;
+  const uint64_t free_before = Node0FreeBytes();
+  uint64_t hog_bytes = 0;
+  // The hog grows in mlock()ed steps until node 0's free memory stays at `leave` above its low
+  // watermarks; between steps kswapd may demote what else is reclaimable on node 0 (the guest's
+  // unused initramfs files: the kernel's choice), which frees room that the next step takes.
+  if (hog) {
+    for (int step = 0, quiet = 0; step < 200 && quiet < 3; ++step) {
+      const uint64_t free_now = Node0FreeBytes();
+      if (free_now <= high + leave + (2u << 20)) {
+        ++quiet;
+        usleep(300 * 1000);
+        continue;
+      }
+      quiet = 0;
+      const uint64_t bytes = std::min<uint64_t>((free_now - high - leave) / kPage * kPage, 256u << 20);
+      void* h = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (h == MAP_FAILED) return perror("gups --kernel: mmap hog"), 1;
+      unsigned long mask = 1;  // node 0
+      if (syscall(SYS_mbind, h, bytes, 2 /* MPOL_BIND */, &mask, sizeof(mask) * 8, 0) != 0) {
+        perror("gups --kernel: mbind hog to node 0");
+      }
+      if (mlock(h, bytes) != 0) return perror("gups --kernel: mlock hog"), 1;
+      hog_bytes += bytes;
+      usleep(300 * 1000);
+    }
+  }
+  fprintf(stderr, "gups --kernel: node 0 had %llu MiB free (low watermarks %llu MiB); hog %llu MiB mlock()ed there, %llu MiB free now\n",
+          static_cast<unsigned long long>(free_before >> 20), static_cast<unsigned long long>(high >> 20),
+          static_cast<unsigned long long>(hog_bytes >> 20), static_cast<unsigned long long>(Node0FreeBytes() >> 20));
+  j["node0_free_before_bytes"] = free_before;
+  j["node0_low_watermark_bytes"] = high;
+  j["hog_bytes"] = hog_bytes;
+  j["node0_free_after_hog_bytes"] = Node0FreeBytes();
+  const std::vector<std::string> keys = {"pgpromote_success", "pgdemote_kswapd", "pgdemote_direct",
+                                         "numa_hint_faults", "numa_pages_migrated", "pgmigrate_success"};
+  auto vm0 = VmStat(keys);
+  char* base = map_ws();
+  if (base == nullptr) return perror("gups --kernel: mmap"), 1;
+  char* chunks[tt::kChunks];
+  for (int c = 0; c < tt::kChunks; ++c) chunks[c] = base + c * tt::kChunkBytes;
+  tt::Fill(chunks);
+  KernelPlacement filled = PlacementOf(chunks, lower);
+  j["after_fill_hot_on_node0"] = filled.share(0, 0);
+  j["after_fill_warm_on_lower"] = filled.share(1, 1);
+  j["after_fill_cold_on_lower"] = filled.share(2, 1);
+  fprintf(stderr, "gups --kernel: filled: hot on node 0 %.3f, warm on the lower tier %.3f, cold there %.3f\n",
+          filled.share(0, 0), filled.share(1, 1), filled.share(2, 1));
+  std::mt19937_64 rng(tt::kSeed);
+  RunFor(chunks, rng, warmup_s, progress_s, lower, "warm-up");
+  const uint64_t t0 = NowNs();
+  const uint64_t u = RunFor(chunks, rng, seconds, 0, lower, "measure");
+  const double dt = static_cast<double>(NowNs() - t0) / 1e9;
+  KernelPlacement pl = PlacementOf(chunks, lower);
+  auto vm1 = VmStat(keys);
+  j["warmup_seconds"] = warmup_s;
+  j["seconds"] = seconds;
+  j["updates"] = u;
+  j["gups"] = static_cast<double>(u) / dt / 1e9;
+  if (j.contains("all_dram_gups") && j["all_dram_gups"].get<double>() > 0) {
+    j["gups_vs_all_dram"] = j["gups"].get<double>() / j["all_dram_gups"].get<double>();
+  }
+  j["hot_on_node0"] = pl.share(0, 0);
+  j["warm_on_node0"] = pl.share(1, 0);
+  j["warm_on_lower"] = pl.share(1, 1);
+  j["cold_on_lower"] = pl.share(2, 1);
+  j["cold_on_node0"] = pl.share(2, 0);
+  j["not_placed"] = {pl.n[0][2], pl.n[1][2], pl.n[2][2]};
+  for (auto& k : keys) j["vmstat_delta"][k] = vm1[k] - vm0[k];
+  printf("%s\n", j.dump(json ? 1 : 1).c_str());
+  munmap(base, ws);
+  return 0;
+}
+
+}  // namespace tiermem::bench
