@@ -3,6 +3,7 @@
 
 #include <errno.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -22,6 +23,7 @@ constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
 // so a buffer growing from kMaxSmall moves once more before it passes it (pages nobody touches
 // are never backed).
 constexpr size_t kMinGrowthRoom = 1 << 20;
+constexpr size_t kCarveBytes = 4096;  // fresh objects carved per Fetch (see there)
 
 
 void ThreadExit(void*) {
@@ -225,8 +227,14 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
   }
   void* head = nullptr;
   uint32_t got = 0;
+  // Fresh (never carved) objects: at most a page's worth per call, at least one. Linking an
+  // object into the batch writes to it, so a full batch of 4 KiB objects would fault in 64 KiB
+  // the thread may never use; a fresh object costs a page fault on first use anyway, so the
+  // extra refills are cheap next to it.
+  uint32_t carve_left = std::max<uint32_t>(1, static_cast<uint32_t>(kCarveBytes / ClassSize(cls)));
   while (got < n) {
     Span* s = c.nonempty;
+    if (carve_left == 0 && (s == nullptr || s->free_list == nullptr)) break;
     if (s == nullptr) {
       s = AllocSpan(cls);
       if (s == nullptr) break;
@@ -245,9 +253,10 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
       ++got;
       ++s->used;
     }
-    while (got < n && s->carved < s->capacity) {
+    while (got < n && carve_left > 0 && s->carved < s->capacity) {
       void* o = s->start + static_cast<size_t>(s->carved) * s->obj_size;
       ++s->carved;
+      --carve_left;
       *static_cast<void**>(o) = head;
       head = o;
       ++got;

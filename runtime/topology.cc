@@ -1,9 +1,10 @@
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "runtime/topology_internal.h"
@@ -12,12 +13,25 @@
 namespace tiermem {
 namespace {
 
+// Reads a whole (sysfs) file with read(2). No iostreams: the preload library runs this before
+// main, and an ifstream would initialise libstdc++'s locales, about 0.5 MB of code, in every
+// program.
 bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    const ssize_t r = read(fd, buf, sizeof(buf));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      close(fd);
+      return false;
+    }
+    if (r == 0) break;
+    out->append(buf, static_cast<size_t>(r));
+  }
+  close(fd);
   while (!out->empty() && (out->back() == '\n' || out->back() == ' ')) out->pop_back();
   return true;
 }
@@ -34,14 +48,10 @@ bool ReadUint(const std::string& path, uint64_t* out) {
 
 // "Node 0 MemTotal:       24568916 kB" -> bytes for the given key.
 uint64_t MeminfoBytes(const std::string& meminfo, const std::string& key) {
-  std::istringstream in(meminfo);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto pos = line.find(key + ":");
-    if (pos == std::string::npos) continue;
-    return strtoull(line.c_str() + pos + key.size() + 1, nullptr, 10) * 1024;
-  }
-  return 0;
+  const std::string needle = " " + key + ":";
+  const size_t pos = meminfo.find(needle);
+  if (pos == std::string::npos) return 0;
+  return strtoull(meminfo.c_str() + pos + needle.size(), nullptr, 10) * 1024;
 }
 
 }  // namespace
@@ -53,9 +63,12 @@ bool ParseCpuList(const std::string& text, std::vector<int>* out) {
   t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == '\n' || c == ' '; }),
           t.end());
   if (t.empty()) return true;
-  std::istringstream in(t);
-  std::string part;
-  while (std::getline(in, part, ',')) {
+  size_t begin = 0;
+  while (begin <= t.size()) {
+    size_t comma = t.find(',', begin);
+    if (comma == std::string::npos) comma = t.size();
+    const std::string part = t.substr(begin, comma - begin);
+    begin = comma + 1;
     if (part.empty()) return false;
     char* end = nullptr;
     long a = strtol(part.c_str(), &end, 10);
@@ -122,9 +135,14 @@ StatusOr<Topology> DiscoverTopology(std::string_view sysfs_root) {
       node.free_bytes = MeminfoBytes(s, "MemFree");
     }
     if (ReadFile(d + "/distance", &s)) {
-      std::istringstream in(s);
-      int v;
-      while (in >> v) node.distances.push_back(v);
+      const char* p = s.c_str();
+      for (;;) {
+        char* end = nullptr;
+        const long v = strtol(p, &end, 10);
+        if (end == p) break;
+        node.distances.push_back(static_cast<int>(v));
+        p = end;
+      }
     }
     const std::string acc = d + "/access0/initiators";
     uint64_t v = 0;
