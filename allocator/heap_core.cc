@@ -221,7 +221,7 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
   Central& c = central_[cls];
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.nslots > 0 && n > 1) {
-    Batch b = c.slots[--c.nslots];
+    Batch b = transfer_[cls][--c.nslots];
     *out = b.head;
     return b.n;
   }
@@ -269,7 +269,7 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
     }
   }
   if (got == 0 && c.nslots > 0) {  // n == 1 (exiting thread) and no span: use a batch
-    Batch& b = c.slots[c.nslots - 1];
+    Batch& b = transfer_[cls][c.nslots - 1];
     head = b.head;
     b.head = *static_cast<void**>(head);
     *static_cast<void**>(head) = nullptr;
@@ -319,7 +319,7 @@ void HeapCore::Release(int cls, void* head, uint32_t n) {
   {
     std::lock_guard<std::mutex> lock(c.mu);
     if (n == BatchSize(cls) && c.nslots < c.max_slots) {
-      c.slots[c.nslots++] = Batch{head, n};
+      transfer_[cls][c.nslots++] = Batch{head, n};
       return;
     }
     ReleaseToSpans(c, head, n, to_free, &nfree);

@@ -180,13 +180,15 @@ class HeapCore {
     uint32_t n;
   };
   static constexpr int kMaxTransfer = 64;
+  // A class's central state is one cache line; its transfer slots (full batches) are kept apart
+  // in transfer_, which the constructor does not write, so a heap touches the slots' pages only
+  // for the classes that use them (the preload heap lives in zeroed static storage).
   struct alignas(64) Central {
     std::mutex mu;
     Span* nonempty = nullptr;
     uint32_t empty_spans = 0;
     uint32_t max_slots = 0;
-    uint32_t nslots = 0;
-    Batch slots[kMaxTransfer];
+    uint32_t nslots = 0;  // full batches in transfer_[class]
   };
 
   HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen);
@@ -226,6 +228,7 @@ class HeapCore {
   int slot_;
   uint32_t gen_;
   Central central_[kNumClasses];
+  Batch transfer_[kNumClasses][kMaxTransfer];  // guarded by central_[class].mu
   std::mutex page_mu_;
   Segment* segments_ = nullptr;  // all segments of this heap
   uint32_t empty_segments_ = 0;

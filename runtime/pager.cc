@@ -101,7 +101,7 @@ Status Pager::Init(PagerConfig config) {
   return Status::Ok();
 }
 
-void Pager::PrepareFork(Region* regions, int nregions) {
+void Pager::PrepareFork(Region* const* regions, int nregions) {
   io_mu_.lock();  // no eviction runs across the fork
   if (forked_child_) {
     slots_mu_.lock();
@@ -111,7 +111,7 @@ void Pager::PrepareFork(Region* regions, int nregions) {
   // read as zeros), so every remote page comes back before the fork. Cheap when nothing is
   // remote: the scan stops at each region's high-water mark.
   for (int r = 0; r < nregions; ++r) {
-    Region& region = regions[r];
+    Region& region = *regions[r];
     const uint64_t hw = region.high_water();
     for (uint64_t i = 0; i < hw; ++i) {
       uint8_t st = region.record(i).state.load(std::memory_order_acquire);

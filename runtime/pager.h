@@ -118,7 +118,7 @@ class Pager {
   // fork(): PrepareFork (from the runtime's atfork prepare handler) stops evictions and brings
   // every remote page back, because the child has no fault handler; AfterFork releases. In the
   // child the remote tier is then unavailable (Evict/AdoptRemote/FetchBack say so).
-  void PrepareFork(Region* regions, int nregions);
+  void PrepareFork(Region* const* regions, int nregions);
   void AfterFork(bool child);
   bool forked_child() const { return forked_child_; }
 

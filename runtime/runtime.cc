@@ -129,7 +129,8 @@ Status Runtime::Impl::Init(const Options& o) {
   TIERMEM_ASSIGN_OR_RETURN(topo_, DiscoverTopology("/sys"));
   TIERMEM_RETURN_IF_ERROR(ResolveTiers());
 
-  Status s = regions_[0].Init(opts_.region_size);
+  regions_[0] = std::make_unique<Region>();
+  Status s = regions_[0]->Init(opts_.region_size);
   if (!s.ok()) return s.WithContext("reserving the first managed region");
   nregions_.store(1, std::memory_order_release);
   if (opts_.remote[0] != '\0') {  // the remote tier: connect to memd, start the fault handler
@@ -229,7 +230,7 @@ Status Runtime::Impl::Stop() {
   page_resources_ = {};
   pager_.reset();  // stops the fault handler before the regions go
   int n = nregions_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) regions_[i].Release();
+  for (int i = 0; i < n; ++i) regions_[i]->Release();
   nregions_.store(0, std::memory_order_release);
   return Status::Ok();
 }
@@ -250,7 +251,7 @@ Tier Runtime::Impl::TierOfNode(int node) const {
 Region* Runtime::Impl::RegionOf(const void* p) const {
   int n = nregions_.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) {
-    if (regions_[i].Contains(p)) return const_cast<Region*>(&regions_[i]);
+    if (regions_[i]->Contains(p)) return regions_[i].get();
   }
   return nullptr;
 }
@@ -295,10 +296,10 @@ StatusOr<Region*> Runtime::Impl::AllocRunAnywhere(uint64_t npages, PageState ini
   for (;;) {
     int n = nregions_.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) {
-      uint64_t f = regions_[i].AllocRun(npages, initial);
+      uint64_t f = regions_[i]->AllocRun(npages, initial);
       if (f != Region::kNoRun) {
         *first = f;
-        return &regions_[i];
+        return regions_[i].get();
       }
     }
     std::lock_guard<std::mutex> lock(grow_mu_);
@@ -308,7 +309,8 @@ StatusOr<Region*> Runtime::Impl::AllocRunAnywhere(uint64_t npages, PageState ini
                                std::to_string(kMaxRegions) + " regions)");
     }
     uint64_t bytes = std::max<uint64_t>(opts_.region_size, npages * page_size_);
-    Status s = regions_[n].Init(bytes);
+    if (regions_[n] == nullptr) regions_[n] = std::make_unique<Region>();
+    Status s = regions_[n]->Init(bytes);
     if (!s.ok()) return s.WithContext("adding a managed region");
     nregions_.store(n + 1, std::memory_order_release);
   }

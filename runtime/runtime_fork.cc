@@ -67,15 +67,20 @@ void UnregisterLiveRuntime(Runtime::Impl* rt) {
 
 void Runtime::Impl::PrepareFork() {
   RuntimeCallScope scope;  // our allocations here must not go to the heap (its locks are held)
-  if (pager_) pager_->PrepareFork(regions_.data(), nregions_.load(std::memory_order_acquire));
+  if (pager_) {
+    Region* regions[kMaxRegions];
+    const int n = nregions_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) regions[i] = regions_[i].get();
+    pager_->PrepareFork(regions, n);
+  }
   grow_mu_.lock();
   int n = nregions_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) regions_[i].LockForFork();
+  for (int i = 0; i < n; ++i) regions_[i]->LockForFork();
 }
 
 void Runtime::Impl::AfterFork(bool child) {
   int n = nregions_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) regions_[i].UnlockAfterFork();
+  for (int i = 0; i < n; ++i) regions_[i]->UnlockAfterFork();
   grow_mu_.unlock();
   if (pager_) pager_->AfterFork(child);
   if (child && migrator_) migrator_->AbandonAfterFork();

@@ -96,7 +96,10 @@ class Runtime::Impl {
   std::array<std::atomic<uint64_t>, kNumTiers> migrated_out_{};
   std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
 
-  std::array<Region, kMaxRegions> regions_;
+  // Allocated as the address space grows (a table of 256 Regions would cost every process about
+  // 80 KB of written memory at start). regions_[i] is set before nregions_ passes i (release);
+  // readers load nregions_ (acquire) and read only below it.
+  std::array<std::unique_ptr<Region>, kMaxRegions> regions_;
   std::atomic<int> nregions_{0};
   std::mutex grow_mu_;
   std::atomic<bool> running_{false};
