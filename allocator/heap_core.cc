@@ -8,6 +8,7 @@
 #include <new>
 
 #include "allocator/meta_arena.h"
+#include "runtime/os/os.h"
 #include "runtime/runtime_impl.h"
 
 namespace tiermem::alloc {
@@ -61,7 +62,7 @@ HeapCore* HeapCore::Create(void* storage, Runtime::Impl* rt, Tier tier, uint32_t
   // Outside g_reg.mu: fork() may hold glibc's atfork lock while our prepare handler waits for it.
   static constinit std::atomic<bool> atfork_done{false};
   if (!atfork_done.exchange(true)) {
-    pthread_atfork(&HeapCore::ForkPrepare, &HeapCore::ForkParent, &HeapCore::ForkChild);
+    os::AtFork(&HeapCore::ForkPrepare, &HeapCore::ForkParent, &HeapCore::ForkChild);
   }
   std::lock_guard<std::mutex> lock(g_reg.mu);
   for (int s = 0; s < kMaxHeaps; ++s) {

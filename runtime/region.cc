@@ -19,7 +19,7 @@ Status Region::Init(size_t bytes) {
   int err = 0;
   void* base = os::Reserve(npages * page_size_, &err);
   if (base == nullptr) return ErrnoToStatus(-err, "mmap(managed region)");
-  size_t meta = npages * (sizeof(PageRecord) + 3 * sizeof(uint32_t));
+  size_t meta = npages * (sizeof(PageRecord) + sizeof(Link));
   meta = (meta + page_size_ - 1) / page_size_ * page_size_;
   void* m = os::Reserve(meta, &err);
   if (m == nullptr) {
@@ -32,9 +32,7 @@ Status Region::Init(size_t bytes) {
   meta_bytes_ = meta;
   // Zeroed anonymous memory is a valid all-free PageRecord array (std::atomic<uint8_t> of 0).
   records_ = static_cast<PageRecord*>(m);
-  tag_ = reinterpret_cast<uint32_t*>(records_ + npages);
-  next_ = tag_ + npages;
-  prev_ = next_ + npages;
+  links_ = reinterpret_cast<Link*>(records_ + npages);
   for (uint32_t& h : heads_) h = kNil;
   free_pages_ = 0;
   high_water_.store(0, std::memory_order_relaxed);
@@ -57,30 +55,30 @@ int Region::Bucket(uint64_t npages) {
 }
 
 void Region::SetFreeTags(uint64_t first, uint64_t len) {
-  tag_[first] = static_cast<uint32_t>(len);
-  tag_[first + len - 1] = static_cast<uint32_t>(len);
+  links_[first].tag = static_cast<uint32_t>(len);
+  links_[first + len - 1].tag = static_cast<uint32_t>(len);
 }
 
 void Region::PushFree(uint64_t first, uint64_t len) {
   SetFreeTags(first, len);
   int b = Bucket(len);
-  next_[first] = heads_[b];
-  prev_[first] = kNil;
-  if (heads_[b] != kNil) prev_[heads_[b]] = static_cast<uint32_t>(first);
+  links_[first].next = heads_[b];
+  links_[first].prev = kNil;
+  if (heads_[b] != kNil) links_[heads_[b]].prev = static_cast<uint32_t>(first);
   heads_[b] = static_cast<uint32_t>(first);
   free_pages_ += len;
 }
 
 void Region::RemoveFree(uint64_t first) {
-  uint64_t len = tag_[first];
+  uint64_t len = links_[first].tag;
   int b = Bucket(len);
-  uint32_t n = next_[first], p = prev_[first];
+  uint32_t n = links_[first].next, p = links_[first].prev;
   if (p != kNil) {
-    next_[p] = n;
+    links_[p].next = n;
   } else {
     heads_[b] = n;
   }
-  if (n != kNil) prev_[n] = p;
+  if (n != kNil) links_[n].prev = p;
   free_pages_ -= len;
 }
 
@@ -90,18 +88,18 @@ uint64_t Region::AllocRun(uint64_t npages, PageState initial) {
   uint64_t found = kNoRun;
   // In the run's own bucket, first fit; any entry of a higher bucket is large enough.
   for (int b = Bucket(npages); b < kBuckets && found == kNoRun; ++b) {
-    for (uint32_t i = heads_[b]; i != kNil; i = next_[i]) {
-      if (tag_[i] >= npages) {
+    for (uint32_t i = heads_[b]; i != kNil; i = links_[i].next) {
+      if (links_[i].tag >= npages) {
         found = i;
         break;
       }
     }
   }
   if (found == kNoRun) return kNoRun;
-  uint64_t len = tag_[found];
+  uint64_t len = links_[found].tag;
   RemoveFree(found);
   if (len > npages) PushFree(found + npages, len - npages);
-  tag_[found] = static_cast<uint32_t>(npages);
+  links_[found].tag = static_cast<uint32_t>(npages);
   if (found + npages > high_water_.load(std::memory_order_relaxed)) {
     high_water_.store(found + npages, std::memory_order_release);
   }
@@ -125,7 +123,7 @@ uint64_t Region::RunLength(uint64_t first) const {
   const PageRecord& r = records_[first];
   if (r.state.load(std::memory_order_acquire) == static_cast<uint8_t>(PageState::kFree)) return 0;
   if ((r.flags.load(std::memory_order_acquire) & kPageRunHead) == 0) return 0;
-  return tag_[first];
+  return links_[first].tag;
 }
 
 uint64_t Region::RunHeadOf(uint64_t index) const {
@@ -149,7 +147,7 @@ uint64_t Region::DetachRun(uint64_t first) {
     return 0;
   }
   head.flags.fetch_and(static_cast<uint8_t>(~kPageRunHead), std::memory_order_acq_rel);
-  return tag_[first];
+  return links_[first].tag;
 }
 
 void Region::ReleaseRun(uint64_t first, uint64_t len) {
@@ -165,7 +163,7 @@ void Region::ReleaseRun(uint64_t first, uint64_t len) {
   if (start > 0 &&
       records_[start - 1].state.load(std::memory_order_relaxed) ==
           static_cast<uint8_t>(PageState::kFree)) {
-    uint64_t plen = tag_[start - 1];
+    uint64_t plen = links_[start - 1].tag;
     uint64_t pfirst = start - plen;
     RemoveFree(pfirst);
     start = pfirst;
@@ -174,7 +172,7 @@ void Region::ReleaseRun(uint64_t first, uint64_t len) {
   uint64_t after = first + len;
   if (after < npages_ && records_[after].state.load(std::memory_order_relaxed) ==
                              static_cast<uint8_t>(PageState::kFree)) {
-    uint64_t nlen = tag_[after];
+    uint64_t nlen = links_[after].tag;
     RemoveFree(after);
     total += nlen;
   }
@@ -196,7 +194,7 @@ uint64_t Region::largest_free_run() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (int b = kBuckets - 1; b >= 0; --b) {
     uint64_t best = 0;
-    for (uint32_t i = heads_[b]; i != kNil; i = next_[i]) best = tag_[i] > best ? tag_[i] : best;
+    for (uint32_t i = heads_[b]; i != kNil; i = links_[i].next) best = links_[i].tag > best ? links_[i].tag : best;
     if (best) return best;
   }
   return 0;

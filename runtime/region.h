@@ -87,15 +87,20 @@ class Region {
   char* base_ = nullptr;
   uint64_t npages_ = 0;
   size_t page_size_ = 4096;
-  // Metadata mapping: records_[npages_], then tag_[npages_], next_[npages_], prev_[npages_].
+  // Metadata mapping: records_[npages_], then links_[npages_].
   void* meta_ = nullptr;
   size_t meta_bytes_ = 0;
   PageRecord* records_ = nullptr;
-  // tag_[i]: at the first and last page of a free run, its length; at the first page of a live
-  // run, its length. Page state tells free from live.
-  uint32_t* tag_ = nullptr;
-  uint32_t* next_ = nullptr;
-  uint32_t* prev_ = nullptr;
+  // Free-run bookkeeping of a page, in one record so that the pages at a run's edge touch one
+  // metadata page rather than three. tag: at the first and last page of a free run, its length;
+  // at the first page of a live run, its length (page state tells free from live). next/prev:
+  // the free list of the run's size bucket, at a free run's first page.
+  struct Link {
+    uint32_t tag;
+    uint32_t next;
+    uint32_t prev;
+  };
+  Link* links_ = nullptr;
   uint32_t heads_[kBuckets];
   uint64_t free_pages_ = 0;
   std::atomic<uint64_t> high_water_{0};

@@ -1,12 +1,12 @@
 #include "runtime/runtime_fork.h"
 
-#include <pthread.h>
 
 #include <atomic>
 #include <mutex>
 
 #include "runtime/log.h"
 #include "runtime/migrator.h"
+#include "runtime/os/os.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/runtime_thread.h"
 
@@ -44,7 +44,7 @@ void RegisterLiveRuntime(Runtime::Impl* rt) {
   static std::atomic<bool> atfork_done{false};
   // Registered before any heap's handlers (heaps are created on a started runtime), so this
   // prepare runs after the heaps have taken their locks: lock order heap -> runtime.
-  if (!atfork_done.exchange(true)) pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild);
+  if (!atfork_done.exchange(true)) os::AtFork(&ForkPrepare, &ForkParent, &ForkChild);
   std::lock_guard<std::mutex> lock(g_live_mu);
   for (Runtime::Impl*& slot : g_live) {
     if (slot == nullptr) {

@@ -4,7 +4,7 @@ set -euo pipefail
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 PKGS=(
-  build-essential cmake pkg-config git clang libclang-rt-14-dev
+  build-essential cmake pkg-config git clang libclang-rt-14-dev lld
   libnuma-dev numactl libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils perftest

@@ -16,7 +16,16 @@
 
 extern char** environ;
 
+extern "C" {
+int __register_atfork(void (*prepare)(), void (*parent)(), void (*child)(), void* dso_handle);
+extern void* __dso_handle __attribute__((weak, visibility("hidden")));
+}
+
 namespace tiermem::os {
+
+int AtFork(void (*prepare)(), void (*parent)(), void (*child)()) {
+  return __register_atfork(prepare, parent, child, __dso_handle);
+}
 
 size_t PageSize() {
   static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));

@@ -23,6 +23,12 @@ int Discard(void* addr, size_t bytes);
 // per page where the kernel lacks it).
 int Populate(void* addr, size_t bytes);
 
+// pthread_atfork(3), registered for this library (so dlclose drops the handlers). It calls
+// glibc's __register_atfork, as pthread_atfork's own stub in libc_nonshared.a does, but through
+// the GOT: the stub's PLT jump sits at the far end of a library's code and would map another
+// 64 KiB of it in every process at start. Returns 0 or a positive error number.
+int AtFork(void (*prepare)(), void (*parent)(), void (*child)());
+
 // mbind(2). `nodemask` is a bit mask of nodes (up to 1024 nodes), `maxnode` its bit count.
 // mode: MPOL_* from <numaif.h>; flags: MPOL_MF_*.
 int Mbind(void* addr, size_t bytes, int mode, const unsigned long* nodemask, unsigned long maxnode,
