@@ -16,8 +16,15 @@ Status Region::Init(size_t bytes) {
   if (npages == 0 || npages >= kNil) {
     return InvalidArgument("region size must be between one page and 16 TiB");
   }
+  // The data starts and ends on a 2 MiB boundary and the metadata never gets huge pages: with
+  // transparent huge pages on ("always"), a huge page may not straddle the region's edge, where
+  // a fault in a neighbouring mapping (the metadata's last page, say) would bring in the
+  // region's first pages on the wrong node before an allocation binds them.
+  const uint64_t huge_pages = (kHugePageBytes / page_size_);
+  npages = (npages + huge_pages - 1) / huge_pages * huge_pages;
+  if (npages >= kNil) return InvalidArgument("region size must be below 16 TiB");
   int err = 0;
-  void* base = os::Reserve(npages * page_size_, &err);
+  void* base = os::ReserveAligned(npages * page_size_, kHugePageBytes, &err);
   if (base == nullptr) return ErrnoToStatus(-err, "mmap(managed region)");
   size_t meta = npages * (sizeof(PageRecord) + sizeof(Link));
   meta = (meta + page_size_ - 1) / page_size_ * page_size_;
@@ -26,6 +33,7 @@ Status Region::Init(size_t bytes) {
     (void)os::Unmap(base, npages * page_size_);
     return ErrnoToStatus(-err, "mmap(region metadata)");
   }
+  (void)os::NoHugePages(m, meta);  // EINVAL without THP support: nothing to prevent then
   base_ = static_cast<char*>(base);
   npages_ = npages;
   meta_ = m;

@@ -78,6 +78,7 @@ class Region {
 
  private:
   static constexpr int kBuckets = 40;
+  static constexpr size_t kHugePageBytes = 2u << 20;
   static constexpr uint32_t kNil = ~0u;
   static int Bucket(uint64_t npages);
   void PushFree(uint64_t first, uint64_t len);

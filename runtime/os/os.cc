@@ -43,6 +43,20 @@ void* Reserve(size_t bytes, int* err) {
   return p;
 }
 
+void* ReserveAligned(size_t bytes, size_t align, int* err) {
+  char* p = static_cast<char*>(Reserve(bytes + align, err));
+  if (p == nullptr) return nullptr;
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + align - 1) & ~(uintptr_t{align} - 1);
+  const size_t head = a - reinterpret_cast<uintptr_t>(p);
+  if (head != 0) (void)munmap(p, head);
+  if (align - head != 0) (void)munmap(reinterpret_cast<char*>(a) + bytes, align - head);
+  return reinterpret_cast<void*>(a);
+}
+
+int NoHugePages(void* addr, size_t bytes) {
+  return madvise(addr, bytes, MADV_NOHUGEPAGE) == 0 ? 0 : -errno;
+}
+
 int Unmap(void* addr, size_t bytes) { return munmap(addr, bytes) == 0 ? 0 : -errno; }
 
 int Discard(void* addr, size_t bytes) {

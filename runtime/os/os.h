@@ -15,6 +15,11 @@ size_t PageSize();  // 4096 here; read once from sysconf
 // Reserves `bytes` of read-write, private, anonymous address space without committing memory
 // (MAP_NORESERVE). Returns nullptr and sets *err (negative errno) on failure.
 void* Reserve(size_t bytes, int* err);
+// Reserve, with the start aligned to `align` (a power of two, a multiple of the page size).
+void* ReserveAligned(size_t bytes, size_t align, int* err);
+// MADV_NOHUGEPAGE: the range never gets transparent huge pages, and its mapping is not merged
+// with a neighbouring anonymous mapping that may.
+int NoHugePages(void* addr, size_t bytes);
 int Unmap(void* addr, size_t bytes);
 // Drops the pages of a range (MADV_DONTNEED): the next touch sees zero pages (or faults to
 // userfaultfd when registered).
