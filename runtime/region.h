@@ -27,7 +27,8 @@ class Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
-  // Reserves `bytes` (rounded up to pages) of address space and its metadata.
+  // Reserves `bytes` (rounded up to whole 2 MiB, aligned to 2 MiB) of address space and its
+  // metadata.
   Status Init(size_t bytes);
   // Unmaps everything. Safe to call twice.
   void Release();

@@ -2,6 +2,7 @@
 // calloc, large blocks, cross-thread frees, thread exit, usage accounting.
 #include <gtest/gtest.h>
 #include <errno.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <set>
@@ -84,6 +85,21 @@ TEST_F(HeapTest, SmallBlocksAreDistinctWritableAndOwned) {
   EXPECT_FALSE(heap_->Owns(&local));
   EXPECT_EQ(heap_->UsableSize(&local), 0u);
   heap_->Free(nullptr);
+}
+
+TEST_F(HeapTest, AFreshClassFaultsInOnlyTheBlocksItHandsOut) {
+  // The first 4 KiB block of a fresh class: the refill links at most a page of new objects
+  // (linking writes to them), so the rest of its 64 KiB span stays untouched.
+  void* p = heap_->Allocate(4096);
+  ASSERT_NE(p, nullptr);
+  const size_t page = 4096, granule = 64 * 1024;
+  auto* span = reinterpret_cast<unsigned char*>(reinterpret_cast<uintptr_t>(p) & ~(granule - 1));
+  unsigned char vec[granule / page];
+  ASSERT_EQ(mincore(span, granule, vec), 0) << strerror(errno);
+  int resident = 0;
+  for (unsigned char v : vec) resident += v & 1;
+  EXPECT_LE(resident, 2) << "pages of the span faulted in by one 4 KiB malloc";
+  heap_->Free(p);
 }
 
 TEST_F(HeapTest, ZeroSizeGivesUniquePointers) {

@@ -63,8 +63,19 @@ TEST(Region, RandomChurnKeepsRunsDisjoint) {
 }
 
 TEST(Region, MetadataUnderOnePercent) {
-  // 20 bytes of metadata per 4 KiB page.
+  // 20 bytes of metadata per 4 KiB page (a PageRecord and the free-run links).
   EXPECT_LT(sizeof(PageRecord) + 3 * sizeof(uint32_t), 4096 / 100);
+}
+
+TEST(Region, DataIsWholeHugePages) {
+  // Start and size on 2 MiB boundaries: no transparent huge page straddles the region's edge,
+  // where a neighbour's fault would bring in the region's first pages (on whatever node).
+  Region r;
+  ASSERT_TRUE(r.Init(3 * 4096).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(r.base()) % (2u << 20), 0u);
+  EXPECT_EQ(r.bytes(), 2u << 20);
+  EXPECT_EQ(r.free_pages(), r.pages());
+  EXPECT_EQ(r.AllocRun(r.pages()), 0u);
 }
 
 TEST(Region, RejectsBadSizes) {
