@@ -46,11 +46,12 @@ void* Reserve(size_t bytes, int* err) {
 void* ReserveAligned(size_t bytes, size_t align, int* err) {
   char* p = static_cast<char*>(Reserve(bytes + align, err));
   if (p == nullptr) return nullptr;
-  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + align - 1) & ~(uintptr_t{align} - 1);
-  const size_t head = a - reinterpret_cast<uintptr_t>(p);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const size_t head = ((addr + align - 1) & ~(uintptr_t{align} - 1)) - addr;
+  char* a = p + head;
   if (head != 0) (void)munmap(p, head);
-  if (align - head != 0) (void)munmap(reinterpret_cast<char*>(a) + bytes, align - head);
-  return reinterpret_cast<void*>(a);
+  if (align - head != 0) (void)munmap(a + bytes, align - head);
+  return a;
 }
 
 int NoHugePages(void* addr, size_t bytes) {
