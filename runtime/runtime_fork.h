@@ -1,5 +1,5 @@
 // fork() support for the runtime: every live Runtime::Impl is registered, and handlers installed
-// once with pthread_atfork call its PrepareFork/AfterFork (see runtime_impl.h).
+// once with os::AtFork call its PrepareFork/AfterFork (see runtime_impl.h).
 #pragma once
 
 #include "tiermem/tiermem.hpp"

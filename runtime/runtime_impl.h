@@ -24,7 +24,7 @@ class Runtime::Impl {
  public:
   static constexpr int kMaxRegions = 256;
 
-  // fork(): handlers installed once per process (pthread_atfork) act on every live runtime.
+  // fork(): handlers installed once per process (os::AtFork) act on every live runtime.
   // Prepare stops evictions and brings remote pages back (the child has no fault handler), and
   // holds the runtime's own locks across the fork; the child then runs without a policy thread
   // and without the remote tier.

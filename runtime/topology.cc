@@ -64,7 +64,7 @@ bool ParseCpuList(const std::string& text, std::vector<int>* out) {
           t.end());
   if (t.empty()) return true;
   size_t begin = 0;
-  while (begin <= t.size()) {
+  while (begin < t.size()) {  // a trailing comma ends the list, as getline did
     size_t comma = t.find(',', begin);
     if (comma == std::string::npos) comma = t.size();
     const std::string part = t.substr(begin, comma - begin);

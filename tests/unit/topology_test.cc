@@ -50,6 +50,11 @@ TEST(CpuList, Parses) {
   EXPECT_FALSE(internal::ParseCpuList("3-1", &v));
   EXPECT_FALSE(internal::ParseCpuList("a", &v));
   EXPECT_FALSE(internal::ParseCpuList("1,,2", &v));
+  EXPECT_FALSE(internal::ParseCpuList(",0", &v));
+  EXPECT_TRUE(internal::ParseCpuList("0,1,", &v));
+  EXPECT_EQ(v, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(internal::ParseCpuList("5 \n", &v));
+  EXPECT_EQ(v, (std::vector<int>{5}));
 }
 
 TEST(Topology, OneDramNode) {
