@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -28,8 +29,15 @@ int AtFork(void (*prepare)(), void (*parent)(), void (*child)()) {
 }
 
 size_t PageSize() {
-  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return size;
+  // Not a function-local static: its guard (__cxa_guard_acquire) would be the only reason for
+  // every preloaded program to fault in another stretch of libstdc++ at start.
+  static constinit std::atomic<size_t> size{0};
+  size_t s = size.load(std::memory_order_relaxed);
+  if (s == 0) {
+    s = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size.store(s, std::memory_order_relaxed);
+  }
+  return s;
 }
 
 void* Reserve(size_t bytes, int* err) {
