@@ -228,7 +228,6 @@ class HeapCore {
   int slot_;
   uint32_t gen_;
   Central central_[kNumClasses];
-  Batch transfer_[kNumClasses][kMaxTransfer];  // guarded by central_[class].mu
   std::mutex page_mu_;
   Segment* segments_ = nullptr;  // all segments of this heap
   uint32_t empty_segments_ = 0;
@@ -240,6 +239,8 @@ class HeapCore {
   std::atomic<uint64_t> large_count_{0};
   const uint64_t max_dirty_bytes_;
   RunCache run_cache_;
+  // Last: the constructor writes every member above and none of these (see Central).
+  Batch transfer_[kNumClasses][kMaxTransfer];  // guarded by central_[class].mu
 
   friend struct HeapRegistry;
 };
