@@ -19,6 +19,7 @@ constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
 constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
 
 constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
+constexpr uint64_t kJoinGap = 256;    // evictions join across this many remote pages (1 MiB)
 
 bool Preloaded() {
   const char* p = os::GetEnv("LD_PRELOAD");
@@ -82,6 +83,14 @@ Status Migrator::Start() {
   // At most two rounds' worth per plan, so a round never runs far past its interval.
   pc.max_burst = std::max(pc.max_moves_per_s * static_cast<double>(interval_ms_) * 2 / 1000, 64.0);
   policy_ = std::make_unique<Policy>(pc);
+  // Confirmation of DRAM victims (Round): with a CXL tier, a page sampled one round untouched
+  // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
+  // round to round until touched and are confirmed cold after a half-life (at least one round,
+  // at most ten): a page in use is touched long before.
+  carry_ = !pc.present[static_cast<int>(Tier::kCxl)];
+  confirm_ns_ = carry_ ? std::max(interval_ms_, std::min<uint64_t>(o.sample_half_life_ms, 10 * interval_ms_)) *
+                             1'000'000
+                       : 0;
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = mode_;
@@ -170,18 +179,38 @@ bool Migrator::Round() {
   ProtectTracker& tracker = ProtectTracker::Get();
   std::vector<uint64_t> untouched;
   if (protect_ && armed_) {
-    tracker.Collect(now, &samples, &untouched);
+    tracker.Collect(now, &samples, &untouched,
+                    [this](uint64_t k) { return carry_ && watch_since_.count(k) > 0; });
     armed_ = false;
   }
-  // Pages sampled all last round without an access: confirmed cold (block expansion may take
-  // them along with a victim).
+  // Pages sampled without an access for confirm_ns_ (or all last round): confirmed cold (victims
+  // and block expansion take them). Pages under watch that were touched leave the watch.
   confirmed_cold_.clear();
-  for (uint64_t k : untouched) confirmed_cold_.insert(k);
+  {
+    std::unordered_map<uint64_t, uint64_t> still;
+    for (uint64_t k : untouched) {
+      auto it = watch_since_.find(k);
+      if (it == watch_since_.end()) {
+        confirmed_cold_.insert(k);  // sampled one whole round
+        continue;
+      }
+      if (now - it->second >= confirm_ns_) confirmed_cold_.insert(k);
+      still.insert(*it);  // still protected: the tracker carried it
+    }
+    watch_since_ = std::move(still);
+    // A page caught in use is not put under watch again for a while (each check of a hot page
+    // costs a protection fault); expired marks are dropped.
+    if (carry_) {
+      std::erase_if(hot_until_, [now](const auto& kv) { return kv.second <= now; });
+      for (const AccessSample& a : samples) hot_until_[a.page] = now + 10 * confirm_ns_;
+    }
+  }
   const uint64_t tracked = samples.size();
 
   // Page records of every live page.
   std::vector<PageView> views;
-  std::unordered_map<uint64_t, uint32_t> index;  // page key -> views
+  ViewIndex& index = index_;  // page key -> views
+  index.Clear();
   std::vector<char*> sample_candidates;
   uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0;
   for (size_t ki = 0; ki < known_.size(); ++ki) {
@@ -192,6 +221,7 @@ bool Migrator::Round() {
     std::vector<uint8_t>& prev = prev_state_[ki];
     if (prev.size() < end) prev.resize(end, kStateFree);
     bool pinned = false;
+    index.AddRegion(reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page, end);
     for (uint64_t i = 0; i < end; ++i) {
       const PageRecord& rec = r->record(i);
       const uint8_t st = rec.state.load(std::memory_order_acquire);
@@ -211,6 +241,7 @@ bool Migrator::Round() {
         if (tier == Tier::kRemote) tier = Tier::kDram;  // faulted back in: remote pages land in DRAM
         if (was == kStateRemote) {
           samples.push_back({key, false, now});
+          policy_->FaultedBack(key);
           ++fault_samples;
         }
         if (!pinned) sample_candidates.push_back(r->PageAddress(i));
@@ -222,7 +253,7 @@ bool Migrator::Round() {
       } else {
         ++lower_pages;
       }
-      index[key] = static_cast<uint32_t>(views.size());
+      index.Set(key, static_cast<uint32_t>(views.size()));
       views.push_back({key, tier, pinned});
     }
   }
@@ -236,26 +267,40 @@ bool Migrator::Round() {
   PlanStats ps;
   std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
 
-  // Second chance for DRAM's victims: while protection sampling runs and a CXL tier exists, a
-  // DRAM page is demoted only after it was sampled a whole round without an access (confirmed
-  // cold). A victim the policy picked by heat alone is replaced by a confirmed-cold DRAM page
+  // Second chance for DRAM's victims: while protection sampling runs, a DRAM page is demoted
+  // only after it was watched without an access (confirmed cold: a whole round with a CXL tier,
+  // confirm_ns_ without). A victim the policy picked by heat alone is replaced by a confirmed-cold DRAM page
   // (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
   // over its budget (pages faulted back from remote while the last, slow round ran) and the
   // policy's victims are pages of equal, decayed heat, hot ones included; a hot page demoted to
   // CXL is used there without a fault and only found again by the CXL sampling: the hot set on
-  // node 0 swung between 30% and 80% from round to round. Without a CXL tier nothing changes.
-  if (protect_ && policy_->config().present[static_cast<int>(Tier::kCxl)]) {
+  // node 0 swung between 30% and 80% from round to round. Without a CXL tier, GUPS on this
+  // machine (DRAM + remote) kept only 83-86% of its hot set in DRAM while victims went by heat
+  // alone: a hot page is sampled once in seconds, its heat has decayed long before, and pages
+  // faulted in a moment ago looked hotter.
+  const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
+  if (protect_) {
     std::unordered_set<uint64_t> in_plan;
     for (const PlannedMove& m : plan) in_plan.insert(m.page);
-    std::vector<std::pair<double, uint64_t>> spare;
+    // Confirmed-cold DRAM pages not in the plan, coldest first (under the carried watch: the
+    // longest watched first); `partial`: watched without an access, not yet for confirm_ns_.
+    std::vector<std::pair<double, uint64_t>> spare, partial;
+    auto spare_page = [&](uint64_t k) {
+      auto it = index.Find(k);
+      return it != nullptr && !in_plan.count(k) && views[*it].tier == Tier::kDram &&
+             !views[*it].pinned;
+    };
     for (uint64_t k : confirmed_cold_) {
-      auto it = index.find(k);
-      if (it == index.end() || in_plan.count(k)) continue;
-      const PageView& v = views[it->second];
-      if (v.tier != Tier::kDram || v.pinned) continue;
-      spare.push_back({policy_->Heat(k, now), k});
+      if (!spare_page(k)) continue;
+      auto w = watch_since_.find(k);
+      spare.push_back({w != watch_since_.end() ? static_cast<double>(w->second) : policy_->Heat(k, now), k});
+    }
+    for (auto& [k, since] : watch_since_) {
+      if (!confirmed_cold_.count(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
     }
     std::sort(spare.begin(), spare.end());
+    std::sort(partial.begin(), partial.end());
+    size_t next_partial = 0;
     size_t next_spare = 0, spare_end = spare.size();
     uint64_t held = 0;
     // Victims bound for remote need confirmation too, except for DRAM's excess over 1.5x its
@@ -263,12 +308,28 @@ bool Migrator::Round() {
     // most the pages it sampled), and that excess leaves by heat alone (a hot page evicted by
     // mistake comes back at its next touch). Evicting everything down to the budget by heat alone
     // took hundreds of hot pages at once in the guest.
-    uint64_t remote_unconfirmed = dram_pages * 2 > dram_budget_ * 3 ? dram_pages - dram_budget_ * 3 / 2 : 0;
+    // Without a CXL tier the watch confirms many pages per round (it carries them), so only
+    // DRAM's excess over its budget itself leaves unconfirmed.
+    const uint64_t unconfirmed_above = cxl ? dram_budget_ * 3 / 2 : dram_budget_;
+    uint64_t remote_unconfirmed = dram_pages > unconfirmed_above ? dram_pages - unconfirmed_above : 0;
     std::erase_if(plan, [&](PlannedMove& m) {
       if (m.from != Tier::kDram || m.to <= m.from || confirmed_cold_.count(m.page)) return false;
+      if (carry_ && next_spare < spare_end) {  // confirmed pages first, the longest watched
+        m.page = spare[next_spare++].second;
+        return false;
+      }
       if (m.to == Tier::kRemote && remote_unconfirmed > 0) {
         --remote_unconfirmed;
-        return false;
+        // Under the carried watch: the longest watched untouched pages go first; a page seen in
+        // use lately (hot_until_) is not evicted unconfirmed.
+        if (carry_ && next_partial < partial.size()) {
+          m.page = partial[next_partial++].second;
+          return false;
+        }
+        auto h = hot_until_.find(m.page);
+        if (h == hot_until_.end() || h->second <= now) return false;
+        ++held;
+        return true;
       }
       // Replacements keep the policy's order: the coldest go furthest (remote), the warmest of
       // the confirmed-cold pages to CXL (else CXL fills with the coldest pages, and the warm set,
@@ -326,9 +387,9 @@ bool Migrator::Round() {
       const uint64_t block = m.page & ~(kBlockPages - 1);
       for (uint64_t k = block; k < block + kBlockPages; ++k) {
         if (planned.count(k)) continue;
-        auto it = index.find(k);
-        if (it == index.end()) continue;
-        const PageView& v = views[it->second];
+        auto it = index.Find(k);
+        if (it == nullptr) continue;
+        const PageView& v = views[*it];
         if (v.pinned) continue;
         if (v.tier == m.to) {
           moves.push_back({k, v.tier, m.to, true});
@@ -348,10 +409,24 @@ bool Migrator::Round() {
     return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
   });
   uint64_t demoted = 0, promoted = 0, failed = 0, calls = 0, migrate_ns = 0;
+  std::unordered_set<uint64_t> moved_now;
   std::string last_error;
   for (size_t i = 0; i < moves.size();) {
+    // A run joins adjacent pages, and for evictions also the next victim past a gap of pages
+    // that are all remote already (skipped by the pager): scattered victims (cold pages faulted
+    // in at random) take one pager call for many instead of one each.
+    auto joins = [&](const Move& prev, const Move& next) {
+      if (next.to != prev.to || next.page <= prev.page) return false;
+      if (next.page == prev.page + 1) return true;
+      if (next.to != Tier::kRemote || next.page - prev.page > kJoinGap) return false;
+      for (uint64_t k = prev.page + 1; k < next.page; ++k) {
+        auto it = index.Find(k);
+        if (it == nullptr || views[*it].tier != Tier::kRemote) return false;
+      }
+      return true;
+    };
     size_t j = i + 1;
-    while (j < moves.size() && moves[j].to == moves[i].to && moves[j].page == moves[j - 1].page + 1) ++j;
+    while (j < moves.size() && joins(moves[j - 1], moves[j])) ++j;
     // Runs of no-ops alone are not worth a call.
     bool any = false;
     for (size_t k = i; k < j; ++k) any |= !moves[k].noop;
@@ -360,8 +435,13 @@ bool Migrator::Round() {
       continue;
     }
     char* addr = reinterpret_cast<char*>(moves[i].page * page);
-    const size_t len = (j - i) * page;
+    const size_t len = (moves[j - 1].page - moves[i].page + 1) * page;
     if (protect_) tracker.Release(addr, len);
+    // Released: no longer watched, and not armed again this round (the views predate the move).
+    for (size_t k = i; k < j; ++k) {
+      moved_now.insert(moves[k].page);
+      watch_since_.erase(moves[k].page);
+    }
     const uint64_t t_call = os::MonotonicNanos();
     auto r = rt_->Migrate(addr, len, moves[i].to);
     migrate_ns += os::MonotonicNanos() - t_call;
@@ -406,18 +486,30 @@ bool Migrator::Round() {
       // among them is caught before it is evicted, like CLOCK's second chance); half rotates
       // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
       std::vector<char*> next;
-      const size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
+      size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
       // DRAM over its budget with a CXL tier below: victims go to CXL only once confirmed cold
       // (above), so checking them gets three quarters of the sample instead of half.
-      const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
-      const size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
+      size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
+      if (carry_ && dram_budget_ != 0) {
+        // The watch must confirm pages as fast as they come in (faults) and DRAM's excess must
+        // leave: that many more pages go under watch, as far as the tracker has room.
+        const uint64_t over = dram_pages > dram_budget_ ? dram_pages - dram_budget_ : 0;
+        const size_t busy = tracker.carried() + n;
+        const size_t room = ProtectTracker::kMaxArmed > busy ? ProtectTracker::kMaxArmed - busy : 0;
+        const size_t extra = std::min<size_t>(room, 2 * fault_samples + over);
+        victim_share += extra;
+        n += extra;
+      }
       if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
         std::vector<std::pair<double, char*>> coldest;
         coldest.reserve(sample_candidates.size());
         for (char* p : sample_candidates) {
           const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
-          auto it = index.find(key);
-          if (it == index.end() || views[it->second].tier != Tier::kDram) continue;
+          auto it = index.Find(key);
+          if (it == nullptr || views[*it].tier != Tier::kDram || watch_since_.count(key) ||
+              moved_now.count(key) || hot_until_.count(key)) {
+            continue;
+          }
           coldest.push_back({policy_->Heat(key, now), p});
         }
         const size_t want = std::min(victim_share, coldest.size());
@@ -434,9 +526,12 @@ bool Migrator::Round() {
             const uint64_t key = reinterpret_cast<uintptr_t>(coldest[c].second) / page;
             const uint64_t block = key & ~(kBlockPages - 1);
             for (uint64_t k = block; k < block + kBlockPages && next.size() < victim_share; ++k) {
-              auto it = index.find(k);
-              if (it == index.end() || taken_pages.count(k)) continue;
-              const PageView& v = views[it->second];
+              auto it = index.Find(k);
+              if (it == nullptr || taken_pages.count(k) || watch_since_.count(k) || moved_now.count(k) ||
+                  hot_until_.count(k)) {
+                continue;
+              }
+              const PageView& v = views[*it];
               if (v.tier != Tier::kDram || v.pinned) continue;
               taken_pages[k] = true;
               next.push_back(reinterpret_cast<char*>(k * page));
@@ -448,21 +543,38 @@ bool Migrator::Round() {
       // fault, so only sampling can find it); DRAM's are covered by the victim checks above.
       std::vector<char*> lower;
       for (char* p : sample_candidates) {
-        auto it = index.find(reinterpret_cast<uintptr_t>(p) / page);
-        if (it != index.end() && views[it->second].tier == Tier::kCxl) lower.push_back(p);
+        auto it = index.Find(reinterpret_cast<uintptr_t>(p) / page);
+        if (it != nullptr && views[*it].tier == Tier::kCxl) lower.push_back(p);
       }
       const std::vector<char*>& pool = lower.empty() ? sample_candidates : lower;
       cursor_ %= pool.size();
-      const size_t before = next.size();
-      for (size_t k = 0; next.size() < n && k < pool.size(); ++k) {
-        next.push_back(pool[(cursor_ + k) % pool.size()]);
+      size_t k = 0;
+      for (; next.size() < n && k < pool.size(); ++k) {
+        char* p = pool[(cursor_ + k) % pool.size()];
+        const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
+        if (!watch_since_.count(key) && !moved_now.count(key) && !hot_until_.count(key)) next.push_back(p);
       }
-      cursor_ += next.size() - before;
+      cursor_ += k;
       armed = tracker.Arm(next);
+      if (carry_) {
+        // DRAM pages now under watch stay protected from round to round until touched.
+        const uint64_t t_arm = os::MonotonicNanos();
+        for (char* p : next) {
+          const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
+          auto it = index.Find(key);
+          if (it != nullptr && views[*it].tier == Tier::kDram) watch_since_.emplace(key, t_arm);
+        }
+      }
       armed_ = armed > 0;
       last_armed_ = armed;
       last_candidates_ = sample_candidates.size();
     }
+  }
+  if (protect_ && armed == 0 && tracker.carried() > 0) {
+    // No round armed: pages still carried from the last one are lifted, the watch ends.
+    std::vector<AccessSample> dropped;
+    tracker.Collect(now, &dropped);
+    watch_since_.clear();
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++stats_.rounds;

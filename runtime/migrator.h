@@ -27,6 +27,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -51,6 +52,40 @@ struct MigratorStats {
   uint64_t migrate_ns = 0;      // time spent in them
   uint64_t round_ns = 0;        // time spent in rounds in total (scan, plan, migrate, arm)
   std::string last_error;       // the latest refusal of a planned move, for diagnosis
+};
+
+// Page key -> position in a round's page views: dense per region (a round looks up every live
+// page, often several times; a hash map of them was a good part of the policy thread's time).
+class ViewIndex {
+ public:
+  void Clear() { nspans_ = 0; }
+  void AddRegion(uint64_t first_key, uint64_t pages) {
+    if (spans_.size() <= nspans_) spans_.emplace_back();
+    Span& s = spans_[nspans_++];
+    s.first = first_key;
+    s.at.assign(pages, kNone);
+  }
+  // `key` must be a page of the region added last.
+  void Set(uint64_t key, uint32_t view) { spans_[nspans_ - 1].at[key - spans_[nspans_ - 1].first] = view; }
+  const uint32_t* Find(uint64_t key) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (key >= s.first && key - s.first < s.at.size()) {
+        const uint32_t* v = &s.at[key - s.first];
+        return *v == kNone ? nullptr : v;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr uint32_t kNone = ~0u;
+  struct Span {
+    uint64_t first = 0;
+    std::vector<uint32_t> at;
+  };
+  std::vector<Span> spans_;
+  size_t nspans_ = 0;
 };
 
 class Migrator {
@@ -97,7 +132,14 @@ class Migrator {
   std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
   size_t cursor_ = 0;                              // rotating sample position
   bool armed_ = false;
-  std::unordered_set<uint64_t> confirmed_cold_;  // sampled all last round, untouched
+  std::unordered_set<uint64_t> confirmed_cold_;  // watched for confirm_ns_ (or a round), untouched
+  // Without a CXL tier, DRAM pages under watch stay protected from round to round until touched
+  // (the tracker carries them): key -> when the watch began. Confirmed cold after confirm_ns_.
+  bool carry_ = false;
+  uint64_t confirm_ns_ = 0;
+  std::unordered_map<uint64_t, uint64_t> watch_since_;
+  std::unordered_map<uint64_t, uint64_t> hot_until_;
+  ViewIndex index_;  // policy thread only  // caught in use: not watched before then
   uint64_t last_armed_ = 0;       // pages armed in the round being collected
   uint64_t last_candidates_ = 0;  // pages they were chosen from
 
