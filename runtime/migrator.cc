@@ -18,7 +18,7 @@ constexpr uint8_t kStateLocal = static_cast<uint8_t>(PageState::kLocal);
 constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
 constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
 
-constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
+constexpr uint64_t kHotRecheck = 25;  // a page caught in use is watched again after 25 confirm times
 constexpr uint64_t kJoinGap = 256;    // evictions join across this many remote pages (1 MiB)
 
 bool Preloaded() {
@@ -202,7 +202,7 @@ bool Migrator::Round() {
     // costs a protection fault); expired marks are dropped.
     if (carry_) {
       std::erase_if(hot_until_, [now](const auto& kv) { return kv.second <= now; });
-      for (const AccessSample& a : samples) hot_until_[a.page] = now + 10 * confirm_ns_;
+      for (const AccessSample& a : samples) hot_until_[a.page] = now + kHotRecheck * confirm_ns_;
     }
   }
   const uint64_t tracked = samples.size();
@@ -320,16 +320,11 @@ bool Migrator::Round() {
       }
       if (m.to == Tier::kRemote && remote_unconfirmed > 0) {
         --remote_unconfirmed;
-        // Under the carried watch: the longest watched untouched pages go first; a page seen in
-        // use lately (hot_until_) is not evicted unconfirmed.
-        if (carry_ && next_partial < partial.size()) {
-          m.page = partial[next_partial++].second;
-          return false;
-        }
-        auto h = hot_until_.find(m.page);
-        if (h == hot_until_.end() || h->second <= now) return false;
-        ++held;
-        return true;
+        // Under the carried watch the longest watched untouched pages go first, then the
+        // policy's pick (the coldest by heat: after the hot set moves, the old one; a page
+        // faulted in or caught in use lately is warmer).
+        if (carry_ && next_partial < partial.size()) m.page = partial[next_partial++].second;
+        return false;
       }
       // Replacements keep the policy's order: the coldest go furthest (remote), the warmest of
       // the confirmed-cold pages to CXL (else CXL fills with the coldest pages, and the warm set,
@@ -411,6 +406,71 @@ bool Migrator::Round() {
   uint64_t demoted = 0, promoted = 0, failed = 0, calls = 0, migrate_ns = 0;
   std::unordered_set<uint64_t> moved_now;
   std::string last_error;
+  auto account = [&](size_t k, bool ok) {
+    if (moves[k].noop) return;
+    if (!ok) {
+      ++failed;
+      return;
+    }
+    policy_->Moved(moves[k].page, now);
+    if (moves[k].to > moves[k].from) {
+      ++demoted;
+    } else {
+      ++promoted;
+    }
+  };
+  auto note_error = [&](Tier to, char* addr, size_t len, const Status& st) {
+    last_error = std::string("migrate to ") + std::string(TierName(to)) + ": " + st.ToString();
+    TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
+                 std::string(TierName(to)).c_str(), st.ToString().c_str());
+  };
+  // Evictions (moves to remote) of every run go to the pager in one call, which shares its
+  // round trips among them: scattered victims (cold pages faulted in at random) cost one call
+  // each before, ~75-140 us apiece here, and the policy thread could not keep DRAM within its
+  // budget while GUPS faulted ~10k pages per second.
+  std::vector<size_t> evict;                          // indices into moves
+  std::vector<std::pair<char*, size_t>> evict_runs;  // their runs
+  auto flush_evictions = [&] {
+    if (evict.empty()) return;
+    std::vector<char*> pages;
+    for (size_t k : evict) pages.push_back(reinterpret_cast<char*>(moves[k].page * page));
+    if (protect_) {
+      // Protection is lifted over spans of victims with no other watched page between them
+      // (one mprotect for many: the pages between are accessible already, or remote).
+      std::vector<uint64_t> kept;
+      kept.reserve(watch_since_.size());
+      for (const auto& kv : watch_since_) kept.push_back(kv.first);
+      std::sort(kept.begin(), kept.end());
+      for (size_t a = 0; a < evict.size();) {
+        size_t b = a + 1;
+        while (b < evict.size()) {
+          const uint64_t lo = moves[evict[b - 1]].page, hi = moves[evict[b]].page;
+          auto w = std::upper_bound(kept.begin(), kept.end(), lo);
+          if ((w != kept.end() && *w < hi) || !index.SameRegion(lo, hi)) break;
+          ++b;
+        }
+        const uint64_t first = moves[evict[a]].page, last = moves[evict[b - 1]].page;
+        tracker.Release(reinterpret_cast<char*>(first * page), (last - first + 1) * page);
+        a = b;
+      }
+    }
+    const uint64_t t_call = os::MonotonicNanos();
+    auto r = rt_->EvictPages(pages);
+    migrate_ns += os::MonotonicNanos() - t_call;
+    ++calls;
+    for (auto& [addr, len] : evict_runs) {
+      // Pages demoted from CXL keep the CXL node binding of their range; when the program
+      // touches them again they should come back into DRAM (they are hot then), so rebind.
+      if (!r.ok() || !cxl) break;
+      Status b = NumaBackend::BindRange(addr, len, rt_->TierNodes(Tier::kDram));
+      if (!b.ok()) TM_LOG_DEBUG("tiering: rebinding %p+%zu to DRAM: %s", static_cast<void*>(addr), len,
+                                b.ToString().c_str());
+    }
+    for (size_t k : evict) account(k, r.ok());
+    if (!r.ok()) note_error(Tier::kRemote, pages[0], page, r.status());
+    evict.clear();
+    evict_runs.clear();
+  };
   for (size_t i = 0; i < moves.size();) {
     // A run joins adjacent pages, and for evictions also the next victim past a gap of pages
     // that are all remote already (skipped by the pager): scattered victims (cold pages faulted
@@ -436,146 +496,34 @@ bool Migrator::Round() {
     }
     char* addr = reinterpret_cast<char*>(moves[i].page * page);
     const size_t len = (moves[j - 1].page - moves[i].page + 1) * page;
-    if (protect_) tracker.Release(addr, len);
-    // Released: no longer watched, and not armed again this round (the views predate the move).
+    // Released (below, or in flush_evictions): no longer watched, and not armed again this round
+    // (the views predate the move).
     for (size_t k = i; k < j; ++k) {
       moved_now.insert(moves[k].page);
       watch_since_.erase(moves[k].page);
+      hot_until_.erase(moves[k].page);  // back in DRAM later only by a fault: a fresh page
     }
+    if (moves[i].to == Tier::kRemote) {
+      for (size_t k = i; k < j; ++k) {
+        if (!moves[k].noop) evict.push_back(k);
+      }
+      evict_runs.push_back({addr, len});
+      i = j;
+      continue;
+    }
+    flush_evictions();  // demotions make room before anything moves up
+    if (protect_) tracker.Release(addr, len);
     const uint64_t t_call = os::MonotonicNanos();
     auto r = rt_->Migrate(addr, len, moves[i].to);
     migrate_ns += os::MonotonicNanos() - t_call;
     ++calls;
-    if (r.ok() && moves[i].to == Tier::kRemote) {
-      // Pages demoted from CXL keep the CXL node binding of their range; when the program touches
-      // them again they should come back into DRAM (they are hot then), so rebind the range.
-      Status b = NumaBackend::BindRange(addr, len, rt_->TierNodes(Tier::kDram));
-      if (!b.ok()) TM_LOG_DEBUG("tiering: rebinding %p+%zu to DRAM: %s", static_cast<void*>(addr), len,
-                                b.ToString().c_str());
-    }
-    for (size_t k = i; k < j; ++k) {
-      if (moves[k].noop) continue;
-      if (!r.ok()) {
-        ++failed;
-        continue;
-      }
-      policy_->Moved(moves[k].page, now);
-      if (moves[k].to > moves[k].from) {
-        ++demoted;
-      } else {
-        ++promoted;
-      }
-    }
-    if (!r.ok()) {
-      last_error = std::string("migrate to ") + std::string(TierName(moves[i].to)) + ": " + r.status().ToString();
-      TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
-                   std::string(TierName(moves[i].to)).c_str(), r.status().ToString().c_str());
-    }
+    for (size_t k = i; k < j; ++k) account(k, r.ok());
+    if (!r.ok()) note_error(moves[i].to, addr, len, r.status());
     i = j;
   }
+  flush_evictions();
 
-  // Next sample: a rotating window over the resident, unpinned pages.
-  uint64_t armed = 0;
-  if (protect_ && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
-    if (!tracker.HandlerInstalled()) {
-      TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
-                  "stops (remote faults still count)");
-      protect_ = false;
-    } else {
-      // Half the sample checks the next demotion victims (the coldest DRAM pages: a hot page
-      // among them is caught before it is evicted, like CLOCK's second chance); half rotates
-      // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
-      std::vector<char*> next;
-      size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
-      // DRAM over its budget with a CXL tier below: victims go to CXL only once confirmed cold
-      // (above), so checking them gets three quarters of the sample instead of half.
-      size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
-      if (carry_ && dram_budget_ != 0) {
-        // The watch must confirm pages as fast as they come in (faults) and DRAM's excess must
-        // leave: that many more pages go under watch, as far as the tracker has room.
-        const uint64_t over = dram_pages > dram_budget_ ? dram_pages - dram_budget_ : 0;
-        const size_t busy = tracker.carried() + n;
-        const size_t room = ProtectTracker::kMaxArmed > busy ? ProtectTracker::kMaxArmed - busy : 0;
-        const size_t extra = std::min<size_t>(room, 2 * fault_samples + over);
-        victim_share += extra;
-        n += extra;
-      }
-      if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
-        std::vector<std::pair<double, char*>> coldest;
-        coldest.reserve(sample_candidates.size());
-        for (char* p : sample_candidates) {
-          const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
-          auto it = index.Find(key);
-          if (it == nullptr || views[*it].tier != Tier::kDram || watch_since_.count(key) ||
-              moved_now.count(key) || hot_until_.count(key)) {
-            continue;
-          }
-          coldest.push_back({policy_->Heat(key, now), p});
-        }
-        const size_t want = std::min(victim_share, coldest.size());
-        if (want > 0) {
-          std::nth_element(coldest.begin(), coldest.begin() + static_cast<long>(want - 1), coldest.end(),
-                           [](const auto& a, const auto& b) { return a.first < b.first; });
-          std::sort(coldest.begin(), coldest.begin() + static_cast<long>(want),
-                    [](const auto& a, const auto& b) { return a.first < b.first; });
-          // Whole aligned blocks around the coldest pages: the block's other DRAM pages are
-          // confirmed (or refuted) at once, which is what block expansion needs, and adjacent
-          // pages are protected with one system call.
-          std::unordered_map<uint64_t, bool> taken_pages;
-          for (size_t c = 0; c < want && next.size() < victim_share; ++c) {
-            const uint64_t key = reinterpret_cast<uintptr_t>(coldest[c].second) / page;
-            const uint64_t block = key & ~(kBlockPages - 1);
-            for (uint64_t k = block; k < block + kBlockPages && next.size() < victim_share; ++k) {
-              auto it = index.Find(k);
-              if (it == nullptr || taken_pages.count(k) || watch_since_.count(k) || moved_now.count(k) ||
-                  hot_until_.count(k)) {
-                continue;
-              }
-              const PageView& v = views[*it];
-              if (v.tier != Tier::kDram || v.pinned) continue;
-              taken_pages[k] = true;
-              next.push_back(reinterpret_cast<char*>(k * page));
-            }
-          }
-        }
-      }
-      // The rotating half covers the CXL tier's pages when it has any (a hot page there does not
-      // fault, so only sampling can find it); DRAM's are covered by the victim checks above.
-      std::vector<char*> lower;
-      for (char* p : sample_candidates) {
-        auto it = index.Find(reinterpret_cast<uintptr_t>(p) / page);
-        if (it != nullptr && views[*it].tier == Tier::kCxl) lower.push_back(p);
-      }
-      const std::vector<char*>& pool = lower.empty() ? sample_candidates : lower;
-      cursor_ %= pool.size();
-      size_t k = 0;
-      for (; next.size() < n && k < pool.size(); ++k) {
-        char* p = pool[(cursor_ + k) % pool.size()];
-        const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
-        if (!watch_since_.count(key) && !moved_now.count(key) && !hot_until_.count(key)) next.push_back(p);
-      }
-      cursor_ += k;
-      armed = tracker.Arm(next);
-      if (carry_) {
-        // DRAM pages now under watch stay protected from round to round until touched.
-        const uint64_t t_arm = os::MonotonicNanos();
-        for (char* p : next) {
-          const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
-          auto it = index.Find(key);
-          if (it != nullptr && views[*it].tier == Tier::kDram) watch_since_.emplace(key, t_arm);
-        }
-      }
-      armed_ = armed > 0;
-      last_armed_ = armed;
-      last_candidates_ = sample_candidates.size();
-    }
-  }
-  if (protect_ && armed == 0 && tracker.carried() > 0) {
-    // No round armed: pages still carried from the last one are lifted, the watch ends.
-    std::vector<AccessSample> dropped;
-    tracker.Collect(now, &dropped);
-    watch_since_.clear();
-  }
+  const uint64_t armed = ArmNextSample(now, views, sample_candidates, dram_pages, lower_pages, fault_samples, moved_now);
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++stats_.rounds;
   stats_.samples += tracked;

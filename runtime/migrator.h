@@ -67,6 +67,13 @@ class ViewIndex {
   }
   // `key` must be a page of the region added last.
   void Set(uint64_t key, uint32_t view) { spans_[nspans_ - 1].at[key - spans_[nspans_ - 1].first] = view; }
+  bool SameRegion(uint64_t a, uint64_t b) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (a >= s.first && a - s.first < s.at.size()) return b >= s.first && b - s.first < s.at.size();
+    }
+    return false;
+  }
   const uint32_t* Find(uint64_t key) const {
     for (size_t i = 0; i < nspans_; ++i) {
       const Span& s = spans_[i];
@@ -111,6 +118,7 @@ class Migrator {
   MigratorStats stats() const;
 
  private:
+  static constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
   struct Known {
     std::atomic<Region*> region{nullptr};
     std::atomic<uint64_t> end{0};  // pages [0, end) may be live
@@ -119,6 +127,11 @@ class Migrator {
   // One round; returns whether it had anything to do (samples armed, moves planned).
   bool Round();
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
+  // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
+  uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
+                         const std::vector<char*>& sample_candidates, uint64_t dram_pages,
+                         uint64_t lower_pages, uint64_t fault_samples,
+                         const std::unordered_set<uint64_t>& moved_now);
 
   Runtime::Impl* rt_;
   std::unique_ptr<Policy> policy_;
