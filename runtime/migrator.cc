@@ -87,7 +87,7 @@ Status Migrator::Start() {
   // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
   // round to round until touched and are confirmed cold after a half-life (at least one round,
   // at most ten): a page in use is touched long before.
-  carry_ = !pc.present[static_cast<int>(Tier::kCxl)];
+  carry_ = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0;  // victims need a budget
   confirm_ns_ = carry_ ? std::max(interval_ms_, std::min<uint64_t>(o.sample_half_life_ms, 10 * interval_ms_)) *
                              1'000'000
                        : 0;
@@ -265,12 +265,19 @@ bool Migrator::Round() {
   }
   policy_->Record(samples);
   PlanStats ps;
-  std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
+  // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
+  // demotion is due and nothing can be promoted): the plan, over every live page, is skipped,
+  // so a runtime whose data fits costs one scan per idle round.
+  const PolicyConfig& pc = policy_->config();
+  const bool idle = lower_pages == 0 && samples.empty() && pc.budget_pages[0] != 0 &&
+                    static_cast<double>(dram_pages) <= pc.high_watermark * static_cast<double>(pc.budget_pages[0]);
+  std::vector<PlannedMove> plan;
+  if (!idle) plan = policy_->Plan(views, now, &ps);
 
   // Second chance for DRAM's victims: while protection sampling runs, a DRAM page is demoted
   // only after it was watched without an access (confirmed cold: a whole round with a CXL tier,
-  // confirm_ns_ without). A victim the policy picked by heat alone is replaced by a confirmed-cold DRAM page
-  // (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
+  // confirm_ns_ without). A victim the policy picked by heat alone is replaced by a
+  // confirmed-cold DRAM page (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
   // over its budget (pages faulted back from remote while the last, slow round ran) and the
   // policy's victims are pages of equal, decayed heat, hot ones included; a hot page demoted to
   // CXL is used there without a fault and only found again by the CXL sampling: the hot set on
