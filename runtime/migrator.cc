@@ -18,7 +18,8 @@ constexpr uint8_t kStateLocal = static_cast<uint8_t>(PageState::kLocal);
 constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
 constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
 
-constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
+constexpr uint64_t kHotRecheck = 25;  // a page caught in use is watched again after 25 confirm times
+constexpr uint64_t kJoinGap = 256;    // evictions join across this many remote pages (1 MiB)
 
 bool Preloaded() {
   const char* p = os::GetEnv("LD_PRELOAD");
@@ -82,6 +83,14 @@ Status Migrator::Start() {
   // At most two rounds' worth per plan, so a round never runs far past its interval.
   pc.max_burst = std::max(pc.max_moves_per_s * static_cast<double>(interval_ms_) * 2 / 1000, 64.0);
   policy_ = std::make_unique<Policy>(pc);
+  // Confirmation of DRAM victims (Round): with a CXL tier, a page sampled one round untouched
+  // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
+  // round to round until touched and are confirmed cold after a half-life (at least one round,
+  // at most ten): a page in use is touched long before.
+  carry_ = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0;  // victims need a budget
+  confirm_ns_ = carry_ ? std::max(interval_ms_, std::min<uint64_t>(o.sample_half_life_ms, 10 * interval_ms_)) *
+                             1'000'000
+                       : 0;
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = mode_;
@@ -170,18 +179,38 @@ bool Migrator::Round() {
   ProtectTracker& tracker = ProtectTracker::Get();
   std::vector<uint64_t> untouched;
   if (protect_ && armed_) {
-    tracker.Collect(now, &samples, &untouched);
+    tracker.Collect(now, &samples, &untouched,
+                    [this](uint64_t k) { return carry_ && watch_since_.count(k) > 0; });
     armed_ = false;
   }
-  // Pages sampled all last round without an access: confirmed cold (block expansion may take
-  // them along with a victim).
+  // Pages sampled without an access for confirm_ns_ (or all last round): confirmed cold (victims
+  // and block expansion take them). Pages under watch that were touched leave the watch.
   confirmed_cold_.clear();
-  for (uint64_t k : untouched) confirmed_cold_.insert(k);
+  {
+    std::unordered_map<uint64_t, uint64_t> still;
+    for (uint64_t k : untouched) {
+      auto it = watch_since_.find(k);
+      if (it == watch_since_.end()) {
+        confirmed_cold_.insert(k);  // sampled one whole round
+        continue;
+      }
+      if (now - it->second >= confirm_ns_) confirmed_cold_.insert(k);
+      still.insert(*it);  // still protected: the tracker carried it
+    }
+    watch_since_ = std::move(still);
+    // A page caught in use is not put under watch again for a while (each check of a hot page
+    // costs a protection fault); expired marks are dropped.
+    if (carry_) {
+      std::erase_if(hot_until_, [now](const auto& kv) { return kv.second <= now; });
+      for (const AccessSample& a : samples) hot_until_[a.page] = now + kHotRecheck * confirm_ns_;
+    }
+  }
   const uint64_t tracked = samples.size();
 
   // Page records of every live page.
   std::vector<PageView> views;
-  std::unordered_map<uint64_t, uint32_t> index;  // page key -> views
+  ViewIndex& index = index_;  // page key -> views
+  index.Clear();
   std::vector<char*> sample_candidates;
   uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0;
   for (size_t ki = 0; ki < known_.size(); ++ki) {
@@ -192,6 +221,7 @@ bool Migrator::Round() {
     std::vector<uint8_t>& prev = prev_state_[ki];
     if (prev.size() < end) prev.resize(end, kStateFree);
     bool pinned = false;
+    index.AddRegion(reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page, end);
     for (uint64_t i = 0; i < end; ++i) {
       const PageRecord& rec = r->record(i);
       const uint8_t st = rec.state.load(std::memory_order_acquire);
@@ -211,6 +241,7 @@ bool Migrator::Round() {
         if (tier == Tier::kRemote) tier = Tier::kDram;  // faulted back in: remote pages land in DRAM
         if (was == kStateRemote) {
           samples.push_back({key, false, now});
+          policy_->FaultedBack(key);
           ++fault_samples;
         }
         if (!pinned) sample_candidates.push_back(r->PageAddress(i));
@@ -222,7 +253,7 @@ bool Migrator::Round() {
       } else {
         ++lower_pages;
       }
-      index[key] = static_cast<uint32_t>(views.size());
+      index.Set(key, static_cast<uint32_t>(views.size()));
       views.push_back({key, tier, pinned});
     }
   }
@@ -234,28 +265,49 @@ bool Migrator::Round() {
   }
   policy_->Record(samples);
   PlanStats ps;
-  std::vector<PlannedMove> plan = policy_->Plan(views, now, &ps);
+  // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
+  // demotion is due and nothing can be promoted): the plan, over every live page, is skipped,
+  // so a runtime whose data fits costs one scan per idle round.
+  const PolicyConfig& pc = policy_->config();
+  const bool idle = lower_pages == 0 && samples.empty() && pc.budget_pages[0] != 0 &&
+                    static_cast<double>(dram_pages) <= pc.high_watermark * static_cast<double>(pc.budget_pages[0]);
+  std::vector<PlannedMove> plan;
+  if (!idle) plan = policy_->Plan(views, now, &ps);
 
-  // Second chance for DRAM's victims: while protection sampling runs and a CXL tier exists, a
-  // DRAM page is demoted only after it was sampled a whole round without an access (confirmed
-  // cold). A victim the policy picked by heat alone is replaced by a confirmed-cold DRAM page
-  // (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
+  // Second chance for DRAM's victims: while protection sampling runs, a DRAM page is demoted
+  // only after it was watched without an access (confirmed cold: a whole round with a CXL tier,
+  // confirm_ns_ without). A victim the policy picked by heat alone is replaced by a
+  // confirmed-cold DRAM page (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
   // over its budget (pages faulted back from remote while the last, slow round ran) and the
   // policy's victims are pages of equal, decayed heat, hot ones included; a hot page demoted to
   // CXL is used there without a fault and only found again by the CXL sampling: the hot set on
-  // node 0 swung between 30% and 80% from round to round. Without a CXL tier nothing changes.
-  if (protect_ && policy_->config().present[static_cast<int>(Tier::kCxl)]) {
+  // node 0 swung between 30% and 80% from round to round. Without a CXL tier, GUPS on this
+  // machine (DRAM + remote) kept only 83-86% of its hot set in DRAM while victims went by heat
+  // alone: a hot page is sampled once in seconds, its heat has decayed long before, and pages
+  // faulted in a moment ago looked hotter.
+  const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
+  if (protect_) {
     std::unordered_set<uint64_t> in_plan;
     for (const PlannedMove& m : plan) in_plan.insert(m.page);
-    std::vector<std::pair<double, uint64_t>> spare;
+    // Confirmed-cold DRAM pages not in the plan, coldest first (under the carried watch: the
+    // longest watched first); `partial`: watched without an access, not yet for confirm_ns_.
+    std::vector<std::pair<double, uint64_t>> spare, partial;
+    auto spare_page = [&](uint64_t k) {
+      auto it = index.Find(k);
+      return it != nullptr && !in_plan.count(k) && views[*it].tier == Tier::kDram &&
+             !views[*it].pinned;
+    };
     for (uint64_t k : confirmed_cold_) {
-      auto it = index.find(k);
-      if (it == index.end() || in_plan.count(k)) continue;
-      const PageView& v = views[it->second];
-      if (v.tier != Tier::kDram || v.pinned) continue;
-      spare.push_back({policy_->Heat(k, now), k});
+      if (!spare_page(k)) continue;
+      auto w = watch_since_.find(k);
+      spare.push_back({w != watch_since_.end() ? static_cast<double>(w->second) : policy_->Heat(k, now), k});
+    }
+    for (auto& [k, since] : watch_since_) {
+      if (!confirmed_cold_.count(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
     }
     std::sort(spare.begin(), spare.end());
+    std::sort(partial.begin(), partial.end());
+    size_t next_partial = 0;
     size_t next_spare = 0, spare_end = spare.size();
     uint64_t held = 0;
     // Victims bound for remote need confirmation too, except for DRAM's excess over 1.5x its
@@ -263,11 +315,22 @@ bool Migrator::Round() {
     // most the pages it sampled), and that excess leaves by heat alone (a hot page evicted by
     // mistake comes back at its next touch). Evicting everything down to the budget by heat alone
     // took hundreds of hot pages at once in the guest.
-    uint64_t remote_unconfirmed = dram_pages * 2 > dram_budget_ * 3 ? dram_pages - dram_budget_ * 3 / 2 : 0;
+    // Without a CXL tier the watch confirms many pages per round (it carries them), so only
+    // DRAM's excess over its budget itself leaves unconfirmed.
+    const uint64_t unconfirmed_above = cxl ? dram_budget_ * 3 / 2 : dram_budget_;
+    uint64_t remote_unconfirmed = dram_pages > unconfirmed_above ? dram_pages - unconfirmed_above : 0;
     std::erase_if(plan, [&](PlannedMove& m) {
       if (m.from != Tier::kDram || m.to <= m.from || confirmed_cold_.count(m.page)) return false;
+      if (carry_ && next_spare < spare_end) {  // confirmed pages first, the longest watched
+        m.page = spare[next_spare++].second;
+        return false;
+      }
       if (m.to == Tier::kRemote && remote_unconfirmed > 0) {
         --remote_unconfirmed;
+        // Under the carried watch the longest watched untouched pages go first, then the
+        // policy's pick (the coldest by heat: after the hot set moves, the old one; a page
+        // faulted in or caught in use lately is warmer).
+        if (carry_ && next_partial < partial.size()) m.page = partial[next_partial++].second;
         return false;
       }
       // Replacements keep the policy's order: the coldest go furthest (remote), the warmest of
@@ -326,9 +389,9 @@ bool Migrator::Round() {
       const uint64_t block = m.page & ~(kBlockPages - 1);
       for (uint64_t k = block; k < block + kBlockPages; ++k) {
         if (planned.count(k)) continue;
-        auto it = index.find(k);
-        if (it == index.end()) continue;
-        const PageView& v = views[it->second];
+        auto it = index.Find(k);
+        if (it == nullptr) continue;
+        const PageView& v = views[*it];
         if (v.pinned) continue;
         if (v.tier == m.to) {
           moves.push_back({k, v.tier, m.to, true});
@@ -348,10 +411,89 @@ bool Migrator::Round() {
     return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
   });
   uint64_t demoted = 0, promoted = 0, failed = 0, calls = 0, migrate_ns = 0;
+  std::unordered_set<uint64_t> moved_now;
   std::string last_error;
+  auto account = [&](size_t k, bool ok) {
+    if (moves[k].noop) return;
+    if (!ok) {
+      ++failed;
+      return;
+    }
+    policy_->Moved(moves[k].page, now);
+    if (moves[k].to > moves[k].from) {
+      ++demoted;
+    } else {
+      ++promoted;
+    }
+  };
+  auto note_error = [&](Tier to, char* addr, size_t len, const Status& st) {
+    last_error = std::string("migrate to ") + std::string(TierName(to)) + ": " + st.ToString();
+    TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
+                 std::string(TierName(to)).c_str(), st.ToString().c_str());
+  };
+  // Evictions (moves to remote) of every run go to the pager in one call, which shares its
+  // round trips among them: scattered victims (cold pages faulted in at random) cost one call
+  // each before, ~75-140 us apiece here, and the policy thread could not keep DRAM within its
+  // budget while GUPS faulted ~10k pages per second.
+  std::vector<size_t> evict;                          // indices into moves
+  std::vector<std::pair<char*, size_t>> evict_runs;  // their runs
+  auto flush_evictions = [&] {
+    if (evict.empty()) return;
+    std::vector<char*> pages;
+    for (size_t k : evict) pages.push_back(reinterpret_cast<char*>(moves[k].page * page));
+    if (protect_) {
+      // Protection is lifted over spans of victims with no other watched page between them
+      // (one mprotect for many: the pages between are accessible already, or remote).
+      std::vector<uint64_t> kept;
+      kept.reserve(watch_since_.size());
+      for (const auto& kv : watch_since_) kept.push_back(kv.first);
+      std::sort(kept.begin(), kept.end());
+      for (size_t a = 0; a < evict.size();) {
+        size_t b = a + 1;
+        while (b < evict.size()) {
+          const uint64_t lo = moves[evict[b - 1]].page, hi = moves[evict[b]].page;
+          auto w = std::upper_bound(kept.begin(), kept.end(), lo);
+          if ((w != kept.end() && *w < hi) || !index.SameRegion(lo, hi)) break;
+          ++b;
+        }
+        const uint64_t first = moves[evict[a]].page, last = moves[evict[b - 1]].page;
+        tracker.Release(reinterpret_cast<char*>(first * page), (last - first + 1) * page);
+        a = b;
+      }
+    }
+    const uint64_t t_call = os::MonotonicNanos();
+    auto r = rt_->EvictPages(pages);
+    migrate_ns += os::MonotonicNanos() - t_call;
+    ++calls;
+    for (auto& [addr, len] : evict_runs) {
+      // Pages demoted from CXL keep the CXL node binding of their range; when the program
+      // touches them again they should come back into DRAM (they are hot then), so rebind.
+      if (!r.ok() || !cxl) break;
+      Status b = NumaBackend::BindRange(addr, len, rt_->TierNodes(Tier::kDram));
+      if (!b.ok()) TM_LOG_DEBUG("tiering: rebinding %p+%zu to DRAM: %s", static_cast<void*>(addr), len,
+                                b.ToString().c_str());
+    }
+    for (size_t k : evict) account(k, r.ok());
+    if (!r.ok()) note_error(Tier::kRemote, pages[0], page, r.status());
+    evict.clear();
+    evict_runs.clear();
+  };
   for (size_t i = 0; i < moves.size();) {
+    // A run joins adjacent pages, and for evictions also the next victim past a gap of pages
+    // that are all remote already (skipped by the pager): scattered victims (cold pages faulted
+    // in at random) take one pager call for many instead of one each.
+    auto joins = [&](const Move& prev, const Move& next) {
+      if (next.to != prev.to || next.page <= prev.page) return false;
+      if (next.page == prev.page + 1) return true;
+      if (next.to != Tier::kRemote || next.page - prev.page > kJoinGap) return false;
+      for (uint64_t k = prev.page + 1; k < next.page; ++k) {
+        auto it = index.Find(k);
+        if (it == nullptr || views[*it].tier != Tier::kRemote) return false;
+      }
+      return true;
+    };
     size_t j = i + 1;
-    while (j < moves.size() && moves[j].to == moves[i].to && moves[j].page == moves[j - 1].page + 1) ++j;
+    while (j < moves.size() && joins(moves[j - 1], moves[j])) ++j;
     // Runs of no-ops alone are not worth a call.
     bool any = false;
     for (size_t k = i; k < j; ++k) any |= !moves[k].noop;
@@ -360,110 +502,35 @@ bool Migrator::Round() {
       continue;
     }
     char* addr = reinterpret_cast<char*>(moves[i].page * page);
-    const size_t len = (j - i) * page;
+    const size_t len = (moves[j - 1].page - moves[i].page + 1) * page;
+    // Released (below, or in flush_evictions): no longer watched, and not armed again this round
+    // (the views predate the move).
+    for (size_t k = i; k < j; ++k) {
+      moved_now.insert(moves[k].page);
+      watch_since_.erase(moves[k].page);
+      hot_until_.erase(moves[k].page);  // back in DRAM later only by a fault: a fresh page
+    }
+    if (moves[i].to == Tier::kRemote) {
+      for (size_t k = i; k < j; ++k) {
+        if (!moves[k].noop) evict.push_back(k);
+      }
+      evict_runs.push_back({addr, len});
+      i = j;
+      continue;
+    }
+    flush_evictions();  // demotions make room before anything moves up
     if (protect_) tracker.Release(addr, len);
     const uint64_t t_call = os::MonotonicNanos();
     auto r = rt_->Migrate(addr, len, moves[i].to);
     migrate_ns += os::MonotonicNanos() - t_call;
     ++calls;
-    if (r.ok() && moves[i].to == Tier::kRemote) {
-      // Pages demoted from CXL keep the CXL node binding of their range; when the program touches
-      // them again they should come back into DRAM (they are hot then), so rebind the range.
-      Status b = NumaBackend::BindRange(addr, len, rt_->TierNodes(Tier::kDram));
-      if (!b.ok()) TM_LOG_DEBUG("tiering: rebinding %p+%zu to DRAM: %s", static_cast<void*>(addr), len,
-                                b.ToString().c_str());
-    }
-    for (size_t k = i; k < j; ++k) {
-      if (moves[k].noop) continue;
-      if (!r.ok()) {
-        ++failed;
-        continue;
-      }
-      policy_->Moved(moves[k].page, now);
-      if (moves[k].to > moves[k].from) {
-        ++demoted;
-      } else {
-        ++promoted;
-      }
-    }
-    if (!r.ok()) {
-      last_error = std::string("migrate to ") + std::string(TierName(moves[i].to)) + ": " + r.status().ToString();
-      TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
-                   std::string(TierName(moves[i].to)).c_str(), r.status().ToString().c_str());
-    }
+    for (size_t k = i; k < j; ++k) account(k, r.ok());
+    if (!r.ok()) note_error(moves[i].to, addr, len, r.status());
     i = j;
   }
+  flush_evictions();
 
-  // Next sample: a rotating window over the resident, unpinned pages.
-  uint64_t armed = 0;
-  if (protect_ && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
-    if (!tracker.HandlerInstalled()) {
-      TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
-                  "stops (remote faults still count)");
-      protect_ = false;
-    } else {
-      // Half the sample checks the next demotion victims (the coldest DRAM pages: a hot page
-      // among them is caught before it is evicted, like CLOCK's second chance); half rotates
-      // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
-      std::vector<char*> next;
-      const size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
-      // DRAM over its budget with a CXL tier below: victims go to CXL only once confirmed cold
-      // (above), so checking them gets three quarters of the sample instead of half.
-      const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
-      const size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
-      if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
-        std::vector<std::pair<double, char*>> coldest;
-        coldest.reserve(sample_candidates.size());
-        for (char* p : sample_candidates) {
-          const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
-          auto it = index.find(key);
-          if (it == index.end() || views[it->second].tier != Tier::kDram) continue;
-          coldest.push_back({policy_->Heat(key, now), p});
-        }
-        const size_t want = std::min(victim_share, coldest.size());
-        if (want > 0) {
-          std::nth_element(coldest.begin(), coldest.begin() + static_cast<long>(want - 1), coldest.end(),
-                           [](const auto& a, const auto& b) { return a.first < b.first; });
-          std::sort(coldest.begin(), coldest.begin() + static_cast<long>(want),
-                    [](const auto& a, const auto& b) { return a.first < b.first; });
-          // Whole aligned blocks around the coldest pages: the block's other DRAM pages are
-          // confirmed (or refuted) at once, which is what block expansion needs, and adjacent
-          // pages are protected with one system call.
-          std::unordered_map<uint64_t, bool> taken_pages;
-          for (size_t c = 0; c < want && next.size() < victim_share; ++c) {
-            const uint64_t key = reinterpret_cast<uintptr_t>(coldest[c].second) / page;
-            const uint64_t block = key & ~(kBlockPages - 1);
-            for (uint64_t k = block; k < block + kBlockPages && next.size() < victim_share; ++k) {
-              auto it = index.find(k);
-              if (it == index.end() || taken_pages.count(k)) continue;
-              const PageView& v = views[it->second];
-              if (v.tier != Tier::kDram || v.pinned) continue;
-              taken_pages[k] = true;
-              next.push_back(reinterpret_cast<char*>(k * page));
-            }
-          }
-        }
-      }
-      // The rotating half covers the CXL tier's pages when it has any (a hot page there does not
-      // fault, so only sampling can find it); DRAM's are covered by the victim checks above.
-      std::vector<char*> lower;
-      for (char* p : sample_candidates) {
-        auto it = index.find(reinterpret_cast<uintptr_t>(p) / page);
-        if (it != index.end() && views[it->second].tier == Tier::kCxl) lower.push_back(p);
-      }
-      const std::vector<char*>& pool = lower.empty() ? sample_candidates : lower;
-      cursor_ %= pool.size();
-      const size_t before = next.size();
-      for (size_t k = 0; next.size() < n && k < pool.size(); ++k) {
-        next.push_back(pool[(cursor_ + k) % pool.size()]);
-      }
-      cursor_ += next.size() - before;
-      armed = tracker.Arm(next);
-      armed_ = armed > 0;
-      last_armed_ = armed;
-      last_candidates_ = sample_candidates.size();
-    }
-  }
+  const uint64_t armed = ArmNextSample(now, views, sample_candidates, dram_pages, lower_pages, fault_samples, moved_now);
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++stats_.rounds;
   stats_.samples += tracked;

@@ -27,6 +27,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -53,6 +54,47 @@ struct MigratorStats {
   std::string last_error;       // the latest refusal of a planned move, for diagnosis
 };
 
+// Page key -> position in a round's page views: dense per region (a round looks up every live
+// page, often several times; a hash map of them was a good part of the policy thread's time).
+class ViewIndex {
+ public:
+  void Clear() { nspans_ = 0; }
+  void AddRegion(uint64_t first_key, uint64_t pages) {
+    if (spans_.size() <= nspans_) spans_.emplace_back();
+    Span& s = spans_[nspans_++];
+    s.first = first_key;
+    s.at.assign(pages, kNone);
+  }
+  // `key` must be a page of the region added last.
+  void Set(uint64_t key, uint32_t view) { spans_[nspans_ - 1].at[key - spans_[nspans_ - 1].first] = view; }
+  bool SameRegion(uint64_t a, uint64_t b) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (a >= s.first && a - s.first < s.at.size()) return b >= s.first && b - s.first < s.at.size();
+    }
+    return false;
+  }
+  const uint32_t* Find(uint64_t key) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (key >= s.first && key - s.first < s.at.size()) {
+        const uint32_t* v = &s.at[key - s.first];
+        return *v == kNone ? nullptr : v;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr uint32_t kNone = ~0u;
+  struct Span {
+    uint64_t first = 0;
+    std::vector<uint32_t> at;
+  };
+  std::vector<Span> spans_;
+  size_t nspans_ = 0;
+};
+
 class Migrator {
  public:
   explicit Migrator(Runtime::Impl* rt);
@@ -76,6 +118,7 @@ class Migrator {
   MigratorStats stats() const;
 
  private:
+  static constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
   struct Known {
     std::atomic<Region*> region{nullptr};
     std::atomic<uint64_t> end{0};  // pages [0, end) may be live
@@ -84,6 +127,11 @@ class Migrator {
   // One round; returns whether it had anything to do (samples armed, moves planned).
   bool Round();
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
+  // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
+  uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
+                         const std::vector<char*>& sample_candidates, uint64_t dram_pages,
+                         uint64_t lower_pages, uint64_t fault_samples,
+                         const std::unordered_set<uint64_t>& moved_now);
 
   Runtime::Impl* rt_;
   std::unique_ptr<Policy> policy_;
@@ -97,7 +145,14 @@ class Migrator {
   std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
   size_t cursor_ = 0;                              // rotating sample position
   bool armed_ = false;
-  std::unordered_set<uint64_t> confirmed_cold_;  // sampled all last round, untouched
+  std::unordered_set<uint64_t> confirmed_cold_;  // watched for confirm_ns_ (or a round), untouched
+  // Without a CXL tier, DRAM pages under watch stay protected from round to round until touched
+  // (the tracker carries them): key -> when the watch began. Confirmed cold after confirm_ns_.
+  bool carry_ = false;
+  uint64_t confirm_ns_ = 0;
+  std::unordered_map<uint64_t, uint64_t> watch_since_;
+  std::unordered_map<uint64_t, uint64_t> hot_until_;
+  ViewIndex index_;  // policy thread only  // caught in use: not watched before then
   uint64_t last_armed_ = 0;       // pages armed in the round being collected
   uint64_t last_candidates_ = 0;  // pages they were chosen from
 

@@ -101,6 +101,10 @@ class Pager {
   // Pages must be allocated; pages already remote are left as they are. Returns the number of
   // pages that became remote. On failure nothing is dropped (pages stay local and intact).
   StatusOr<uint64_t> Evict(Region& region, uint64_t first, uint64_t n);
+  // The same for scattered pages (`pages`: ascending page indices of `region`): their writes
+  // share the round trips (up to a window of pages at once) instead of one Evict call each. On
+  // failure, the pages of the window that failed stay local and intact; earlier windows are done.
+  StatusOr<uint64_t> EvictPages(Region& region, const std::vector<uint64_t>& pages);
   // Takes on a fresh run allocated as remote (Region::AllocRun with kInFlight: contents zero,
   // nothing on the server yet): registers it and marks it kRemote, so its first touch faults to
   // the handler, which installs a zero page.
@@ -175,6 +179,17 @@ class Pager {
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
   StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
+  // One eviction window: pages idx[0..m) of `region` (ascending, m <= kBatch, registered), io_mu_
+  // held. Claim, write-protect, write what needs writing, wait for it, drop.
+  struct EvictScratch {
+    explicit EvictScratch(size_t servers);
+    std::vector<uint64_t> pm;
+    std::vector<uint8_t> claimed;
+    std::vector<size_t> outstanding, written;
+    size_t placement;        // chosen at the first page that needs a new slot
+    uint64_t became_remote = 0;
+  };
+  Status EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
   // Polls the io (or fault) connections of the servers with outstanding[server] > 0 until every
   // request came back, calling on_done(server, completion) for each. Blocks on one
   // server only when no other has anything ready. Fails on a poll error or a timeout.

@@ -56,6 +56,11 @@ void Policy::Moved(uint64_t page, uint64_t now_ns) {
   h.moved_ns = now_ns == 0 ? 1 : now_ns;
 }
 
+void Policy::FaultedBack(uint64_t page) {
+  auto it = pages_.find(page);
+  if (it != pages_.end()) it->second.moved_ns = 0;
+}
+
 uint64_t Policy::TakeTokens(uint64_t now_ns, uint64_t wanted) {
   if (tokens_ns_ != 0 && now_ns > tokens_ns_) {
     tokens_ += config_.max_moves_per_s * static_cast<double>(now_ns - tokens_ns_) / 1e9;

@@ -102,6 +102,10 @@ class Policy {
                                 PlanStats* stats = nullptr);
   // Tells the policy that `page` now lives on `tier` (starts its residence time).
   void Moved(uint64_t page, uint64_t now_ns);
+  // The program brought `page` back from the remote tier by touching it: it is where it is by
+  // the program's doing, not a move of the policy's, so no residence time holds it there (a
+  // cold page faulted back in must be demotable again, or DRAM's budget cannot be kept).
+  void FaultedBack(uint64_t page);
 
   size_t tracked_pages() const { return pages_.size(); }
 

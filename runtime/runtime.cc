@@ -535,6 +535,40 @@ StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
   return r;
 }
 
+StatusOr<MigrateResult> Runtime::Impl::EvictPages(const std::vector<char*>& pages) {
+  MigrateResult r;
+  if (pages.empty()) return r;
+  if (!HasTier(Tier::kRemote)) {
+    return Unavailable("Migrate: tier remote is not available: " + tier_absent_[Index(Tier::kRemote)]);
+  }
+  // Pages of one region at a time (ascending addresses keep a region's pages together).
+  for (size_t i = 0; i < pages.size();) {
+    Region* region = nullptr;
+    std::vector<uint64_t> idx;
+    size_t j = i;
+    for (; j < pages.size(); ++j) {
+      Region* rg;
+      uint64_t first, n;
+      TIERMEM_RETURN_IF_ERROR(CheckRange(pages[j], page_size_, &rg, &first, &n));
+      if (region != nullptr && rg != region) break;
+      region = rg;
+      if (region->record(first).state.load(std::memory_order_acquire) == static_cast<uint8_t>(PageState::kRemote)) {
+        ++r.pages_already_there;
+      }
+      idx.push_back(first);
+    }
+    TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->EvictPages(*region, idx));
+    for (uint64_t k : idx) {
+      const uint8_t old = Retag(region->record(k), Tier::kRemote);
+      if (old < kNumTiers) migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
+    }
+    migrated_in_[Index(Tier::kRemote)].fetch_add(moved, std::memory_order_relaxed);
+    r.pages_moved += moved;
+    i = j;
+  }
+  return r;
+}
+
 StatusOr<MigrateResult> Runtime::Impl::MigrateToNode(void* ptr, size_t len, int node) {
   const NumaNode* n = topo_.Node(node);
   if (n == nullptr) {

@@ -42,6 +42,9 @@ class Runtime::Impl {
   Status Free(void* ptr);
   StatusOr<size_t> AllocationSize(const void* ptr) const;
   StatusOr<MigrateResult> Migrate(void* ptr, size_t len, Tier tier);
+  // Migrate to kRemote of scattered live pages (page addresses, ascending): the pager shares
+  // its round trips among them (the policy thread's demotions of scattered cold pages).
+  StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages);
   StatusOr<MigrateResult> MigrateToNode(void* ptr, size_t len, int node);
   StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;
   bool HasTier(Tier tier) const;

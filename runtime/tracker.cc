@@ -54,15 +54,22 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
   int saved_errno = errno;
   if (info != nullptr && info->si_code == SEGV_ACCERR) {
     uintptr_t page = reinterpret_cast<uintptr_t>(info->si_addr) & ~(kPage - 1);
+    // A page carried from one round into the next is in both tables for a moment: the access
+    // belongs to whichever slot is still armed.
+    bool found = false;
+    const uint8_t now = os::FaultWasWrite(uctx) ? kWritten : kRead;
     for (int t = 0; t < 2; ++t) {
       Slot* s = Find(t, page);
       if (s == nullptr) continue;
+      found = true;
       uint8_t expect = kArmed;
-      uint8_t now = os::FaultWasWrite(uctx) ? kWritten : kRead;
       if (s->state.compare_exchange_strong(expect, now, std::memory_order_acq_rel)) {
         os::ProtectReadWrite(reinterpret_cast<void*>(page), kPage);
+        break;
       }
-      // Otherwise another thread (or the tracker) is lifting it: the access runs again.
+    }
+    if (found) {
+      // Lifted by us, or another thread (or the tracker) is lifting it: the access runs again.
       tls_unknown_page = 0;
       errno = saved_errno;
       return;
@@ -100,17 +107,30 @@ bool ProtectTracker::HandlerInstalled() const {
 }
 
 void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out,
-                             std::vector<uint64_t>* untouched) {
+                             std::vector<uint64_t>* untouched,
+                             const std::function<bool(uint64_t)>& keep) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Untouched pages the caller keeps stay protected and armed (carried into the next round).
+  std::vector<char*> kept, rest;
+  for (char* p : armed_) {
+    const uint64_t key = reinterpret_cast<uintptr_t>(p) >> 12;
+    Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(p));
+    if (keep && s != nullptr && s->state.load(std::memory_order_acquire) == kArmed && keep(key)) {
+      kept.push_back(p);
+      if (untouched != nullptr) untouched->push_back(key);
+    } else {
+      rest.push_back(p);
+    }
+  }
   // Lift protection in runs of adjacent pages (one system call per run; pages a fault already
   // lifted are unaffected), then mark: a fault racing with this finds its slot armed or lifted.
-  for (size_t i = 0; i < armed_.size();) {
+  for (size_t i = 0; i < rest.size();) {
     size_t j = i + 1;
-    while (j < armed_.size() && armed_[j] == armed_[j - 1] + kPage) ++j;
-    os::ProtectReadWrite(armed_[i], (j - i) * kPage);
+    while (j < rest.size() && rest[j] == rest[j - 1] + kPage) ++j;
+    os::ProtectReadWrite(rest[i], (j - i) * kPage);
     i = j;
   }
-  for (char* p : armed_) {
+  for (char* p : rest) {
     Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(p));
     if (s == nullptr) continue;
     uint8_t st = kArmed;
@@ -124,46 +144,89 @@ void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out,
       s->state.store(kLifted, std::memory_order_release);
     }
   }
-  armed_.clear();
+  armed_ = std::move(kept);  // sorted, as armed_ was
+  in_round_ = false;
   ++counters_.rounds;
+}
+
+size_t ProtectTracker::carried() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return in_round_ ? 0 : armed_.size();
 }
 
 size_t ProtectTracker::Arm(const std::vector<char*>& pages) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!installed_ || !armed_.empty()) return 0;  // Collect first
+  if (!installed_ || in_round_) return 0;  // Collect first
   // The table of two rounds ago: its pages were lifted a whole round ago.
+  const int old = cur_;
   cur_ ^= 1;
   for (Slot& s : g_tables[cur_]) {
     s.page.store(0, std::memory_order_relaxed);
     s.state.store(kEmpty, std::memory_order_relaxed);
   }
   std::atomic_thread_fence(std::memory_order_release);
-  size_t n = std::min(pages.size(), kMaxArmed);
-  armed_.assign(pages.begin(), pages.begin() + static_cast<long>(n));
-  std::sort(armed_.begin(), armed_.end());
-  armed_.erase(std::unique(armed_.begin(), armed_.end()), armed_.end());
-  for (char* p : armed_) {
+  auto insert = [&](char* p, uint8_t state) -> Slot* {
     uintptr_t page = reinterpret_cast<uintptr_t>(p);
     size_t h = Hash(page);
     for (size_t i = 0; i < kTableSize; ++i) {
       Slot& s = g_tables[cur_][(h + i) & (kTableSize - 1)];
       if (s.page.load(std::memory_order_relaxed) == 0) {
-        s.state.store(kArmed, std::memory_order_relaxed);
+        s.state.store(state, std::memory_order_relaxed);
         s.page.store(page, std::memory_order_release);
-        break;
+        return &s;
       }
     }
+    return nullptr;
+  };
+  // Carried pages (still protected, armed in the old table): armed in the new table first, then
+  // lifted in the old one; an access caught in the old slot meanwhile moves over with its kind.
+  // Pages released since Collect (lifted in the old table) are dropped.
+  std::vector<char*> carried = std::move(armed_);
+  armed_.clear();
+  for (char* p : carried) {
+    Slot* o = Find(old, reinterpret_cast<uintptr_t>(p));
+    if (o == nullptr) continue;
+    const uint8_t was = o->state.load(std::memory_order_acquire);
+    if (was == kRead || was == kWritten) {
+      // Touched since Collect (and lifted by the handler): reported at the end of this round.
+      if (insert(p, was) != nullptr) armed_.push_back(p);
+      continue;
+    }
+    if (was != kArmed) continue;  // released
+    Slot* n = insert(p, kArmed);
+    if (n == nullptr) {  // no room (cannot happen below kMaxArmed): lift it where it is
+      os::ProtectReadWrite(p, kPage);
+      uint8_t st = kArmed;
+      o->state.compare_exchange_strong(st, kLifted, std::memory_order_acq_rel);
+      continue;
+    }
+    uint8_t st = kArmed;
+    if (!o->state.compare_exchange_strong(st, kLifted, std::memory_order_acq_rel)) {
+      n->state.store(st, std::memory_order_release);
+    }
+    armed_.push_back(p);
   }
+  const size_t kept = armed_.size();
+  // New pages, in the caller's order of priority, up to the table's share left.
+  std::vector<char*> fresh;
+  for (char* p : pages) {
+    if (kept + fresh.size() >= kMaxArmed) break;
+    if (std::binary_search(armed_.begin(), armed_.end(), p)) continue;
+    fresh.push_back(p);
+  }
+  std::sort(fresh.begin(), fresh.end());
+  fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+  for (char* p : fresh) insert(p, kArmed);
   // Protect in runs of adjacent pages (one system call per run).
   size_t armed = 0;
-  for (size_t i = 0; i < armed_.size();) {
+  for (size_t i = 0; i < fresh.size();) {
     size_t j = i + 1;
-    while (j < armed_.size() && armed_[j] == armed_[j - 1] + kPage) ++j;
-    int rc = os::ProtectNone(armed_[i], (j - i) * kPage);
+    while (j < fresh.size() && fresh[j] == fresh[j - 1] + kPage) ++j;
+    int rc = os::ProtectNone(fresh[i], (j - i) * kPage);
     if (rc != 0) {
       // Not protected: these pages simply yield no sample (mark them lifted).
       for (size_t k = i; k < j; ++k) {
-        if (Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(armed_[k]))) s->state.store(kLifted);
+        if (Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(fresh[k]))) s->state.store(kLifted);
       }
       TM_LOG_DEBUG("tracker: mprotect(PROT_NONE) failed: %s", strerror(-rc));
     } else {
@@ -171,22 +234,35 @@ size_t ProtectTracker::Arm(const std::vector<char*>& pages) {
     }
     i = j;
   }
+  armed_.insert(armed_.end(), fresh.begin(), fresh.end());
+  std::inplace_merge(armed_.begin(), armed_.begin() + static_cast<long>(kept), armed_.end());
+  in_round_ = true;
   counters_.armed += armed;
-  return armed;
+  return armed + kept;
 }
 
 void ProtectTracker::Release(const void* addr, size_t len) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (armed_.empty()) return;
+  if (armed_.empty()) return;  // (pages carried over by Collect are in armed_ too)
   auto lo = reinterpret_cast<uintptr_t>(addr) & ~(kPage - 1);
   auto hi = reinterpret_cast<uintptr_t>(addr) + len;
   auto it = std::lower_bound(armed_.begin(), armed_.end(), reinterpret_cast<char*>(lo));
+  // One system call lifts every armed page of the range (the caller's range is live memory, so
+  // the pages between them are accessible already): evictions of scattered pages under watch
+  // would otherwise cost one mprotect each.
+  std::vector<Slot*> lift;
+  char *first = nullptr, *last = nullptr;
   for (; it != armed_.end() && reinterpret_cast<uintptr_t>(*it) < hi; ++it) {
     Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(*it));
     if (s == nullptr) continue;
-    if (s->state.load(std::memory_order_acquire) == kArmed) os::ProtectReadWrite(*it, kPage);
-    s->state.store(kLifted, std::memory_order_release);
+    if (s->state.load(std::memory_order_acquire) == kArmed) {
+      if (first == nullptr) first = *it;
+      last = *it;
+    }
+    lift.push_back(s);
   }
+  if (first != nullptr) os::ProtectReadWrite(first, static_cast<size_t>(last - first) + kPage);
+  for (Slot* s : lift) s->state.store(kLifted, std::memory_order_release);
 }
 
 void ProtectTracker::DisarmAll() {

@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -51,13 +52,20 @@ class ProtectTracker {
   // Ends the current round: protection is lifted from every page still armed, and an access
   // sample (key = address >> 12) is appended for each page touched since it was armed. When
   // `untouched` is given, the keys of the pages armed all round and never touched go there.
+  // When `keep` is given, an untouched page for whose key it returns true stays protected and
+  // is carried into the next round by the next Arm (a CLOCK hand that stays on the page until
+  // it is touched, released or no longer kept): an access between now and then is reported at
+  // the end of that round.
   void Collect(uint64_t now_ns, std::vector<AccessSample>* out,
-               std::vector<uint64_t>* untouched = nullptr);
-  // Starts a round on `pages` (page-aligned addresses; at most kMaxArmed are taken). Returns
-  // the number armed.
+               std::vector<uint64_t>* untouched = nullptr,
+               const std::function<bool(uint64_t)>& keep = {});
+  // Starts a round on the pages carried over by Collect and `pages` (page-aligned addresses;
+  // kMaxArmed in all at most, carried pages first). Returns the number armed, carried included.
   size_t Arm(const std::vector<char*>& pages);
-  // Lifts protection from armed pages inside [addr, addr+len) (before they are evicted, freed or
-  // passed to a system call). Their accesses are forgotten.
+  // Pages carried over by the last Collect (still protected until Arm or Release).
+  size_t carried() const;
+  // Lifts protection from armed (or carried) pages inside [addr, addr+len) (before they are
+  // evicted, freed or passed to a system call). Their accesses are forgotten.
   void Release(const void* addr, size_t len);
   void DisarmAll();
 
@@ -74,6 +82,7 @@ class ProtectTracker {
   bool installed_ = false;
   int cur_ = 0;  // table of the current round (0/1)
   std::vector<char*> armed_;  // pages of the current round, by address
+  bool in_round_ = false;      // armed_ is a round in progress (else: pages carried over)
   Counters counters_;
 };
 

@@ -147,5 +147,50 @@ TEST(TieringTest, HotPagesStayInDramColdPagesGoRemote) {
   memd.Stop();
 }
 
+// The policy thread's batched eviction: scattered pages (every third, and a run) go remote in one
+// call; the pages between stay, all data comes back intact, and pages already remote are counted
+// as such.
+TEST(TieringTest, EvictPagesTakesScatteredPagesAndKeepsData) {
+  testing::MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "64M"})) << memd.Log();
+  setenv("TIERMEM_SAMPLE_MODE", "off", 1);
+  Options o;
+  o.remote = memd.url();
+  auto rt = Runtime::Start(o);
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!(*rt)->HasTier(Tier::kRemote)) GTEST_SKIP() << "remote tier not available";
+  const size_t npages = 600;  // more than one eviction window of 256 pages
+  auto p = (*rt)->Allocate(npages * kPage, Tier::kDram);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, npages * kPage, 9);
+  std::vector<char*> pages;
+  for (size_t i = 0; i < npages; ++i) {
+    if (i % 3 == 0 || (i >= 400 && i < 420)) pages.push_back(base + i * kPage);
+  }
+  auto r = (*rt)->impl()->EvictPages(pages);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pages_moved, pages.size());
+  auto loc = (*rt)->Locate(base, npages * kPage);
+  ASSERT_TRUE(loc.ok());
+  size_t remote = 0, wrong = 0;
+  for (size_t i = 0; i < npages; ++i) {
+    const bool evicted = i % 3 == 0 || (i >= 400 && i < 420);
+    remote += !(*loc)[i].resident;
+    wrong += (*loc)[i].resident == evicted;
+  }
+  EXPECT_EQ(remote, pages.size());
+  EXPECT_EQ(wrong, 0u);
+  auto again = (*rt)->impl()->EvictPages({base, base + 3 * kPage});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->pages_moved, 0u);
+  EXPECT_EQ(again->pages_already_there, 2u);
+  EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 9), SIZE_MAX) << "data lost";
+  ASSERT_TRUE((*rt)->Free(base).ok());
+  ASSERT_TRUE((*rt)->Stop().ok());
+  memd.Stop();
+}
+
 }  // namespace
 }  // namespace tiermem

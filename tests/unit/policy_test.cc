@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -200,6 +201,34 @@ TEST(PolicyTest, MinimumResidenceStopsPingPong) {
   now += 60 * kMs;
   sim.Apply(p, p.Plan(sim.Views(), now), now);
   EXPECT_EQ(sim.tier[0], Tier::kDram);
+}
+
+TEST(PolicyTest, APageFaultedBackIsNotHeldByItsResidence) {
+  // DRAM holds 2 pages (watermarks 0.98/0.95 of 2: one page leaves when both are used).
+  Policy p(Config(2, 0, false, true));
+  Sim sim;
+  sim.tier[0] = Tier::kDram;
+  sim.tier[1] = Tier::kDram;
+  sim.tier[2] = Tier::kDram;
+  uint64_t now = kMs;
+  p.Record(std::vector<AccessSample>{{0, false, now}, {1, false, now}});
+  sim.Apply(p, p.Plan(sim.Views(), now), now);
+  ASSERT_EQ(sim.tier[2], Tier::kRemote);  // the coldest went, and started its residence
+  // The program touches it at once: it comes back to DRAM by a fault, not by the policy.
+  now += kMs;
+  sim.tier[2] = Tier::kDram;
+  p.Record(std::vector<AccessSample>{{2, false, now}});
+  // Without FaultedBack its residence would keep it in DRAM, over the budget.
+  auto held = p.Plan(sim.Views(), now);
+  EXPECT_TRUE(std::none_of(held.begin(), held.end(), [](const PlannedMove& m) { return m.page == 2; }));
+  // Pages 0 and 1 are hot, page 2 was touched once (the plan above is not carried out): told
+  // that it came back, the policy may move it again.
+  for (int i = 0; i < 4; ++i) p.Record(std::vector<AccessSample>{{0, false, now}, {1, false, now}});
+  p.FaultedBack(2);
+  auto plan = p.Plan(sim.Views(), now);
+  ASSERT_FALSE(plan.empty());
+  EXPECT_EQ(plan[0].page, 2u);
+  EXPECT_EQ(plan[0].to, Tier::kRemote);
 }
 
 TEST(PolicyTest, RateLimitDefersMovesAndDemotionsComeFirst) {

@@ -99,6 +99,46 @@ TEST(TrackerTest, CatchesReadsAndWritesOncePerRoundAndChainsForeignFaults) {
   munmap(other, kPage);
 }
 
+TEST(TrackerTest, KeptPagesStayArmedAcrossRoundsUntilTouchedOrReleased) {
+  ProtectTracker& t = ProtectTracker::Get();
+  ASSERT_TRUE(t.Install().ok());
+  char* base = MapPages(16);
+  auto key = [&](int i) { return reinterpret_cast<uintptr_t>(base + i * kPage) >> 12; };
+  std::vector<char*> pages;
+  for (int i = 0; i < 8; ++i) pages.push_back(base + i * kPage);
+  ASSERT_EQ(t.Arm(pages), 8u);
+  base[1 * kPage] = 2;  // touched in the first round: reported, not carried
+  std::vector<AccessSample> samples;
+  std::vector<uint64_t> untouched;
+  // Pages 0-5 are kept when untouched; 6 and 7 are not (lifted as before).
+  t.Collect(1, &samples, &untouched, [&](uint64_t k) { return k < key(6); });
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].page, key(1));
+  EXPECT_EQ(untouched.size(), 7u);  // 0, 2-5 kept, 6-7 lifted: all untouched
+  EXPECT_EQ(t.carried(), 5u);
+  base[7 * kPage] = 2;  // lifted: no fault, no sample later
+  base[3 * kPage] = 2;  // carried: caught between the rounds, reported after the next
+  t.Release(base + 5 * kPage, kPage);  // released while carried: lifted, forgotten
+  base[5 * kPage] = 2;
+  // The next round: carried pages first, plus a new one; 0, 2 and 4 are still protected.
+  EXPECT_EQ(t.Arm({base + 10 * kPage}), 4u + 1u);
+  volatile char sink = base[4 * kPage + 9];  // a read of a carried page
+  (void)sink;
+  base[10 * kPage] = 2;
+  samples.clear();
+  untouched.clear();
+  t.Collect(2, &samples, &untouched);  // nothing kept: everything lifted
+  std::set<uint64_t> seen;
+  for (auto& s : samples) seen.insert(s.page);
+  EXPECT_EQ(seen, (std::set<uint64_t>{key(3), key(4), key(10)}));
+  EXPECT_EQ(std::set<uint64_t>(untouched.begin(), untouched.end()), (std::set<uint64_t>{key(0), key(2)}));
+  EXPECT_EQ(t.carried(), 0u);
+  base[0] = 3;  // lifted: plain accesses again, data intact
+  EXPECT_EQ(base[2 * kPage], 1);
+  EXPECT_EQ(base[3 * kPage], 2);
+  munmap(base, 16 * kPage);
+}
+
 TEST(TrackerTest, ReportsWhetherPreciseSamplingExists) {
   std::string reason;
   bool pebs = DetectPebs(&reason);
