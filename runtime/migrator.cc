@@ -96,6 +96,7 @@ Status Migrator::Start() {
     stats_.mode = mode_;
   }
   stop_ = false;
+  cv_.emplace();
   thread_ = std::thread([this] {
     OnRuntimeThreadStart();  // its own allocations never come from evictable pages
     Loop();
@@ -114,7 +115,7 @@ void Migrator::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_->notify_all();
   thread_.join();
   if (protect_) ProtectTracker::Get().DisarmAll();
 }
@@ -162,7 +163,7 @@ void Migrator::Loop() {
     // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
     // large heap costs little (a round scans every live page record).
     const uint64_t wait_ms = busy ? interval_ms_ : interval_ms_ * 5;
-    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stop_; });
+    cv_->wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stop_; });
   }
 }
 

@@ -21,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <optional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -151,15 +152,17 @@ class Migrator {
   bool carry_ = false;
   uint64_t confirm_ns_ = 0;
   std::unordered_map<uint64_t, uint64_t> watch_since_;
-  std::unordered_map<uint64_t, uint64_t> hot_until_;
-  ViewIndex index_;  // policy thread only  // caught in use: not watched before then
+  std::unordered_map<uint64_t, uint64_t> hot_until_;  // caught in use: not watched before then
+  ViewIndex index_;  // policy thread only
   uint64_t last_armed_ = 0;       // pages armed in the round being collected
   uint64_t last_candidates_ = 0;  // pages they were chosen from
 
   std::thread thread_;
   std::atomic<bool> started_{false};  // thread_ runs (readable from any thread, unlike thread_)
   std::mutex mu_;
-  std::condition_variable cv_;
+  // Made by Start: a runtime with no policy thread (every plain preloaded program) never calls
+  // libstdc++'s condition_variable constructor, which would fault in code at start.
+  std::optional<std::condition_variable> cv_;
   bool stop_ = false;
   mutable std::mutex stats_mu_;
   MigratorStats stats_;
