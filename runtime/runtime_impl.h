@@ -114,4 +114,10 @@ class Runtime::Impl {
   std::array<std::unique_ptr<std::pmr::synchronized_pool_resource>, kNumTiers + 1> pools_;
 };
 
+namespace internal {
+// Messages shared by runtime.cc and runtime_move.cc: "0x7f..." and "0,2" ("none" when empty).
+std::string Hex(const void* p);
+std::string NodeListString(const std::vector<int>& nodes);
+}  // namespace internal
+
 }  // namespace tiermem
