@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -84,6 +87,32 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
     chunks.push_back(static_cast<char*>(*p));
   }
   tt::Fill(chunks.data());
+  // QEMU_TIERING_TRACE=1: a thread prints the hot set's pages on the remote tier (page records)
+  // whenever that count moves by 64 or more, with the policy's round count (diagnosis).
+  std::atomic<bool> tracing{Env("QEMU_TIERING_TRACE") == "1"};
+  std::thread tracer([&] {
+    size_t last = 0;
+    const uint64_t t_start = bench::NowNs();
+    while (tracing.load()) {
+      size_t remote_now = 0;
+      for (int c = 0; c < kHot; ++c) {
+        Region* region = rt->impl()->RegionOf(chunks[c]);
+        const uint64_t first = region->PageIndex(chunks[c]);
+        for (uint64_t i = 0; i < kMiB / 4096; ++i) {
+          remote_now += region->record(first + i).state.load() == static_cast<uint8_t>(PageState::kRemote);
+        }
+      }
+      if (remote_now + 64 <= last || remote_now >= last + 64) {
+        printf("TIERING_FULL_TRACE t=%.2f hot_remote=%zu rounds=%llu demotions=%llu\n",
+               static_cast<double>(bench::NowNs() - t_start) / 1e9, remote_now,
+               static_cast<unsigned long long>(rt->impl()->migrator()->stats().rounds),
+               static_cast<unsigned long long>(rt->impl()->migrator()->stats().demotions));
+        fflush(stdout);
+        last = remote_now;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   const double seconds = atof(Env("QEMU_TIERING_SECONDS", "45").c_str());
   std::mt19937_64 rng(tt::kSeed);
   const uint64_t t0 = bench::NowNs();
@@ -105,22 +134,23 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
   for (uint64_t k = 0; (++k & 15) != 0 || !warm();) {
     if (progress_ns > 0 && bench::NowNs() >= next_progress) {
       next_progress += progress_ns;
-      size_t n[3] = {0, 0, 0}, tot[3] = {0, 0, 0};
+      size_t n[3] = {0, 0, 0}, tot[3] = {0, 0, 0}, hot_cxl = 0, hot_remote = 0;
       for (int c = 0; c < kChunks; ++c) {
         auto loc = rt->Locate(chunks[c], kMiB);
         if (!loc.ok()) continue;
         const int set = c < kHot ? 0 : c < kWarmEnd ? 1 : 2;
         for (auto& l : *loc) {
+          if (set == 0) hot_cxl += l.resident && l.node == cxl_node, hot_remote += l.tier == Tier::kRemote;
           n[set] += set == 0 ? (l.resident && l.node == 0) : set == 1 ? (l.resident && l.node == cxl_node)
                                                                       : l.tier == Tier::kRemote;
           ++tot[set];
         }
       }
       MigratorStats ps = rt->impl()->migrator()->stats();
-      printf("TIERING_FULL_PROGRESS t=%.0fs updates=%llu hot_on_node0=%.3f warm_on_cxl=%.3f cold_remote=%.3f "
+      printf("TIERING_FULL_PROGRESS t=%.0fs updates=%llu hot_on_node0=%.3f (cxl %zu, remote %zu) warm_on_cxl=%.3f cold_remote=%.3f "
              "rounds=%llu demotions=%llu promotions=%llu samples=%llu fault_samples=%llu calls=%llu migrate_ms=%.0f\n",
              static_cast<double>(bench::NowNs() - t0) / 1e9, static_cast<unsigned long long>(updates),
-             static_cast<double>(n[0]) / static_cast<double>(tot[0]), static_cast<double>(n[1]) / static_cast<double>(tot[1]),
+             static_cast<double>(n[0]) / static_cast<double>(tot[0]), hot_cxl, hot_remote, static_cast<double>(n[1]) / static_cast<double>(tot[1]),
              static_cast<double>(n[2]) / static_cast<double>(tot[2]), static_cast<unsigned long long>(ps.rounds),
              static_cast<unsigned long long>(ps.demotions), static_cast<unsigned long long>(ps.promotions),
              static_cast<unsigned long long>(ps.samples), static_cast<unsigned long long>(ps.fault_samples),
@@ -200,6 +230,8 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
            "states free/local/remote/inflight %zu/%zu/%zu/%zu\n",
            name, n0, ncxl, nremote, nonres, other, states[0], states[1], states[2], states[3]);
   }
+  tracing.store(false);
+  tracer.join();
   MigratorStats ms = rt->impl()->migrator()->stats();
   printf("TIERING_FULL_POLICY rounds=%llu migrate_calls=%llu migrate_ms=%.0f round_ms=%.0f failed=%llu deferred=%llu armed=%llu\n",
          static_cast<unsigned long long>(ms.rounds), static_cast<unsigned long long>(ms.migrate_calls),
