@@ -263,14 +263,18 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
     }
   }
   EXPECT_GE(hot_median, 0.90) << "hot-set pages on node 0 (median over the measured window)";
-  // Below DRAM: all three tiers are in use, and most of the cold set is below DRAM (on the CXL
-  // node or remote). Where the warm set ends is reported, not asserted: DRAM's budget (2x the
-  // hot set) leaves room for half of it beside the hot set, and across runs 0.01-0.78 of it
-  // ended on the CXL node (0.41-1.0 on node 0 or CXL): it depends on how fast the workload
-  // faults cold pages back relative to the guest's migration calls (docs/tiering.md).
+  // Below DRAM: all three tiers are in use, the warm set below DRAM is mostly on the CXL node,
+  // and most of the cold set is below DRAM (on the CXL node or remote). How much of the warm set
+  // stays in DRAM is printed, not asserted: DRAM's budget (2x the hot set) leaves room for half
+  // of it beside the hot set, but DRAM runs over its budget in the guest (the workload faults
+  // cold pages back faster than the guest's migration calls take them out; docs/tiering.md).
   const double warm_remote = share(kHot, kWarmEnd, remote);
   printf("TIERING_FULL_WARM on_node0=%.3f on_cxl=%.3f remote=%.3f (ideal about 0.5 / 0.5 / 0)\n",
          warm_dram, warm_cxl, warm_remote);
+  // Of the warm pages below DRAM, most are on the CXL node rather than remote: since a DRAM
+  // victim may take the CXL place of a colder page (docs/tiering.md), 0.75 of the warm set was
+  // on the CXL node and none remote (before, 0.26-0.53 and 0.08-0.31).
+  EXPECT_GE(warm_cxl, 0.5 * (warm_cxl + warm_remote)) << "warm pages below DRAM went remote rather than to CXL";
   EXPECT_GT(warm_cxl + cold_cxl, 0.0) << "no page of the working set on the CXL node";
   EXPECT_GT(cold_remote + warm_remote, 0.0) << "no page of the working set on the remote tier";
   // DRAM itself ran up to 2.2x over its budget in such runs (cold pages faulted back in), so
