@@ -207,11 +207,19 @@ uint64_t RunFor(char* const* chunks, std::mt19937_64& rng, double seconds, doubl
 // Under QEMU 7.2 TCG the CXL node does not hold data (docs/qemu.md): whatever the kernel demotes
 // there reads back as zeros. The kernel demotes any process's pages, so a page of a shell or a
 // library that goes there crashes its program later. This locks (mlock) every file of the
-// guest's programs and libraries, and this process's own mappings, so that only the kernel
-// modules' files (left unlocked) and anonymous memory are candidates. Returns the bytes locked.
+// guest's programs and libraries, so that only the kernel modules' files (left unlocked) and
+// anonymous memory are candidates, and keeps this process's own memory off the lower tier: its
+// mappings, present and future, are locked (never demoted) and its memory policy binds new pages
+// to node 0 (a page that fell back to the CXL node when node 0 was short broke the stack canary
+// once, "stack smashing detected"). The working set is exempt (ReleaseWorkingSet). Returns the
+// file bytes locked.
 uint64_t LockGuestPrograms() {
   uint64_t locked = 0;
-  if (mlockall(MCL_CURRENT) != 0) perror("gups --kernel: mlockall");
+  if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) perror("gups --kernel: mlockall");
+  unsigned long node0 = 1;
+  if (syscall(SYS_set_mempolicy, 2 /* MPOL_BIND */, &node0, sizeof(node0) * 8) != 0) {
+    perror("gups --kernel: set_mempolicy(bind node 0)");
+  }
   for (const char* top : {"/bin", "/sbin", "/usr", "/lib", "/lib64", "/tiermem", "/work", "/etc"}) {
     std::error_code ec;
     std::filesystem::recursive_directory_iterator it(top, ec), end;
@@ -238,6 +246,23 @@ uint64_t LockGuestPrograms() {
     }
   }
   return locked;
+}
+
+// The working set of [p, p + len) back to where the kernel's tiering may place it: unlocked,
+// and bound to node 0 and the lower tier's nodes with NUMA balancing on (MPOL_F_NUMA_BALANCING:
+// hint faults promote as under the default policy, and allocation takes node 0 first and falls
+// back to the lower tier, as it would).
+bool ReleaseWorkingSet(char* p, size_t len, const std::vector<int>& lower) {
+  if (munlock(p, len) != 0) return perror("gups --kernel: munlock working set"), false;
+  unsigned long mask = 1;
+  for (int n : lower) {
+    if (n > 0 && n < 64) mask |= 1ul << n;
+  }
+  constexpr int kNumaBalancing = 1 << 13;  // MPOL_F_NUMA_BALANCING (Linux 5.12)
+  if (syscall(SYS_mbind, p, len, 2 /* MPOL_BIND */ | kNumaBalancing, &mask, sizeof(mask) * 8, 0) != 0) {
+    return perror("gups --kernel: mbind working set (MPOL_BIND | MPOL_F_NUMA_BALANCING)"), false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -324,7 +349,12 @@ int KernelGups(int argc, char** argv) {
   const size_t ws = tt::kChunks * tt::kChunkBytes;
   auto map_ws = [&]() -> char* {
     void* p = mmap(nullptr, ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+    if (p == MAP_FAILED) return nullptr;
+    if (lock && !ReleaseWorkingSet(static_cast<char*>(p), ws, lower)) {
+      munmap(p, ws);
+      return nullptr;
+    }
+    return static_cast<char*>(p);
   };
   // 1. All in DRAM: node 0 has room, nothing to tier (the reference for the ratios).
   if (baseline_s > 0) {
