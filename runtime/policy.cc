@@ -151,6 +151,15 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, uint64_t 
     next_.push_back({v.page, h});
     ++usage[t];
     if (v.pinned || !Settled(h, now_ns)) continue;
+    if (t == kNumTiers - 1) {
+      // The bottom tier is never relieved nor a swap's victim: its pages matter only as
+      // promotions, at promote_heat or above (the stored heat bounds the decayed one, so most
+      // pages cost no exp2). At several GiB most live pages are here.
+      if (h.heat < config_.promote_heat) continue;
+      const double heat = Decayed(h, now_ns);
+      if (heat >= config_.promote_heat) movable[t].items().push_back({v.page, heat});
+      continue;
+    }
     movable[t].items().push_back({v.page, Decayed(h, now_ns)});
   }
   pages_.swap(next_);

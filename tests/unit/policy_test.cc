@@ -287,6 +287,20 @@ TEST(PolicyTest, KeepsHeatAndResidenceOfPagesNamedBeforeTheirFirstPlan) {
   EXPECT_EQ(p.tracked_pages(), 2u);
 }
 
+// Pages of the bottom tier are promotion candidates only while their heat, decayed to now, is at
+// promote_heat: one that was hot two half-lives ago stays below, one hot now comes up.
+TEST(PolicyTest, RemotePagesArePromotedOnlyWhileTheirDecayedHeatIsHighEnough) {
+  Policy p(Config(10, 0, false, true));
+  p.Record(std::vector<AccessSample>{{1, false, kMs}, {1, false, kMs}, {1, false, kMs}});  // heat 3
+  p.Record(std::vector<AccessSample>{{2, false, 201 * kMs}, {2, false, 201 * kMs}});      // heat 2
+  std::vector<PageView> live = {{1, Tier::kRemote, false}, {2, Tier::kRemote, false}};
+  EXPECT_DOUBLE_EQ(p.Heat(1, 201 * kMs), 0.75);  // two half-lives of 100 ms
+  auto plan = p.Plan(live, 201 * kMs);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].page, 2u);
+  EXPECT_EQ(plan[0].to, Tier::kDram);
+}
+
 // The ranked candidates (partial selection in growing chunks) come out in the order of a full
 // sort by heat, ties broken by page, however far and in whatever steps they are taken.
 TEST(PolicyTest, RankedTakesCandidatesInFullSortOrder) {
