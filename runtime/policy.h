@@ -118,7 +118,8 @@ class Policy {
   // front is selected and sorted in growing chunks as it is consumed (std::nth_element, then a
   // sort of the chunk only). A plan takes a few thousand victims from a tier of up to millions of
   // pages; sorting every candidate each round was most of a round's time at several GiB.
-  // Ties in heat are broken by page, so the order is the same as a full sort's. Public for tests.
+  // Ties in heat are broken by a mix of the page (Scatter), so the order is the same as a full
+  // sort's. Public for tests.
   class Ranked {
    public:
     // `hottest`: descending heat, else ascending.
@@ -127,11 +128,20 @@ class Policy {
     size_t size() const { return items_.size(); }
     // The i-th in rank order (selects further as needed); i < size().
     const Candidate& at(size_t i);
+    // Ties in heat (pages never sampled have heat 0) go in an order unrelated to the address
+    // (a bijective mix of the page): by address, the lowest pages would always go first.
+    static uint64_t Scatter(uint64_t page) {
+      page ^= page >> 31;
+      page *= 0x7fb5d329728ea185ull;
+      page ^= page >> 27;
+      page *= 0x81dadef4bc2dd44dull;
+      return page ^ (page >> 33);
+    }
 
    private:
     bool Before(const Candidate& a, const Candidate& b) const {
       if (a.heat != b.heat) return hottest_ ? a.heat > b.heat : a.heat < b.heat;
-      return a.page < b.page;
+      return Scatter(a.page) < Scatter(b.page);
     }
     std::vector<Candidate> items_;
     size_t ready_ = 0;  // items_[0, ready_) are the first in rank order, in order

@@ -302,7 +302,7 @@ TEST(PolicyTest, RemotePagesArePromotedOnlyWhileTheirDecayedHeatIsHighEnough) {
 }
 
 // The ranked candidates (partial selection in growing chunks) come out in the order of a full
-// sort by heat, ties broken by page, however far and in whatever steps they are taken.
+// sort by heat, ties broken by Scatter(page), however far and in whatever steps they are taken.
 TEST(PolicyTest, RankedTakesCandidatesInFullSortOrder) {
   std::mt19937_64 rng(7);
   for (bool hottest : {false, true}) {
@@ -318,7 +318,7 @@ TEST(PolicyTest, RankedTakesCandidatesInFullSortOrder) {
       }
       std::sort(all.begin(), all.end(), [&](const Policy::Candidate& a, const Policy::Candidate& b) {
         if (a.heat != b.heat) return hottest ? a.heat > b.heat : a.heat < b.heat;
-        return a.page < b.page;
+        return Policy::Ranked::Scatter(a.page) < Policy::Ranked::Scatter(b.page);
       });
       ASSERT_EQ(r.size(), n);
       // Jump ahead first (selects past what is read), then read everything in order.
@@ -333,8 +333,9 @@ TEST(PolicyTest, RankedTakesCandidatesInFullSortOrder) {
   }
 }
 
-// A tier of many pages over its budget gives up exactly its coldest pages (ties by page), as a
-// full sort of its candidates would pick them; the order of the listed pages does not matter.
+// A tier of many pages over its budget gives up exactly its coldest pages (ties by
+// Scatter(page)), as a full sort of its candidates would pick them; the order of the listed
+// pages does not matter.
 TEST(PolicyTest, DemotesExactlyTheColdestOfALargeTierInAnyListingOrder) {
   constexpr uint64_t kPages = 20000;
   PolicyConfig c = Config(kPages - 1500, 0, false, true);
@@ -349,7 +350,10 @@ TEST(PolicyTest, DemotesExactlyTheColdestOfALargeTierInAnyListingOrder) {
     for (int k = 0; k < hits; ++k) samples.push_back({page, false, kMs});
     by_heat.push_back({static_cast<double>(hits), page});
   }
-  std::sort(by_heat.begin(), by_heat.end());
+  std::sort(by_heat.begin(), by_heat.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return Policy::Ranked::Scatter(a.second) < Policy::Ranked::Scatter(b.second);
+  });
   std::vector<uint64_t> want;
   for (size_t k = 0; k < 1500; ++k) want.push_back(by_heat[k].second);
   std::sort(want.begin(), want.end());
