@@ -26,6 +26,19 @@ constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
 constexpr size_t kMinGrowthRoom = 1 << 20;
 constexpr size_t kCarveBytes = 4096;  // fresh objects carved per Fetch (see there)
 
+// The most objects of class `cls` a thread cache holds: two batches, at most kMaxCacheBytes.
+constexpr uint32_t CacheLimit(int cls) {
+  const uint32_t by_bytes =
+      std::max<uint32_t>(2, kMaxCacheBytes / static_cast<uint32_t>(ClassSize(cls)));
+  return std::min(by_bytes, 2 * BatchSize(cls));
+}
+// A thread's limit for a class it has only freed so far: half a batch. A thread that frees what
+// another allocates (a consumer) then passes the objects on in half batches, through the transfer
+// cache, instead of sitting on up to two batches per class while the producer carves new pages.
+constexpr uint32_t FreeOnlyLimit(int cls) {
+  return std::min(CacheLimit(cls), std::max<uint32_t>(2, BatchSize(cls) / 2));
+}
+
 
 void ThreadExit(void*) {
   t_thread.exiting = 1;
@@ -123,12 +136,8 @@ ThreadCache* HeapCore::SlowCache() {
     if (tc == nullptr) return nullptr;
     memset(tc, 0, sizeof(*tc));
   }
-  for (int c = 0; c < kNumClasses; ++c) {
-    uint32_t by_bytes = kMaxCacheBytes / static_cast<uint32_t>(ClassSize(c));
-    if (by_bytes < 2) by_bytes = 2;
-    const uint32_t m = 2 * BatchSize(c);
-    tc->cls[c].max = by_bytes < m ? by_bytes : m;
-  }
+  // A class starts with FreeOnlyLimit and gets CacheLimit at its first refill (RefillAndPop).
+  for (int c = 0; c < kNumClasses; ++c) tc->cls[c].max = FreeOnlyLimit(c);
   tc->gen = gen_;
   t_thread.cache[slot_] = tc;
   if (!t_thread.key_set && g_reg.key_ready.load(std::memory_order_acquire)) {
@@ -184,6 +193,9 @@ void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
   uint32_t n = Fetch(cls, BatchSize(cls), &head);
   if (n == 0) return nullptr;
   ClassCache& cc = tc->cls[cls];
+  // The thread allocates this class: room for two batches, so that a thread that both frees
+  // and allocates does not go to the central list at every batch boundary.
+  cc.max = CacheLimit(cls);
   cc.head = *static_cast<void**>(head);
   cc.count = n - 1;
   return head;
@@ -319,7 +331,7 @@ void HeapCore::Release(int cls, void* head, uint32_t n) {
   int nfree = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (n == BatchSize(cls) && c.nslots < c.max_slots) {
+    if (n > 1 && n <= BatchSize(cls) && c.nslots < c.max_slots) {
       transfer_[cls][c.nslots++] = Batch{head, n};
       return;
     }

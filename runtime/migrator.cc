@@ -213,7 +213,7 @@ bool Migrator::Round() {
   ViewIndex& index = index_;  // page key -> views
   index.Clear();
   std::vector<char*> sample_candidates;
-  uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0;
+  uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0, cxl_pages = 0;
   for (size_t ki = 0; ki < known_.size(); ++ki) {
     Region* r = known_[ki].region.load(std::memory_order_acquire);
     if (r == nullptr) break;
@@ -253,6 +253,7 @@ bool Migrator::Round() {
         ++dram_pages;
       } else {
         ++lower_pages;
+        cxl_pages += tier == Tier::kCxl;
       }
       index.Set(key, static_cast<uint32_t>(views.size()));
       views.push_back({key, tier, pinned});
@@ -265,6 +266,11 @@ bool Migrator::Round() {
     for (size_t k = 0; k < tracked; ++k) samples[k].weight = w;
   }
   policy_->Record(samples);
+  uint64_t cxl_samples = 0;  // for the debug line: accesses caught on the CXL tier
+  for (size_t k = 0; k < tracked; ++k) {
+    auto it = index.Find(samples[k].page);
+    cxl_samples += it != nullptr && views[*it].tier == Tier::kCxl;
+  }
   PlanStats ps;
   // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
   // demotion is due and nothing can be promoted): the plan, over every live page, is skipped,
@@ -287,6 +293,7 @@ bool Migrator::Round() {
   // alone: a hot page is sampled once in seconds, its heat has decayed long before, and pages
   // faulted in a moment ago looked hotter.
   const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
+  uint64_t held_total = 0;
   if (protect_) {
     std::unordered_set<uint64_t> in_plan;
     for (const PlannedMove& m : plan) in_plan.insert(m.page);
@@ -356,6 +363,7 @@ bool Migrator::Round() {
       });
     }
     ps.deferred += held;
+    held_total = held;
   }
 
   // Block expansion: a demotion victim takes along the cold pages of its aligned block (same
@@ -532,6 +540,20 @@ bool Migrator::Round() {
   flush_evictions();
 
   const uint64_t armed = ArmNextSample(now, views, sample_candidates, dram_pages, lower_pages, fault_samples, moved_now);
+  // One line per round at TIERMEM_LOG=debug: what the round saw, planned and did (diagnosis of
+  // placement in slow guests; docs/tiering.md).
+  TM_LOG_DEBUG("tiering: round %llu dram=%llu cxl=%llu remote=%llu samples=%llu(cxl %llu) faults=%llu cold=%zu "
+               "plan=%zu(-%llu/+%llu) held=%llu demoted=%llu promoted=%llu failed=%llu armed=%llu ms=%.1f",
+               static_cast<unsigned long long>(stats().rounds + 1),
+               static_cast<unsigned long long>(dram_pages), static_cast<unsigned long long>(cxl_pages),
+               static_cast<unsigned long long>(lower_pages - cxl_pages),
+               static_cast<unsigned long long>(tracked), static_cast<unsigned long long>(cxl_samples),
+               static_cast<unsigned long long>(fault_samples),
+               confirmed_cold_.size(), plan.size(), static_cast<unsigned long long>(ps.demotions),
+               static_cast<unsigned long long>(ps.promotions), static_cast<unsigned long long>(held_total),
+               static_cast<unsigned long long>(demoted), static_cast<unsigned long long>(promoted),
+               static_cast<unsigned long long>(failed), static_cast<unsigned long long>(armed),
+               static_cast<double>(os::MonotonicNanos() - now) / 1e6);
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++stats_.rounds;
   stats_.samples += tracked;

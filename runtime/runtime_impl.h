@@ -78,6 +78,8 @@ class Runtime::Impl {
   // left, or kNoTier when it was already there or no tier counts it (its run is being freed, or
   // is not bound yet: a migration working from a stale view must not count such a page).
   uint8_t Retag(PageRecord& rec, Tier tier);
+  // MADV_NOHUGEPAGE on the region's data while the policy thread runs (runtime.cc).
+  void SmallPagesWhileTiering(Region& region);
   StatusOr<Region*> AllocRunAnywhere(uint64_t npages, PageState initial, uint64_t* first);
   // Checks [ptr, ptr+len) lies in live allocations of one region; returns its region and pages.
   Status CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,

@@ -8,6 +8,7 @@
 #include "runtime/migrator.h"
 #include "runtime/os/os.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/tracker.h"
 
 namespace tiermem {
 
@@ -197,6 +198,29 @@ StatusOr<std::vector<PageLocation>> Runtime::Impl::Locate(const void* ptr, size_
   TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
   std::vector<int> nodes(npages);
   TIERMEM_RETURN_IF_ERROR(NumaBackend::QueryNodes(region->PageAddress(first), npages, nodes.data()));
+  // A page the access sampler protected (PROT_NONE until its next touch) is resident, but older
+  // kernels (6.1, the QEMU guests') answer move_pages' query for it with -ENOENT: such a page
+  // would read as not resident. Local pages the query did not place are released from the
+  // sampler (their sample this round is given up) and asked again, in runs.
+  if (migrator_ != nullptr && migrator_->running()) {
+    std::vector<std::pair<uint64_t, uint64_t>> again;  // [from, to) page offsets
+    for (uint64_t i = 0; i < npages; ++i) {
+      if (nodes[i] >= 0 || region->record(first + i).state.load(std::memory_order_acquire) !=
+                               static_cast<uint8_t>(PageState::kLocal)) {
+        continue;
+      }
+      if (!again.empty() && again.back().second == i) {
+        again.back().second = i + 1;
+      } else {
+        again.push_back({i, i + 1});
+      }
+    }
+    ProtectTracker* tracker = again.empty() ? nullptr : &ProtectTracker::Get();
+    for (auto [a, b] : again) {
+      tracker->Release(region->PageAddress(first + a), (b - a) * page_size_);
+      TIERMEM_RETURN_IF_ERROR(NumaBackend::QueryNodes(region->PageAddress(first + a), b - a, nodes.data() + a));
+    }
+  }
   std::vector<PageLocation> out(npages);
   for (uint64_t i = 0; i < npages; ++i) {
     const PageRecord& rec = region->record(first + i);
@@ -213,6 +237,9 @@ StatusOr<std::vector<PageLocation>> Runtime::Impl::Locate(const void* ptr, size_
       loc.tier = t == Tier::kAuto ? static_cast<Tier>(rec.tier.load()) : t;
     } else {
       loc.tier = static_cast<Tier>(rec.tier.load(std::memory_order_relaxed));
+      // A local page of a range allocated on the remote tier was faulted in: a fault puts it
+      // in DRAM, as it would this one.
+      if (loc.tier == Tier::kRemote) loc.tier = Tier::kDram;
     }
   }
   return out;

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <random>
 #include <thread>
 
@@ -74,6 +77,56 @@ TEST(TieringTest, SamplingKeepsDataIntactAndSeesAccesses) {
   EXPECT_EQ(testing::CheckPattern(base, bytes, 7), SIZE_MAX);
   ASSERT_TRUE((*rt)->Free(base).ok());
   ASSERT_TRUE((*rt)->Stop().ok());
+}
+
+// The VmFlags line of /proc/self/smaps for the mapping that holds `p` ("" when not found).
+std::string VmFlagsOf(const void* p) {
+  FILE* f = fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return "";
+  char line[512];
+  bool in = false;
+  std::string flags;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  while (fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      in = a >= lo && a < hi;
+    } else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+      flags = line + 8;
+      break;
+    }
+  }
+  fclose(f);
+  return flags;
+}
+
+// The policy moves 4 KiB pages; a transparent huge page would move as a whole (512 pages for one
+// victim): while the policy thread runs, region data is MADV_NOHUGEPAGE ("nh"), and only then.
+TEST(TieringTest, RegionsGetSmallPagesWhileThePolicyRuns) {
+  {
+    auto plain = Runtime::Start();
+    ASSERT_TRUE(plain.ok());
+    auto p = (*plain)->Allocate(1 << 20, Tier::kDram);
+    ASSERT_TRUE(p.ok());
+    const std::string flags = VmFlagsOf(*p);
+    ASSERT_FALSE(flags.empty());
+    EXPECT_EQ(flags.find(" nh"), std::string::npos) << "no tiering, yet no huge pages: " << flags;
+  }
+  setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
+  auto rt = Runtime::Start();
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  ASSERT_TRUE((*rt)->impl()->migrator()->running());
+  auto p = (*rt)->Allocate(1 << 20, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NE(VmFlagsOf(*p).find(" nh"), std::string::npos) << VmFlagsOf(*p);
+  // A region added later (an allocation larger than the first region) gets it too.
+  auto big = (*rt)->Allocate(size_t{96} << 30, Tier::kDram);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_NE((*rt)->impl()->RegionOf(*big), (*rt)->impl()->RegionOf(*p));
+  EXPECT_NE(VmFlagsOf(*big).find(" nh"), std::string::npos) << VmFlagsOf(*big);
+  ASSERT_TRUE((*rt)->Free(*big).ok());
+  ASSERT_TRUE((*rt)->Free(*p).ok());
 }
 
 TEST(TieringTest, NoBudgetMeansNoPolicyThread) {

@@ -1,11 +1,15 @@
 // Threads allocate blocks (malloc and new, many sizes), hand them to other threads through
-// queues, and the receivers check the contents and free them. Prints deterministic totals.
+// queues, and the receivers check the contents and free them. Prints deterministic totals. Then
+// operator new fails and throws std::bad_alloc through the allocator (under the preload library
+// the exception unwinds through its code: its unwind tables sit after .text, see
+// allocator/preload/unwind-after-text.lds).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,5 +90,18 @@ int main() {
   for (int t = 0; t < kThreads; ++t) total += sums[t], n += counts[t];
   std::string s = "blocks " + std::to_string(n) + " bytes " + std::to_string(total);
   printf("%s\n", s.c_str());
+  const size_t huge = size_t{1} << 62;
+  try {
+    std::vector<unsigned char> v(huge);
+    printf("no bad_alloc for a vector of %zu bytes\n", v.size());
+  } catch (const std::bad_alloc&) {
+    printf("vector: bad_alloc\n");
+  }
+  try {
+    auto* p = new (std::align_val_t(64)) unsigned char[huge];
+    printf("no bad_alloc for aligned new: %p\n", static_cast<void*>(p));
+  } catch (const std::bad_alloc&) {
+    printf("aligned new: bad_alloc\n");
+  }
   return 0;
 }

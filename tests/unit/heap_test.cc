@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -264,6 +265,40 @@ TEST_F(HeapTest, BlocksFreedByOtherThreadsAreReused) {
   }
   // Five rounds of 20000 x 48 bytes fit in the first spans again: memory was reused, not grown.
   EXPECT_LE(heap_->Usage().span_bytes, 4u << 20);
+}
+
+TEST_F(HeapTest, AThreadThatOnlyFreesPassesBlocksBackWithinABatch) {
+  // A consumer thread frees what this thread allocated and never allocates that class itself:
+  // it keeps at most half a batch, so most of the blocks come back to this thread's next
+  // allocations instead of fresh memory. (With the two-batch limit of an allocating thread, the
+  // consumer held all 2 x batch blocks and this thread carved new ones.) The consumer stays
+  // alive until the end: its exit would flush its cache and hide the difference.
+  const size_t kSize = 48;
+  const size_t batch = alloc::BatchSize(SizeClass(kSize));
+  std::vector<void*> first(2 * batch);
+  for (void*& p : first) {
+    p = heap_->Allocate(kSize);
+    ASSERT_NE(p, nullptr);
+  }
+  std::atomic<int> stage{0};
+  std::thread consumer([&] {
+    for (void* p : first) heap_->Free(p);
+    stage.store(1);
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  const std::set<void*> freed(first.begin(), first.end());
+  std::vector<void*> second(2 * batch);
+  size_t reused = 0;
+  for (void*& p : second) {
+    p = heap_->Allocate(kSize);
+    ASSERT_NE(p, nullptr);
+    reused += freed.count(p);
+  }
+  stage.store(2);
+  consumer.join();
+  EXPECT_GE(reused, batch) << "blocks of " << 2 * batch << " freed by the consumer came back";
+  for (void* p : second) heap_->Free(p);
 }
 
 TEST_F(HeapTest, ThreadExitReturnsItsCacheAndEmptySpansGoBack) {

@@ -124,6 +124,37 @@ TEST(PolicyTest, DemotionFillsCxlBeforeRemoteColdestFurthest) {
   EXPECT_EQ(sim.tier[7], Tier::kRemote);
 }
 
+// A full CXL tier (below its high watermark, so never relieved by itself) of cold pages gives
+// its place to DRAM's warmer victims: they go to CXL and the cold pages to remote. Victims as
+// cold as CXL's pages go past it, as before.
+TEST(PolicyTest, WarmerDramVictimsTakeTheCxlPlaceOfColderPages) {
+  for (bool warm : {true, false}) {
+    SCOPED_TRACE(warm ? "warm victims" : "cold victims");
+    Policy p(Config(4, 4, true, true));
+    Sim sim;
+    for (uint64_t i = 0; i < 6; ++i) sim.tier[i] = Tier::kDram;
+    for (uint64_t i = 10; i < 14; ++i) sim.tier[i] = Tier::kCxl;  // full, untouched
+    std::vector<AccessSample> s;
+    for (int k = 0; k < 3; ++k) {
+      for (uint64_t i : {0, 1, 2, 3}) s.push_back({i, false, kMs});  // hot
+    }
+    if (warm) {
+      for (int k = 0; k < 2; ++k) s.push_back({4, false, kMs}), s.push_back({5, false, kMs});
+    }
+    p.Record(s);
+    sim.Apply(p, p.Plan(sim.Views(), kMs), kMs);
+    EXPECT_EQ(sim.Count(Tier::kDram), 4u);
+    EXPECT_EQ(sim.Count(Tier::kCxl), 4u);
+    EXPECT_EQ(sim.Count(Tier::kRemote), 2u);
+    const Tier victims = warm ? Tier::kCxl : Tier::kRemote;
+    EXPECT_EQ(sim.tier[4], victims);
+    EXPECT_EQ(sim.tier[5], victims);
+    size_t cxl_left = 0;
+    for (uint64_t i = 10; i < 14; ++i) cxl_left += sim.tier[i] == Tier::kCxl;
+    EXPECT_EQ(cxl_left, warm ? 2u : 4u);
+  }
+}
+
 TEST(PolicyTest, PinnedPagesAreNeverMoved) {
   Policy p(Config(2, 0, false, true));
   Sim sim;
