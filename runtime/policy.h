@@ -107,24 +107,78 @@ class Policy {
   // cold page faulted back in must be demotable again, or DRAM's budget cannot be kept).
   void FaultedBack(uint64_t page);
 
-  size_t tracked_pages() const { return pages_.size(); }
+  size_t tracked_pages() const { return pages_.size() + fresh_.size(); }
+
+  // A page and its heat now, as Plan ranks them.
+  struct Candidate {
+    uint64_t page;
+    double heat;
+  };
+  // The candidates of one tier, taken coldest (or hottest) first without sorting them all: the
+  // front is selected and sorted in growing chunks as it is consumed (std::nth_element, then a
+  // sort of the chunk only). A plan takes a few thousand victims from a tier of up to millions of
+  // pages; sorting every candidate each round was most of a round's time at several GiB.
+  // Ties in heat are broken by a mix of the page (Scatter), so the order is the same as a full
+  // sort's. Public for tests.
+  class Ranked {
+   public:
+    // `hottest`: descending heat, else ascending.
+    void Reset(bool hottest);
+    std::vector<Candidate>& items() { return items_; }
+    size_t size() const { return items_.size(); }
+    // The i-th in rank order (selects further as needed); i < size().
+    const Candidate& at(size_t i);
+    // Ties in heat (pages never sampled have heat 0) go in an order unrelated to the address
+    // (a bijective mix of the page): by address, the lowest pages would always go first.
+    static uint64_t Scatter(uint64_t page) {
+      page ^= page >> 31;
+      page *= 0x7fb5d329728ea185ull;
+      page ^= page >> 27;
+      page *= 0x81dadef4bc2dd44dull;
+      return page ^ (page >> 33);
+    }
+
+   private:
+    bool Before(const Candidate& a, const Candidate& b) const {
+      if (a.heat != b.heat) return hottest_ ? a.heat > b.heat : a.heat < b.heat;
+      return Scatter(a.page) < Scatter(b.page);
+    }
+    std::vector<Candidate> items_;
+    size_t ready_ = 0;  // items_[0, ready_) are the first in rank order, in order
+    bool hottest_ = false;
+  };
 
  private:
   struct PageHeat {
     float heat = 0;
     uint64_t updated_ns = 0;   // heat is valid as of this time
     uint64_t moved_ns = 0;     // last move, 0 = never
-    uint32_t seen_epoch = 0;   // last Plan that listed the page
+  };
+  struct Entry {
+    uint64_t page;
+    PageHeat h;
   };
   double Decayed(const PageHeat& h, uint64_t now_ns) const;
   bool Settled(const PageHeat& h, uint64_t now_ns) const;
+  // The page's state, or nullptr when the policy does not know it.
+  PageHeat* Find(uint64_t page);
+  const PageHeat* Find(uint64_t page) const;
+  // The page's state, made (zero) when unknown.
+  PageHeat& Get(uint64_t page);
   // Next present tier below `t`, or kAuto when none.
   Tier Below(Tier t) const;
   uint64_t TakeTokens(uint64_t now_ns, uint64_t wanted);
 
   PolicyConfig config_;
-  std::unordered_map<uint64_t, PageHeat> pages_;
-  uint32_t epoch_ = 0;
+  // Pages the last Plan listed, sorted by page: Plan merges the (sorted) live pages with it in one
+  // pass, and pages no longer listed drop out. A hash map of every live page, looked up once per
+  // page and swept for forgotten pages each plan, was most of a plan's time at 1M pages.
+  std::vector<Entry> pages_;
+  std::vector<Entry> next_;  // Plan's scratch: the next pages_
+  // Pages samples or moves named since the last Plan that it did not list (few).
+  std::unordered_map<uint64_t, PageHeat> fresh_;
+  std::array<Ranked, kNumTiers> movable_;  // Plan's scratch
+  Ranked hot_;                             // Plan's scratch
   double tokens_ = 0;
   uint64_t tokens_ns_ = 0;
 };

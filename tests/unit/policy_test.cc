@@ -295,6 +295,128 @@ TEST(PolicyTest, ForgetsPagesThatAreNoLongerLive) {
   EXPECT_EQ(p.Heat(2, kMs), 0.0);
 }
 
+// Plan keeps what it learnt of a page between plans, also for pages first named by a sample or
+// a move before any plan listed them; a page that a plan does not list is forgotten.
+TEST(PolicyTest, KeepsHeatAndResidenceOfPagesNamedBeforeTheirFirstPlan) {
+  Policy p(Config(10, 0, false, true));
+  p.Record(std::vector<AccessSample>{{5, false, kMs}, {5, false, kMs}});
+  p.Moved(9, kMs);
+  std::vector<PageView> live = {{3, Tier::kDram, false}, {5, Tier::kRemote, false}, {9, Tier::kRemote, false}};
+  (void)p.Plan(live, kMs);
+  EXPECT_EQ(p.tracked_pages(), 3u);
+  EXPECT_DOUBLE_EQ(p.Heat(5, kMs), 2.0);
+  p.Record(std::vector<AccessSample>{{5, false, kMs}, {9, false, kMs}, {9, false, kMs}});
+  EXPECT_DOUBLE_EQ(p.Heat(5, kMs), 3.0);
+  // Page 9 is hot but moved at kMs: it stays put for min_residence_ms (50 ms); page 5 goes up.
+  auto plan = p.Plan(live, 2 * kMs);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].page, 5u);
+  EXPECT_EQ(plan[0].to, Tier::kDram);
+  live.pop_back();
+  (void)p.Plan(live, 3 * kMs);
+  EXPECT_EQ(p.Heat(9, 3 * kMs), 0.0);
+  EXPECT_EQ(p.tracked_pages(), 2u);
+}
+
+// Pages of the bottom tier are promotion candidates only while their heat, decayed to now, is at
+// promote_heat: one that was hot two half-lives ago stays below, one hot now comes up.
+TEST(PolicyTest, RemotePagesArePromotedOnlyWhileTheirDecayedHeatIsHighEnough) {
+  Policy p(Config(10, 0, false, true));
+  p.Record(std::vector<AccessSample>{{1, false, kMs}, {1, false, kMs}, {1, false, kMs}});  // heat 3
+  p.Record(std::vector<AccessSample>{{2, false, 201 * kMs}, {2, false, 201 * kMs}});      // heat 2
+  std::vector<PageView> live = {{1, Tier::kRemote, false}, {2, Tier::kRemote, false}};
+  EXPECT_DOUBLE_EQ(p.Heat(1, 201 * kMs), 0.75);  // two half-lives of 100 ms
+  auto plan = p.Plan(live, 201 * kMs);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].page, 2u);
+  EXPECT_EQ(plan[0].to, Tier::kDram);
+}
+
+// The ranked candidates (partial selection in growing chunks) come out in the order of a full
+// sort by heat, ties broken by Scatter(page), however far and in whatever steps they are taken.
+TEST(PolicyTest, RankedTakesCandidatesInFullSortOrder) {
+  std::mt19937_64 rng(7);
+  for (bool hottest : {false, true}) {
+    for (size_t n : {0u, 1u, 5u, 300u, 5000u}) {
+      Policy::Ranked r;
+      r.Reset(hottest);
+      std::vector<Policy::Candidate> all;
+      for (size_t i = 0; i < n; ++i) {
+        // Few distinct heats: many ties.
+        Policy::Candidate c{rng() % 100000, static_cast<double>(rng() % 20) / 4};
+        all.push_back(c);
+        r.items().push_back(c);
+      }
+      std::sort(all.begin(), all.end(), [&](const Policy::Candidate& a, const Policy::Candidate& b) {
+        if (a.heat != b.heat) return hottest ? a.heat > b.heat : a.heat < b.heat;
+        return Policy::Ranked::Scatter(a.page) < Policy::Ranked::Scatter(b.page);
+      });
+      ASSERT_EQ(r.size(), n);
+      // Jump ahead first (selects past what is read), then read everything in order.
+      if (n > 0) {
+        EXPECT_EQ(r.at(n / 2).page, all[n / 2].page);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(r.at(i).page, all[i].page) << "n " << n << " i " << i << " hottest " << hottest;
+        ASSERT_EQ(r.at(i).heat, all[i].heat);
+      }
+    }
+  }
+}
+
+// A tier of many pages over its budget gives up exactly its coldest pages (ties by
+// Scatter(page)), as a full sort of its candidates would pick them; the order of the listed
+// pages does not matter.
+TEST(PolicyTest, DemotesExactlyTheColdestOfALargeTierInAnyListingOrder) {
+  constexpr uint64_t kPages = 20000;
+  PolicyConfig c = Config(kPages - 1500, 0, false, true);
+  std::mt19937_64 rng(11);
+  std::vector<PageView> live;
+  std::vector<AccessSample> samples;
+  std::vector<std::pair<double, uint64_t>> by_heat;
+  for (uint64_t i = 0; i < kPages; ++i) {
+    const uint64_t page = 1000 + i * 3;
+    live.push_back({page, Tier::kDram, false});
+    const int hits = static_cast<int>(rng() % 8);  // 0..7 samples: heat 0..7, many ties
+    for (int k = 0; k < hits; ++k) samples.push_back({page, false, kMs});
+    by_heat.push_back({static_cast<double>(hits), page});
+  }
+  std::sort(by_heat.begin(), by_heat.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return Policy::Ranked::Scatter(a.second) < Policy::Ranked::Scatter(b.second);
+  });
+  std::vector<uint64_t> want;
+  for (size_t k = 0; k < 1500; ++k) want.push_back(by_heat[k].second);
+  std::sort(want.begin(), want.end());
+  std::vector<PageView> shuffled = live;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  for (const std::vector<PageView>* views : {&live, &shuffled}) {
+    Policy p(c);
+    p.Record(samples);
+    auto plan = p.Plan(*views, kMs);
+    std::vector<uint64_t> got;
+    for (const PlannedMove& m : plan) {
+      EXPECT_EQ(m.from, Tier::kDram);
+      EXPECT_EQ(m.to, Tier::kRemote);
+      got.push_back(m.page);
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want) << (views == &live ? "ascending" : "shuffled");
+    EXPECT_EQ(p.tracked_pages(), kPages);
+    // Heat is found again after the plan, for the pages at both ends, in between, and not for
+    // keys between listed pages.
+    for (size_t k : {size_t{0}, size_t{1}, kPages / 2, size_t{kPages - 1}}) {
+      EXPECT_DOUBLE_EQ(p.Heat(by_heat[k].second, kMs), by_heat[k].first);
+      EXPECT_DOUBLE_EQ(p.Heat(live[k].page, kMs),
+                       std::count_if(samples.begin(), samples.end(),
+                                     [&](const AccessSample& a) { return a.page == live[k].page; }));
+    }
+    EXPECT_EQ(p.Heat(1001, kMs), 0.0);
+    EXPECT_EQ(p.Heat(999, kMs), 0.0);
+    EXPECT_EQ(p.Heat(1000 + kPages * 3, kMs), 0.0);
+  }
+}
+
 // A GUPS-like synthetic trace: 1000 pages, DRAM budget 200, hot set of 100 pages taking 90% of
 // the samples; the hot set moves halfway. Sampling is partial (a random tenth of the accesses
 // is seen), as with the real tracker.
