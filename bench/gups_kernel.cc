@@ -23,6 +23,7 @@
 #include "bench/gups_three_tier.h"
 #include "bench/subcommands.h"
 #include "runtime/options.h"
+#include "runtime/os/os.h"
 
 namespace tiermem::bench {
 namespace {
@@ -114,18 +115,17 @@ class FrameNodes {
         blocks_[index * block / kPage] = {(index + 1) * block / kPage, node};
       }
     }
-    fd_ = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    fd_ = os::PagemapOpen();
   }
   ~FrameNodes() {
-    if (fd_ >= 0) close(fd_);
+    if (fd_ >= 0) os::Close(fd_);
   }
   // The node of each page of [p, p + n pages) found by its frame, else -1.
   std::vector<int> Nodes(char* p, size_t n) const {
     std::vector<int> out(n, -1);
     if (fd_ < 0 || blocks_.empty()) return out;
     std::vector<uint64_t> pm(n);
-    const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / kPage * 8);
-    if (pread(fd_, pm.data(), n * 8, at) != static_cast<ssize_t>(n * 8)) return out;
+    if (!os::ReadPagemap(fd_, p, n, pm.data())) return out;
     for (size_t i = 0; i < n; ++i) {
       const uint64_t pfn = pm[i] & ((1ull << 55) - 1);
       if (!(pm[i] >> 63) || pfn == 0) continue;  // not present, or frame numbers hidden

@@ -267,7 +267,8 @@ bool Migrator::Round() {
   }
   policy_->Record(samples);
   uint64_t cxl_samples = 0;  // for the debug line: accesses caught on the CXL tier
-  for (size_t k = 0; k < tracked; ++k) {
+  const bool debug = LogEnabled(LogLevel::kDebug);
+  for (size_t k = 0; debug && k < tracked; ++k) {
     auto it = index.Find(samples[k].page);
     cxl_samples += it != nullptr && views[*it].tier == Tier::kCxl;
   }
@@ -512,7 +513,7 @@ bool Migrator::Round() {
     }
     char* addr = reinterpret_cast<char*>(moves[i].page * page);
     const size_t len = (moves[j - 1].page - moves[i].page + 1) * page;
-    // Released (below, or in flush_evictions): no longer watched, and not armed again this round
+    // Released (by Runtime::Migrate, or in flush_evictions): no longer watched, and not armed again this round
     // (the views predate the move).
     for (size_t k = i; k < j; ++k) {
       moved_now.insert(moves[k].page);
@@ -527,8 +528,7 @@ bool Migrator::Round() {
       i = j;
       continue;
     }
-    flush_evictions();  // demotions make room before anything moves up
-    if (protect_) tracker.Release(addr, len);
+    flush_evictions();  // demotions make room before anything moves up (Migrate lifts sampling)
     const uint64_t t_call = os::MonotonicNanos();
     auto r = rt_->Migrate(addr, len, moves[i].to);
     migrate_ns += os::MonotonicNanos() - t_call;

@@ -80,6 +80,8 @@ class Runtime::Impl {
   uint8_t Retag(PageRecord& rec, Tier tier);
   // MADV_NOHUGEPAGE on the region's data while the policy thread runs (runtime.cc).
   void SmallPagesWhileTiering(Region& region);
+  // Lifts the access sampler's protection inside [addr, addr+len) (runtime_move.cc).
+  void ReleaseSampled(const void* addr, size_t len) const;
   StatusOr<Region*> AllocRunAnywhere(uint64_t npages, PageState initial, uint64_t* first);
   // Checks [ptr, ptr+len) lies in live allocations of one region; returns its region and pages.
   Status CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,

@@ -15,6 +15,15 @@ namespace tiermem {
 using internal::Hex;
 using internal::NodeListString;
 
+// Pages the access sampler armed are PROT_NONE until their next touch: kernel 6.1 (the QEMU
+// guests') answers move_pages for them with -ENOENT, so a query calls them not resident and a
+// move skips them, and a system call handed one (the pager's send) fails with EFAULT. Placement
+// and queries lift that first; the pages' samples this round are given up.
+void Runtime::Impl::ReleaseSampled(const void* addr, size_t len) const {
+  if (migrator_ == nullptr || !migrator_->running()) return;
+  ProtectTracker::Get().Release(addr, len);
+}
+
 Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
                                  uint64_t* npages) const {
   if (!running()) return Unavailable("the tiermem runtime is stopped");
@@ -84,6 +93,7 @@ StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier t
                              " allocated, migration would add " + std::to_string(incoming));
   }
   char* start = region->PageAddress(first);
+  ReleaseSampled(start, npages * page_size_);
   TIERMEM_ASSIGN_OR_RETURN(MoveStats ms,
                            NumaBackend::MoveRange(start, npages * page_size_, nodes));
   for (uint64_t i = first; i < first + npages; ++i) Retag(region->record(i), tier);
@@ -130,6 +140,7 @@ StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
       ++already;
     }
   }
+  ReleaseSampled(region->PageAddress(first), npages * page_size_);
   TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->Evict(*region, first, npages));
   for (uint64_t i = first; i < first + npages; ++i) {
     const uint8_t old = Retag(region->record(i), Tier::kRemote);
@@ -198,27 +209,23 @@ StatusOr<std::vector<PageLocation>> Runtime::Impl::Locate(const void* ptr, size_
   TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
   std::vector<int> nodes(npages);
   TIERMEM_RETURN_IF_ERROR(NumaBackend::QueryNodes(region->PageAddress(first), npages, nodes.data()));
-  // A page the access sampler protected (PROT_NONE until its next touch) is resident, but older
-  // kernels (6.1, the QEMU guests') answer move_pages' query for it with -ENOENT: such a page
-  // would read as not resident. Local pages the query did not place are released from the
-  // sampler (their sample this round is given up) and asked again, in runs.
+  // Local pages the query did not place may be under sampling (ReleaseSampled): released and
+  // asked again, in runs (only those, so a query costs the sampler no other samples).
   if (migrator_ != nullptr && migrator_->running()) {
-    std::vector<std::pair<uint64_t, uint64_t>> again;  // [from, to) page offsets
-    for (uint64_t i = 0; i < npages; ++i) {
-      if (nodes[i] >= 0 || region->record(first + i).state.load(std::memory_order_acquire) !=
-                               static_cast<uint8_t>(PageState::kLocal)) {
+    for (uint64_t a = 0; a < npages;) {
+      auto unplaced = [&](uint64_t i) {
+        return nodes[i] < 0 && region->record(first + i).state.load(std::memory_order_acquire) ==
+                                   static_cast<uint8_t>(PageState::kLocal);
+      };
+      if (!unplaced(a)) {
+        ++a;
         continue;
       }
-      if (!again.empty() && again.back().second == i) {
-        again.back().second = i + 1;
-      } else {
-        again.push_back({i, i + 1});
-      }
-    }
-    ProtectTracker* tracker = again.empty() ? nullptr : &ProtectTracker::Get();
-    for (auto [a, b] : again) {
-      tracker->Release(region->PageAddress(first + a), (b - a) * page_size_);
+      uint64_t b = a + 1;
+      while (b < npages && unplaced(b)) ++b;
+      ReleaseSampled(region->PageAddress(first + a), (b - a) * page_size_);
       TIERMEM_RETURN_IF_ERROR(NumaBackend::QueryNodes(region->PageAddress(first + a), b - a, nodes.data() + a));
+      a = b;
     }
   }
   std::vector<PageLocation> out(npages);

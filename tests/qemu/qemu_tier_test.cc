@@ -352,7 +352,7 @@ TEST(QemuPlacement, DramStaysOnNodeZero) {
 // them resident on their node (before this was handled, qemu.full.tiering read up to 95% of a
 // hot set that never left DRAM as "not resident": its check sampled Locate right after a round
 // had armed the hot pages).
-TEST(QemuPlacement, LocateSeesPagesUnderSamplingAsResident) {
+TEST(QemuPlacement, PagesUnderSamplingAreSeenAndMovedWhereTheyAre) {
   SKIP_OUTSIDE_GUEST();
   constexpr size_t kSampled = 512;
   setenv("TIERMEM_SAMPLE_MODE", "protect", 1);  // sampling with no budget: every page a candidate
@@ -389,6 +389,27 @@ TEST(QemuPlacement, LocateSeesPagesUnderSamplingAsResident) {
       ADD_FAILURE() << "byte " << i << " changed";
       break;
     }
+  }
+  // The same for a move through the API: pages under sampling move with the rest (the kernel
+  // skipped them as "not resident" before the runtime lifted their protection first).
+  if (rt.HasTier(Tier::kCxl)) {
+    const uint64_t before = m->stats().pages_armed;
+    armed = false;
+    for (int i = 0; i < 3000 && !armed; ++i) {
+      armed = m->stats().pages_armed >= before + kSampled;
+      if (!armed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(armed) << "no second round armed the pages";
+    auto moved = rt.Migrate(*p, kSampled * kPage, Tier::kCxl);
+    ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+    EXPECT_EQ(moved->pages_not_resident, 0u);
+    EXPECT_EQ(moved->pages_moved + moved->pages_failed, kSampled);
+    auto after = rt.Locate(*p, kSampled * kPage);
+    ASSERT_TRUE(after.ok()) << after.status().ToString();
+    size_t on_far = 0;
+    for (const PageLocation& l : *after) on_far += l.resident && l.node == FarNode();
+    EXPECT_EQ(on_far, moved->pages_moved) << "pages reported moved are not on node " << FarNode();
+    EXPECT_GE(on_far, kSampled * 9 / 10) << "pages under sampling were not moved";
   }
   ASSERT_TRUE(rt.Free(*p).ok());
   ASSERT_TRUE(rt.Stop().ok());
