@@ -8,7 +8,7 @@
 #include "allocator/entry_points.h"
 #include "allocator/heap_core.h"
 #include "allocator/heap_internal.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/core/runtime_impl.h"
 
 namespace tiermem {
 

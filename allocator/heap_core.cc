@@ -8,8 +8,8 @@
 #include <new>
 
 #include "allocator/meta_arena.h"
-#include "runtime/os/os.h"
-#include "runtime/runtime_impl.h"
+#include "base/os.h"
+#include "runtime/core/runtime_impl.h"
 
 namespace tiermem::alloc {
 

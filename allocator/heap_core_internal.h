@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "allocator/heap_core.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/core/runtime_impl.h"
 
 namespace tiermem::alloc {
 

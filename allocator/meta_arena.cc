@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "runtime/os/os.h"
+#include "base/os.h"
 
 namespace tiermem::alloc {
 

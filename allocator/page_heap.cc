@@ -8,9 +8,9 @@
 #include "allocator/heap_core.h"
 #include "allocator/heap_core_internal.h"
 #include "allocator/meta_arena.h"
-#include "runtime/os/os.h"
-#include "runtime/region.h"
-#include "runtime/runtime_impl.h"
+#include "base/os.h"
+#include "runtime/core/region.h"
+#include "runtime/core/runtime_impl.h"
 
 namespace tiermem::alloc {
 

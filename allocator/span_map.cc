@@ -1,6 +1,6 @@
 #include "allocator/span_map.h"
 
-#include "runtime/os/os.h"
+#include "base/os.h"
 
 namespace tiermem::alloc {
 

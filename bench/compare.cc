@@ -23,8 +23,8 @@
 
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
-#include "runtime/options.h"
-#include "runtime/runtime_impl.h"
+#include "base/options.h"
+#include "runtime/core/runtime_impl.h"
 
 namespace tiermem::bench {
 namespace {

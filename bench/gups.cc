@@ -26,9 +26,9 @@
 
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
-#include "runtime/migrator.h"
-#include "runtime/options.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/tiering/migrator.h"
+#include "base/options.h"
+#include "runtime/core/runtime_impl.h"
 
 namespace tiermem::bench {
 namespace {

@@ -22,8 +22,8 @@
 #include "bench/compare_util.h"
 #include "bench/gups_three_tier.h"
 #include "bench/subcommands.h"
-#include "runtime/options.h"
-#include "runtime/os/os.h"
+#include "base/options.h"
+#include "base/os.h"
 
 namespace tiermem::bench {
 namespace {

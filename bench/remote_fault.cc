@@ -28,8 +28,8 @@
 #include "backends/remote/transport.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
-#include "runtime/pager.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/paging/pager.h"
+#include "runtime/core/runtime_impl.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem::bench {

@@ -24,9 +24,9 @@
 #include "allocator/entry_points.h"
 #include "allocator/heap_core.h"
 #include "allocator/span_map.h"
-#include "runtime/log.h"
-#include "runtime/runtime_thread.h"
-#include "runtime/runtime_impl.h"
+#include "base/log.h"
+#include "base/runtime_thread.h"
+#include "runtime/core/runtime_impl.h"
 
 extern "C" {
 void* __libc_malloc(size_t);

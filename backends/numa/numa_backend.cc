@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/os/os.h"
+#include "base/os.h"
 
 namespace tiermem {
 namespace {
@@ -25,12 +25,6 @@ Status MakeMask(const std::vector<int>& nodes, unsigned long* mask) {
   return Status::Ok();
 }
 
-std::string NodeList(const std::vector<int>& nodes) {
-  std::string s;
-  for (int n : nodes) s += (s.empty() ? "" : ",") + std::to_string(n);
-  return s;
-}
-
 bool InSet(const std::vector<int>& nodes, int n) {
   for (int x : nodes) {
     if (x == n) return true;
@@ -40,21 +34,10 @@ bool InSet(const std::vector<int>& nodes, int n) {
 
 }  // namespace
 
-NumaBackend::NumaBackend(std::string name, std::vector<int> nodes, uint64_t capacity_bytes)
-    : name_(std::move(name)), nodes_(std::move(nodes)), capacity_bytes_(capacity_bytes) {}
-
-BackendInfo NumaBackend::Info() const {
-  BackendInfo info;
-  info.name = "numa(" + name_ + ": " + NodeList(nodes_) + ")";
-  info.nodes = nodes_;
-  info.capacity_bytes = capacity_bytes_;
-  return info;
-}
-
-Status NumaBackend::Place(void* addr, size_t bytes) { return BindRange(addr, bytes, nodes_); }
-
-StatusOr<MoveStats> NumaBackend::MoveTo(void* addr, size_t bytes) {
-  return MoveRange(addr, bytes, nodes_);
+std::string NodeListString(const std::vector<int>& nodes) {
+  std::string s;
+  for (int n : nodes) s += (s.empty() ? "" : ",") + std::to_string(n);
+  return s.empty() ? "none" : s;
 }
 
 Status NumaBackend::BindRange(void* addr, size_t bytes, const std::vector<int>& nodes) {
@@ -62,7 +45,7 @@ Status NumaBackend::BindRange(void* addr, size_t bytes, const std::vector<int>& 
   unsigned long mask[kMaskWords];
   TIERMEM_RETURN_IF_ERROR(MakeMask(nodes, mask));
   int rc = os::Mbind(addr, bytes, MPOL_BIND, mask, kMaxNodes + 1, 0);
-  if (rc != 0) return ErrnoToStatus(-rc, "mbind(nodes " + NodeList(nodes) + ")");
+  if (rc != 0) return ErrnoToStatus(-rc, "mbind(nodes " + NodeListString(nodes) + ")");
   return Status::Ok();
 }
 
@@ -123,7 +106,7 @@ StatusOr<MoveStats> NumaBackend::MoveRange(void* addr, size_t bytes,
     for (int attempt = 0; m > 0 && attempt <= kRetries; ++attempt) {
       rc = os::MovePages(m, pages, target, status);
       if (rc != 0 && rc != -ENOENT) {
-        return ErrnoToStatus(-rc, "move_pages(to nodes " + NodeList(nodes) + ")");
+        return ErrnoToStatus(-rc, "move_pages(to nodes " + NodeListString(nodes) + ")");
       }
       size_t left = 0;
       for (size_t i = 0; i < m; ++i) {

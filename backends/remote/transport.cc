@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "backends/remote/net.h"
+#include "base/net.h"
 #include "backends/remote/tcp/tcp_transport.h"
 #if defined(TIERMEM_HAVE_RDMA) && __has_include("backends/remote/rdma/rdma_transport.h")
 #define TIERMEM_REMOTE_RDMA 1

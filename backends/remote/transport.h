@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/protocol.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem::remote {
@@ -51,14 +52,8 @@ struct SlotRange {
   uint32_t rkey = 0;         // RDMA: the registration covering exactly this range
 };
 
-struct ServerStats {
-  uint64_t capacity_pages = 0;
-  uint64_t used_pages = 0;
-  uint64_t session_pages = 0;
-  uint64_t quota_pages = 0;
-  uint32_t sessions = 0;
-  uint32_t connections = 0;
-};
+// A server's figures as its StatsOk reply carries them (protocol/protocol.h).
+using ServerStats = proto::StatsOk;
 
 struct Completion {
   uint64_t cookie = 0;

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/remote/protocol.h"
+#include "protocol/protocol.h"
 
 using namespace tiermem::remote::proto;
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "backends/remote/protocol.h"
+#include "protocol/protocol.h"
 
 using namespace tiermem::remote::proto;
 

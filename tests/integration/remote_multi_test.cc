@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backends/remote/transport.h"
-#include "runtime/pager.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/paging/pager.h"
+#include "runtime/core/runtime_impl.h"
 #include "tests/integration/remote_memd_fixture.h"
 #include "tiermem/tiermem.hpp"
 

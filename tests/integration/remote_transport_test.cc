@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/remote/protocol.h"
+#include "protocol/protocol.h"
 #include "backends/remote/transport.h"
 #ifdef TIERMEM_HAVE_RDMA
 #include "backends/remote/rdma/rdma_transport.h"

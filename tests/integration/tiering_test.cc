@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "remote_memd_fixture.h"
-#include "runtime/migrator.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/tiering/migrator.h"
+#include "runtime/core/runtime_impl.h"
 #include "test_util.h"
 #include "tiermem/tiermem.hpp"
 

@@ -22,8 +22,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/migrator.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/tiering/migrator.h"
+#include "runtime/core/runtime_impl.h"
 #include "tiermem/tiermem.hpp"
 #include "tiermem/topology.hpp"
 

@@ -19,8 +19,8 @@
 
 #include "bench/compare_util.h"
 #include "bench/gups_three_tier.h"
-#include "runtime/migrator.h"
-#include "runtime/runtime_impl.h"
+#include "runtime/tiering/migrator.h"
+#include "runtime/core/runtime_impl.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {

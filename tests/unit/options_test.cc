@@ -1,4 +1,4 @@
-#include "runtime/options.h"
+#include "base/options.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // The tiering policy, driven by a fake clock and synthetic access traces (no OS, no threads).
-#include "runtime/policy.h"
+#include "runtime/tiering/policy.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/region.h"
+#include "runtime/core/region.h"
 
 #include <random>
 #include <set>

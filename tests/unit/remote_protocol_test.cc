@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/remote/protocol.h"
+#include "protocol/protocol.h"
 #include "backends/remote/transport.h"
 
 namespace tiermem::remote::proto {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/topology_internal.h"
+#include "runtime/topology/topology_internal.h"
 #include "tiermem/topology.hpp"
 
 namespace tiermem {

@@ -1,7 +1,7 @@
 // The protection-fault tracker: reads and writes of armed pages are caught once each, untouched
 // pages yield nothing, protection is always lifted, faults that are not ours reach the handler
 // that was there before.
-#include "runtime/tracker.h"
+#include "runtime/tiering/tracker.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

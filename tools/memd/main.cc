@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/remote/net.h"
-#include "runtime/options.h"
+#include "base/net.h"
+#include "base/options.h"
 #include "tools/memd/server.h"
 
 using tiermem::memd::MemdLog;
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     MemdLog("error", "--quota '%s' is not a size like 512M or 8G", quota.c_str());
     return 2;
   }
-  tiermem::Status s = tiermem::remote::net::SplitHostPort(listen, 7471, &o.listen_host, &o.listen_port, true);
+  tiermem::Status s = tiermem::net::SplitHostPort(listen, 7471, &o.listen_host, &o.listen_port, true);
   if (!s.ok()) {
     MemdLog("error", "--listen: %s", s.message().c_str());
     return 2;

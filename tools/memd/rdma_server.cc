@@ -22,15 +22,26 @@ StatusOr<std::unique_ptr<RdmaServer>> RdmaServer::Start(Server*, const std::stri
 #include <mutex>
 #include <vector>
 
-#include "backends/remote/rdma/rdma_transport.h"
+#include "base/dynlib.h"
+#include "protocol/protocol.h"
 
 namespace tiermem::memd {
 namespace {
 
-struct ConnectData {
-  uint64_t session;
-  uint8_t secret[16];
-};
+// The server links libibverbs, so it asks it directly (the client's transport loads it lazily).
+Status RdmaDevicePresent() {
+  if (!os::DirHasEntries("/sys/class/infiniband")) {
+    return Unavailable("no RDMA device: /sys/class/infiniband lists no verbs device on this host (no RDMA NIC, no rxe/siw)");
+  }
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr) return ErrnoToStatus(errno, "no RDMA device: ibv_get_device_list");
+  ibv_free_device_list(list);
+  if (n == 0) return Unavailable("no RDMA device: libibverbs found no verbs device on this host (no RDMA NIC, no rxe/siw)");
+  return Status::Ok();
+}
+
+using ConnectData = remote::proto::RdmaConnectData;
 
 class RdmaServerImpl final : public RdmaServer {
  public:
@@ -47,7 +58,7 @@ class RdmaServerImpl final : public RdmaServer {
   }
 
   Status Init(const std::string& host, uint16_t port) {
-    TIERMEM_RETURN_IF_ERROR(remote::RdmaDevicePresent());
+    TIERMEM_RETURN_IF_ERROR(RdmaDevicePresent());
     channel_ = rdma_create_event_channel();
     if (channel_ == nullptr) return ErrnoToStatus(errno, "rdma_create_event_channel");
     fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/remote/net.h"
+#include "base/net.h"
 #include "tools/memd/rdma_server.h"
 
 namespace tiermem::memd {
@@ -75,8 +75,8 @@ Status Server::Start() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return ErrnoToStatus(errno, "eventfd");
 
-  TIERMEM_ASSIGN_OR_RETURN(listen_fd_, remote::net::ListenTcp(options_.listen_host, options_.listen_port, 128));
-  port_ = remote::net::LocalPort(listen_fd_);
+  TIERMEM_ASSIGN_OR_RETURN(listen_fd_, net::ListenTcp(options_.listen_host, options_.listen_port, 128));
+  port_ = net::LocalPort(listen_fd_);
   MemdLog("info", "serving %llu MiB (%llu slots of 4 KiB), per-session quota %llu MiB, on tcp://%s:%u",
           (unsigned long long)(capacity_pages_ >> 8), (unsigned long long)capacity_pages_,
           (unsigned long long)(quota_pages_ >> 8), options_.listen_host.c_str(), port_);
@@ -151,7 +151,7 @@ void Server::Accept() {
       if (errno != EAGAIN && errno != EWOULDBLOCK) MemdLog("warn", "accept: %s", strerror(errno));
       return;
     }
-    std::string peer = remote::net::PeerName(fd);
+    std::string peer = net::PeerName(fd);
     std::lock_guard<std::mutex> lock(mu_);
     if (live_conns_ >= options_.max_connections) {
       MemdLog("warn", "refused connection from %s: too many connections (limit %u, --max-connections)",
@@ -159,7 +159,7 @@ void Server::Accept() {
       close(fd);
       continue;
     }
-    remote::net::TuneSocket(fd);
+    net::TuneSocket(fd);
     timeval tv{long(options_.hello_timeout_ms / 1000), long(options_.hello_timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     auto c = std::make_unique<Conn>();

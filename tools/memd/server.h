@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/remote/protocol.h"
+#include "protocol/protocol.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem::memd {

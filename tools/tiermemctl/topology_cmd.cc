@@ -2,7 +2,7 @@
 #include <iostream>
 #include <string>
 
-#include "runtime/options.h"
+#include "base/options.h"
 #include "tiermem/tiermem.hpp"
 #include "tools/tiermemctl/commands.h"
 #include "tools/tiermemctl/json.h"

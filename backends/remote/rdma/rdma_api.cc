@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "runtime/os/dynlib.h"
+#include "base/dynlib.h"
 
 namespace tiermem::remote {
 namespace {

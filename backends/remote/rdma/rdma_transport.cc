@@ -1,7 +1,5 @@
 #include "backends/remote/rdma/rdma_transport.h"
 
-#include "backends/remote/rdma/rdma_api.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -9,22 +7,14 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <time.h>
+
+#include "backends/remote/rdma/rdma_api.h"
+#include "base/os.h"
 
 namespace tiermem::remote {
 namespace {
 
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-// The private data of the client's rdma_connect: which session this QP belongs to.
-struct ConnectData {
-  uint64_t session;
-  uint8_t secret[16];
-};
+using ConnectData = proto::RdmaConnectData;
 
 }  // namespace
 
@@ -263,7 +253,7 @@ StatusOr<bool> RdmaTransport::WaitCompletionEvent(uint64_t deadline_ns) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       return Fail(ErrnoToStatus(errno, "memory server " + name() + ": ibv_get_cq_event"));
     }
-    const uint64_t now = NowNs();
+    const uint64_t now = os::MonotonicNanos();
     if (now >= deadline_ns) return false;
     pollfd p{comp_channel_->fd, POLLIN, 0};
     int ms = int((deadline_ns - now + 999999) / 1000000);
@@ -274,7 +264,7 @@ StatusOr<bool> RdmaTransport::WaitCompletionEvent(uint64_t deadline_ns) {
 
 Status RdmaTransport::Reap(int wait_ms) {
   if (wait_ms <= 0) return Drain();  // no wait: never arm the CQ (a system call under rxe)
-  const uint64_t start = NowNs();
+  const uint64_t start = os::MonotonicNanos();
   const uint64_t deadline = start + uint64_t(wait_ms) * 1000000ull;
   // 1. A short busy poll: the completion is often just about to arrive. It ends after spin_ns_
   // and at least kMinSpinPolls polls: a clock bound alone expires while the thread is not
@@ -284,7 +274,7 @@ Status RdmaTransport::Reap(int wait_ms) {
   for (size_t polls = 1;; ++polls) {
     TIERMEM_RETURN_IF_ERROR(Drain());
     if (!ready_.empty() || posted_.empty()) return Status::Ok();
-    if (polls >= min_polls && NowNs() >= spin_until) break;
+    if (polls >= min_polls && os::MonotonicNanos() >= spin_until) break;
   }
   // 2. Block on the completion channel: arm, check again (a completion that came before the
   // arm raises no event), then sleep until the event or the deadline.

@@ -4,19 +4,13 @@
 #include <cstring>
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "backends/remote/net.h"
+#include "base/net.h"
+#include "base/os.h"
 
 namespace tiermem::remote {
 namespace {
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // Flush when this much is queued, so a long batch of posts does not buffer without bound.
 constexpr size_t kFlushThreshold = 256 * 1024;
@@ -77,7 +71,7 @@ StatusOr<proto::Body> TcpTransport::Call(const proto::Body& req) {
   proto::MsgType expect = proto::MsgType(uint16_t(proto::TypeOf(req)) + 1);
   pending_.push_back(Pending{id, expect, true, 0, nullptr});
   control_done_ = false;
-  last_progress_ns_ = NowNs();
+  last_progress_ns_ = os::MonotonicNanos();
   in_call_ = true;
   while (!control_done_) {
     Status s = Pump(int(timeout_ms_));
@@ -108,7 +102,7 @@ Status TcpTransport::FreeSlots(const SlotRange& range) {
 StatusOr<ServerStats> TcpTransport::Stats() {
   TIERMEM_ASSIGN_OR_RETURN(proto::Body b, Call(proto::Stats{}));
   auto& s = std::get<proto::StatsOk>(b);
-  return ServerStats{s.capacity_pages, s.used_pages, s.session_pages, s.quota_pages, s.sessions, s.connections};
+  return s;
 }
 
 Status TcpTransport::PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
@@ -120,7 +114,7 @@ Status TcpTransport::PostWrite(const SlotRange& range, uint64_t slot, const void
   proto::EncodeHeader(proto::MsgType::kWrite, proto::kWriteFixed + kPage, id, out_.data() + n);
   proto::EncodeWriteFixed(slot, 1, out_.data() + n + proto::kHeaderSize);
   std::memcpy(out_.data() + n + proto::kHeaderSize + proto::kWriteFixed, page, kPage);
-  if (pending_.empty()) last_progress_ns_ = NowNs();
+  if (pending_.empty()) last_progress_ns_ = os::MonotonicNanos();
   pending_.push_back(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr});
   if (out_.size() - out_off_ >= kFlushThreshold) return Pump(0);
   return Status::Ok();
@@ -131,7 +125,7 @@ Status TcpTransport::PostRead(const SlotRange& range, uint64_t slot, void* page,
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
   uint64_t id = next_id_++;
   proto::Encode(id, proto::Read{slot, 1}, &out_);
-  if (pending_.empty()) last_progress_ns_ = NowNs();
+  if (pending_.empty()) last_progress_ns_ = os::MonotonicNanos();
   pending_.push_back(Pending{id, proto::MsgType::kReadOk, false, cookie, page});
   if (out_.size() - out_off_ >= kFlushThreshold) return Pump(0);
   return Status::Ok();
@@ -142,9 +136,9 @@ StatusOr<size_t> TcpTransport::Poll(Completion* out, size_t max, int timeout_ms)
   if (ready_.empty() && broken_.ok() && fd_ >= 0) {
     // Send everything queued and take what has arrived, then wait if nothing finished yet.
     Status s = Pump(0);
-    uint64_t deadline = NowNs() + uint64_t(timeout_ms) * 1000000ull;
+    uint64_t deadline = os::MonotonicNanos() + uint64_t(timeout_ms) * 1000000ull;
     while (s.ok() && ready_.empty() && !pending_.empty()) {
-      uint64_t now = NowNs();
+      uint64_t now = os::MonotonicNanos();
       if (now >= deadline) break;
       s = Pump(int((deadline - now + 999999) / 1000000));
     }
@@ -184,7 +178,7 @@ Status TcpTransport::ReadAvailable() {
     }
     if (r == 0) return Fail(Unavailable("memory server " + name() + ": connection closed by the server"));
     in_len_ += size_t(r);
-    last_progress_ns_ = NowNs();
+    last_progress_ns_ = os::MonotonicNanos();
     // Parse complete messages.
     size_t off = 0;
     while (in_len_ - off >= proto::kHeaderSize) {
@@ -238,8 +232,8 @@ Status TcpTransport::Pump(int wait_ms) {
   TIERMEM_RETURN_IF_ERROR(ReadAvailable());
   if (wait_ms <= 0 || control_done_ || (!in_call_ && !ready_.empty())) return Status::Ok();
   if (busy_poll_ns_ > 0 && !in_call_) {
-    const uint64_t until = NowNs() + busy_poll_ns_;
-    while (ready_.empty() && NowNs() < until) {
+    const uint64_t until = os::MonotonicNanos() + busy_poll_ns_;
+    while (ready_.empty() && os::MonotonicNanos() < until) {
       TIERMEM_RETURN_IF_ERROR(Flush());
       TIERMEM_RETURN_IF_ERROR(ReadAvailable());
     }
@@ -252,7 +246,7 @@ Status TcpTransport::Pump(int wait_ms) {
     TIERMEM_RETURN_IF_ERROR(Flush());
     TIERMEM_RETURN_IF_ERROR(ReadAvailable());
   }
-  if (!pending_.empty() && NowNs() - last_progress_ns_ > uint64_t(timeout_ms_) * 1000000ull) {
+  if (!pending_.empty() && os::MonotonicNanos() - last_progress_ns_ > uint64_t(timeout_ms_) * 1000000ull) {
     return Fail(DeadlineExceeded("memory server " + name() + ": no reply within " +
                                  std::to_string(timeout_ms_) + " ms"));
   }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/remote/protocol.h"
+#include "protocol/protocol.h"
 #include "backends/remote/transport.h"
 
 namespace tiermem::remote {

@@ -1,0 +1,245 @@
+#include "base/options.h"
+
+#include <cstddef>
+#include <cstring>
+#include <strings.h>
+
+#include "base/os.h"
+
+extern char** environ;
+
+namespace tiermem {
+namespace {
+
+#define TM_OPT(env, kind, def, field, help) \
+  OptionSpec{env, kind, def, offsetof(OptionValues, field), sizeof(OptionValues::field), help}
+
+const OptionSpec kTable[] = {
+    TM_OPT("TIERMEM_LOG", OptionKind::kLogLevel, "warn", log_level,
+           "log level: error, warn, info or debug"),
+    TM_OPT("TIERMEM_DRAM_LIMIT", OptionKind::kSize, "0", dram_limit,
+           "bytes of DRAM tiermem may use (K/M/G suffixes); 0 = all of the DRAM nodes"),
+    TM_OPT("TIERMEM_CXL_LIMIT", OptionKind::kSize, "0", cxl_limit,
+           "bytes of the CXL tier tiermem may use; 0 = all of the CXL nodes"),
+    TM_OPT("TIERMEM_DRAM_NODES", OptionKind::kString, "auto", dram_nodes,
+           "NUMA nodes of the DRAM tier: auto (nodes with CPUs) or a list such as 0,2"),
+    TM_OPT("TIERMEM_CXL_NODES", OptionKind::kString, "auto", cxl_nodes,
+           "NUMA nodes of the CXL tier: auto (CXL nodes, else memory-only nodes), none, or a list"),
+    TM_OPT("TIERMEM_REMOTE", OptionKind::kString, "", remote,
+           "memory servers: tcp://host:port or rdma://host:port, comma-separated"),
+    TM_OPT("TIERMEM_TOKEN", OptionKind::kString, "", token,
+           "shared secret presented to tiermem-memd"),
+    TM_OPT("TIERMEM_REMOTE_TIMEOUT_MS", OptionKind::kUint, "5000", remote_timeout_ms,
+           "how long a remote fault may wait for its server before the process ends"),
+    TM_OPT("TIERMEM_REGION_SIZE", OptionKind::kSize, "64G", region_size,
+           "address space reserved per managed region (more regions are added as needed)"),
+    TM_OPT("TIERMEM_ALLOW_FALLBACK", OptionKind::kBool, "0", allow_fallback,
+           "give DRAM when an allocation asks for a tier this machine does not have"),
+    TM_OPT("TIERMEM_STATS", OptionKind::kString, "", stats,
+           "print per-tier usage at exit: stderr, or a file path (JSON)"),
+    // Automatic tiering (docs/tiering.md).
+    TM_OPT("TIERMEM_SAMPLE_MODE", OptionKind::kString, "auto", sample_mode,
+           "access sampling: auto (protect, except in preloaded programs: faults), protect "
+           "(PROT_NONE sampling of reads and writes), faults (remote faults only: FIFO-like), "
+           "off (no policy thread)"),
+    TM_OPT("TIERMEM_SAMPLE_PAGES", OptionKind::kUint, "64", sample_pages,
+           "pages protected per sampling round (at most 4096): bounds the tracking overhead"),
+    TM_OPT("TIERMEM_SAMPLE_INTERVAL_MS", OptionKind::kUint, "20", sample_interval_ms,
+           "length of a sampling round; the policy plans once per round"),
+    TM_OPT("TIERMEM_SAMPLE_HALF_LIFE_MS", OptionKind::kUint, "200", sample_half_life_ms,
+           "page heat halves in this time without accesses"),
+    TM_OPT("TIERMEM_MIGRATE_RATE", OptionKind::kUint, "100000", migrate_rate,
+           "pages per second the policy may migrate (token bucket)"),
+};
+#undef TM_OPT
+
+constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
+
+void WarnBadValue(const char* env, const char* value, const char* def) {
+  char shown[64];
+  size_t n = strlen(value);
+  if (n >= sizeof(shown)) n = sizeof(shown) - 4;
+  memcpy(shown, value, n);
+  shown[n] = '\0';
+  if (strlen(value) != n) strcat(shown, "...");
+  TM_LOG_WARN("%s=\"%s\" is not a valid value; using the default \"%s\"", env, shown, def);
+}
+
+}  // namespace
+
+const OptionSpec* OptionTable(size_t* count) {
+  *count = kTableSize;
+  return kTable;
+}
+
+bool ParseUint(const char* text, uint64_t* out) {
+  if (text == nullptr || *text == '\0') return false;
+  uint64_t v = 0;
+  for (const char* p = text; *p; ++p) {
+    if (*p < '0' || *p > '9') return false;
+    uint64_t d = static_cast<uint64_t>(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+bool ParseSize(const char* text, uint64_t* out) {
+  if (text == nullptr) return false;
+  const char* p = text;
+  while (*p == ' ') ++p;
+  if (*p < '0' || *p > '9') return false;
+  // Integer part, then an optional fraction (for 1.5G); computed in units of 1/1000.
+  uint64_t whole = 0;
+  while (*p >= '0' && *p <= '9') {
+    uint64_t d = static_cast<uint64_t>(*p - '0');
+    if (whole > (UINT64_MAX - d) / 10) return false;
+    whole = whole * 10 + d;
+    ++p;
+  }
+  uint64_t frac = 0, frac_div = 1;
+  if (*p == '.') {
+    ++p;
+    if (*p < '0' || *p > '9') return false;
+    while (*p >= '0' && *p <= '9') {
+      if (frac_div < 1000000) {
+        frac = frac * 10 + static_cast<uint64_t>(*p - '0');
+        frac_div *= 10;
+      }
+      ++p;
+    }
+  }
+  uint64_t mult = 1;
+  switch (*p) {
+    case 'k': case 'K': mult = 1ull << 10; ++p; break;
+    case 'm': case 'M': mult = 1ull << 20; ++p; break;
+    case 'g': case 'G': mult = 1ull << 30; ++p; break;
+    case 't': case 'T': mult = 1ull << 40; ++p; break;
+    default: break;
+  }
+  if (mult > 1 && (*p == 'i' || *p == 'I')) ++p;
+  if (*p == 'b' || *p == 'B') ++p;
+  while (*p == ' ') ++p;
+  if (*p != '\0') return false;
+  if (frac != 0 && mult == 1) return false;  // "1.5" bytes makes no sense
+  if (whole > UINT64_MAX / mult) return false;
+  uint64_t v = whole * mult;
+  uint64_t f = frac * mult / frac_div;  // frac < 10^6 and mult <= 2^40: no overflow
+  if (v > UINT64_MAX - f) return false;
+  *out = v + f;
+  return true;
+}
+
+bool ParseBool(const char* text, bool* out) {
+  if (text == nullptr) return false;
+  static const char* kTrue[] = {"1", "true", "yes", "on"};
+  static const char* kFalse[] = {"0", "false", "no", "off"};
+  for (const char* t : kTrue) {
+    if (strcasecmp(text, t) == 0) {
+      *out = true;
+      return true;
+    }
+  }
+  for (const char* f : kFalse) {
+    if (strcasecmp(text, f) == 0) {
+      *out = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool SetOption(OptionValues* out, const OptionSpec& spec, const char* value) {
+  char* field = reinterpret_cast<char*>(out) + spec.offset;
+  switch (spec.kind) {
+    case OptionKind::kSize: {
+      uint64_t v;
+      if (!ParseSize(value, &v)) return false;
+      memcpy(field, &v, sizeof(v));
+      return true;
+    }
+    case OptionKind::kUint: {
+      uint64_t v;
+      if (!ParseUint(value, &v)) return false;
+      memcpy(field, &v, sizeof(v));
+      return true;
+    }
+    case OptionKind::kBool: {
+      bool v;
+      if (!ParseBool(value, &v)) return false;
+      memcpy(field, &v, sizeof(v));
+      return true;
+    }
+    case OptionKind::kString: {
+      size_t n = strlen(value);
+      if (n + 1 > spec.capacity) return false;
+      memcpy(field, value, n + 1);
+      return true;
+    }
+    case OptionKind::kLogLevel: {
+      static const char* kNames[] = {"error", "warn", "info", "debug"};
+      for (int i = 0; i < 4; ++i) {
+        if (strcasecmp(value, kNames[i]) == 0) {
+          LogLevel l = static_cast<LogLevel>(i);
+          memcpy(field, &l, sizeof(l));
+          return true;
+        }
+      }
+      if (strcasecmp(value, "warning") == 0) {
+        LogLevel l = LogLevel::kWarn;
+        memcpy(field, &l, sizeof(l));
+        return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+void LoadDefaultOptions(OptionValues* out) {
+  memset(out, 0, sizeof(*out));
+  for (const OptionSpec& spec : kTable) {
+    bool ok = SetOption(out, spec, spec.default_value);
+    (void)ok;  // defaults are valid by construction (checked by options_test)
+  }
+}
+
+void LoadOptionsFromEnv(OptionValues* out) {
+  LoadDefaultOptions(out);
+  // TIERMEM_LOG first, so that warnings about the others obey it.
+  for (const OptionSpec& spec : kTable) {
+    if (spec.kind != OptionKind::kLogLevel) continue;
+    const char* v = os::GetEnv(spec.env);
+    if (v != nullptr && !SetOption(out, spec, v)) WarnBadValue(spec.env, v, spec.default_value);
+    SetLogLevel(out->log_level);
+  }
+  for (const OptionSpec& spec : kTable) {
+    if (spec.kind == OptionKind::kLogLevel) continue;
+    const char* v = os::GetEnv(spec.env);
+    if (v != nullptr && !SetOption(out, spec, v)) WarnBadValue(spec.env, v, spec.default_value);
+  }
+  // Unknown TIERMEM_* names are most likely typos: say so once each.
+  if (environ == nullptr) return;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (strncmp(*e, "TIERMEM_", 8) != 0) continue;
+    const char* eq = strchr(*e, '=');
+    if (eq == nullptr) continue;
+    size_t n = static_cast<size_t>(eq - *e);
+    bool known = false;
+    for (const OptionSpec& spec : kTable) {
+      if (strlen(spec.env) == n && strncmp(spec.env, *e, n) == 0) known = true;
+    }
+    // Variables owned by other components (tests, tools) start with these prefixes.
+    if (strncmp(*e, "TIERMEM_TEST_", 13) == 0) known = true;
+    if (!known) {
+      char name[64];
+      size_t m = n < sizeof(name) - 1 ? n : sizeof(name) - 1;
+      memcpy(name, *e, m);
+      name[m] = '\0';
+      TM_LOG_WARN("%s is not a tiermem option; ignored (see `tiermemctl options`)", name);
+    }
+  }
+}
+
+}  // namespace tiermem

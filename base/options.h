@@ -1,0 +1,66 @@
+// The option table: every TIERMEM_* variable in one place. Values are read from `environ`
+// without allocating (safe before main and inside malloc). A bad value prints one warning naming
+// the variable and keeps the default; a typo never aborts the program. Options given through the
+// API (tiermem::Options) override the environment (see ApplyApiOptions).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/log.h"
+
+namespace tiermem {
+
+struct Options;
+
+enum class OptionKind : uint8_t { kSize, kBool, kUint, kString, kLogLevel };
+
+// Plain data, no heap: the preload library keeps one in static storage.
+struct OptionValues {
+  LogLevel log_level;
+  uint64_t dram_limit;     // bytes, 0 = unlimited
+  uint64_t cxl_limit;      // bytes, 0 = unlimited
+  char dram_nodes[64];     // "auto" or a node list "0,2" / "0-3"
+  char cxl_nodes[64];      // "auto", "none" or a node list
+  char remote[512];        // comma-separated tcp://host:port / rdma://host:port
+  char token[256];
+  uint64_t remote_timeout_ms;
+  uint64_t region_size;    // address space reserved per managed region
+  bool allow_fallback;
+  char stats[256];         // "", "stderr" or a path
+  // Automatic tiering: access sampling and the policy thread.
+  char sample_mode[16];         // auto | protect | faults | off
+  uint64_t sample_pages;        // pages protected per sampling round
+  uint64_t sample_interval_ms;  // one sampling round (and one policy plan) per interval
+  uint64_t sample_half_life_ms; // heat halves in this time without accesses
+  uint64_t migrate_rate;        // pages per second the policy may move
+};
+
+struct OptionSpec {
+  const char* env;            // "TIERMEM_DRAM_LIMIT"
+  OptionKind kind;
+  const char* default_value;  // as a string, parsed like the environment
+  size_t offset;              // of the field in OptionValues
+  size_t capacity;            // for kString: the field's size including the NUL
+  const char* help;
+};
+
+// The table, in documentation order.
+const OptionSpec* OptionTable(size_t* count);
+
+// Fills `out` with defaults, then applies every TIERMEM_* variable that is set. Unknown
+// TIERMEM_* variables get one warning each. Allocation-free.
+void LoadOptionsFromEnv(OptionValues* out);
+// Fills `out` with the defaults only.
+void LoadDefaultOptions(OptionValues* out);
+
+// Applies one textual value; returns false (and leaves the field) when it does not parse.
+bool SetOption(OptionValues* out, const OptionSpec& spec, const char* value);
+
+// "64K", "1M", "2G", "1T", "4096", "1.5G", "8GiB"; case-insensitive; false on junk or overflow.
+bool ParseSize(const char* text, uint64_t* out);
+// 1/0, true/false, yes/no, on/off (case-insensitive).
+bool ParseBool(const char* text, bool* out);
+bool ParseUint(const char* text, uint64_t* out);
+
+}  // namespace tiermem

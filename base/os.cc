@@ -1,0 +1,331 @@
+#include "base/os.h"
+
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <numaif.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+extern "C" {
+int __register_atfork(void (*prepare)(), void (*parent)(), void (*child)(), void* dso_handle);
+extern void* __dso_handle __attribute__((weak, visibility("hidden")));
+}
+
+namespace tiermem::os {
+
+int AtFork(void (*prepare)(), void (*parent)(), void (*child)()) {
+  return __register_atfork(prepare, parent, child, __dso_handle);
+}
+
+size_t PageSize() {
+  // Not a function-local static: its guard (__cxa_guard_acquire) would be the only reason for
+  // every preloaded program to fault in another stretch of libstdc++ at start.
+  static constinit std::atomic<size_t> size{0};
+  size_t s = size.load(std::memory_order_relaxed);
+  if (s == 0) {
+    s = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size.store(s, std::memory_order_relaxed);
+  }
+  return s;
+}
+
+void* Reserve(size_t bytes, int* err) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    *err = -errno;
+    return nullptr;
+  }
+  *err = 0;
+  return p;
+}
+
+void* ReserveAligned(size_t bytes, size_t align, int* err) {
+  char* p = static_cast<char*>(Reserve(bytes + align, err));
+  if (p == nullptr) return nullptr;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const size_t head = ((addr + align - 1) & ~(uintptr_t{align} - 1)) - addr;
+  char* a = p + head;
+  if (head != 0) (void)munmap(p, head);
+  if (align - head != 0) (void)munmap(a + bytes, align - head);
+  return a;
+}
+
+int NoHugePages(void* addr, size_t bytes) {
+  return madvise(addr, bytes, MADV_NOHUGEPAGE) == 0 ? 0 : -errno;
+}
+
+int Unmap(void* addr, size_t bytes) { return munmap(addr, bytes) == 0 ? 0 : -errno; }
+
+int Discard(void* addr, size_t bytes) {
+  return madvise(addr, bytes, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+int Populate(void* addr, size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  if (madvise(addr, bytes, MADV_POPULATE_WRITE) == 0) return 0;
+  if (errno != EINVAL) return -errno;
+  // Kernels before 5.14: touch one byte per page (reading then writing keeps the contents).
+  volatile char* p = static_cast<volatile char*>(addr);
+  for (size_t off = 0; off < bytes; off += PageSize()) p[off] = p[off];
+  return 0;
+}
+
+int Mbind(void* addr, size_t bytes, int mode, const unsigned long* nodemask, unsigned long maxnode,
+          unsigned flags) {
+  long rc = syscall(SYS_mbind, addr, bytes, mode, nodemask, maxnode, flags);
+  return rc == 0 ? 0 : -errno;
+}
+
+int MovePages(unsigned long count, void** pages, const int* nodes, int* status) {
+  long rc = syscall(SYS_move_pages, 0, count, pages, nodes, status, MPOL_MF_MOVE);
+  if (rc < 0) return -errno;
+  return 0;  // rc > 0 is the number of pages not moved; callers read `status`
+}
+
+const char* GetEnv(const char* name) {
+  if (environ == nullptr) return nullptr;
+  size_t n = strlen(name);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  }
+  return nullptr;
+}
+
+int WriteAll(int fd, const void* buf, size_t len) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    p += w;
+    len -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+long ReadSmallFile(const char* path, char* buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  size_t total = 0;
+  while (total + 1 < cap) {
+    ssize_t r = read(fd, buf + total, cap - 1 - total);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      close(fd);
+      return -e;
+    }
+    if (r == 0) break;
+    total += static_cast<size_t>(r);
+  }
+  close(fd);
+  buf[total] = '\0';
+  return static_cast<long>(total);
+}
+
+uint64_t MonotonicNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// ---- userfaultfd ----
+
+namespace {
+
+// A userfaultfd from the system call, or from /dev/userfaultfd (Linux 6.1+), which gives the full
+// mode to whoever may open the device even when vm.unprivileged_userfaultfd=0 refuses the call.
+int UffdCreate(int flags) {
+  int fd = int(syscall(SYS_userfaultfd, flags));
+  if (fd >= 0 || errno != EPERM) return fd >= 0 ? fd : -errno;
+#ifdef USERFAULTFD_IOC_NEW
+  int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+  if (dev >= 0) {
+    fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
+    int err = errno;
+    close(dev);
+    if (fd >= 0) return fd;
+    errno = err;
+  }
+#endif
+  return -EPERM;
+}
+
+int UffdApi(int fd, uint64_t features) {
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = features;
+  return ioctl(fd, UFFDIO_API, &api) == 0 ? 0 : -errno;
+}
+
+}  // namespace
+
+StatusOr<Uffd> UffdOpen() {
+  // Kernel-mode faults must reach the handler too: a write(2) or send(2) from a buffer whose
+  // pages were evicted faults inside the kernel (copy_from_user). With UFFD_USER_MODE_ONLY such a
+  // call would fail with EFAULT, so that mode is only the last resort for unprivileged processes.
+  Uffd u;
+  const int flags = O_CLOEXEC | O_NONBLOCK;
+  int fd = UffdCreate(flags);
+  if (fd == -EPERM) {
+    fd = int(syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY));
+    if (fd < 0) fd = -errno;
+    if (fd >= 0) u.user_mode_only = true;
+  }
+  if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd");
+  if (UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP) == 0) {
+    u.fd = fd;
+    u.write_protect = true;
+    return u;
+  }
+  // Kernels without write-protect on anonymous memory: a fresh descriptor (the API handshake
+  // is once per descriptor), missing faults only.
+  close(fd);
+  fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
+  if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
+  int rc = UffdApi(fd, 0);
+  if (rc != 0) {
+    close(fd);
+    return ErrnoToStatus(-rc, "userfaultfd API handshake");
+  }
+  u.fd = fd;
+  return u;
+}
+
+Status UffdRegister(int uffd, void* addr, size_t bytes, bool wp) {
+  uffdio_register r{};
+  r.range.start = reinterpret_cast<uintptr_t>(addr);
+  r.range.len = bytes;
+  r.mode = UFFDIO_REGISTER_MODE_MISSING | (wp ? UFFDIO_REGISTER_MODE_WP : 0);
+  if (ioctl(uffd, UFFDIO_REGISTER, &r) != 0) return ErrnoToStatus(errno, "userfaultfd register");
+  return Status::Ok();
+}
+
+Status UffdUnregister(int uffd, void* addr, size_t bytes) {
+  uffdio_range r{reinterpret_cast<uintptr_t>(addr), bytes};
+  if (ioctl(uffd, UFFDIO_UNREGISTER, &r) != 0 && errno != EINVAL) {
+    return ErrnoToStatus(errno, "userfaultfd unregister");
+  }
+  return Status::Ok();
+}
+
+Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect) {
+  uffdio_writeprotect w{};
+  w.range.start = reinterpret_cast<uintptr_t>(addr);
+  w.range.len = bytes;
+  w.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : UFFDIO_WRITEPROTECT_MODE_DONTWAKE;
+  if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0) return ErrnoToStatus(errno, "UFFDIO_WRITEPROTECT");
+  return Status::Ok();
+}
+
+Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp) {
+  uffdio_copy c{};
+  c.dst = reinterpret_cast<uintptr_t>(dst);
+  c.src = reinterpret_cast<uintptr_t>(src);
+  c.len = bytes;
+  c.mode = UFFDIO_COPY_MODE_DONTWAKE | (wp ? UFFDIO_COPY_MODE_WP : 0);
+  for (;;) {
+    if (ioctl(uffd, UFFDIO_COPY, &c) == 0) return Status::Ok();
+    if (errno == EAGAIN) continue;  // the mm changed under it (e.g. fork): retry
+    if (errno == EEXIST) return Status::Ok();
+    return ErrnoToStatus(errno, "UFFDIO_COPY");
+  }
+}
+
+Status UffdZeroPage(int uffd, void* dst, size_t bytes) {
+  uffdio_zeropage z{};
+  z.range.start = reinterpret_cast<uintptr_t>(dst);
+  z.range.len = bytes;
+  z.mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE;
+  for (;;) {
+    if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) == 0) return Status::Ok();
+    if (errno == EAGAIN) continue;
+    if (errno == EEXIST) return Status::Ok();
+    return ErrnoToStatus(errno, "UFFDIO_ZEROPAGE");
+  }
+}
+
+void UffdWake(int uffd, void* addr, size_t bytes) {
+  uffdio_range r{reinterpret_cast<uintptr_t>(addr), bytes};
+  ioctl(uffd, UFFDIO_WAKE, &r);
+}
+
+StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
+  uffd_msg msgs[64];
+  size_t n = 0;
+  while (n < max) {
+    size_t want = max - n < 64 ? max - n : 64;
+    ssize_t got = read(uffd, msgs, want * sizeof(uffd_msg));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return ErrnoToStatus(errno, "userfaultfd read");
+    }
+    if (got == 0) break;
+    for (size_t k = 0; k < size_t(got) / sizeof(uffd_msg); ++k) {
+      if (msgs[k].event != UFFD_EVENT_PAGEFAULT) continue;
+      UffdFault& f = out[n++];
+      f.address = uintptr_t(msgs[k].arg.pagefault.address);
+      f.write = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
+      f.wp = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+    }
+  }
+  return n;
+}
+
+// ---- eventfd, poll, pagemap ----
+
+StatusOr<int> EventFd() {
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) return ErrnoToStatus(errno, "eventfd");
+  return fd;
+}
+
+void EventFdSignal(int fd) {
+  uint64_t one = 1;
+  (void)!write(fd, &one, sizeof(one));
+}
+
+StatusOr<int> WaitReadable(int fd, int stop_fd) {
+  for (;;) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    int rc = poll(fds, 2, -1);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "poll");
+    }
+    if (fds[1].revents & POLLIN) return 1;
+    if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) return 0;
+  }
+}
+
+int PagemapOpen() {
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  return fd >= 0 ? fd : -errno;
+}
+
+bool ReadPagemap(int pagemap_fd, const void* addr, size_t n, uint64_t* entries) {
+  if (pagemap_fd < 0) return false;
+  const off_t off = off_t(reinterpret_cast<uintptr_t>(addr) / PageSize() * 8);
+  return pread(pagemap_fd, entries, n * 8, off) == ssize_t(n * 8);
+}
+
+int Close(int fd) { return close(fd) == 0 ? 0 : -errno; }
+
+}  // namespace tiermem::os

@@ -1,0 +1,34 @@
+#include "base/runtime_thread.h"
+
+#include <atomic>
+
+namespace tiermem {
+namespace {
+std::atomic<RuntimeThreadHook> g_hook{nullptr};
+std::atomic<RuntimeThreadHook> g_enter{nullptr};
+std::atomic<RuntimeThreadHook> g_leave{nullptr};
+}  // namespace
+
+void SetRuntimeCallHooks(RuntimeThreadHook enter, RuntimeThreadHook leave) {
+  g_enter.store(enter, std::memory_order_release);
+  g_leave.store(leave, std::memory_order_release);
+}
+
+RuntimeCallScope::RuntimeCallScope() {
+  RuntimeThreadHook h = g_enter.load(std::memory_order_acquire);
+  if (h != nullptr) h();
+}
+
+RuntimeCallScope::~RuntimeCallScope() {
+  RuntimeThreadHook h = g_leave.load(std::memory_order_acquire);
+  if (h != nullptr) h();
+}
+
+void SetRuntimeThreadHook(RuntimeThreadHook hook) { g_hook.store(hook, std::memory_order_release); }
+
+void OnRuntimeThreadStart() {
+  RuntimeThreadHook h = g_hook.load(std::memory_order_acquire);
+  if (h != nullptr) h();
+}
+
+}  // namespace tiermem

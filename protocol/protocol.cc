@@ -1,0 +1,385 @@
+#include "protocol/protocol.h"
+
+#include <cstring>
+#include <string>
+
+namespace tiermem::remote::proto {
+namespace {
+
+constexpr uint32_t kHelloFixed = 32;
+constexpr uint32_t kHelloOkSize = 48;
+constexpr uint32_t kErrorFixed = 4;
+constexpr uint32_t kAllocSize = 8;
+constexpr uint32_t kAllocOkSize = 32;
+constexpr uint32_t kFreeSize = 16;
+constexpr uint32_t kStatsOkSize = 40;
+constexpr uint32_t kReadSize = 12;
+
+void Put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v); p[1] = uint8_t(v >> 8); }
+void Put32(uint8_t* p, uint32_t v) { for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i)); }
+void Put64(uint8_t* p, uint64_t v) { for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i)); }
+uint16_t Get16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+uint32_t Get32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+uint64_t Get64(const uint8_t* p) { return uint64_t(Get32(p)) | uint64_t(Get32(p + 4)) << 32; }
+
+// Appends to a vector with little-endian helpers.
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>* out) : out_(out) {}
+  void U8(uint8_t v) { out_->push_back(v); }
+  void U16(uint16_t v) { size_t n = Grow(2); Put16(out_->data() + n, v); }
+  void U32(uint32_t v) { size_t n = Grow(4); Put32(out_->data() + n, v); }
+  void U64(uint64_t v) { size_t n = Grow(8); Put64(out_->data() + n, v); }
+  void Bytes(const void* p, size_t len) {
+    if (len == 0) return;
+    size_t n = Grow(len);
+    std::memcpy(out_->data() + n, p, len);
+  }
+  void Zeros(size_t len) { Grow(len); }
+
+ private:
+  size_t Grow(size_t by) {
+    size_t n = out_->size();
+    out_->resize(n + by, 0);
+    return n;
+  }
+  std::vector<uint8_t>* out_;
+};
+
+Status Bad(MsgType t, const std::string& what) {
+  return InvalidArgument(std::string("protocol: ") + MsgTypeName(t) + ": " + what);
+}
+
+Status NeedExact(MsgType t, size_t n, size_t want) {
+  if (n != want) {
+    return Bad(t, "payload is " + std::to_string(n) + " bytes, expected " + std::to_string(want));
+  }
+  return Status::Ok();
+}
+
+Status CheckPages(MsgType t, uint32_t count, size_t have, size_t fixed) {
+  if (count == 0 || count > kMaxPagesPerMessage) {
+    return Bad(t, "page count " + std::to_string(count) + " outside 1.." +
+                      std::to_string(kMaxPagesPerMessage));
+  }
+  return NeedExact(t, have, fixed + size_t(count) * kPageSize);
+}
+
+}  // namespace
+
+const char* MsgTypeName(MsgType type) {
+  switch (type) {
+    case MsgType::kHello: return "hello";
+    case MsgType::kHelloOk: return "hello_ok";
+    case MsgType::kError: return "error";
+    case MsgType::kAlloc: return "alloc";
+    case MsgType::kAllocOk: return "alloc_ok";
+    case MsgType::kFree: return "free";
+    case MsgType::kFreeOk: return "free_ok";
+    case MsgType::kStats: return "stats";
+    case MsgType::kStatsOk: return "stats_ok";
+    case MsgType::kGoodbye: return "goodbye";
+    case MsgType::kGoodbyeOk: return "goodbye_ok";
+    case MsgType::kRead: return "read";
+    case MsgType::kReadOk: return "read_ok";
+    case MsgType::kWrite: return "write";
+    case MsgType::kWriteOk: return "write_ok";
+  }
+  return "unknown";
+}
+
+uint32_t MaxPayload(MsgType type) {
+  switch (type) {
+    case MsgType::kHello: return kHelloFixed + kMaxTokenBytes;
+    case MsgType::kHelloOk: return kHelloOkSize;
+    case MsgType::kError: return kErrorFixed + kMaxErrorText;
+    case MsgType::kAlloc: return kAllocSize;
+    case MsgType::kAllocOk: return kAllocOkSize;
+    case MsgType::kFree: return kFreeSize;
+    case MsgType::kStatsOk: return kStatsOkSize;
+    case MsgType::kRead: return kReadSize;
+    case MsgType::kReadOk: return kReadOkFixed + kMaxPagesPerMessage * kPageSize;
+    case MsgType::kWrite: return kWriteFixed + kMaxPagesPerMessage * kPageSize;
+    case MsgType::kFreeOk:
+    case MsgType::kStats:
+    case MsgType::kGoodbye:
+    case MsgType::kGoodbyeOk:
+    case MsgType::kWriteOk: return 0;
+  }
+  return 0;
+}
+
+Status ParseHeader(const uint8_t* p, size_t n, Header* out) {
+  if (n < kHeaderSize) {
+    return InvalidArgument("protocol: truncated header (" + std::to_string(n) + " of " +
+                           std::to_string(kHeaderSize) + " bytes)");
+  }
+  uint32_t magic = Get32(p);
+  if (magic != kMagic) return InvalidArgument("protocol: bad magic (not a tiermem-memd peer)");
+  uint16_t version = Get16(p + 4);
+  if (version != kVersion) {
+    return InvalidArgument("protocol: version " + std::to_string(version) + " not supported (this side speaks " +
+                           std::to_string(kVersion) + ")");
+  }
+  uint16_t type = Get16(p + 6);
+  if (type < uint16_t(MsgType::kHello) || type > uint16_t(MsgType::kWriteOk)) {
+    return InvalidArgument("protocol: unknown message type " + std::to_string(type));
+  }
+  Header h;
+  h.version = version;
+  h.type = MsgType(type);
+  h.length = Get32(p + 8);
+  h.flags = Get32(p + 12);
+  h.request_id = Get64(p + 16);
+  if (h.flags != 0) return Bad(h.type, "reserved flags are not zero");
+  if (h.length > MaxPayload(h.type)) {
+    return Bad(h.type, "payload of " + std::to_string(h.length) + " bytes exceeds the limit of " +
+                           std::to_string(MaxPayload(h.type)));
+  }
+  *out = h;
+  return Status::Ok();
+}
+
+Status ParseBody(const Header& h, const uint8_t* p, size_t n, Body* out) {
+  const MsgType t = h.type;
+  if (n != h.length) return Bad(t, "payload is " + std::to_string(n) + " bytes, header says " + std::to_string(h.length));
+  switch (t) {
+    case MsgType::kHello: {
+      if (n < kHelloFixed) return Bad(t, "truncated (" + std::to_string(n) + " bytes)");
+      Hello m;
+      m.page_size = Get32(p);
+      uint8_t path = p[4];
+      if (path > uint8_t(DataPath::kRdma)) return Bad(t, "unknown data path " + std::to_string(path));
+      m.data_path = DataPath(path);
+      if (p[5] != 0) return Bad(t, "reserved byte is not zero");
+      uint16_t token_len = Get16(p + 6);
+      if (token_len > kMaxTokenBytes) return Bad(t, "token longer than " + std::to_string(kMaxTokenBytes) + " bytes");
+      m.join_session = Get64(p + 8);
+      std::memcpy(m.join_secret, p + 16, kSecretBytes);
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kHelloFixed + token_len));
+      m.token.assign(reinterpret_cast<const char*>(p + kHelloFixed), token_len);
+      *out = std::move(m);
+      return Status::Ok();
+    }
+    case MsgType::kHelloOk: {
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kHelloOkSize));
+      HelloOk m;
+      m.session = Get64(p);
+      std::memcpy(m.secret, p + 8, kSecretBytes);
+      m.capacity_pages = Get64(p + 24);
+      m.quota_pages = Get64(p + 32);
+      m.page_size = Get32(p + 40);
+      m.rdma_available = p[44];
+      if (m.rdma_available > 1) return Bad(t, "rdma flag is not 0 or 1");
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kError: {
+      if (n < kErrorFixed) return Bad(t, "truncated (" + std::to_string(n) + " bytes)");
+      Error m;
+      m.code = Get16(p);
+      uint16_t len = Get16(p + 2);
+      if (len > kMaxErrorText) return Bad(t, "text longer than " + std::to_string(kMaxErrorText));
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kErrorFixed + len));
+      if (m.code == 0 || m.code > uint16_t(StatusCode::kInternal)) {
+        return Bad(t, "unknown status code " + std::to_string(m.code));
+      }
+      m.text.assign(reinterpret_cast<const char*>(p + kErrorFixed), len);
+      *out = std::move(m);
+      return Status::Ok();
+    }
+    case MsgType::kAlloc: {
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kAllocSize));
+      Alloc m;
+      m.count = Get64(p);
+      if (m.count == 0) return Bad(t, "count is zero");
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kAllocOk: {
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kAllocOkSize));
+      AllocOk m;
+      m.first_slot = Get64(p);
+      m.count = Get64(p + 8);
+      m.remote_addr = Get64(p + 16);
+      m.rkey = Get32(p + 24);
+      if (m.count == 0) return Bad(t, "count is zero");
+      if (m.first_slot + m.count < m.first_slot) return Bad(t, "slot range wraps around");
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kFree: {
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kFreeSize));
+      Free m;
+      m.first_slot = Get64(p);
+      m.count = Get64(p + 8);
+      if (m.count == 0) return Bad(t, "count is zero");
+      if (m.first_slot + m.count < m.first_slot) return Bad(t, "slot range wraps around");
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kStatsOk: {
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kStatsOkSize));
+      StatsOk m;
+      m.capacity_pages = Get64(p);
+      m.used_pages = Get64(p + 8);
+      m.session_pages = Get64(p + 16);
+      m.quota_pages = Get64(p + 24);
+      m.sessions = Get32(p + 32);
+      m.connections = Get32(p + 36);
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kRead: {
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kReadSize));
+      Read m;
+      m.slot = Get64(p);
+      m.count = Get32(p + 8);
+      if (m.count == 0 || m.count > kMaxPagesPerMessage) {
+        return Bad(t, "page count " + std::to_string(m.count) + " outside 1.." + std::to_string(kMaxPagesPerMessage));
+      }
+      if (m.slot + m.count < m.slot) return Bad(t, "slot range wraps around");
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kReadOk: {
+      if (n < kReadOkFixed) return Bad(t, "truncated (" + std::to_string(n) + " bytes)");
+      ReadOk m;
+      m.count = Get32(p);
+      TIERMEM_RETURN_IF_ERROR(CheckPages(t, m.count, n, kReadOkFixed));
+      m.data = p + kReadOkFixed;
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kWrite: {
+      if (n < kWriteFixed) return Bad(t, "truncated (" + std::to_string(n) + " bytes)");
+      Write m;
+      m.slot = Get64(p);
+      m.count = Get32(p + 8);
+      TIERMEM_RETURN_IF_ERROR(CheckPages(t, m.count, n, kWriteFixed));
+      if (m.slot + m.count < m.slot) return Bad(t, "slot range wraps around");
+      m.data = p + kWriteFixed;
+      *out = m;
+      return Status::Ok();
+    }
+    case MsgType::kFreeOk: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = FreeOk{}; return Status::Ok();
+    case MsgType::kStats: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = Stats{}; return Status::Ok();
+    case MsgType::kGoodbye: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = Goodbye{}; return Status::Ok();
+    case MsgType::kGoodbyeOk: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = GoodbyeOk{}; return Status::Ok();
+    case MsgType::kWriteOk: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = WriteOk{}; return Status::Ok();
+  }
+  return InvalidArgument("protocol: unknown message type");
+}
+
+Status ParseMessage(const uint8_t* p, size_t n, Message* out) {
+  TIERMEM_RETURN_IF_ERROR(ParseHeader(p, n, &out->header));
+  size_t have = n - kHeaderSize;
+  if (have < out->header.length) {
+    return Bad(out->header.type, "truncated payload (" + std::to_string(have) + " of " +
+                                     std::to_string(out->header.length) + " bytes)");
+  }
+  if (have > out->header.length) return Bad(out->header.type, "trailing bytes after the payload");
+  return ParseBody(out->header, p + kHeaderSize, have, &out->body);
+}
+
+MsgType TypeOf(const Body& body) {
+  return MsgType(body.index() + 1);  // the variant's order is the type numbering
+}
+
+void EncodeHeader(MsgType type, uint32_t length, uint64_t request_id, uint8_t out[kHeaderSize]) {
+  Put32(out, kMagic);
+  Put16(out + 4, kVersion);
+  Put16(out + 6, uint16_t(type));
+  Put32(out + 8, length);
+  Put32(out + 12, 0);
+  Put64(out + 16, request_id);
+}
+
+void EncodeWriteFixed(uint64_t slot, uint32_t count, uint8_t out[kWriteFixed]) {
+  Put64(out, slot);
+  Put32(out + 8, count);
+}
+
+void EncodeReadOkFixed(uint32_t count, uint8_t out[kReadOkFixed]) { Put32(out, count); }
+
+void Encode(uint64_t request_id, const Body& body, std::vector<uint8_t>* out) {
+  size_t start = out->size();
+  out->resize(start + kHeaderSize);
+  Writer w(out);
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Hello>) {
+          size_t len = m.token.size() < kMaxTokenBytes ? m.token.size() : kMaxTokenBytes;
+          w.U32(m.page_size);
+          w.U8(uint8_t(m.data_path));
+          w.U8(0);
+          w.U16(uint16_t(len));
+          w.U64(m.join_session);
+          w.Bytes(m.join_secret, kSecretBytes);
+          w.Bytes(m.token.data(), len);
+        } else if constexpr (std::is_same_v<T, HelloOk>) {
+          w.U64(m.session);
+          w.Bytes(m.secret, kSecretBytes);
+          w.U64(m.capacity_pages);
+          w.U64(m.quota_pages);
+          w.U32(m.page_size);
+          w.U8(m.rdma_available);
+          w.Zeros(3);
+        } else if constexpr (std::is_same_v<T, Error>) {
+          size_t len = m.text.size() < kMaxErrorText ? m.text.size() : kMaxErrorText;
+          w.U16(m.code);
+          w.U16(uint16_t(len));
+          w.Bytes(m.text.data(), len);
+        } else if constexpr (std::is_same_v<T, Alloc>) {
+          w.U64(m.count);
+        } else if constexpr (std::is_same_v<T, AllocOk>) {
+          w.U64(m.first_slot);
+          w.U64(m.count);
+          w.U64(m.remote_addr);
+          w.U32(m.rkey);
+          w.U32(0);
+        } else if constexpr (std::is_same_v<T, Free>) {
+          w.U64(m.first_slot);
+          w.U64(m.count);
+        } else if constexpr (std::is_same_v<T, StatsOk>) {
+          w.U64(m.capacity_pages);
+          w.U64(m.used_pages);
+          w.U64(m.session_pages);
+          w.U64(m.quota_pages);
+          w.U32(m.sessions);
+          w.U32(m.connections);
+        } else if constexpr (std::is_same_v<T, Read>) {
+          w.U64(m.slot);
+          w.U32(m.count);
+        } else if constexpr (std::is_same_v<T, ReadOk>) {
+          w.U32(m.count);
+          w.Bytes(m.data, size_t(m.count) * kPageSize);
+        } else if constexpr (std::is_same_v<T, Write>) {
+          w.U64(m.slot);
+          w.U32(m.count);
+          w.Bytes(m.data, size_t(m.count) * kPageSize);
+        }
+      },
+      body);
+  EncodeHeader(TypeOf(body), uint32_t(out->size() - start - kHeaderSize), request_id, out->data() + start);
+}
+
+bool ConstantTimeEqual(const void* a, size_t na, const void* b, size_t nb) {
+  // Compare over the longer length so that timing depends only on lengths, never on where the
+  // first difference is.
+  const auto* pa = static_cast<const volatile uint8_t*>(a);
+  const auto* pb = static_cast<const volatile uint8_t*>(b);
+  size_t n = na > nb ? na : nb;
+  uint8_t diff = na == nb ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t x = i < na ? pa[i] : 0;
+    uint8_t y = i < nb ? pb[i] : 0;
+    diff |= uint8_t(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace tiermem::remote::proto

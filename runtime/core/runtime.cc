@@ -1,0 +1,497 @@
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "base/log.h"
+#include "runtime/tiering/migrator.h"
+#include "runtime/tiering/tracker.h"
+#include "base/os.h"
+#include "runtime/core/runtime_fork.h"
+#include "runtime/core/runtime_impl.h"
+#include "base/runtime_thread.h"
+#include "runtime/topology/topology_internal.h"
+
+namespace tiermem {
+
+std::string_view TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kDram: return "dram";
+    case Tier::kCxl: return "cxl";
+    case Tier::kRemote: return "remote";
+    case Tier::kAuto: return "auto";
+  }
+  return "?";
+}
+
+StatusOr<Tier> ParseTier(std::string_view name) {
+  if (name == "dram") return Tier::kDram;
+  if (name == "cxl") return Tier::kCxl;
+  if (name == "remote") return Tier::kRemote;
+  if (name == "auto") return Tier::kAuto;
+  return InvalidArgument("unknown tier '" + std::string(name) + "' (dram, cxl, remote or auto)");
+}
+
+namespace internal {
+
+std::string Hex(const void* p) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+}  // namespace internal
+
+using internal::Hex;
+
+namespace {
+
+// Copies an API string override into a fixed option field; false when it does not fit.
+bool CopyOption(char* dst, size_t cap, const std::string& v) {
+  if (v.size() + 1 > cap) return false;
+  memcpy(dst, v.c_str(), v.size() + 1);
+  return true;
+}
+
+}  // namespace
+
+// A page-granular memory_resource on one tier: the upstream of the pool resource that
+// Runtime::Resource hands out.
+class Runtime::Impl::PageResource final : public std::pmr::memory_resource {
+ public:
+  PageResource(Impl* impl, Tier tier) : impl_(impl), tier_(tier) {}
+
+ private:
+  void* do_allocate(size_t bytes, size_t align) override {
+    if (align > impl_->page_size()) throw std::bad_alloc();
+    auto p = impl_->Allocate(bytes == 0 ? 1 : bytes, tier_, kAllocDefault);
+    if (!p.ok()) throw std::bad_alloc();
+    return *p;
+  }
+  void do_deallocate(void* p, size_t, size_t) override {
+    Status s = impl_->Free(p);
+    if (!s.ok()) TM_LOG_ERROR("pmr deallocate: %s", s.ToString().c_str());
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+  Impl* impl_;
+  Tier tier_;
+};
+
+Runtime::Impl::~Impl() {
+  Stop().IgnoreError();
+  internal::UnregisterLiveRuntime(this);
+}
+
+Status Runtime::Impl::Init(const Options& o) {
+  page_size_ = os::PageSize();
+  LoadOptionsFromEnv(&opts_);
+  // API options override the environment.
+  if (o.dram_limit) opts_.dram_limit = *o.dram_limit;
+  if (o.cxl_limit) opts_.cxl_limit = *o.cxl_limit;
+  if (o.remote_timeout_ms) opts_.remote_timeout_ms = *o.remote_timeout_ms;
+  if (o.region_size) opts_.region_size = *o.region_size;
+  if (o.allow_fallback) opts_.allow_fallback = *o.allow_fallback;
+  struct {
+    const std::optional<std::string>& v;
+    char* dst;
+    size_t cap;
+    const char* name;
+  } strs[] = {
+      {o.dram_nodes, opts_.dram_nodes, sizeof(opts_.dram_nodes), "dram_nodes"},
+      {o.cxl_nodes, opts_.cxl_nodes, sizeof(opts_.cxl_nodes), "cxl_nodes"},
+      {o.remote, opts_.remote, sizeof(opts_.remote), "remote"},
+      {o.token, opts_.token, sizeof(opts_.token), "token"},
+      {o.stats, opts_.stats, sizeof(opts_.stats), "stats"},
+  };
+  for (auto& s : strs) {
+    if (s.v && !CopyOption(s.dst, s.cap, *s.v)) {
+      return InvalidArgument(std::string("Options::") + s.name + " is too long");
+    }
+  }
+  if (o.log_level) {
+    size_t n = 0;
+    const OptionSpec* table = OptionTable(&n);
+    if (!SetOption(&opts_, table[0], o.log_level->c_str())) {
+      return InvalidArgument("Options::log_level must be error, warn, info or debug, not '" +
+                             *o.log_level + "'");
+    }
+    SetLogLevel(opts_.log_level);
+  }
+  if (opts_.region_size < (64u << 20)) {
+    TM_LOG_WARN("TIERMEM_REGION_SIZE below 64M is too small; using 64M");
+    opts_.region_size = 64u << 20;
+  }
+
+  TIERMEM_ASSIGN_OR_RETURN(topo_, DiscoverTopology("/sys"));
+  TIERMEM_RETURN_IF_ERROR(ResolveTiers());
+
+  regions_[0] = std::make_unique<Region>();
+  Status s = regions_[0]->Init(opts_.region_size);
+  if (!s.ok()) return s.WithContext("reserving the first managed region");
+  nregions_.store(1, std::memory_order_release);
+  if (opts_.remote[0] != '\0') {  // the remote tier: connect to memd, start the fault handler
+    PagerConfig pc;
+    pc.servers = opts_.remote;
+    pc.token = opts_.token;
+    pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
+    pc.region_of = [this](const void* p) { return RegionOf(p); };
+    auto pager = Pager::Start(std::move(pc));
+    if (pager.ok()) {
+      pager_ = std::move(*pager);
+    } else {
+      tier_absent_[2] = "TIERMEM_REMOTE=" + std::string(opts_.remote) + ": " + pager.status().message();
+      TM_LOG_WARN("remote tier unavailable: %s", tier_absent_[2].c_str());
+    }
+  }
+  running_.store(true, std::memory_order_release);
+  internal::RegisterLiveRuntime(this);
+  for (int t = 0; t <= kNumTiers; ++t) {
+    page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
+  }
+  // Automatic tiering: the policy thread starts only when a tier has a budget.
+  const char* preload = os::GetEnv("LD_PRELOAD");
+  const bool preloaded = preload != nullptr && strstr(preload, "tiermem") != nullptr;
+  migrator_ = std::make_unique<Migrator>(
+      this, TieringConfigFromOptions(opts_, page_size_, HasTier(Tier::kCxl), HasTier(Tier::kRemote),
+                                     preloaded, ProtectTracker::kMaxArmed));
+  if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
+  SmallPagesWhileTiering(*regions_[0]);
+  TM_LOG_INFO("started: dram nodes %s, cxl nodes %s, region %llu MiB",
+              NodeListString(tier_nodes_[0]).c_str(), NodeListString(tier_nodes_[1]).c_str(),
+              static_cast<unsigned long long>(opts_.region_size >> 20));
+  return Status::Ok();
+}
+
+Status Runtime::Impl::ResolveTiers() {
+  node_tier_.fill(-1);
+  auto pick = [&](const char* env, const char* value, std::vector<int> automatic,
+                  std::vector<int>* out) {
+    std::string v = value;
+    if (v == "auto" || v.empty()) {
+      *out = std::move(automatic);
+      return;
+    }
+    if (v == "none") {
+      out->clear();
+      return;
+    }
+    std::vector<int> list;
+    bool ok = internal::ParseCpuList(v, &list) && !list.empty();
+    for (int n : list) {
+      const NumaNode* node = topo_.Node(n);
+      if (node == nullptr || node->mem_bytes == 0) ok = false;
+    }
+    if (!ok) {
+      TM_LOG_WARN("%s=\"%s\" names no usable NUMA node list on this machine (nodes with memory: "
+                  "see `tiermemctl topology`); using the default \"auto\"",
+                  env, value);
+      *out = std::move(automatic);
+      return;
+    }
+    *out = std::move(list);
+  };
+  pick("TIERMEM_DRAM_NODES", opts_.dram_nodes, topo_.NodesOf(NodeKind::kDram), &tier_nodes_[0]);
+  std::vector<int> warm = topo_.NodesOf(NodeKind::kCxl);
+  if (warm.empty()) warm = topo_.NodesOf(NodeKind::kFar);
+  pick("TIERMEM_CXL_NODES", opts_.cxl_nodes, warm, &tier_nodes_[1]);
+  // A node belongs to one tier: DRAM wins.
+  std::erase_if(tier_nodes_[1], [&](int n) {
+    return std::find(tier_nodes_[0].begin(), tier_nodes_[0].end(), n) != tier_nodes_[0].end();
+  });
+  if (tier_nodes_[0].empty()) {
+    return Unavailable("no DRAM node: no NUMA node with both CPUs and memory was found");
+  }
+  for (int t = 0; t < 2; ++t) {
+    uint64_t cap = 0;
+    for (int n : tier_nodes_[t]) {
+      if (n >= 0 && n < static_cast<int>(node_tier_.size())) node_tier_[n] = t;
+      cap += topo_.Node(n)->mem_bytes;
+    }
+    tier_capacity_[t] = cap;
+  }
+  tier_limit_[0] = opts_.dram_limit;
+  tier_limit_[1] = opts_.cxl_limit;
+  tier_limit_[2] = 0;
+  if (tier_nodes_[1].empty()) {
+    std::string v = opts_.cxl_nodes;
+    tier_absent_[1] = v == "none" ? "TIERMEM_CXL_NODES=none"
+                                  : "no CXL or memory-only NUMA node: " + topo_.cxl_absent_reason;
+  }
+  tier_absent_[2] =
+      "the remote tier is not configured (set TIERMEM_REMOTE=tcp://host:port and run "
+      "tiermem-memd there)";
+  return Status::Ok();
+}
+
+Status Runtime::Impl::Stop() {
+  if (!running_.load(std::memory_order_acquire)) return Status::Ok();
+  if (migrator_) migrator_->Stop();  // no migration while the runtime goes away
+  pools_ = {};  // returns their chunks while Free still works
+  running_.store(false, std::memory_order_release);
+  page_resources_ = {};
+  pager_.reset();  // stops the fault handler before the regions go
+  int n = nregions_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) regions_[i]->Release();
+  nregions_.store(0, std::memory_order_release);
+  return Status::Ok();
+}
+
+bool Runtime::Impl::HasTier(Tier tier) const {
+  if (tier == Tier::kAuto) return true;
+  if (tier == Tier::kRemote) return pager_ != nullptr && !pager_->forked_child();
+  return !tier_nodes_[Index(tier)].empty();
+}
+
+Tier Runtime::Impl::TierOfNode(int node) const {
+  if (node < 0 || node >= static_cast<int>(node_tier_.size()) || node_tier_[node] < 0) {
+    return Tier::kAuto;
+  }
+  return static_cast<Tier>(node_tier_[node]);
+}
+
+Region* Runtime::Impl::RegionOf(const void* p) const {
+  int n = nregions_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    if (regions_[i]->Contains(p)) return regions_[i].get();
+  }
+  return nullptr;
+}
+
+StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const {
+  auto fits = [&](Tier t) {
+    uint64_t limit = tier_limit_[Index(t)];
+    return limit == 0 || allocated_[Index(t)].load(std::memory_order_relaxed) + bytes <= limit;
+  };
+  if (asked == Tier::kAuto) {
+    for (Tier t : {Tier::kDram, Tier::kCxl}) {
+      if (HasTier(t) && fits(t)) return t;
+    }
+    // A child after fork() has lost the remote tier that kept the parent within its budgets;
+    // the budget is the policy's, not the machine's, so the child runs over it in DRAM.
+    if (pager_ && pager_->forked_child()) return Tier::kDram;
+    return ResourceExhausted("every tier is at its limit (TIERMEM_DRAM_LIMIT/TIERMEM_CXL_LIMIT)");
+  }
+  if (static_cast<int>(asked) >= kNumTiers) return InvalidArgument("invalid tier value");
+  if (!HasTier(asked)) {
+    if ((flags & kAllocAllowFallback) || opts_.allow_fallback) {
+      TM_LOG_DEBUG("tier %s absent; allocation falls back to dram",
+                   std::string(TierName(asked)).c_str());
+      asked = Tier::kDram;
+    } else {
+      return Unavailable("tier " + std::string(TierName(asked)) +
+                         " is not available: " + tier_absent_[Index(asked)]);
+    }
+  }
+  if (!fits(asked)) {
+    return ResourceExhausted(
+        "tier " + std::string(TierName(asked)) + " is full: limit " +
+        std::to_string(tier_limit_[Index(asked)]) + " bytes, " +
+        std::to_string(allocated_[Index(asked)].load()) + " allocated, " +
+        std::to_string(bytes) + " asked");
+  }
+  return asked;
+}
+
+// The policy tracks and moves 4 KiB pages. A transparent huge page moves as a whole
+// (move_pages on one of its pages migrates all 512), so under THP "always" demoting one
+// confirmed-cold page took its 511 neighbours, hot ones included, to the CXL node: 512 pages of
+// the hot set sat there for 15 s in the QEMU full guest. While the policy thread runs, a region's
+// data gets small pages only (MADV_NOHUGEPAGE before its first touch).
+void Runtime::Impl::SmallPagesWhileTiering(Region& region) {
+  if (migrator_ == nullptr || !migrator_->running()) return;
+  // EINVAL without THP support: nothing to prevent then.
+  (void)os::NoHugePages(region.PageAddress(0), region.pages() * page_size_);
+}
+
+StatusOr<Region*> Runtime::Impl::AllocRunAnywhere(uint64_t npages, PageState initial,
+                                                  uint64_t* first) {
+  for (;;) {
+    int n = nregions_.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      uint64_t f = regions_[i]->AllocRun(npages, initial);
+      if (f != Region::kNoRun) {
+        *first = f;
+        return regions_[i].get();
+      }
+    }
+    std::lock_guard<std::mutex> lock(grow_mu_);
+    if (nregions_.load(std::memory_order_acquire) != n) continue;  // another thread grew it
+    if (n == kMaxRegions) {
+      return ResourceExhausted("tiermem's managed address space is full (" +
+                               std::to_string(kMaxRegions) + " regions)");
+    }
+    uint64_t bytes = std::max<uint64_t>(opts_.region_size, npages * page_size_);
+    if (regions_[n] == nullptr) regions_[n] = std::make_unique<Region>();
+    Status s = regions_[n]->Init(bytes);
+    if (!s.ok()) return s.WithContext("adding a managed region");
+    SmallPagesWhileTiering(*regions_[n]);
+    nregions_.store(n + 1, std::memory_order_release);
+  }
+}
+
+StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags) {
+  if (!running()) return Unavailable("the tiermem runtime is stopped");
+  if (bytes == 0) return InvalidArgument("Allocate: size 0");
+  if (bytes > (1ull << 46)) return ResourceExhausted("Allocate: size larger than 64 TiB");
+  const uint64_t npages = (bytes + page_size_ - 1) / page_size_;
+  const uint64_t rounded = npages * page_size_;
+  TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags));
+  uint64_t first = 0;
+  // A remote run is born claimed (kInFlight) and AdoptRemote finishes it as kRemote once it is
+  // registered: nobody else (a migration working from a stale view) may claim it before then.
+  const PageState initial = chosen == Tier::kRemote ? PageState::kInFlight : PageState::kLocal;
+  TIERMEM_ASSIGN_OR_RETURN(Region * region, AllocRunAnywhere(npages, initial, &first));
+  char* p = region->PageAddress(first);
+  // Remote pages that fault back in land in DRAM.
+  const Tier bind_tier = chosen == Tier::kRemote ? Tier::kDram : chosen;
+  Status s = NumaBackend::BindRange(p, rounded, tier_nodes_[Index(bind_tier)]);
+  if (s.ok() && chosen == Tier::kRemote) s = pager_->AdoptRemote(*region, first, npages);
+  if (!s.ok()) {
+    region->FreeRun(first);
+    return s;
+  }
+  for (uint64_t i = first; i < first + npages; ++i) {
+    region->record(i).tier.store(static_cast<uint8_t>(chosen), std::memory_order_relaxed);
+  }
+  if (flags & kAllocPin) region->record(first).flags.fetch_or(kPagePinned);
+  if (migrator_) migrator_->OnAllocate(region, first, npages);  // pages to watch
+  allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
+  if ((flags & kAllocPopulate) && chosen != Tier::kRemote) {
+    int rc = os::Populate(p, rounded);
+    if (rc != 0) TM_LOG_WARN("populating %llu bytes: %s", static_cast<unsigned long long>(rounded),
+                             strerror(-rc));
+  }
+  return static_cast<void*>(p);
+}
+
+Status Runtime::Impl::Free(void* ptr) {
+  if (ptr == nullptr) return Status::Ok();
+  if (!running()) return Unavailable("the tiermem runtime is stopped");
+  Region* region = RegionOf(ptr);
+  if (region == nullptr) {
+    return InvalidArgument("Free(" + Hex(ptr) + "): this pointer was not allocated by tiermem");
+  }
+  if (reinterpret_cast<uintptr_t>(ptr) % page_size_ != 0) {
+    return InvalidArgument("Free(" + Hex(ptr) +
+                           "): not the start of a tiermem allocation (not page-aligned)");
+  }
+  const uint64_t first = region->PageIndex(ptr);
+  const uint64_t len = region->DetachRun(first);
+  if (len == 0) {
+    return InvalidArgument("Free(" + Hex(ptr) +
+                           "): not the start of a live tiermem allocation (already freed, or "
+                           "inside one)");
+  }
+  // Each page's tier is taken (exchanged for "none") so its bytes leave the count exactly once:
+  // a migration working from a stale view of these pages exchanges the tier too, and moves the
+  // bytes between counts only when it finds a real tier there.
+  for (uint64_t i = first; i < first + len; ++i) {
+    int t = region->record(i).tier.exchange(kNoTier, std::memory_order_relaxed);
+    if (t < kNumTiers) allocated_[t].fetch_sub(page_size_, std::memory_order_relaxed);
+  }
+  if (migrator_) migrator_->OnFree(region, first, len);  // lift sampling protection
+  if (pager_) pager_->OnFree(*region, first, len);  // slots back, range unregistered
+  int rc = os::Discard(ptr, len * page_size_);
+  if (rc != 0) TM_LOG_WARN("Free: madvise(DONTNEED) failed: %s", strerror(-rc));
+  region->ReleaseRun(first, len);
+  return Status::Ok();
+}
+
+Status Runtime::Impl::DiscardPages(void* p, size_t bytes) {
+  Region* region = RegionOf(p);
+  if (region == nullptr || bytes == 0 || reinterpret_cast<uintptr_t>(p) % page_size_ != 0 ||
+      bytes % page_size_ != 0) {
+    return InvalidArgument("DiscardPages: not whole pages of tiermem's managed memory");
+  }
+  if (pager_) {
+    pager_->OnDiscard(*region, region->PageIndex(p), bytes / page_size_);
+    return Status::Ok();
+  }
+  int rc = os::Discard(p, bytes);
+  return rc == 0 ? Status::Ok() : ErrnoToStatus(-rc, "madvise(DONTNEED)");
+}
+
+StatusOr<size_t> Runtime::Impl::AllocationSize(const void* ptr) const {
+  Region* region = RegionOf(ptr);
+  if (region == nullptr || reinterpret_cast<uintptr_t>(ptr) % page_size_ != 0) {
+    return InvalidArgument("AllocationSize(" + Hex(ptr) + "): not a tiermem allocation");
+  }
+  uint64_t len = region->RunLength(region->PageIndex(ptr));
+  if (len == 0) return InvalidArgument("AllocationSize(" + Hex(ptr) + "): not a live allocation");
+  return static_cast<size_t>(len * page_size_);
+}
+
+std::vector<TierStats> Runtime::Impl::Stats() const {
+  std::vector<TierStats> out;
+  for (int t = 0; t < kNumTiers; ++t) {
+    TierStats s;
+    s.tier = static_cast<Tier>(t);
+    s.available = HasTier(s.tier);
+    if (!s.available) s.absent_reason = tier_absent_[t];
+    s.nodes = tier_nodes_[t];
+    s.capacity_bytes = tier_capacity_[t];
+    if (tier_limit_[t] != 0 && (s.capacity_bytes == 0 || tier_limit_[t] < s.capacity_bytes)) {
+      s.capacity_bytes = tier_limit_[t];
+    }
+    s.allocated_bytes = allocated_[t].load(std::memory_order_relaxed);
+    s.pages_migrated_in = migrated_in_[t].load(std::memory_order_relaxed);
+    s.pages_migrated_out = migrated_out_[t].load(std::memory_order_relaxed);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::pmr::memory_resource* Runtime::Impl::Resource(Tier tier) {
+  int t = Index(tier);
+  if (t > kNumTiers || !page_resources_[t]) return nullptr;
+  // An absent tier gets the page resource itself, whose every allocation throws bad_alloc (a
+  // pool would fail already while building its bookkeeping).
+  if (tier != Tier::kAuto && !HasTier(tier) && !opts_.allow_fallback) {
+    return page_resources_[t].get();
+  }
+  std::lock_guard<std::mutex> lock(grow_mu_);
+  if (!pools_[t]) {
+    pools_[t] = std::make_unique<std::pmr::synchronized_pool_resource>(page_resources_[t].get());
+  }
+  return pools_[t].get();
+}
+
+// ---- Runtime (public) ----
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() = default;
+
+StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  TIERMEM_RETURN_IF_ERROR(impl->Init(options));
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+Status Runtime::Stop() { return impl_->Stop(); }
+StatusOr<void*> Runtime::Allocate(size_t bytes, Tier tier, uint32_t flags) {
+  return impl_->Allocate(bytes, tier, flags);
+}
+Status Runtime::Free(void* ptr) { return impl_->Free(ptr); }
+StatusOr<size_t> Runtime::AllocationSize(const void* ptr) const {
+  return impl_->AllocationSize(ptr);
+}
+StatusOr<MigrateResult> Runtime::Migrate(void* ptr, size_t len, Tier tier) {
+  return impl_->Migrate(ptr, len, tier);
+}
+StatusOr<MigrateResult> Runtime::MigrateToNode(void* ptr, size_t len, int node) {
+  return impl_->MigrateToNode(ptr, len, node);
+}
+StatusOr<std::vector<PageLocation>> Runtime::Locate(const void* ptr, size_t len) const {
+  return impl_->Locate(ptr, len);
+}
+bool Runtime::HasTier(Tier tier) const { return impl_->HasTier(tier); }
+std::vector<TierStats> Runtime::Stats() const { return impl_->Stats(); }
+const Topology& Runtime::topology() const { return impl_->topology(); }
+std::pmr::memory_resource* Runtime::Resource(Tier tier) { return impl_->Resource(tier); }
+
+}  // namespace tiermem

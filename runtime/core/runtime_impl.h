@@ -1,0 +1,127 @@
+// Runtime::Impl: the runtime's state, visible to the project's own layers (allocator, pager,
+// tools, tests) but not to users. Public behaviour is documented in include/tiermem/tiermem.hpp.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <memory_resource>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/numa/numa_backend.h"
+#include "base/options.h"
+#include "runtime/paging/pager.h"
+#include "runtime/core/region.h"
+#include "runtime/tiering/mover.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+
+class Migrator;  // runtime/tiering/migrator.h: the policy thread
+
+class Runtime::Impl final : public PageMover {
+ public:
+  static constexpr int kMaxRegions = 256;
+
+  // fork(): handlers installed once per process (os::AtFork) act on every live runtime.
+  // Prepare stops evictions and brings remote pages back (the child has no fault handler), and
+  // holds the runtime's own locks across the fork; the child then runs without a policy thread
+  // and without the remote tier.
+  void PrepareFork();
+  void AfterFork(bool child);
+
+  Impl() = default;
+  ~Impl();
+
+  Status Init(const Options& api_options);
+  Status Stop();
+  bool running() const { return running_.load(std::memory_order_acquire); }
+
+  StatusOr<void*> Allocate(size_t bytes, Tier tier, uint32_t flags);
+  Status Free(void* ptr);
+  StatusOr<size_t> AllocationSize(const void* ptr) const;
+  StatusOr<MigrateResult> Migrate(void* ptr, size_t len, Tier tier) override;
+  // Migrate to kRemote of scattered live pages (page addresses, ascending): the pager shares
+  // its round trips among them (the policy thread's demotions of scattered cold pages).
+  StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages) override;
+  StatusOr<MigrateResult> MigrateToNode(void* ptr, size_t len, int node);
+  StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;
+  bool HasTier(Tier tier) const;
+  std::vector<TierStats> Stats() const;
+  const Topology& topology() const { return topo_; }
+  std::pmr::memory_resource* Resource(Tier tier);
+
+  // --- for the project's own layers ---
+  const OptionValues& options() const { return opts_; }
+  // Drops the contents of [p, p+bytes) inside a live allocation, like MADV_DONTNEED: the next
+  // touch sees a zero page. Pages on the remote tier forget their server copy. For the heap,
+  // which recycles spans inside a run it keeps.
+  Status DiscardPages(void* p, size_t bytes);
+  // The region holding p, or nullptr. Lock-free.
+  Region* RegionOf(const void* p) const;
+  // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.
+  Tier TierOfNode(int node) const;
+  const std::vector<int>& TierNodes(Tier tier) const override { return tier_nodes_[Index(tier)]; }
+  size_t page_size() const { return page_size_; }
+  // The policy thread, or nullptr before Init / after Stop.
+  Migrator* migrator() const { return migrator_.get(); }
+  // The remote tier's pager, or nullptr when TIERMEM_REMOTE is unset or unreachable.
+  Pager* pager() const { return pager_.get(); }
+
+ private:
+  static int Index(Tier t) { return static_cast<int>(t); }
+  Status ResolveTiers();
+  // Picks the tier an allocation goes to (fallback, kAuto, limits).
+  StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const;
+  // Binds a page to `tier` and moves its bytes between the per-tier counts; returns the tier it
+  // left, or kNoTier when it was already there or no tier counts it (its run is being freed, or
+  // is not bound yet: a migration working from a stale view must not count such a page).
+  uint8_t Retag(PageRecord& rec, Tier tier);
+  // MADV_NOHUGEPAGE on the region's data while the policy thread runs (runtime.cc).
+  void SmallPagesWhileTiering(Region& region);
+  // Lifts the access sampler's protection inside [addr, addr+len) (runtime_move.cc).
+  void ReleaseSampled(const void* addr, size_t len) const;
+  StatusOr<Region*> AllocRunAnywhere(uint64_t npages, PageState initial, uint64_t* first);
+  // Checks [ptr, ptr+len) lies in live allocations of one region; returns its region and pages.
+  Status CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
+                    uint64_t* npages) const;
+  // Migrate to kRemote: the pager writes the pages to memd and drops them.
+  StatusOr<MigrateResult> EvictRange(void* ptr, size_t len);
+  StatusOr<MigrateResult> MoveRangeTo(void* ptr, size_t len, Tier tier,
+                                      const std::vector<int>& nodes);
+
+  OptionValues opts_{};
+  Topology topo_;
+  size_t page_size_ = 4096;
+  std::array<std::vector<int>, kNumTiers> tier_nodes_;
+  std::array<std::string, kNumTiers> tier_absent_;
+  std::array<uint64_t, kNumTiers> tier_capacity_{};
+  std::array<uint64_t, kNumTiers> tier_limit_{};  // 0 = no limit beyond capacity
+  std::array<std::atomic<uint64_t>, kNumTiers> allocated_{};
+  std::array<std::atomic<uint64_t>, kNumTiers> migrated_in_{};
+  std::array<std::atomic<uint64_t>, kNumTiers> migrated_out_{};
+  std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
+
+  // Allocated as the address space grows (a table of 256 Regions would cost every process about
+  // 80 KB of written memory at start). regions_[i] is set before nregions_ passes i (release);
+  // readers load nregions_ (acquire) and read only below it.
+  std::array<std::unique_ptr<Region>, kMaxRegions> regions_;
+  std::atomic<int> nregions_{0};
+  std::mutex grow_mu_;
+  std::atomic<bool> running_{false};
+  std::unique_ptr<Migrator> migrator_;  // automatic tiering
+  std::unique_ptr<Pager> pager_;        // the remote tier
+
+  class PageResource;
+  std::array<std::unique_ptr<PageResource>, kNumTiers + 1> page_resources_;
+  std::array<std::unique_ptr<std::pmr::synchronized_pool_resource>, kNumTiers + 1> pools_;
+};
+
+namespace internal {
+// Messages shared by runtime.cc and runtime_move.cc: "0x7f...".
+std::string Hex(const void* p);
+}  // namespace internal
+
+}  // namespace tiermem

@@ -1,0 +1,254 @@
+// Runtime::Impl's page placement: range checks, per-tier accounting (Retag), Migrate,
+// MigrateToNode, the evictions to the remote tier and Locate. Split from runtime.cc, which keeps
+// start, stop, allocation and the public wrappers.
+#include <algorithm>
+#include <string>
+
+#include "base/log.h"
+#include "runtime/tiering/migrator.h"
+#include "base/os.h"
+#include "runtime/core/runtime_impl.h"
+#include "runtime/tiering/tracker.h"
+
+namespace tiermem {
+
+using internal::Hex;
+
+// Pages the access sampler armed are PROT_NONE until their next touch: kernel 6.1 (the QEMU
+// guests') answers move_pages for them with -ENOENT, so a query calls them not resident and a
+// move skips them, and a system call handed one (the pager's send) fails with EFAULT. Placement
+// and queries lift that first; the pages' samples this round are given up.
+void Runtime::Impl::ReleaseSampled(const void* addr, size_t len) const {
+  if (migrator_ == nullptr || !migrator_->running()) return;
+  ProtectTracker::Get().Release(addr, len);
+}
+
+Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,
+                                 uint64_t* npages) const {
+  if (!running()) return Unavailable("the tiermem runtime is stopped");
+  if (len == 0) return InvalidArgument("empty range");
+  Region* r = RegionOf(ptr);
+  const char* end = static_cast<const char*>(ptr) + len - 1;
+  if (r == nullptr || !r->Contains(end)) {
+    return InvalidArgument("range " + Hex(ptr) + "+" + std::to_string(len) +
+                           " is not inside tiermem's managed memory");
+  }
+  uint64_t a = r->PageIndex(ptr), b = r->PageIndex(end);
+  for (uint64_t i = a; i <= b; ++i) {
+    const uint8_t st = r->record(i).state.load(std::memory_order_acquire);
+    if (st == static_cast<uint8_t>(PageState::kFree) ||
+        st == static_cast<uint8_t>(PageState::kReleasing)) {
+      return InvalidArgument("range " + Hex(ptr) + "+" + std::to_string(len) +
+                             " includes memory that is not allocated (page at " +
+                             Hex(r->PageAddress(i)) + ")");
+    }
+  }
+  *region = r;
+  *first = a;
+  *npages = b - a + 1;
+  return Status::Ok();
+}
+
+uint8_t Runtime::Impl::Retag(PageRecord& rec, Tier tier) {
+  const auto to = static_cast<uint8_t>(tier);
+  uint8_t old = rec.tier.load(std::memory_order_relaxed);
+  do {
+    if (old >= kNumTiers || old == to) return kNoTier;
+  } while (!rec.tier.compare_exchange_weak(old, to, std::memory_order_relaxed));
+  allocated_[old].fetch_sub(page_size_, std::memory_order_relaxed);
+  allocated_[Index(tier)].fetch_add(page_size_, std::memory_order_relaxed);
+  return old;
+}
+
+StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier tier,
+                                                   const std::vector<int>& nodes) {
+  Region* region;
+  uint64_t first, npages;
+  TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
+  for (uint64_t i = first; i < first + npages; ++i) {
+    if (region->record(i).state.load(std::memory_order_acquire) !=
+        static_cast<uint8_t>(PageState::kLocal)) {
+      if (!pager_) {
+        return NotSupported("range includes pages on the remote tier, which is not connected");
+      }
+      // Remote pages come back first (read from memd, installed), then move like the rest.
+      TIERMEM_ASSIGN_OR_RETURN(uint64_t fetched, pager_->FetchBack(*region, first, npages));
+      migrated_out_[Index(Tier::kRemote)].fetch_add(fetched, std::memory_order_relaxed);
+      break;
+    }
+  }
+  // The tier limit counts the pages that change tier.
+  uint64_t incoming = 0;
+  for (uint64_t i = first; i < first + npages; ++i) {
+    if (region->record(i).tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(tier)) {
+      incoming += page_size_;
+    }
+  }
+  uint64_t limit = tier_limit_[Index(tier)];
+  if (limit != 0 && allocated_[Index(tier)].load() + incoming > limit) {
+    return ResourceExhausted("tier " + std::string(TierName(tier)) + " is full: limit " +
+                             std::to_string(limit) + " bytes, " +
+                             std::to_string(allocated_[Index(tier)].load()) +
+                             " allocated, migration would add " + std::to_string(incoming));
+  }
+  char* start = region->PageAddress(first);
+  ReleaseSampled(start, npages * page_size_);
+  TIERMEM_ASSIGN_OR_RETURN(MoveStats ms,
+                           NumaBackend::MoveRange(start, npages * page_size_, nodes));
+  for (uint64_t i = first; i < first + npages; ++i) Retag(region->record(i), tier);
+  MigrateResult r;
+  r.pages_moved = ms.moved;
+  r.pages_already_there = ms.already_there;
+  r.pages_not_resident = ms.not_resident;
+  r.pages_failed = ms.failed;
+  migrated_in_[Index(tier)].fetch_add(ms.moved, std::memory_order_relaxed);
+  // MoveRange only moves pages that were off the target nodes; with two NUMA tiers, those were
+  // on the other tier (a page on a node outside both tiers, reachable only by MigrateToNode,
+  // is counted there too).
+  if (tier == Tier::kDram || tier == Tier::kCxl) {
+    int other = tier == Tier::kDram ? 1 : 0;
+    migrated_out_[other].fetch_add(ms.moved, std::memory_order_relaxed);
+  }
+  if (ms.failed > 0) {
+    TM_LOG_WARN("migrate to %s: the kernel refused to move %llu of %llu pages after %d tries",
+                std::string(TierName(tier)).c_str(), static_cast<unsigned long long>(ms.failed),
+                static_cast<unsigned long long>(npages), NumaBackend::kRetries + 1);
+  }
+  return r;
+}
+
+StatusOr<MigrateResult> Runtime::Impl::Migrate(void* ptr, size_t len, Tier tier) {
+  if (tier == Tier::kAuto) return InvalidArgument("Migrate: name a tier (dram, cxl or remote)");
+  if (static_cast<int>(tier) >= kNumTiers) return InvalidArgument("Migrate: invalid tier value");
+  if (!HasTier(tier)) {
+    return Unavailable("Migrate: tier " + std::string(TierName(tier)) +
+                       " is not available: " + tier_absent_[Index(tier)]);
+  }
+  if (tier == Tier::kRemote) return EvictRange(ptr, len);
+  return MoveRangeTo(ptr, len, tier, tier_nodes_[Index(tier)]);
+}
+
+StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
+  Region* region;
+  uint64_t first, npages;
+  TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
+  uint64_t already = 0;
+  for (uint64_t i = first; i < first + npages; ++i) {
+    if (region->record(i).state.load(std::memory_order_acquire) ==
+        static_cast<uint8_t>(PageState::kRemote)) {
+      ++already;
+    }
+  }
+  ReleaseSampled(region->PageAddress(first), npages * page_size_);
+  TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->Evict(*region, first, npages));
+  for (uint64_t i = first; i < first + npages; ++i) {
+    const uint8_t old = Retag(region->record(i), Tier::kRemote);
+    if (old < kNumTiers) migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
+  }
+  migrated_in_[Index(Tier::kRemote)].fetch_add(moved, std::memory_order_relaxed);
+  MigrateResult r;
+  r.pages_moved = moved;
+  r.pages_already_there = already;
+  return r;
+}
+
+StatusOr<MigrateResult> Runtime::Impl::EvictPages(const std::vector<char*>& pages) {
+  MigrateResult r;
+  if (pages.empty()) return r;
+  if (!HasTier(Tier::kRemote)) {
+    return Unavailable("Migrate: tier remote is not available: " + tier_absent_[Index(Tier::kRemote)]);
+  }
+  // Pages of one region at a time (ascending addresses keep a region's pages together).
+  for (size_t i = 0; i < pages.size();) {
+    Region* region = nullptr;
+    std::vector<uint64_t> idx;
+    size_t j = i;
+    for (; j < pages.size(); ++j) {
+      Region* rg;
+      uint64_t first, n;
+      TIERMEM_RETURN_IF_ERROR(CheckRange(pages[j], page_size_, &rg, &first, &n));
+      if (region != nullptr && rg != region) break;
+      region = rg;
+      if (region->record(first).state.load(std::memory_order_acquire) == static_cast<uint8_t>(PageState::kRemote)) {
+        ++r.pages_already_there;
+      }
+      idx.push_back(first);
+    }
+    TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->EvictPages(*region, idx));
+    for (uint64_t k : idx) {
+      const uint8_t old = Retag(region->record(k), Tier::kRemote);
+      if (old < kNumTiers) migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
+    }
+    migrated_in_[Index(Tier::kRemote)].fetch_add(moved, std::memory_order_relaxed);
+    r.pages_moved += moved;
+    i = j;
+  }
+  return r;
+}
+
+StatusOr<MigrateResult> Runtime::Impl::MigrateToNode(void* ptr, size_t len, int node) {
+  const NumaNode* n = topo_.Node(node);
+  if (n == nullptr) {
+    std::vector<int> ids;
+    for (const NumaNode& x : topo_.nodes) ids.push_back(x.id);
+    return NotFound("MigrateToNode: NUMA node " + std::to_string(node) +
+                    " does not exist (this machine has nodes " + NodeListString(ids) + ")");
+  }
+  if (n->mem_bytes == 0) {
+    return NotFound("MigrateToNode: NUMA node " + std::to_string(node) + " has no memory");
+  }
+  Tier t = TierOfNode(node);
+  if (t == Tier::kAuto) t = n->cpus.empty() ? Tier::kCxl : Tier::kDram;
+  return MoveRangeTo(ptr, len, t, {node});
+}
+
+StatusOr<std::vector<PageLocation>> Runtime::Impl::Locate(const void* ptr, size_t len) const {
+  Region* region;
+  uint64_t first, npages;
+  TIERMEM_RETURN_IF_ERROR(CheckRange(ptr, len, &region, &first, &npages));
+  std::vector<int> nodes(npages);
+  TIERMEM_RETURN_IF_ERROR(NumaBackend::QueryNodes(region->PageAddress(first), npages, nodes.data()));
+  // Local pages the query did not place may be under sampling (ReleaseSampled): released and
+  // asked again, in runs (only those, so a query costs the sampler no other samples).
+  if (migrator_ != nullptr && migrator_->running()) {
+    for (uint64_t a = 0; a < npages;) {
+      auto unplaced = [&](uint64_t i) {
+        return nodes[i] < 0 && region->record(first + i).state.load(std::memory_order_acquire) ==
+                                   static_cast<uint8_t>(PageState::kLocal);
+      };
+      if (!unplaced(a)) {
+        ++a;
+        continue;
+      }
+      uint64_t b = a + 1;
+      while (b < npages && unplaced(b)) ++b;
+      ReleaseSampled(region->PageAddress(first + a), (b - a) * page_size_);
+      TIERMEM_RETURN_IF_ERROR(NumaBackend::QueryNodes(region->PageAddress(first + a), b - a, nodes.data() + a));
+      a = b;
+    }
+  }
+  std::vector<PageLocation> out(npages);
+  for (uint64_t i = 0; i < npages; ++i) {
+    const PageRecord& rec = region->record(first + i);
+    PageLocation& loc = out[i];
+    uint8_t st = rec.state.load(std::memory_order_acquire);
+    if (st == static_cast<uint8_t>(PageState::kRemote)) {
+      loc.tier = Tier::kRemote;
+      continue;
+    }
+    if (nodes[i] >= 0) {
+      loc.node = nodes[i];
+      loc.resident = true;
+      Tier t = TierOfNode(nodes[i]);
+      loc.tier = t == Tier::kAuto ? static_cast<Tier>(rec.tier.load()) : t;
+    } else {
+      loc.tier = static_cast<Tier>(rec.tier.load(std::memory_order_relaxed));
+      // A local page of a range allocated on the remote tier was faulted in: a fault puts it
+      // in DRAM, as it would this one.
+      if (loc.tier == Tier::kRemote) loc.tier = Tier::kDram;
+    }
+  }
+  return out;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,451 @@
+// The pager, first part: connecting to the servers, slots and placement, fetching back,
+// free/discard and fork. Eviction is in pager_evict.cc, the fault handler thread in
+// pager_fault.cc. System calls go through runtime/os.
+#include "runtime/paging/pager.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "base/log.h"
+#include "base/os.h"
+#include "runtime/core/page_table.h"
+#include "runtime/paging/pager_internal.h"
+#include "base/runtime_thread.h"
+
+namespace tiermem {
+
+using pager_internal::Cas;
+using pager_internal::kBatch;
+using pager_internal::kPage;
+using pager_internal::S;
+
+namespace {
+// A server that refused an allocation is not asked again for this long (unless it has free
+// slots of its own): placement goes to the next one meanwhile.
+constexpr uint64_t kFullRetryNs = 1000ull * 1000 * 1000;
+}  // namespace
+
+StatusOr<std::unique_ptr<Pager>> Pager::Start(PagerConfig config) {
+  std::unique_ptr<Pager> p(new Pager());
+  TIERMEM_RETURN_IF_ERROR(p->Init(std::move(config)));
+  return p;
+}
+
+Status Pager::Init(PagerConfig config) {
+  config_ = std::move(config);
+  if (!config_.region_of) return InvalidArgument("pager: no region lookup");
+  TIERMEM_ASSIGN_OR_RETURN(std::vector<remote::Endpoint> eps, remote::ParseEndpointList(config_.servers));
+  auto uffd = os::UffdOpen();
+  if (!uffd.ok()) {
+    return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
+                        "); as non-root, set sysctl vm.unprivileged_userfaultfd=1");
+  }
+  uffd_ = uffd->fd;
+  wp_ = uffd->write_protect;
+  if (uffd->user_mode_only) {
+    TM_LOG_WARN("remote tier: userfaultfd in user-mode-only (not root, and "
+                "vm.unprivileged_userfaultfd=0): system calls that read an evicted buffer "
+                "fail with EFAULT; run as root or set the sysctl to 1");
+  }
+  if (!wp_) {
+    TM_LOG_WARN("remote tier: this kernel has no userfaultfd write-protect for anonymous memory: "
+                "every eviction writes every touched page, and a page written while it is being "
+                "evicted may lose that write");
+  }
+  pagemap_fd_ = os::PagemapOpen();
+  std::string tried;
+  size_t connected = 0;
+  for (const auto& ep : eps) {
+    auto srv = std::make_unique<Server>();
+    srv->name = ep.ToString();
+    auto io = remote::MakeTransport(ep);
+    Status s = io.ok() ? (*io)->Connect(config_.token, config_.timeout_ms) : io.status();
+    if (s.ok()) {
+      remote::SessionTicket ticket = (*io)->ticket();
+      auto fault = remote::MakeTransport(ep);
+      s = (*fault)->Connect(config_.token, config_.timeout_ms, &ticket);
+      if (s.ok()) {
+        srv->quota = (*io)->quota_pages();
+        srv->io = std::move(*io);
+        srv->fault = std::move(*fault);
+        // Busy-polling the TCP fault connection (SetBusyPoll) saves a sleep and a wake-up per
+        // fault on an idle machine but starves memd on a loaded 2-core one (p99 in milliseconds
+        // seen here), so it is left at the transport's default (off for TCP; RDMA spins briefly
+        // before it blocks on its completion channel).
+        if (connected++ == 0) first_connected_ = servers_.size();
+        server_ += (server_.empty() ? "" : ",") + srv->name;
+      } else {
+        (*io)->Close();
+      }
+    }
+    if (!s.ok()) {
+      srv->error = s.message();
+      tried += (tried.empty() ? "" : "; ") + s.message();
+    }
+    servers_.push_back(std::move(srv));
+  }
+  if (connected == 0) return Unavailable("no memory server reachable: " + tried);
+  if (connected < servers_.size()) {
+    TM_LOG_WARN("remote tier: %zu of %zu memory servers unreachable, pages go to the others: %s",
+                servers_.size() - connected, servers_.size(), tried.c_str());
+  }
+  TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
+  thread_ = std::thread([this] {
+    OnRuntimeThreadStart();  // its own allocations never come from evictable pages
+    FaultLoop();
+  });
+  TM_LOG_INFO("remote tier: memory servers %s (write-protect tracking %s)", server_.c_str(), wp_ ? "on" : "off");
+  return Status::Ok();
+}
+
+void Pager::PrepareFork(Region* const* regions, int nregions) {
+  io_mu_.lock();  // no eviction runs across the fork
+  if (forked_child_) {
+    slots_mu_.lock();
+    return;
+  }
+  // The child gets no fault handler and no userfaultfd registration (its evicted pages would
+  // read as zeros), so every remote page comes back before the fork. Cheap when nothing is
+  // remote: the scan stops at each region's high-water mark.
+  for (int r = 0; r < nregions; ++r) {
+    Region& region = *regions[r];
+    const uint64_t hw = region.high_water();
+    for (uint64_t i = 0; i < hw; ++i) {
+      uint8_t st = region.record(i).state.load(std::memory_order_acquire);
+      if (st != S(PageState::kRemote) && st != S(PageState::kInFlight)) continue;
+      uint64_t j = i;
+      while (j < hw && region.record(j).state.load(std::memory_order_acquire) !=
+                           S(PageState::kLocal) &&
+             region.record(j).state.load(std::memory_order_acquire) != S(PageState::kFree)) {
+        ++j;
+      }
+      auto got = FetchBackLocked(region, i, j - i);
+      if (!got.ok()) Fatal(region.PageAddress(i), first_connected_, got.status());
+      // Pages the fault handler is installing right now (kInFlight) finish on their own.
+      for (uint64_t k = i; k < j; ++k) {
+        while (region.record(k).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
+          std::this_thread::yield();
+        }
+      }
+      i = j;
+    }
+  }
+  slots_mu_.lock();
+}
+
+void Pager::AfterFork(bool child) {
+  if (child) forked_child_ = true;
+  slots_mu_.unlock();
+  io_mu_.unlock();
+}
+
+Pager::~Pager() {
+  if (forked_child_) {
+    // The fault thread and the server connections belong to the parent: the thread does not
+    // exist here, and a goodbye on the shared sockets would end the parent's session.
+    new (&thread_) std::thread();
+    for (auto& s : servers_) {
+      (void)s->io.release();
+      (void)s->fault.release();
+    }
+    return;
+  }
+  if (thread_.joinable()) {
+    os::EventFdSignal(stop_fd_);
+    thread_.join();
+  }
+  for (auto& s : servers_) {
+    if (s->io) s->io->Close();
+    if (s->fault) s->fault->Close();
+  }
+  if (uffd_ >= 0) os::Close(uffd_);
+  if (stop_fd_ >= 0) os::Close(stop_fd_);
+  if (pagemap_fd_ >= 0) os::Close(pagemap_fd_);
+}
+
+PagerStats Pager::stats() const {
+  PagerStats s;
+  s.faults = faults_.load();
+  s.zero_fills = zero_fills_.load();
+  s.wp_faults = wp_faults_.load();
+  s.evicted = evicted_.load();
+  s.written = written_.load();
+  s.skipped_clean = skipped_clean_.load();
+  s.skipped_untouched = skipped_untouched_.load();
+  s.fetched = fetched_.load();
+  return s;
+}
+
+std::vector<PagerServerStats> Pager::server_stats() const {
+  std::vector<PagerServerStats> out;
+  const uint64_t now = os::MonotonicNanos();
+  out.reserve(servers_.size());
+  for (const auto& s : servers_) {
+    PagerServerStats& st = out.emplace_back();
+    st.server = s->name;
+    st.connected = s->io != nullptr;
+    st.error = s->error;
+    st.pages = s->pages.load(std::memory_order_relaxed);
+    st.slots = s->slots.load(std::memory_order_relaxed);
+    st.written = s->written.load(std::memory_order_relaxed);
+    st.faults = s->faults.load(std::memory_order_relaxed);
+    st.fetched = s->fetched.load(std::memory_order_relaxed);
+    st.full = st.connected && st.pages == st.slots &&
+              s->full_until_ns.load(std::memory_order_relaxed) > now;
+  }
+  return out;
+}
+
+Status Pager::Register(void* addr, size_t bytes) { return os::UffdRegister(uffd_, addr, bytes, wp_); }
+
+void Pager::Wake(void* addr, size_t bytes) { os::UffdWake(uffd_, addr, bytes); }
+
+// ---- slots and placement ----
+
+bool Pager::Locate(uint64_t slot, SlotRef* out) const {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), slot,
+                             [](uint64_t s, const Range& r) { return s < r.first; });
+  if (it == ranges_.begin()) return false;
+  --it;
+  if (slot >= it->first + it->memd.count) return false;
+  out->server = it->server;
+  out->range = it->memd;
+  out->slot = it->memd.first + (slot - it->first);
+  return true;
+}
+
+size_t Pager::PickServer() {
+  const size_t n = servers_.size();
+  const uint64_t now = os::MonotonicNanos();
+  size_t best = n;
+  uint64_t best_room = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (next_pick_ + k) % n;
+    Server& s = *servers_[i];
+    if (!s.io) continue;
+    if (s.free.empty() && s.full_until_ns.load(std::memory_order_relaxed) > now) continue;
+    const uint64_t used = s.pages.load(std::memory_order_relaxed);
+    const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
+    const uint64_t room = cap > used ? cap - used : 0;
+    if (best == n || room > best_room) {
+      best = i;
+      best_room = room;
+    }
+  }
+  if (best != n) next_pick_ = (best + 1) % n;
+  return best;
+}
+
+StatusOr<uint64_t> Pager::TakeSlotOn(size_t si) {
+  Server& s = *servers_[si];
+  if (s.free.empty()) {
+    // Ask memd for a chunk of slots; when it refuses (capacity or quota), ask for less, down
+    // to one page, before calling the server full.
+    const uint64_t held = s.slots.load(std::memory_order_relaxed);
+    uint64_t want = config_.slot_chunk;
+    if (s.quota != 0) want = std::min(want, s.quota > held ? s.quota - held : 0);
+    Status last = ResourceExhausted("memory server " + s.name + ": quota reached");
+    StatusOr<remote::SlotRange> r = last;
+    while (want > 0) {
+      r = s.io->AllocSlots(want);
+      if (r.ok() || r.status().code() != StatusCode::kResourceExhausted) break;
+      last = r.status();
+      want /= 2;
+    }
+    if (want == 0) {
+      s.full_until_ns.store(os::MonotonicNanos() + kFullRetryNs, std::memory_order_relaxed);
+      return last;
+    }
+    if (!r.ok()) return r.status();
+    if (next_slot_ + r->count >= (1ull << 32)) {
+      return ResourceExhausted("remote tier: more than 2^32 pages on memory servers");
+    }
+    {
+      std::lock_guard<std::mutex> lock(slots_mu_);
+      ranges_.push_back(Range{next_slot_, si, *r});
+    }
+    for (uint64_t k = r->count; k > 0; --k) s.free.push_back(next_slot_ + k - 1);
+    next_slot_ += r->count;
+    s.slots.fetch_add(r->count, std::memory_order_relaxed);
+  }
+  uint64_t slot = s.free.back();
+  s.free.pop_back();
+  s.pages.fetch_add(1, std::memory_order_relaxed);
+  return slot;
+}
+
+StatusOr<uint64_t> Pager::TakeSlot(size_t* placement) {
+  if (*placement >= servers_.size()) *placement = PickServer();
+  for (;;) {
+    if (*placement >= servers_.size()) {
+      return ResourceExhausted("remote tier: every memory server is full (" + server_ + ")");
+    }
+    auto slot = TakeSlotOn(*placement);
+    if (slot.ok() || slot.status().code() != StatusCode::kResourceExhausted) return slot;
+    TM_LOG_INFO("remote tier: %s is full, placing on the next server", servers_[*placement]->name.c_str());
+    *placement = PickServer();  // this one is marked full now
+  }
+}
+
+void Pager::GiveSlot(uint64_t slot) {
+  SlotRef ref;
+  if (!Locate(slot, &ref)) return;
+  Server& s = *servers_[ref.server];
+  s.free.push_back(slot);
+  s.pages.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// ---- evict, adopt, fetch back ----
+
+Status Pager::AdoptRemote(Region& region, uint64_t first, uint64_t n) {
+  if (forked_child_) return Unavailable(kForkedMessage);
+  // The records were created kInFlight, with no slot and no flags, by Region::AllocRun: the
+  // run is ours to finish, and an evictor or fetcher working from a stale view of these pages
+  // cannot claim them (had they been kLocal or kRemote for a moment, it could have, and our
+  // store below would overwrite its claim; a fetch before the registration would fail).
+  TIERMEM_RETURN_IF_ERROR(Register(region.PageAddress(first), n * kPage));
+  for (uint64_t i = first; i < first + n; ++i) {
+    region.record(i).state.store(S(PageState::kRemote), std::memory_order_release);
+  }
+  return Status::Ok();
+}
+
+Pager::EvictScratch::EvictScratch(size_t servers)
+    : pm(kBatch), claimed(kBatch), outstanding(servers), written(servers), placement(servers) {}
+
+StatusOr<uint64_t> Pager::FetchBack(Region& region, uint64_t first, uint64_t n) {
+  std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) return Unavailable(kForkedMessage);
+  return FetchBackLocked(region, first, n);
+}
+
+StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64_t n) {
+  int err = 0;
+  void* mem = os::Reserve(kBatch * kPage, &err);
+  if (mem == nullptr) return ErrnoToStatus(-err, "mmap staging buffer");
+  auto* staging = static_cast<char*>(mem);
+  std::vector<uint64_t> idx(kBatch);
+  std::vector<size_t> outstanding(servers_.size());
+  uint64_t fetched = 0;
+  Status failure;
+  for (uint64_t b = first; b < first + n && failure.ok(); b += kBatch) {
+    const uint64_t m = std::min<uint64_t>(kBatch, first + n - b);
+    size_t posted = 0;
+    std::fill(outstanding.begin(), outstanding.end(), 0);
+    for (uint64_t i = 0; i < m; ++i) {
+      PageRecord& rec = region.record(b + i);
+      if (!Cas(rec, PageState::kRemote, PageState::kInFlight)) continue;
+      uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
+      if (slot1 == 0) {  // nothing on the server: a zero page
+        Status z = os::UffdZeroPage(uffd_, region.PageAddress(b + i), kPage);
+        if (!z.ok()) failure = z;
+        rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+        rec.state.store(S(PageState::kLocal), std::memory_order_release);
+        continue;
+      }
+      SlotRef ref;
+      if (!Locate(slot1 - 1, &ref)) {
+        Fatal(region.PageAddress(b + i), first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
+      }
+      idx[posted] = b + i;
+      Status s = servers_[ref.server]->io->PostRead(ref.range, ref.slot, staging + posted * kPage, posted);
+      if (!s.ok()) Fatal(region.PageAddress(b + i), ref.server, s);
+      ++outstanding[ref.server];
+      ++posted;
+    }
+    CollectError cerr;
+    bool ok = Collect(false, outstanding, &cerr, [&](size_t k, const remote::Completion& c) {
+      const uint64_t j = c.cookie;
+      void* dst = region.PageAddress(idx[j]);
+      if (!c.status.ok()) Fatal(dst, k, c.status);
+      Status cs = os::UffdCopy(uffd_, dst, staging + j * kPage, kPage, wp_);
+      if (!cs.ok()) Fatal(dst, k, cs);
+      PageRecord& rec = region.record(idx[j]);
+      if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+      else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+      servers_[k]->fetched.fetch_add(1, std::memory_order_relaxed);
+      ++fetched;
+    });
+    if (!ok) {
+      // Name a page of that server that is still waiting.
+      for (size_t j = 0; j < posted; ++j) {
+        PageRecord& rec = region.record(idx[j]);
+        SlotRef ref;
+        if (rec.state.load(std::memory_order_acquire) == S(PageState::kInFlight) &&
+            Locate(rec.remote_slot.load(std::memory_order_relaxed) - 1, &ref) && ref.server == cerr.server) {
+          Fatal(region.PageAddress(idx[j]), cerr.server, cerr.status);
+        }
+      }
+      Fatal(region.PageAddress(b), cerr.server, cerr.status);
+    }
+    Wake(region.PageAddress(b), m * kPage);
+  }
+  os::Unmap(mem, kBatch * kPage);
+  fetched_.fetch_add(fetched, std::memory_order_relaxed);
+  if (!failure.ok()) return failure;
+  return fetched;
+}
+
+// ---- free, discard ----
+
+void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
+  std::lock_guard<std::mutex> io_lock(io_mu_);  // no eviction of these pages meanwhile
+  for (uint64_t i = first; i < first + n; ++i) {
+    while (region.record(i).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
+      std::this_thread::yield();  // a fault being served by the handler thread
+    }
+  }
+  // Drop first, then forget the server copies: a touch in between faults (missing) on a page
+  // that is still kRemote and would read the old copy; the caller owns these pages and does not
+  // touch them while discarding.
+  (void)os::Discard(region.PageAddress(first), n * kPage);
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region.record(i);
+    uint32_t slot1 = rec.remote_slot.exchange(0, std::memory_order_relaxed);
+    if (slot1 != 0) GiveSlot(slot1 - 1);
+    rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    if (rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+    }
+  }
+}
+
+void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
+  // Wait for an eviction in progress (it holds io_mu_ from claim to drop): otherwise it could
+  // drop pages after this run was freed and handed out again, losing the new owner's data.
+  std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) {  // nothing of this process is on the server; the range is not registered
+    (void)os::Discard(region.PageAddress(first), n * kPage);
+    for (uint64_t i = first; i < first + n; ++i) region.record(i).remote_slot.store(0);
+    return;
+  }
+  // A fault on this run may still be in flight in the handler thread (which never takes io_mu_):
+  // let it install and mark the page before the run changes hands, or its late "local" mark and
+  // write-protect would land on the next owner's page.
+  for (uint64_t i = first; i < first + n; ++i) {
+    while (region.record(i).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
+      std::this_thread::yield();
+    }
+  }
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region.record(i);
+    uint32_t slot1 = rec.remote_slot.exchange(0, std::memory_order_relaxed);
+    if (slot1 != 0) GiveSlot(slot1 - 1);
+    rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    // Releasing from here on, before io_mu_ is let go: an evictor or fetcher holding a stale
+    // view of these pages (the policy thread) must not claim them between now and
+    // Region::ReleaseRun. Had it claimed them, the run could be handed out again while it works,
+    // and its late drop (MADV_DONTNEED) would destroy what the next owner wrote.
+    rec.state.store(S(PageState::kReleasing), std::memory_order_release);
+  }
+  char* addr = region.PageAddress(first);
+  (void)os::Discard(addr, n * kPage);
+  (void)os::UffdUnregister(uffd_, addr, n * kPage);  // never registered: fine
+}
+
+}  // namespace tiermem

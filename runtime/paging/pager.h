@@ -1,0 +1,267 @@
+// The pager: moves page runs of managed regions out to a memory server (tiermem-memd) and faults
+// them back in with userfaultfd.
+//
+// Design (the why is in docs/protocol.md, "Paging"):
+// - Only ranges that have been evicted (or allocated on kRemote) are registered with userfaultfd
+//   (MISSING | WP). A first-touch fault costs ~10 us on these VMs; routing every fresh page of a
+//   managed region through a handler thread would double that, so untouched memory never sees
+//   userfaultfd. Freed runs are unregistered again.
+// - Evict(run): pages go kLocal -> kInFlight (CAS), the range is write-protected (uffd-wp), the
+//   resident pages that are dirty are written to memd (clean ones already are there), then the
+//   run is dropped (MADV_DONTNEED) and marked kRemote, and any thread that faulted on it meanwhile
+//   is woken to fault again. A write during eviction therefore waits and then reads the server's
+//   copy: no page is lost between "written out" and "dropped". Untouched pages (no pte) are not
+//   written at all; they come back as zero pages.
+// - Fault: one handler thread reads userfaultfd events in batches, posts the reads of every
+//   faulted remote page at once (pipelined on its own connection), and installs each page with
+//   UFFDIO_COPY, which wakes every thread waiting on it: concurrent faults on a page are served
+//   once. A page brought in by a read fault is installed write-protected and stays "clean"
+//   (kPageRemoteClean): if it is evicted again before anyone writes it, it is not written again.
+//   The first write to it costs one WP fault that marks it dirty.
+// - A fault that cannot be served (server dead or silent beyond TIERMEM_REMOTE_TIMEOUT_MS) prints
+//   one line naming the server and the address, and the process exits with status 75: the
+//   program never reads a zero page in place of its data, and never hangs.
+//
+// - Several servers (TIERMEM_REMOTE=a,b,...): every reachable one is used, with two connections
+//   each (one for evictions and control, one for the fault handler) in one session per server.
+//   Each Evict call (a run) places its new pages on one server, the one with the most room left
+//   (its quota minus the pages this process keeps there; ties go round-robin); a server that
+//   refuses an allocation (full) is skipped for a second and placement goes to the next one. A
+//   page's record holds its pager slot, and the pager's range table maps that slot to the server
+//   and memd slot, so a fault always goes to the server that holds the page.
+// - The userfaultfd, eventfd and pagemap calls are in runtime/os (os.h); this file and
+//   pager_fault.cc (the handler thread) are policy.
+//
+// Thread safety: every public method may be called from any thread. Evict and FetchBack are
+// serialised on the servers' io connections (io_mu_); the handler thread has its own connection
+// to each server in the same session.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/remote/transport.h"
+#include "runtime/core/region.h"
+#include "tiermem/status.hpp"
+
+namespace tiermem {
+
+struct PagerConfig {
+  std::string servers;  // TIERMEM_REMOTE: "tcp://127.0.0.1:7471,tcp://10.0.0.2:7471" (all used)
+  std::string token;
+  uint32_t timeout_ms = 5000;
+  uint64_t slot_chunk = 16384;  // slots asked of memd at a time (64 MiB)
+  // Maps a faulting address to its managed region (Runtime::Impl::RegionOf).
+  std::function<Region*(const void*)> region_of;
+};
+
+struct PagerStats {
+  uint64_t faults = 0;           // remote pages fetched by the fault handler
+  uint64_t zero_fills = 0;       // faults served with a zero page (never-written remote pages)
+  uint64_t wp_faults = 0;        // first writes to clean pages
+  uint64_t evicted = 0;          // pages dropped to the remote tier
+  uint64_t written = 0;          // pages written to memd
+  uint64_t skipped_clean = 0;    // evictions with no write: the server copy was current
+  uint64_t skipped_untouched = 0;// evictions of never-touched pages: nothing to write
+  uint64_t fetched = 0;          // pages brought back by FetchBack
+};
+
+// One memory server of the list, as the pager sees it.
+struct PagerServerStats {
+  std::string server;      // "tcp://127.0.0.1:7471"
+  bool connected = false;  // reached at start (an unreachable one gets no pages)
+  std::string error;       // why not, when it was not reached
+  uint64_t pages = 0;      // pages whose copy is on this server now (slots in use)
+  uint64_t slots = 0;      // slots this process holds there (allocated from memd)
+  uint64_t written = 0;    // pages written to it
+  uint64_t faults = 0;     // pages fetched from it by the fault handler
+  uint64_t fetched = 0;    // pages brought back from it by FetchBack
+  bool full = false;       // it refused the last allocation (placement skips it for a while)
+};
+
+// The exit status of a process whose remote page could not be fetched.
+inline constexpr int kRemoteLostExitCode = 75;
+
+class Pager {
+ public:
+  // Connects to every reachable server of config.servers (a warning names the others) and starts
+  // the fault thread. Unavailable (naming each server tried) when none answers; NotSupported when
+  // userfaultfd is not usable here (and says why: e.g. vm.unprivileged_userfaultfd=0).
+  static StatusOr<std::unique_ptr<Pager>> Start(PagerConfig config);
+  ~Pager();  // stops the fault thread; the session's slots are freed by memd on disconnect
+
+  // Writes pages [first, first+n) of `region` to the server where needed and drops them.
+  // Pages must be allocated; pages already remote are left as they are. Returns the number of
+  // pages that became remote. On failure nothing is dropped (pages stay local and intact).
+  StatusOr<uint64_t> Evict(Region& region, uint64_t first, uint64_t n);
+  // The same for scattered pages (`pages`: ascending page indices of `region`): their writes
+  // share the round trips (up to a window of pages at once) instead of one Evict call each. On
+  // failure, the pages of the window that failed stay local and intact; earlier windows are done.
+  StatusOr<uint64_t> EvictPages(Region& region, const std::vector<uint64_t>& pages);
+  // Takes on a fresh run allocated as remote (Region::AllocRun with kInFlight: contents zero,
+  // nothing on the server yet): registers it and marks it kRemote, so its first touch faults to
+  // the handler, which installs a zero page.
+  Status AdoptRemote(Region& region, uint64_t first, uint64_t n);
+  // Brings the remote pages of [first, first+n) back in (read and installed, clean). Returns the
+  // number fetched.
+  StatusOr<uint64_t> FetchBack(Region& region, uint64_t first, uint64_t n);
+  // A run is being freed: its slots return to the pool, its pages are dropped, the range is no
+  // longer registered. Call before Region::ReleaseRun.
+  void OnFree(Region& region, uint64_t first, uint64_t n);
+  // The pages of a live run are dropped (the heap recycles a span): like OnFree, but the range
+  // stays registered and allocated. The next touch gives a zero page, never the server's copy.
+  void OnDiscard(Region& region, uint64_t first, uint64_t n);
+
+  // fork(): PrepareFork (from the runtime's atfork prepare handler) stops evictions and brings
+  // every remote page back, because the child has no fault handler; AfterFork releases. In the
+  // child the remote tier is then unavailable (Evict/AdoptRemote/FetchBack say so).
+  void PrepareFork(Region* const* regions, int nregions);
+  void AfterFork(bool child);
+  bool forked_child() const { return forked_child_; }
+
+  PagerStats stats() const;  // all servers together
+  std::vector<PagerServerStats> server_stats() const;  // one per listed server, in list order
+  // The connected servers, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
+  const std::string& server() const { return server_; }
+  bool write_protect() const { return wp_; }
+  // The raw eviction connection of the first connected server (benchmarks measure it); lock
+  // with io_mutex() while using it.
+  remote::Transport& io_transport() { return *servers_[first_connected_]->io; }
+  std::mutex& io_mutex() { return io_mu_; }
+
+ private:
+  struct Server {
+    std::string name;                        // as listed
+    std::string error;                       // why it is not connected
+    std::unique_ptr<remote::Transport> io;     // evictions, FetchBack, slot control; io_mu_
+    std::unique_ptr<remote::Transport> fault;  // the handler thread's own
+    uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
+    std::vector<uint64_t> free;              // pager slots held here and unused; io_mu_
+    std::atomic<uint64_t> full_until_ns{0};  // refused an allocation: skip until then
+    std::atomic<uint64_t> pages{0}, slots{0}, written{0}, faults{0}, fetched{0};
+  };
+  // A pager slot's place: a memd range of one server, and the memd slot in it.
+  struct SlotRef {
+    size_t server = 0;
+    remote::SlotRange range;
+    uint64_t slot = 0;
+  };
+  // Pager slots are numbered across servers: each range memd hands out gets the next
+  // `count` pager slots. Records store pager slot + 1 (0 = none).
+  struct Range {
+    uint64_t first = 0;  // first pager slot
+    size_t server = 0;
+    remote::SlotRange memd;
+  };
+  // Where the completions of requests posted to several servers are collected.
+  struct CollectError {
+    size_t server = 0;
+    Status status;
+  };
+
+  Pager() = default;
+  Status Init(PagerConfig config);
+  void FaultLoop();
+  [[noreturn]] void Fatal(const void* addr, size_t server, const Status& why);
+  // Slot management. TakeSlot/GiveSlot/PickServer run with io_mu_ held.
+  size_t PickServer();  // servers_.size() when every server is full or unreachable
+  StatusOr<uint64_t> TakeSlotOn(size_t server);
+  StatusOr<uint64_t> TakeSlot(size_t* placement);  // moves *placement on when a server is full
+  void GiveSlot(uint64_t slot);
+  bool Locate(uint64_t slot, SlotRef* out) const;  // takes slots_mu_
+  Status Register(void* addr, size_t bytes);
+  void Wake(void* addr, size_t bytes);
+  StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
+  // One eviction window: pages idx[0..m) of `region` (ascending, m <= kBatch, registered), io_mu_
+  // held. Claim, write-protect, write what needs writing, wait for it, drop.
+  struct EvictScratch {
+    explicit EvictScratch(size_t servers);
+    std::vector<uint64_t> pm;
+    std::vector<uint8_t> claimed;
+    std::vector<size_t> outstanding, written;
+    size_t placement;        // chosen at the first page that needs a new slot
+    uint64_t became_remote = 0;
+  };
+  Status EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
+  // Polls the io (or fault) connections of the servers with outstanding[server] > 0 until every
+  // request came back, calling on_done(server, completion) for each. Blocks on one
+  // server only when no other has anything ready. Fails on a poll error or a timeout.
+  template <typename OnDone>
+  bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done);
+  static constexpr const char* kForkedMessage =
+      "the remote tier is not available in a child process (fork): its fault handler and server "
+      "connection belong to the parent";
+  bool forked_child_ = false;
+
+  PagerConfig config_;
+  std::string server_;
+  int uffd_ = -1;
+  int stop_fd_ = -1;
+  bool wp_ = false;
+  std::vector<std::unique_ptr<Server>> servers_;  // list order; unreachable ones have no io
+  size_t first_connected_ = 0;
+  size_t next_pick_ = 0;  // round-robin start among equals; io_mu_
+  std::mutex io_mu_;
+  mutable std::mutex slots_mu_;  // ranges_ (read by the fault thread)
+  std::vector<Range> ranges_;    // sorted by first (pager slots only grow)
+  uint64_t next_slot_ = 0;       // io_mu_ and slots_mu_
+  std::thread thread_;
+  int pagemap_fd_ = -1;
+
+  std::atomic<uint64_t> faults_{0}, zero_fills_{0}, wp_faults_{0}, evicted_{0}, written_{0},
+      skipped_clean_{0}, skipped_untouched_{0}, fetched_{0};
+};
+
+template <typename OnDone>
+bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done) {
+  remote::Completion done[64];
+  auto conn = [&](size_t k) -> remote::Transport& {
+    Server& s = *servers_[k];
+    return fault_conn ? *s.fault : *s.io;
+  };
+  auto take = [&](size_t k, int timeout_ms) -> StatusOr<size_t> {
+    auto got = conn(k).Poll(done, 64, timeout_ms);
+    if (!got.ok()) return got.status();
+    if (*got == 0 && timeout_ms != 0) {
+      return DeadlineExceeded("no reply within " + std::to_string(config_.timeout_ms) + " ms");
+    }
+    for (size_t i = 0; i < *got; ++i) on_done(k, done[i]);
+    outstanding[k] -= std::min(outstanding[k], *got);
+    return *got;
+  };
+  for (;;) {
+    // Which servers have requests out? One: wait on it. Several: take what is ready from each,
+    // and wait on the first only when none had anything.
+    size_t busy = 0, first_busy = 0;
+    for (size_t k = 0; k < outstanding.size(); ++k) {
+      if (outstanding[k] > 0 && busy++ == 0) first_busy = k;
+    }
+    if (busy == 0) return true;
+    size_t round = 0;
+    for (size_t k = first_busy; k < outstanding.size(); ++k) {
+      if (outstanding[k] == 0) continue;
+      auto got = take(k, busy == 1 ? -1 : 0);
+      if (!got.ok()) {
+        *err = CollectError{k, got.status()};
+        return false;
+      }
+      round += *got;
+    }
+    if (round == 0 && busy > 1) {
+      auto got = take(first_busy, -1);
+      if (!got.ok()) {
+        *err = CollectError{first_busy, got.status()};
+        return false;
+      }
+    }
+  }
+}
+
+}  // namespace tiermem

@@ -1,0 +1,182 @@
+// The pager's eviction path: claim, write-protect, write to the memory servers and drop, a
+// window of pages at a time (Evict for a run of pages, EvictPages for scattered ones). Split from
+// pager.cc, which keeps connection, slots and placement, fetching back, free/discard and fork.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "base/os.h"
+#include "runtime/paging/pager.h"
+#include "runtime/paging/pager_internal.h"
+
+namespace tiermem {
+
+using pager_internal::Cas;
+using pager_internal::kBatch;
+using pager_internal::kPage;
+using pager_internal::S;
+
+StatusOr<uint64_t> Pager::Evict(Region& region, uint64_t first, uint64_t n) {
+  std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) return Unavailable(kForkedMessage);
+  TIERMEM_RETURN_IF_ERROR(Register(region.PageAddress(first), n * kPage));
+  EvictScratch w(servers_.size());
+  std::vector<uint64_t> idx(kBatch);
+  for (uint64_t b = first; b < first + n; b += kBatch) {
+    const uint64_t m = std::min<uint64_t>(kBatch, first + n - b);
+    for (uint64_t i = 0; i < m; ++i) idx[i] = b + i;
+    TIERMEM_RETURN_IF_ERROR(EvictWindow(region, idx.data(), m, &w));
+  }
+  evicted_.fetch_add(w.became_remote, std::memory_order_relaxed);
+  return w.became_remote;
+}
+
+StatusOr<uint64_t> Pager::EvictPages(Region& region, const std::vector<uint64_t>& pages) {
+  std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) return Unavailable(kForkedMessage);
+  for (size_t i = 0; i < pages.size();) {  // register each run of adjacent pages
+    size_t j = i + 1;
+    while (j < pages.size() && pages[j] == pages[j - 1] + 1) ++j;
+    TIERMEM_RETURN_IF_ERROR(Register(region.PageAddress(pages[i]), (j - i) * kPage));
+    i = j;
+  }
+  EvictScratch w(servers_.size());
+  for (size_t b = 0; b < pages.size(); b += kBatch) {
+    TIERMEM_RETURN_IF_ERROR(EvictWindow(region, pages.data() + b, std::min(kBatch, pages.size() - b), &w));
+  }
+  evicted_.fetch_add(w.became_remote, std::memory_order_relaxed);
+  return w.became_remote;
+}
+
+Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w) {
+  std::vector<uint64_t>& pm = w->pm;
+  std::vector<uint8_t>& claimed = w->claimed;
+  std::vector<size_t>& outstanding = w->outstanding;
+  std::vector<size_t>& written = w->written;
+  size_t& placement = w->placement;
+  // 1. Claim: kLocal -> kInFlight. Faults on claimed pages now wait for us.
+  for (size_t i = 0; i < m; ++i) claimed[i] = Cas(region.record(idx[i]), PageState::kLocal, PageState::kInFlight);
+  // Applies fn to each maximal run of claimed, adjacent pages: pages we did not claim (being
+  // fetched by the fault handler right now, say) must not be protected or dropped by us.
+  auto for_claimed_runs = [&](auto&& fn) {
+    for (size_t i = 0; i < m;) {
+      if (!claimed[i]) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < m && claimed[j] && idx[j] == idx[j - 1] + 1) ++j;
+      fn(region.PageAddress(idx[i]), (j - i) * kPage);
+      i = j;
+    }
+  };
+  // Runs of adjacent pages, claimed or not (one pagemap read and one wake each).
+  auto for_runs = [&](auto&& fn) {
+    for (size_t i = 0; i < m;) {
+      size_t j = i + 1;
+      while (j < m && idx[j] == idx[j - 1] + 1) ++j;
+      fn(i, j);
+      i = j;
+    }
+  };
+  // 2. Write-protect, so the contents we send are the contents we drop.
+  if (wp_) {
+    for_claimed_runs([&](char* a, size_t len) {
+      Status s = os::UffdWriteProtect(uffd_, a, len, true);
+      if (!s.ok()) TM_LOG_WARN("remote tier: write-protect before eviction failed: %s", s.message().c_str());
+    });
+  }
+  // 3. Which pages have contents (present or swapped)? Untouched ones need no write.
+  bool have_pm = true;
+  for_runs([&](size_t i, size_t j) {
+    have_pm = have_pm && os::ReadPagemap(pagemap_fd_, region.PageAddress(idx[i]), j - i, pm.data() + i);
+  });
+  // 4. Write the dirty pages, each to the server of its slot (new slots: the placement).
+  std::fill(outstanding.begin(), outstanding.end(), 0);
+  std::fill(written.begin(), written.end(), 0);
+  Status failure;
+  std::string failure_server;
+  for (size_t i = 0; i < m; ++i) {
+    if (!claimed[i]) continue;
+    PageRecord& rec = region.record(idx[i]);
+    const bool populated = !have_pm || os::PagemapPopulated(pm[i]);
+    uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
+    if (!populated) {
+      if (slot1 != 0) GiveSlot(slot1 - 1);
+      rec.remote_slot.store(0, std::memory_order_relaxed);
+      skipped_untouched_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (wp_ && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
+      skipped_clean_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (slot1 == 0) {
+      auto s = TakeSlot(&placement);
+      if (!s.ok()) {
+        failure = s.status();
+        break;
+      }
+      slot1 = uint32_t(*s + 1);
+      rec.remote_slot.store(slot1, std::memory_order_relaxed);
+    }
+    SlotRef ref;
+    if (!Locate(slot1 - 1, &ref)) {
+      failure = Internal("remote tier: page slot " + std::to_string(slot1 - 1) + " has no server");
+      break;
+    }
+    Server& srv = *servers_[ref.server];
+    Status s = srv.io->PostWrite(ref.range, ref.slot, region.PageAddress(idx[i]), i);
+    if (!s.ok()) {
+      failure = s;
+      failure_server = srv.name;
+      break;
+    }
+    ++outstanding[ref.server];
+    ++written[ref.server];
+  }
+  CollectError err;
+  bool collected = Collect(false, outstanding, &err, [&](size_t k, const remote::Completion& c) {
+    if (!c.status.ok() && failure.ok()) {
+      failure = c.status;
+      failure_server = servers_[k]->name;
+    }
+  });
+  if (!collected && failure.ok()) {
+    failure = err.status;
+    failure_server = servers_[err.server]->name;
+  }
+  auto wake = [&] { for_runs([&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); }); };
+  if (!failure.ok()) {
+    // Nothing is dropped: pages go back to local, unprotected, and any waiter retries.
+    for (size_t i = 0; i < m; ++i) {
+      if (claimed[i]) region.record(idx[i]).state.store(S(PageState::kLocal), std::memory_order_release);
+    }
+    if (wp_) for_claimed_runs([&](char* a, size_t len) { (void)os::UffdWriteProtect(uffd_, a, len, false); });
+    wake();
+    if (failure_server.empty()) return failure.WithContext("evicting to the memory servers");
+    return failure.WithContext("evicting to memory server " + failure_server);
+  }
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    servers_[k]->written.fetch_add(written[k], std::memory_order_relaxed);
+    written_.fetch_add(written[k], std::memory_order_relaxed);
+  }
+  // 5. Drop, mark remote (the server copy is current: clean), and wake waiters to fault again.
+  for_claimed_runs([&](char* a, size_t len) {
+    int rc = os::Discard(a, len);
+    if (rc != 0) TM_LOG_WARN("remote tier: madvise(DONTNEED) after eviction: %s", strerror(-rc));
+  });
+  for (size_t i = 0; i < m; ++i) {
+    if (!claimed[i]) continue;
+    PageRecord& rec = region.record(idx[i]);
+    rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+    rec.state.store(S(PageState::kRemote), std::memory_order_release);
+    ++w->became_remote;
+  }
+  wake();
+  return Status::Ok();
+}
+
+}  // namespace tiermem

@@ -1,0 +1,22 @@
+// Small helpers shared by the two halves of the pager (pager.cc, pager_fault.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/remote/transport.h"
+#include "runtime/core/page_table.h"
+
+namespace tiermem::pager_internal {
+
+constexpr size_t kPage = remote::kPage;
+constexpr size_t kBatch = 256;  // faults served per round, and pages per eviction window
+
+inline uint8_t S(PageState s) { return static_cast<uint8_t>(s); }
+
+inline bool Cas(PageRecord& r, PageState from, PageState to) {
+  uint8_t f = S(from);
+  return r.state.compare_exchange_strong(f, S(to), std::memory_order_acq_rel);
+}
+
+}  // namespace tiermem::pager_internal

@@ -1,0 +1,579 @@
+#include "runtime/tiering/migrator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "base/runtime_thread.h"
+#include "base/os.h"
+#include "backends/numa/numa_backend.h"
+#include "runtime/tiering/tracker.h"
+
+namespace tiermem {
+namespace {
+
+constexpr uint8_t kStateLocal = static_cast<uint8_t>(PageState::kLocal);
+constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
+constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
+
+constexpr uint64_t kHotRecheck = 25;  // a page caught in use is watched again after 25 confirm times
+constexpr uint64_t kJoinGap = 256;    // evictions join across this many remote pages (1 MiB)
+
+}  // namespace
+
+TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
+                                       bool has_remote, bool preloaded, uint64_t max_armed) {
+  TieringConfig c;
+  c.page_size = page_size;
+  std::string mode = o.sample_mode;
+  if (mode != "auto" && mode != "protect" && mode != "faults" && mode != "off") {
+    c.mode_note = "TIERMEM_SAMPLE_MODE=\"" + mode + "\" is not auto, protect, faults or off; using auto";
+    mode = "auto";
+  }
+  c.interval_ms = std::max<uint64_t>(1, o.sample_interval_ms);
+  c.sample_pages = std::min<uint64_t>(o.sample_pages, max_armed);
+  c.sample_half_life_ms = std::max<uint64_t>(1, o.sample_half_life_ms);
+  const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
+  // Under the preload library, mode auto runs no policy thread: pages cannot be sampled by
+  // protection (unmodified programs pass heap pointers to read(2) and friends, which would fail
+  // with EFAULT on a protected page), and with remote faults alone ("faults", opt-in) the
+  // policy demotes DRAM's pages first-in first-out, which thrashes when the DRAM limit is far
+  // below the working set (docs/tiering.md). The DRAM budget is kept by placement: the heap
+  // puts new memory on the remote tier once DRAM is at its limit.
+  if (mode == "auto" && preloaded) mode = "off";
+  if (mode == "off" || (!budgets && mode != "protect")) mode = "off";
+  if (mode == "auto") mode = "protect";
+  c.mode = mode;
+  c.protect_always = std::string(o.sample_mode) == "protect";
+  PolicyConfig& pc = c.policy;
+  pc.budget_pages = {o.dram_limit / page_size, o.cxl_limit / page_size, 0};
+  pc.present = {true, has_cxl, has_remote};
+  pc.half_life_ms = static_cast<double>(c.sample_half_life_ms);
+  pc.min_residence_ms = 2.0 * pc.half_life_ms;
+  pc.max_moves_per_s = static_cast<double>(std::max<uint64_t>(1, o.migrate_rate));
+  // At most two rounds' worth per plan, so a round never runs far past its interval.
+  pc.max_burst = std::max(pc.max_moves_per_s * static_cast<double>(c.interval_ms) * 2 / 1000, 64.0);
+  return c;
+}
+
+Migrator::Migrator(PageMover* mover, TieringConfig config) : mover_(mover), config_(std::move(config)) {}
+
+Migrator::~Migrator() { Stop(); }
+
+Status Migrator::Start() {
+  if (!config_.mode_note.empty()) TM_LOG_WARN("%s", config_.mode_note.c_str());
+  std::string mode = config_.mode;
+  interval_ms_ = config_.interval_ms;
+  sample_pages_ = config_.sample_pages;
+  const PolicyConfig& pc = config_.policy;
+  dram_budget_ = pc.budget_pages[static_cast<int>(Tier::kDram)];
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    DetectPebs(&stats_.pebs);
+  }
+  if (mode == "off") {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.mode = "off";
+    return Status::Ok();
+  }
+  protect_always_ = config_.protect_always;
+  if (mode == "protect") {
+    Status s = ProtectTracker::Get().Install();
+    if (!s.ok()) {
+      TM_LOG_WARN("access sampling unavailable (%s); tiering uses remote faults only",
+                  s.ToString().c_str());
+      mode = "faults";
+    }
+  }
+  protect_ = mode == "protect";
+  mode_ = mode;
+  policy_ = std::make_unique<Policy>(pc);
+  // Confirmation of DRAM victims (Round): with a CXL tier, a page sampled one round untouched
+  // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
+  // round to round until touched and are confirmed cold after a half-life (at least one round,
+  // at most ten): a page in use is touched long before.
+  carry_ = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0;  // victims need a budget
+  confirm_ns_ = carry_ ? std::max(interval_ms_, std::min<uint64_t>(config_.sample_half_life_ms, 10 * interval_ms_)) *
+                             1'000'000
+                       : 0;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.mode = mode_;
+  }
+  stop_ = false;
+  cv_.emplace();
+  thread_ = std::thread([this] {
+    OnRuntimeThreadStart();  // its own allocations never come from evictable pages
+    Loop();
+  });
+  started_.store(true, std::memory_order_release);
+  TM_LOG_INFO("tiering: policy thread started (sampling %s, %llu pages per %llu ms)",
+              mode_.c_str(), static_cast<unsigned long long>(sample_pages_),
+              static_cast<unsigned long long>(interval_ms_));
+  return Status::Ok();
+}
+
+void Migrator::Stop() {
+  if (!thread_.joinable()) return;
+  started_.store(false, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_->notify_all();
+  thread_.join();
+  if (protect_) ProtectTracker::Get().DisarmAll();
+}
+
+void Migrator::OnAllocate(Region* region, uint64_t first, uint64_t npages) {
+  const uint64_t end = first + npages;
+  for (Known& k : known_) {
+    Region* r = k.region.load(std::memory_order_acquire);
+    if (r == nullptr) {
+      Region* expected = nullptr;
+      if (!k.region.compare_exchange_strong(expected, region, std::memory_order_acq_rel) &&
+          expected != region) {
+        continue;
+      }
+      r = region;
+    }
+    if (r != region) continue;
+    uint64_t cur = k.end.load(std::memory_order_relaxed);
+    while (cur < end && !k.end.compare_exchange_weak(cur, end, std::memory_order_acq_rel)) {
+    }
+    return;
+  }
+}
+
+void Migrator::OnFree(Region* region, uint64_t first, uint64_t npages) {
+  // Freed pages must not stay protected: the next owner may hand them to a system call.
+  if (protect_.load(std::memory_order_relaxed) && running()) {
+    ProtectTracker::Get().Release(region->PageAddress(first), npages * region->page_size());
+  }
+}
+
+MigratorStats Migrator::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  MigratorStats s = stats_;
+  if (protect_) s.pages_armed = ProtectTracker::Get().counters().armed;
+  return s;
+}
+
+void Migrator::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    const bool busy = Round();
+    lock.lock();
+    // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
+    // large heap costs little (a round scans every live page record).
+    const uint64_t wait_ms = busy ? interval_ms_ : interval_ms_ * 5;
+    cv_->wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stop_; });
+  }
+}
+
+bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
+  if (protect_always_) return true;
+  if (dram_budget_ == 0) return lower_pages > 0;
+  return lower_pages > 0 || dram_pages * 4 >= dram_budget_ * 3;
+}
+
+bool Migrator::Round() {
+  const uint64_t now = os::MonotonicNanos();
+  const size_t page = config_.page_size;
+  std::vector<AccessSample> samples;
+  ProtectTracker& tracker = ProtectTracker::Get();
+  std::vector<uint64_t> untouched;
+  if (protect_ && armed_) {
+    tracker.Collect(now, &samples, &untouched,
+                    [this](uint64_t k) { return carry_ && watch_since_.count(k) > 0; });
+    armed_ = false;
+  }
+  // Pages sampled without an access for confirm_ns_ (or all last round): confirmed cold (victims
+  // and block expansion take them). Pages under watch that were touched leave the watch.
+  confirmed_cold_.clear();
+  {
+    std::unordered_map<uint64_t, uint64_t> still;
+    for (uint64_t k : untouched) {
+      auto it = watch_since_.find(k);
+      if (it == watch_since_.end()) {
+        confirmed_cold_.insert(k);  // sampled one whole round
+        continue;
+      }
+      if (now - it->second >= confirm_ns_) confirmed_cold_.insert(k);
+      still.insert(*it);  // still protected: the tracker carried it
+    }
+    watch_since_ = std::move(still);
+    // A page caught in use is not put under watch again for a while (each check of a hot page
+    // costs a protection fault); expired marks are dropped.
+    if (carry_) {
+      std::erase_if(hot_until_, [now](const auto& kv) { return kv.second <= now; });
+      for (const AccessSample& a : samples) hot_until_[a.page] = now + kHotRecheck * confirm_ns_;
+    }
+  }
+  const uint64_t tracked = samples.size();
+
+  // Page records of every live page.
+  std::vector<PageView> views;
+  ViewIndex& index = index_;  // page key -> views
+  index.Clear();
+  std::vector<char*> sample_candidates;
+  uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0, cxl_pages = 0;
+  for (size_t ki = 0; ki < known_.size(); ++ki) {
+    Region* r = known_[ki].region.load(std::memory_order_acquire);
+    if (r == nullptr) break;
+    const uint64_t end = std::min(known_[ki].end.load(std::memory_order_acquire), r->pages());
+    if (prev_state_.size() <= ki) prev_state_.resize(ki + 1);
+    std::vector<uint8_t>& prev = prev_state_[ki];
+    if (prev.size() < end) prev.resize(end, kStateFree);
+    bool pinned = false;
+    index.AddRegion(reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page, end);
+    for (uint64_t i = 0; i < end; ++i) {
+      const PageRecord& rec = r->record(i);
+      const uint8_t st = rec.state.load(std::memory_order_acquire);
+      const uint8_t was = prev[i];
+      prev[i] = st;
+      if (st == kStateFree) continue;
+      const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
+      if (flags & kPageRunHead) pinned = (flags & kPagePinned) != 0;
+      const uint64_t key = reinterpret_cast<uintptr_t>(r->PageAddress(i)) / page;
+      Tier tier;
+      if (st == kStateRemote) {
+        tier = Tier::kRemote;
+      } else if (st == kStateLocal) {
+        const uint8_t tv = rec.tier.load(std::memory_order_relaxed);
+        if (tv >= kNumTiers) continue;  // kNoTier: its run is being freed
+        tier = static_cast<Tier>(tv);
+        if (tier == Tier::kRemote) tier = Tier::kDram;  // faulted back in: remote pages land in DRAM
+        if (was == kStateRemote) {
+          samples.push_back({key, false, now});
+          policy_->FaultedBack(key);
+          ++fault_samples;
+        }
+        if (!pinned) sample_candidates.push_back(r->PageAddress(i));
+      } else {
+        continue;  // in flight: the pager owns it this round
+      }
+      if (tier == Tier::kDram) {
+        ++dram_pages;
+      } else {
+        ++lower_pages;
+        cxl_pages += tier == Tier::kCxl;
+      }
+      index.Set(key, static_cast<uint32_t>(views.size()));
+      views.push_back({key, tier, pinned});
+    }
+  }
+  // Sampled accesses stand for the pages not sampled this round: weight = candidates per armed
+  // page (the inverse sampling probability); faults are always seen (weight 1).
+  if (tracked > 0 && last_armed_ > 0) {
+    const float w = std::max(1.0f, static_cast<float>(last_candidates_) / static_cast<float>(last_armed_));
+    for (size_t k = 0; k < tracked; ++k) samples[k].weight = w;
+  }
+  policy_->Record(samples);
+  uint64_t cxl_samples = 0;  // for the debug line: accesses caught on the CXL tier
+  const bool debug = LogEnabled(LogLevel::kDebug);
+  for (size_t k = 0; debug && k < tracked; ++k) {
+    auto it = index.Find(samples[k].page);
+    cxl_samples += it != nullptr && views[*it].tier == Tier::kCxl;
+  }
+  PlanStats ps;
+  // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
+  // demotion is due and nothing can be promoted): the plan, over every live page, is skipped,
+  // so a runtime whose data fits costs one scan per idle round.
+  const PolicyConfig& pc = policy_->config();
+  const bool idle = lower_pages == 0 && samples.empty() && pc.budget_pages[0] != 0 &&
+                    static_cast<double>(dram_pages) <= pc.high_watermark * static_cast<double>(pc.budget_pages[0]);
+  std::vector<PlannedMove> plan;
+  if (!idle) plan = policy_->Plan(views, now, &ps);
+
+  // Second chance for DRAM's victims: while protection sampling runs, a DRAM page is demoted
+  // only after it was watched without an access (confirmed cold: a whole round with a CXL tier,
+  // confirm_ns_ without). A victim the policy picked by heat alone is replaced by a
+  // confirmed-cold DRAM page (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
+  // over its budget (pages faulted back from remote while the last, slow round ran) and the
+  // policy's victims are pages of equal, decayed heat, hot ones included; a hot page demoted to
+  // CXL is used there without a fault and only found again by the CXL sampling: the hot set on
+  // node 0 swung between 30% and 80% from round to round. Without a CXL tier, GUPS on this
+  // machine (DRAM + remote) kept only 83-86% of its hot set in DRAM while victims went by heat
+  // alone: a hot page is sampled once in seconds, its heat has decayed long before, and pages
+  // faulted in a moment ago looked hotter.
+  const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
+  uint64_t held_total = 0;
+  if (protect_) {
+    std::unordered_set<uint64_t> in_plan;
+    for (const PlannedMove& m : plan) in_plan.insert(m.page);
+    // Confirmed-cold DRAM pages not in the plan, coldest first (under the carried watch: the
+    // longest watched first); `partial`: watched without an access, not yet for confirm_ns_.
+    std::vector<std::pair<double, uint64_t>> spare, partial;
+    auto spare_page = [&](uint64_t k) {
+      auto it = index.Find(k);
+      return it != nullptr && !in_plan.count(k) && views[*it].tier == Tier::kDram &&
+             !views[*it].pinned;
+    };
+    for (uint64_t k : confirmed_cold_) {
+      if (!spare_page(k)) continue;
+      auto w = watch_since_.find(k);
+      spare.push_back({w != watch_since_.end() ? static_cast<double>(w->second) : policy_->Heat(k, now), k});
+    }
+    for (auto& [k, since] : watch_since_) {
+      if (!confirmed_cold_.count(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
+    }
+    std::sort(spare.begin(), spare.end());
+    std::sort(partial.begin(), partial.end());
+    size_t next_partial = 0;
+    size_t next_spare = 0, spare_end = spare.size();
+    uint64_t held = 0;
+    // Victims bound for remote need confirmation too, except for DRAM's excess over 1.5x its
+    // budget: there the pages faulted back from remote outrun the sampler (a round confirms at
+    // most the pages it sampled), and that excess leaves by heat alone (a hot page evicted by
+    // mistake comes back at its next touch). Evicting everything down to the budget by heat alone
+    // took hundreds of hot pages at once in the guest.
+    // Without a CXL tier the watch confirms many pages per round (it carries them), so only
+    // DRAM's excess over its budget itself leaves unconfirmed.
+    const uint64_t unconfirmed_above = cxl ? dram_budget_ * 3 / 2 : dram_budget_;
+    uint64_t remote_unconfirmed = dram_pages > unconfirmed_above ? dram_pages - unconfirmed_above : 0;
+    std::erase_if(plan, [&](PlannedMove& m) {
+      if (m.from != Tier::kDram || m.to <= m.from || confirmed_cold_.count(m.page)) return false;
+      if (carry_ && next_spare < spare_end) {  // confirmed pages first, the longest watched
+        m.page = spare[next_spare++].second;
+        return false;
+      }
+      if (m.to == Tier::kRemote && remote_unconfirmed > 0) {
+        --remote_unconfirmed;
+        // Under the carried watch the longest watched untouched pages go first, then the
+        // policy's pick (the coldest by heat: after the hot set moves, the old one; a page
+        // faulted in or caught in use lately is warmer).
+        if (carry_ && next_partial < partial.size()) m.page = partial[next_partial++].second;
+        return false;
+      }
+      // Replacements keep the policy's order: the coldest go furthest (remote), the warmest of
+      // the confirmed-cold pages to CXL (else CXL fills with the coldest pages, and the warm set,
+      // whose pages are rarely untouched for a whole round, finds no room there).
+      if (next_spare < spare_end) {
+        m.page = m.to == Tier::kRemote ? spare[next_spare++].second : spare[--spare_end].second;
+        return false;
+      }
+      ++held;
+      return true;
+    });
+    if (held > 0) {
+      // DRAM stays over its budget this round: a page comes up into it only in exchange for one
+      // that leaves (the hottest first: promotions are planned hottest first).
+      uint64_t out = 0, in = 0;
+      for (const PlannedMove& m : plan) out += m.from == Tier::kDram && m.to > m.from;
+      std::erase_if(plan, [&](const PlannedMove& m) {
+        if (m.to != Tier::kDram || m.from == Tier::kDram || ++in <= out) return false;
+        ++held;
+        return true;
+      });
+    }
+    ps.deferred += held;
+    held_total = held;
+  }
+
+  // Block expansion: a demotion victim takes along the cold pages of its aligned block (same
+  // source tier, not hot, not pinned) and is joined across pages already on the destination, so
+  // scattered victims become contiguous runs: one Migrate call (one pager round trip, one
+  // move_pages) per run instead of per page. Pages already on the destination are no-ops.
+  struct Move {
+    uint64_t page;
+    Tier from, to;
+    bool noop;
+  };
+  std::vector<Move> moves;
+  {
+    std::unordered_map<uint64_t, bool> planned;
+    for (const PlannedMove& m : plan) planned[m.page] = true;
+    for (const PlannedMove& m : plan) moves.push_back({m.page, m.from, m.to, false});
+    const double hot = policy_->config().promote_heat;
+    // Room left on each destination after the plan: expansion never pushes a tier past its
+    // budget (the runtime would refuse the whole run).
+    std::array<int64_t, kNumTiers> room{};
+    {
+      std::array<int64_t, kNumTiers> usage{};
+      for (const PageView& v : views) ++usage[static_cast<int>(v.tier)];
+      for (const PlannedMove& m : plan) --usage[static_cast<int>(m.from)], ++usage[static_cast<int>(m.to)];
+      for (int t = 0; t < kNumTiers; ++t) {
+        const uint64_t b = policy_->config().budget_pages[t];
+        room[t] = b == 0 ? INT64_MAX / 2 : static_cast<int64_t>(static_cast<double>(b) * policy_->config().low_watermark) - usage[t];
+      }
+    }
+    for (const PlannedMove& m : plan) {
+      if (m.to <= m.from) continue;  // promotions are not expanded
+      const uint64_t block = m.page & ~(kBlockPages - 1);
+      for (uint64_t k = block; k < block + kBlockPages; ++k) {
+        if (planned.count(k)) continue;
+        auto it = index.Find(k);
+        if (it == nullptr) continue;
+        const PageView& v = views[*it];
+        if (v.pinned) continue;
+        if (v.tier == m.to) {
+          moves.push_back({k, v.tier, m.to, true});
+        } else if (v.tier == m.from && room[static_cast<int>(m.to)] > 0 &&
+                   (!protect_ || confirmed_cold_.count(k)) && policy_->Heat(k, now) < hot) {
+          moves.push_back({k, m.from, m.to, false});
+          --room[static_cast<int>(m.to)];
+        } else {
+          continue;
+        }
+        planned[k] = true;
+      }
+    }
+  }
+  // Carry the moves out in runs of adjacent pages with the same destination.
+  std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
+    return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
+  });
+  uint64_t demoted = 0, promoted = 0, failed = 0, calls = 0, migrate_ns = 0;
+  std::unordered_set<uint64_t> moved_now;
+  std::string last_error;
+  auto account = [&](size_t k, bool ok) {
+    if (moves[k].noop) return;
+    if (!ok) {
+      ++failed;
+      return;
+    }
+    policy_->Moved(moves[k].page, now);
+    if (moves[k].to > moves[k].from) {
+      ++demoted;
+    } else {
+      ++promoted;
+    }
+  };
+  auto note_error = [&](Tier to, char* addr, size_t len, const Status& st) {
+    last_error = std::string("migrate to ") + std::string(TierName(to)) + ": " + st.ToString();
+    TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
+                 std::string(TierName(to)).c_str(), st.ToString().c_str());
+  };
+  // Evictions (moves to remote) of every run go to the pager in one call, which shares its
+  // round trips among them: scattered victims (cold pages faulted in at random) cost one call
+  // each before, ~75-140 us apiece here, and the policy thread could not keep DRAM within its
+  // budget while GUPS faulted ~10k pages per second.
+  std::vector<size_t> evict;                          // indices into moves
+  std::vector<std::pair<char*, size_t>> evict_runs;  // their runs
+  auto flush_evictions = [&] {
+    if (evict.empty()) return;
+    std::vector<char*> pages;
+    for (size_t k : evict) pages.push_back(reinterpret_cast<char*>(moves[k].page * page));
+    if (protect_) {
+      // Protection is lifted over spans of victims with no other watched page between them
+      // (one mprotect for many: the pages between are accessible already, or remote).
+      std::vector<uint64_t> kept;
+      kept.reserve(watch_since_.size());
+      for (const auto& kv : watch_since_) kept.push_back(kv.first);
+      std::sort(kept.begin(), kept.end());
+      for (size_t a = 0; a < evict.size();) {
+        size_t b = a + 1;
+        while (b < evict.size()) {
+          const uint64_t lo = moves[evict[b - 1]].page, hi = moves[evict[b]].page;
+          auto w = std::upper_bound(kept.begin(), kept.end(), lo);
+          if ((w != kept.end() && *w < hi) || !index.SameRegion(lo, hi)) break;
+          ++b;
+        }
+        const uint64_t first = moves[evict[a]].page, last = moves[evict[b - 1]].page;
+        tracker.Release(reinterpret_cast<char*>(first * page), (last - first + 1) * page);
+        a = b;
+      }
+    }
+    const uint64_t t_call = os::MonotonicNanos();
+    auto r = mover_->EvictPages(pages);
+    migrate_ns += os::MonotonicNanos() - t_call;
+    ++calls;
+    for (auto& [addr, len] : evict_runs) {
+      // Pages demoted from CXL keep the CXL node binding of their range; when the program
+      // touches them again they should come back into DRAM (they are hot then), so rebind.
+      if (!r.ok() || !cxl) break;
+      Status b = NumaBackend::BindRange(addr, len, mover_->TierNodes(Tier::kDram));
+      if (!b.ok()) TM_LOG_DEBUG("tiering: rebinding %p+%zu to DRAM: %s", static_cast<void*>(addr), len,
+                                b.ToString().c_str());
+    }
+    for (size_t k : evict) account(k, r.ok());
+    if (!r.ok()) note_error(Tier::kRemote, pages[0], page, r.status());
+    evict.clear();
+    evict_runs.clear();
+  };
+  for (size_t i = 0; i < moves.size();) {
+    // A run joins adjacent pages, and for evictions also the next victim past a gap of pages
+    // that are all remote already (skipped by the pager): scattered victims (cold pages faulted
+    // in at random) take one pager call for many instead of one each.
+    auto joins = [&](const Move& prev, const Move& next) {
+      if (next.to != prev.to || next.page <= prev.page) return false;
+      if (next.page == prev.page + 1) return true;
+      if (next.to != Tier::kRemote || next.page - prev.page > kJoinGap) return false;
+      for (uint64_t k = prev.page + 1; k < next.page; ++k) {
+        auto it = index.Find(k);
+        if (it == nullptr || views[*it].tier != Tier::kRemote) return false;
+      }
+      return true;
+    };
+    size_t j = i + 1;
+    while (j < moves.size() && joins(moves[j - 1], moves[j])) ++j;
+    // Runs of no-ops alone are not worth a call.
+    bool any = false;
+    for (size_t k = i; k < j; ++k) any |= !moves[k].noop;
+    if (!any) {
+      i = j;
+      continue;
+    }
+    char* addr = reinterpret_cast<char*>(moves[i].page * page);
+    const size_t len = (moves[j - 1].page - moves[i].page + 1) * page;
+    // Released (by Runtime::Migrate, or in flush_evictions): no longer watched, and not armed again this round
+    // (the views predate the move).
+    for (size_t k = i; k < j; ++k) {
+      moved_now.insert(moves[k].page);
+      watch_since_.erase(moves[k].page);
+      hot_until_.erase(moves[k].page);  // back in DRAM later only by a fault: a fresh page
+    }
+    if (moves[i].to == Tier::kRemote) {
+      for (size_t k = i; k < j; ++k) {
+        if (!moves[k].noop) evict.push_back(k);
+      }
+      evict_runs.push_back({addr, len});
+      i = j;
+      continue;
+    }
+    flush_evictions();  // demotions make room before anything moves up (Migrate lifts sampling)
+    const uint64_t t_call = os::MonotonicNanos();
+    auto r = mover_->Migrate(addr, len, moves[i].to);
+    migrate_ns += os::MonotonicNanos() - t_call;
+    ++calls;
+    for (size_t k = i; k < j; ++k) account(k, r.ok());
+    if (!r.ok()) note_error(moves[i].to, addr, len, r.status());
+    i = j;
+  }
+  flush_evictions();
+
+  const uint64_t armed = ArmNextSample(now, views, sample_candidates, dram_pages, lower_pages, fault_samples, moved_now);
+  // One line per round at TIERMEM_LOG=debug: what the round saw, planned and did (diagnosis of
+  // placement in slow guests; docs/tiering.md).
+  TM_LOG_DEBUG("tiering: round %llu dram=%llu cxl=%llu remote=%llu samples=%llu(cxl %llu) faults=%llu cold=%zu "
+               "plan=%zu(-%llu/+%llu) held=%llu demoted=%llu promoted=%llu failed=%llu armed=%llu ms=%.1f",
+               static_cast<unsigned long long>(stats().rounds + 1),
+               static_cast<unsigned long long>(dram_pages), static_cast<unsigned long long>(cxl_pages),
+               static_cast<unsigned long long>(lower_pages - cxl_pages),
+               static_cast<unsigned long long>(tracked), static_cast<unsigned long long>(cxl_samples),
+               static_cast<unsigned long long>(fault_samples),
+               confirmed_cold_.size(), plan.size(), static_cast<unsigned long long>(ps.demotions),
+               static_cast<unsigned long long>(ps.promotions), static_cast<unsigned long long>(held_total),
+               static_cast<unsigned long long>(demoted), static_cast<unsigned long long>(promoted),
+               static_cast<unsigned long long>(failed), static_cast<unsigned long long>(armed),
+               static_cast<double>(os::MonotonicNanos() - now) / 1e6);
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.rounds;
+  stats_.samples += tracked;
+  stats_.fault_samples += fault_samples;
+  stats_.demotions += demoted;
+  stats_.promotions += promoted;
+  stats_.failed += failed;
+  stats_.deferred += ps.deferred;
+  stats_.migrate_calls += calls;
+  stats_.migrate_ns += migrate_ns;
+  stats_.round_ns += os::MonotonicNanos() - now;
+  if (!last_error.empty()) stats_.last_error = last_error;
+  return armed > 0 || !plan.empty() || ps.deferred > 0 || fault_samples > 0;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,174 @@
+// The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it collects the
+// tracker's samples and the remote faults seen since the last round, reads the page records of
+// every live page, asks the Policy for a plan and carries it out through the Runtime
+// (Migrate: move_pages for DRAM/CXL, the pager's evict and fetch for the remote tier), then arms
+// the next rotating sample of resident pages.
+//
+// Remote faults as samples: a page whose record went from kRemote to kLocal since the last round
+// was faulted in by the program (the pager served it), so it counts as an access.
+//
+// Modes (TIERMEM_SAMPLE_MODE): protect = protection-fault sampling always on (reads and writes);
+// auto = the same, but only while there is a decision to make (a budget is set, a lower tier
+// exists and DRAM is at least 3/4 full or pages live below it), and never in a program run under
+// the preload library (a system call given a sampled page would fail with EFAULT); faults = no
+// protection sampling, only remote faults (the demotion order is then first-in first-out);
+// off = no thread. The thread is not started at all when no tier has a budget, unless protect.
+//
+// Thread safety: OnAllocate/OnFree are called by Runtime::Impl from any thread (lock-free and
+// allocation-free, so the preload allocator may call them); Start/Stop by the runtime.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <optional>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "runtime/tiering/mover.h"
+#include "runtime/tiering/policy.h"
+#include "runtime/core/region.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+
+struct MigratorStats {
+  std::string mode;             // the mode in effect: protect, faults, off
+  std::string pebs;             // why PEBS is (not) used
+  uint64_t rounds = 0;
+  uint64_t samples = 0;         // tracker samples
+  uint64_t fault_samples = 0;   // remote pages seen faulted back in
+  uint64_t pages_armed = 0;
+  uint64_t demotions = 0;       // pages moved down by the policy
+  uint64_t promotions = 0;      // pages moved up by the policy
+  uint64_t failed = 0;          // planned moves the runtime refused
+  uint64_t deferred = 0;        // moves held back by the rate limit
+  uint64_t migrate_calls = 0;   // Runtime::Migrate calls made (one per run of adjacent pages)
+  uint64_t migrate_ns = 0;      // time spent in them
+  uint64_t round_ns = 0;        // time spent in rounds in total (scan, plan, migrate, arm)
+  std::string last_error;       // the latest refusal of a planned move, for diagnosis
+};
+
+// Page key -> position in a round's page views: dense per region (a round looks up every live
+// page, often several times; a hash map of them was a good part of the policy thread's time).
+class ViewIndex {
+ public:
+  void Clear() { nspans_ = 0; }
+  void AddRegion(uint64_t first_key, uint64_t pages) {
+    if (spans_.size() <= nspans_) spans_.emplace_back();
+    Span& s = spans_[nspans_++];
+    s.first = first_key;
+    s.at.assign(pages, kNone);
+  }
+  // `key` must be a page of the region added last.
+  void Set(uint64_t key, uint32_t view) { spans_[nspans_ - 1].at[key - spans_[nspans_ - 1].first] = view; }
+  bool SameRegion(uint64_t a, uint64_t b) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (a >= s.first && a - s.first < s.at.size()) return b >= s.first && b - s.first < s.at.size();
+    }
+    return false;
+  }
+  const uint32_t* Find(uint64_t key) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (key >= s.first && key - s.first < s.at.size()) {
+        const uint32_t* v = &s.at[key - s.first];
+        return *v == kNone ? nullptr : v;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  static constexpr uint32_t kNone = ~0u;
+  struct Span {
+    uint64_t first = 0;
+    std::vector<uint32_t> at;
+  };
+  std::vector<Span> spans_;
+  size_t nspans_ = 0;
+};
+
+class Migrator {
+ public:
+  // `mover` outlives the Migrator; `config` is the whole configuration (mover.h).
+  Migrator(PageMover* mover, TieringConfig config);
+  ~Migrator();
+  Migrator(const Migrator&) = delete;
+  Migrator& operator=(const Migrator&) = delete;
+
+  // Installs the tracker the mode needs and starts the thread when there is work for it.
+  Status Start();
+  void Stop();
+  // In a child after fork(): the thread does not exist there; forget it (nothing to join).
+  void AbandonAfterFork() {
+    started_.store(false, std::memory_order_release);
+    new (&thread_) std::thread();
+  }
+  bool running() const { return started_.load(std::memory_order_acquire); }
+
+  void OnAllocate(Region* region, uint64_t first, uint64_t npages);
+  void OnFree(Region* region, uint64_t first, uint64_t npages);
+
+  MigratorStats stats() const;
+
+ private:
+  static constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
+  struct Known {
+    std::atomic<Region*> region{nullptr};
+    std::atomic<uint64_t> end{0};  // pages [0, end) may be live
+  };
+  void Loop();
+  // One round; returns whether it had anything to do (samples armed, moves planned).
+  bool Round();
+  bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
+  // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
+  uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
+                         const std::vector<char*>& sample_candidates, uint64_t dram_pages,
+                         uint64_t lower_pages, uint64_t fault_samples,
+                         const std::unordered_set<uint64_t>& moved_now);
+
+  PageMover* mover_;
+  const TieringConfig config_;
+  std::unique_ptr<Policy> policy_;
+  std::string mode_ = "off";
+  std::atomic<bool> protect_{false};
+  bool protect_always_ = false;
+  uint64_t interval_ms_ = 20;
+  uint64_t sample_pages_ = 256;
+  uint64_t dram_budget_ = 0;
+  std::array<Known, 256> known_;
+  std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
+  size_t cursor_ = 0;                              // rotating sample position
+  bool armed_ = false;
+  std::unordered_set<uint64_t> confirmed_cold_;  // watched for confirm_ns_ (or a round), untouched
+  // Without a CXL tier, DRAM pages under watch stay protected from round to round until touched
+  // (the tracker carries them): key -> when the watch began. Confirmed cold after confirm_ns_.
+  bool carry_ = false;
+  uint64_t confirm_ns_ = 0;
+  std::unordered_map<uint64_t, uint64_t> watch_since_;
+  std::unordered_map<uint64_t, uint64_t> hot_until_;  // caught in use: not watched before then
+  ViewIndex index_;  // policy thread only
+  uint64_t last_armed_ = 0;       // pages armed in the round being collected
+  uint64_t last_candidates_ = 0;  // pages they were chosen from
+
+  std::thread thread_;
+  std::atomic<bool> started_{false};  // thread_ runs (readable from any thread, unlike thread_)
+  std::mutex mu_;
+  // Made by Start: a runtime with no policy thread (every plain preloaded program) never calls
+  // libstdc++'s condition_variable constructor, which would fault in code at start.
+  std::optional<std::condition_variable> cv_;
+  bool stop_ = false;
+  mutable std::mutex stats_mu_;
+  MigratorStats stats_;
+};
+
+}  // namespace tiermem

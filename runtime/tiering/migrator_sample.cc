@@ -1,0 +1,127 @@
+// The policy thread's sampling (see migrator.h): which pages the next round protects.
+#include <algorithm>
+#include <unordered_map>
+
+#include "runtime/tiering/migrator.h"
+#include "base/log.h"
+#include "base/os.h"
+#include "runtime/core/region.h"
+#include "runtime/tiering/tracker.h"
+
+namespace tiermem {
+
+// The next sample: a rotating window over the resident, unpinned pages, plus the DRAM pages
+// that are the next demotion victims (put under watch). Returns the pages armed.
+uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& views,
+                                 const std::vector<char*>& sample_candidates, uint64_t dram_pages,
+                                 uint64_t lower_pages, uint64_t fault_samples,
+                                 const std::unordered_set<uint64_t>& moved_now) {
+  const size_t page = config_.page_size;
+  ProtectTracker& tracker = ProtectTracker::Get();
+  const ViewIndex& index = index_;
+  const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
+  uint64_t armed = 0;
+  if (protect_ && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
+    if (!tracker.HandlerInstalled()) {
+      TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
+                  "stops (remote faults still count)");
+      protect_ = false;
+    } else {
+      // Half the sample checks the next demotion victims (the coldest DRAM pages: a hot page
+      // among them is caught before it is evicted, like CLOCK's second chance); half rotates
+      // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
+      std::vector<char*> next;
+      size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
+      // DRAM over its budget with a CXL tier below: victims go to CXL only once confirmed cold
+      // (above), so checking them gets three quarters of the sample instead of half.
+      size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
+      if (carry_ && dram_budget_ != 0) {
+        // The watch must confirm pages as fast as they come in (faults) and DRAM's excess must
+        // leave: that many more pages go under watch, as far as the tracker has room.
+        const uint64_t over = dram_pages > dram_budget_ ? dram_pages - dram_budget_ : 0;
+        const size_t busy = tracker.carried() + n;
+        const size_t room = ProtectTracker::kMaxArmed > busy ? ProtectTracker::kMaxArmed - busy : 0;
+        const size_t extra = std::min<size_t>(room, 2 * fault_samples + over);
+        victim_share += extra;
+        n += extra;
+      }
+      if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
+        std::vector<std::pair<double, char*>> coldest;
+        coldest.reserve(sample_candidates.size());
+        for (char* p : sample_candidates) {
+          const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
+          auto it = index.Find(key);
+          if (it == nullptr || views[*it].tier != Tier::kDram || watch_since_.count(key) ||
+              moved_now.count(key) || hot_until_.count(key)) {
+            continue;
+          }
+          coldest.push_back({policy_->Heat(key, now), p});
+        }
+        const size_t want = std::min(victim_share, coldest.size());
+        if (want > 0) {
+          std::nth_element(coldest.begin(), coldest.begin() + static_cast<long>(want - 1), coldest.end(),
+                           [](const auto& a, const auto& b) { return a.first < b.first; });
+          std::sort(coldest.begin(), coldest.begin() + static_cast<long>(want),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+          // Whole aligned blocks around the coldest pages: the block's other DRAM pages are
+          // confirmed (or refuted) at once, which is what block expansion needs, and adjacent
+          // pages are protected with one system call.
+          std::unordered_map<uint64_t, bool> taken_pages;
+          for (size_t c = 0; c < want && next.size() < victim_share; ++c) {
+            const uint64_t key = reinterpret_cast<uintptr_t>(coldest[c].second) / page;
+            const uint64_t block = key & ~(kBlockPages - 1);
+            for (uint64_t k = block; k < block + kBlockPages && next.size() < victim_share; ++k) {
+              auto it = index.Find(k);
+              if (it == nullptr || taken_pages.count(k) || watch_since_.count(k) || moved_now.count(k) ||
+                  hot_until_.count(k)) {
+                continue;
+              }
+              const PageView& v = views[*it];
+              if (v.tier != Tier::kDram || v.pinned) continue;
+              taken_pages[k] = true;
+              next.push_back(reinterpret_cast<char*>(k * page));
+            }
+          }
+        }
+      }
+      // The rotating half covers the CXL tier's pages when it has any (a hot page there does not
+      // fault, so only sampling can find it); DRAM's are covered by the victim checks above.
+      std::vector<char*> lower;
+      for (char* p : sample_candidates) {
+        auto it = index.Find(reinterpret_cast<uintptr_t>(p) / page);
+        if (it != nullptr && views[*it].tier == Tier::kCxl) lower.push_back(p);
+      }
+      const std::vector<char*>& pool = lower.empty() ? sample_candidates : lower;
+      cursor_ %= pool.size();
+      size_t k = 0;
+      for (; next.size() < n && k < pool.size(); ++k) {
+        char* p = pool[(cursor_ + k) % pool.size()];
+        const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
+        if (!watch_since_.count(key) && !moved_now.count(key) && !hot_until_.count(key)) next.push_back(p);
+      }
+      cursor_ += k;
+      armed = tracker.Arm(next);
+      if (carry_) {
+        // DRAM pages now under watch stay protected from round to round until touched.
+        const uint64_t t_arm = os::MonotonicNanos();
+        for (char* p : next) {
+          const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
+          auto it = index.Find(key);
+          if (it != nullptr && views[*it].tier == Tier::kDram) watch_since_.emplace(key, t_arm);
+        }
+      }
+      armed_ = armed > 0;
+      last_armed_ = armed;
+      last_candidates_ = sample_candidates.size();
+    }
+  }
+  if (protect_ && armed == 0 && tracker.carried() > 0) {
+    // No round armed: pages still carried from the last one are lifted, the watch ends.
+    std::vector<AccessSample> dropped;
+    tracker.Collect(now, &dropped);
+    watch_since_.clear();
+  }
+  return armed;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,56 @@
+// What the tiering subsystem needs from the rest of the runtime, in two pieces:
+//
+// - TieringConfig: the policy thread's whole configuration, built once by the core from the
+//   option table (TieringConfigFromOptions) before the thread starts. Nothing in tiering reads
+//   options or asks the core for them afterwards.
+// - PageMover: the narrow door through which the policy thread carries out a plan. The core
+//   (Runtime::Impl) implements it; tiering reads the page records (core/region.h) but never
+//   includes runtime_impl.h, so the direction core -> tiering holds (docs/architecture.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/options.h"
+#include "runtime/tiering/policy.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+
+struct TieringConfig {
+  // The sampling mode in effect: "protect", "faults" or "off" ("auto" is resolved here).
+  std::string mode = "off";
+  bool protect_always = false;  // TIERMEM_SAMPLE_MODE=protect: sample even with nothing to decide
+  std::string mode_note;        // a warning to log at start ("" when none)
+  size_t page_size = 4096;
+  uint64_t interval_ms = 20;    // one sampling round and one plan per interval
+  uint64_t sample_pages = 256;  // pages armed per round
+  uint64_t sample_half_life_ms = 200;
+  PolicyConfig policy;          // budgets (pages), tiers present, half-life, rate limit
+};
+
+// Builds the configuration from the option table. `preloaded`: the process runs under the
+// preload library (mode auto then runs no policy thread; see the comment in the .cc).
+// `max_armed`: the tracker's limit on pages armed at once.
+TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
+                                       bool has_remote, bool preloaded, uint64_t max_armed);
+
+// Thread safety: called from the policy thread only, while the runtime runs (the core stops the
+// thread before it tears anything down). Each call is a whole, synchronous move.
+class PageMover {
+ public:
+  // Moves the pages of [addr, addr+len) (inside live allocations) to `tier`.
+  virtual StatusOr<MigrateResult> Migrate(void* addr, size_t len, Tier tier) = 0;
+  // Evicts scattered live pages (page addresses, ascending) to the remote tier, sharing round
+  // trips among them.
+  virtual StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages) = 0;
+  // NUMA nodes of a tier (empty when absent).
+  virtual const std::vector<int>& TierNodes(Tier tier) const = 0;
+
+ protected:
+  ~PageMover() = default;
+};
+
+}  // namespace tiermem

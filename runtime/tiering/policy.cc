@@ -1,0 +1,310 @@
+#include "runtime/tiering/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace tiermem {
+namespace {
+
+int Idx(Tier t) { return static_cast<int>(t); }
+
+}  // namespace
+
+void Policy::Ranked::Reset(bool hottest) {
+  items_.clear();
+  ready_ = 0;
+  hottest_ = hottest;
+}
+
+const Policy::Candidate& Policy::Ranked::at(size_t i) {
+  if (i >= ready_) {
+    // The next chunk of the order: at least up to i, and twice what was ready (at least 256), so
+    // taking n candidates one by one costs O(size * log(n)) at most, not a sort of them all.
+    const size_t want = std::min(items_.size(), std::max({i + 1, ready_ * 2, size_t{256}}));
+    auto before = [this](const Candidate& a, const Candidate& b) { return Before(a, b); };
+    if (want < items_.size()) {
+      std::nth_element(items_.begin() + static_cast<ptrdiff_t>(ready_),
+                       items_.begin() + static_cast<ptrdiff_t>(want), items_.end(), before);
+    }
+    std::sort(items_.begin() + static_cast<ptrdiff_t>(ready_), items_.begin() + static_cast<ptrdiff_t>(want), before);
+    ready_ = want;
+  }
+  return items_[i];
+}
+
+Policy::Policy(const PolicyConfig& config) : config_(config), tokens_(config.max_burst) {}
+
+double Policy::Decayed(const PageHeat& h, uint64_t now_ns) const {
+  if (h.heat == 0 || now_ns <= h.updated_ns || config_.half_life_ms <= 0) return h.heat;
+  double dt_ms = static_cast<double>(now_ns - h.updated_ns) / 1e6;
+  return h.heat * std::exp2(-dt_ms / config_.half_life_ms);
+}
+
+bool Policy::Settled(const PageHeat& h, uint64_t now_ns) const {
+  if (h.moved_ns == 0) return true;
+  return now_ns >= h.moved_ns &&
+         static_cast<double>(now_ns - h.moved_ns) >= config_.min_residence_ms * 1e6;
+}
+
+Tier Policy::Below(Tier t) const {
+  for (int i = Idx(t) + 1; i < kNumTiers; ++i) {
+    if (config_.present[i]) return static_cast<Tier>(i);
+  }
+  return Tier::kAuto;
+}
+
+Policy::PageHeat* Policy::Find(uint64_t page) {
+  return const_cast<PageHeat*>(static_cast<const Policy*>(this)->Find(page));
+}
+
+const Policy::PageHeat* Policy::Find(uint64_t page) const {
+  // pages_ holds distinct pages in ascending order, so page p can only be at an index in
+  // [p - last + n - 1, p - first]: one probe where the live pages are dense (a region's pages
+  // mostly are), a binary search over the gap otherwise.
+  const size_t n = pages_.size();
+  if (n > 0 && page >= pages_.front().page && page <= pages_.back().page) {
+    const uint64_t hi = std::min<uint64_t>(n - 1, page - pages_.front().page);
+    const uint64_t from_end = pages_.back().page - page;  // pages after it, at most
+    const uint64_t lo = from_end >= n - 1 ? 0 : n - 1 - from_end;
+    auto it = std::lower_bound(pages_.begin() + static_cast<ptrdiff_t>(lo),
+                               pages_.begin() + static_cast<ptrdiff_t>(hi) + 1, page,
+                               [](const Entry& e, uint64_t p) { return e.page < p; });
+    if (it != pages_.end() && it->page == page) return &it->h;
+  }
+  auto f = fresh_.find(page);
+  return f == fresh_.end() ? nullptr : &f->second;
+}
+
+Policy::PageHeat& Policy::Get(uint64_t page) {
+  if (PageHeat* h = Find(page)) return *h;
+  return fresh_[page];
+}
+
+void Policy::Record(std::span<const AccessSample> samples) {
+  for (const AccessSample& s : samples) {
+    PageHeat& h = Get(s.page);
+    uint64_t t = std::max(s.time_ns, h.updated_ns);  // samples may arrive slightly out of order
+    h.heat = static_cast<float>(Decayed(h, t) + s.weight);
+    h.updated_ns = t;
+  }
+}
+
+double Policy::Heat(uint64_t page, uint64_t now_ns) const {
+  const PageHeat* h = Find(page);
+  return h == nullptr ? 0 : Decayed(*h, now_ns);
+}
+
+void Policy::Moved(uint64_t page, uint64_t now_ns) {
+  PageHeat& h = Get(page);
+  h.moved_ns = now_ns == 0 ? 1 : now_ns;
+}
+
+void Policy::FaultedBack(uint64_t page) {
+  if (PageHeat* h = Find(page)) h->moved_ns = 0;
+}
+
+uint64_t Policy::TakeTokens(uint64_t now_ns, uint64_t wanted) {
+  if (tokens_ns_ != 0 && now_ns > tokens_ns_) {
+    tokens_ += config_.max_moves_per_s * static_cast<double>(now_ns - tokens_ns_) / 1e9;
+  }
+  tokens_ns_ = std::max(tokens_ns_, now_ns);
+  tokens_ = std::min(tokens_, config_.max_burst);
+  uint64_t got = std::min<uint64_t>(wanted, static_cast<uint64_t>(tokens_));
+  tokens_ -= static_cast<double>(got);
+  return got;
+}
+
+std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, uint64_t now_ns,
+                                      PlanStats* stats) {
+  std::array<uint64_t, kNumTiers> usage{};
+  // Movable pages of each tier with their heat now. The live pages are merged with pages_ (both
+  // sorted by page: the policy thread lists them in address order; any other order is sorted
+  // here first), and the merge makes the next pages_, so pages no longer listed are forgotten.
+  std::array<Ranked, kNumTiers>& movable = movable_;
+  for (Ranked& r : movable) r.Reset(false);
+  bool ascending = true;
+  for (size_t i = 1; i < pages.size() && ascending; ++i) ascending = pages[i - 1].page < pages[i].page;
+  std::vector<uint32_t> order;
+  if (!ascending) {
+    order.resize(pages.size());
+    for (size_t i = 0; i < pages.size(); ++i) order[i] = static_cast<uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return pages[a].page < pages[b].page; });
+  }
+  next_.clear();
+  next_.reserve(pages.size());
+  size_t j = 0;  // merge cursor in pages_
+  for (size_t k = 0; k < pages.size(); ++k) {
+    const PageView& v = ascending ? pages[k] : pages[order[k]];
+    int t = Idx(v.tier);
+    if (t >= kNumTiers) continue;
+    if (!next_.empty() && next_.back().page == v.page) continue;  // listed twice: once
+    PageHeat h;
+    while (j < pages_.size() && pages_[j].page < v.page) ++j;
+    if (j < pages_.size() && pages_[j].page == v.page) {
+      h = pages_[j].h;
+    } else if (!fresh_.empty()) {
+      auto it = fresh_.find(v.page);
+      if (it != fresh_.end()) h = it->second;
+    }
+    next_.push_back({v.page, h});
+    ++usage[t];
+    if (v.pinned || !Settled(h, now_ns)) continue;
+    if (t == kNumTiers - 1) {
+      // The bottom tier is never relieved nor a swap's victim: its pages matter only as
+      // promotions, at promote_heat or above (the stored heat bounds the decayed one, so most
+      // pages cost no exp2). At several GiB most live pages are here.
+      if (h.heat < config_.promote_heat) continue;
+      const double heat = Decayed(h, now_ns);
+      if (heat >= config_.promote_heat) movable[t].items().push_back({v.page, heat});
+      continue;
+    }
+    movable[t].items().push_back({v.page, Decayed(h, now_ns)});
+  }
+  pages_.swap(next_);
+  fresh_.clear();
+
+  std::vector<PlannedMove> plan;
+  PlanStats st;
+  uint64_t budget = TakeTokens(now_ns, ~0ull);
+  auto limit_at = [&](int t, double share) {
+    return static_cast<uint64_t>(std::floor(static_cast<double>(config_.budget_pages[t]) * share));
+  };
+  std::unordered_set<uint64_t> planned;  // a page moves at most once per plan
+  std::vector<double> plan_heat;          // heat of each planned page (parallel to plan)
+  auto emit = [&](uint64_t page, Tier from, Tier to, double heat = 0) {
+    planned.insert(page);
+    plan.push_back({page, from, to});
+    plan_heat.push_back(heat);
+    --usage[Idx(from)];
+    ++usage[Idx(to)];
+  };
+  // Each tier's movable pages, coldest first (selected as far as they are taken); `taken[t]`
+  // counts those already chosen as victims.
+  std::array<size_t, kNumTiers> taken{};
+
+  // 1. Demotions: relieve every tier above its high watermark, bottom up (a lower tier's relief
+  //    makes room for the tier above it). A tier's victims go to the nearest tiers below with
+  //    room under their high watermark, the coldest victims the furthest down: a full CXL tier
+  //    never blocks DRAM's relief (its overflow goes straight to remote).
+  for (int t = kNumTiers - 2; t >= 0; --t) {
+    if (!config_.present[t] || config_.budget_pages[t] == 0) continue;
+    if (static_cast<double>(usage[t]) <=
+        config_.high_watermark * static_cast<double>(config_.budget_pages[t])) {
+      continue;
+    }
+    uint64_t need = usage[t] - std::min(usage[t], limit_at(t, config_.low_watermark));
+    // How many go to each tier below, nearest first.
+    std::array<uint64_t, kNumTiers> share{};
+    uint64_t placed = 0;
+    for (int d = t + 1; d < kNumTiers && placed < need; ++d) {
+      if (!config_.present[d]) continue;
+      uint64_t room = need - placed;
+      if (config_.budget_pages[d] != 0) {
+        uint64_t cap = limit_at(d, config_.high_watermark);
+        room = std::min(room, cap > usage[d] ? cap - usage[d] : 0);
+      }
+      share[d] = room;
+      placed += room;
+    }
+    const uint64_t total = std::min<uint64_t>(placed, movable[t].size() - taken[t]);
+    const uint64_t now_moves = std::min<uint64_t>(total, budget);
+    if (total > now_moves) st.deferred += total - now_moves;
+    // Victims coldest first; assign the furthest destination first.
+    uint64_t left = now_moves;
+    for (int d = kNumTiers - 1; d > t && left > 0; --d) {
+      for (uint64_t k = 0; k < share[d] && left > 0; ++k, --left) {
+        const Candidate v = movable[t].at(taken[t]++);
+        emit(v.page, static_cast<Tier>(t), static_cast<Tier>(d), v.heat);
+        --budget;
+        ++st.demotions;
+      }
+    }
+  }
+
+  // 1b. Warmer pages to CXL: while the CXL tier sits below its high watermark it is not relieved,
+  //     so it keeps whatever reached it first, and DRAM's victims go past it to remote however
+  //     warm they are (in the QEMU full guest the CXL node held 1600-2300 cold pages while 8-31%
+  //     of the warm set was remote). A DRAM victim bound for remote (warmest first) takes the
+  //     place of a CXL page colder than it by swap_margin, which goes to remote instead.
+  const int kC = Idx(Tier::kCxl), kR = Idx(Tier::kRemote);
+  if (config_.present[kC] && config_.present[kR] && budget > 0) {
+    std::vector<size_t> to_remote;  // DRAM victims bound for remote, in plan order (coldest first)
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (plan[i].from == Tier::kDram && plan[i].to == Tier::kRemote) to_remote.push_back(i);
+    }
+    for (auto it = to_remote.rbegin(); it != to_remote.rend() && budget > 0; ++it) {
+      while (taken[kC] < movable[kC].size() && planned.count(movable[kC].at(taken[kC]).page)) ++taken[kC];
+      if (taken[kC] >= movable[kC].size()) break;
+      const Candidate cold = movable[kC].at(taken[kC]);
+      if (cold.heat + config_.swap_margin > plan_heat[*it]) break;  // the rest are colder still
+      ++taken[kC];
+      plan[*it].to = Tier::kCxl;
+      --usage[kR];
+      ++usage[kC];
+      emit(cold.page, Tier::kCxl, Tier::kRemote, cold.heat);
+      --budget;
+      ++st.demotions;
+    }
+  }
+
+  // 2. Promotions: hottest pages of the lower tiers, into the highest tier with room, or by
+  //    swapping with a clearly colder page of the tier just above.
+  for (int src = 1; src < kNumTiers; ++src) {
+    if (!config_.present[src]) continue;
+    // Only pages at promote_heat or above, hottest first (selected as far as they are taken).
+    Ranked& hot = hot_;
+    hot.Reset(true);
+    for (size_t i = 0; i < movable[src].size(); ++i) {
+      // Pages already planned as demotion victims of this tier (its first taken[src] in rank
+      // order) are not promoted back.
+      if (i < taken[src]) continue;
+      const Candidate& c = movable[src].items()[i];
+      if (c.heat >= config_.promote_heat && !planned.count(c.page)) hot.items().push_back(c);
+    }
+    for (size_t i = 0; i < hot.size(); ++i) {
+      if (budget == 0) {
+        st.deferred += hot.size() - i;
+        break;
+      }
+      const Candidate c = hot.at(i);
+      int dst = -1;
+      for (int up = 0; up < src; ++up) {
+        if (!config_.present[up]) continue;
+        if (config_.budget_pages[up] == 0 || usage[up] < limit_at(up, config_.low_watermark)) {
+          dst = up;
+          break;
+        }
+      }
+      if (dst >= 0) {
+        emit(c.page, static_cast<Tier>(src), static_cast<Tier>(dst));
+        --budget;
+        ++st.promotions;
+        continue;
+      }
+      // Every tier above is full: swap with the coldest page of the nearest tier above.
+      int up = src - 1;
+      while (up >= 0 && !config_.present[up]) --up;
+      if (up < 0 || budget < 2) continue;
+      while (taken[up] < movable[up].size() && planned.count(movable[up].at(taken[up]).page)) {
+        ++taken[up];
+      }
+      if (taken[up] >= movable[up].size()) continue;
+      const Candidate victim = movable[up].at(taken[up]);
+      if (victim.heat + config_.swap_margin > c.heat) continue;  // not clearly hotter: stay
+      ++taken[up];
+      emit(victim.page, static_cast<Tier>(up), Below(static_cast<Tier>(up)));
+      emit(c.page, static_cast<Tier>(src), static_cast<Tier>(up));
+      budget -= 2;
+      ++st.demotions;
+      ++st.promotions;
+    }
+  }
+  // Unused tokens go back to the bucket.
+  tokens_ += static_cast<double>(budget);
+  if (stats != nullptr) *stats = st;
+  return plan;
+}
+
+}  // namespace tiermem

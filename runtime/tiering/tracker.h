@@ -1,0 +1,93 @@
+// Access sampling without hardware counters: a rotating sample of pages is protected with
+// PROT_NONE; the first read or write of a sampled page raises SIGSEGV, whose handler records the
+// access (write or read, from the x86 page-fault error code), restores the page's protection and
+// lets the instruction run again. Pages on the remote tier need no sampling: their faults reach
+// the pager and the policy thread sees them come back (runtime/migrator.h).
+//
+// Why protection faults: reads must be seen, not only writes (userfaultfd write-protect sees
+// writes only; minor faults need shmem; PEBS is not offered by these VMs, and idle page tracking
+// and DAMON are absent: see DetectPebs()). Each sampled page costs at most one fault per round,
+// so the overhead is bounded by pages-per-round / round-interval (TIERMEM_SAMPLE_PAGES,
+// TIERMEM_SAMPLE_INTERVAL_MS).
+//
+// Signal safety: the handler reads a fixed, statically allocated open-addressing table of
+// sampled pages (atomics only), calls mprotect (a bare system call) and stores an atomic. It
+// never allocates, locks or logs. A fault that is not on a sampled page goes to the handler that
+// was installed before ours (or to the default action, which ends the process as it would have).
+// A page leaves the table only one round after its protection was lifted, so a fault already on
+// its way when the round ended still finds it; a fault on a page in neither table is retried once
+// (its protection may have been lifted while the thread waited to run) and passed on only when it
+// repeats.
+//
+// Limits (documented in docs/tiering.md): a system call given a pointer into a sampled page fails
+// with EFAULT instead of faulting, so the tracker lifts the protection of pages handed to the
+// pager or freed, and the runtime does not protect pages of a preloaded program (mode "auto").
+//
+// Thread safety: Arm/Collect/Release/DisarmAll may be called from any thread (one mutex); the
+// tracker is a process-wide singleton because signal handlers are.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/tiering/policy.h"
+#include "tiermem/status.hpp"
+
+namespace tiermem {
+
+class ProtectTracker {
+ public:
+  static constexpr size_t kMaxArmed = 4096;  // pages per round at most
+
+  // The process's tracker. Install() the handler once before the first Arm.
+  static ProtectTracker& Get();
+  Status Install();
+  // True while our handler is still the SIGSEGV handler (a program may replace it).
+  bool HandlerInstalled() const;
+
+  // Ends the current round: protection is lifted from every page still armed, and an access
+  // sample (key = address >> 12) is appended for each page touched since it was armed. When
+  // `untouched` is given, the keys of the pages armed all round and never touched go there.
+  // When `keep` is given, an untouched page for whose key it returns true stays protected and
+  // is carried into the next round by the next Arm (a CLOCK hand that stays on the page until
+  // it is touched, released or no longer kept): an access between now and then is reported at
+  // the end of that round.
+  void Collect(uint64_t now_ns, std::vector<AccessSample>* out,
+               std::vector<uint64_t>* untouched = nullptr,
+               const std::function<bool(uint64_t)>& keep = {});
+  // Starts a round on the pages carried over by Collect and `pages` (page-aligned addresses;
+  // kMaxArmed in all at most, carried pages first). Returns the number armed, carried included.
+  size_t Arm(const std::vector<char*>& pages);
+  // Pages carried over by the last Collect (still protected until Arm or Release).
+  size_t carried() const;
+  // Lifts protection from armed (or carried) pages inside [addr, addr+len) (before they are
+  // evicted, freed or passed to a system call). Their accesses are forgotten.
+  void Release(const void* addr, size_t len);
+  void DisarmAll();
+
+  struct Counters {
+    uint64_t armed = 0;     // pages armed in total
+    uint64_t touched = 0;   // of those, pages whose access was caught
+    uint64_t rounds = 0;
+  };
+  Counters counters() const;
+
+ private:
+  ProtectTracker() = default;
+  std::mutex mu_;
+  bool installed_ = false;
+  int cur_ = 0;  // table of the current round (0/1)
+  std::vector<char*> armed_;  // pages of the current round, by address
+  bool in_round_ = false;      // armed_ is a round in progress (else: pages carried over)
+  Counters counters_;
+};
+
+// Whether precise memory sampling (PEBS / perf_event with precise_ip) is available here.
+// Returns false with the reason (e.g. "perf_event_open(cycles, precise_ip=2): ENOENT").
+bool DetectPebs(std::string* reason);
+
+}  // namespace tiermem
