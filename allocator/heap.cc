@@ -20,7 +20,7 @@ class Heap::Impl {
 };
 
 StatusOr<std::unique_ptr<Heap>> Heap::Create(Runtime& runtime, Tier tier, uint32_t flags) {
-  Runtime::Impl* rt = runtime.impl();
+  Runtime::Impl* rt = ImplOf(runtime);
   if (rt == nullptr || !rt->running()) return Unavailable("Heap::Create: the runtime is stopped");
   if (static_cast<int>(tier) > kNumTiers) return InvalidArgument("Heap::Create: invalid tier");
   if (tier != Tier::kAuto && !rt->HasTier(tier) && !(flags & kAllocAllowFallback) &&

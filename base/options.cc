@@ -39,7 +39,7 @@ const OptionSpec kTable[] = {
            "print per-tier usage at exit: stderr, or a file path (JSON)"),
     // Automatic tiering (docs/tiering.md).
     TM_OPT("TIERMEM_SAMPLE_MODE", OptionKind::kString, "auto", sample_mode,
-           "access sampling: auto (protect, except in preloaded programs: faults), protect "
+           "access sampling: auto (protect, except in preloaded programs: off), protect "
            "(PROT_NONE sampling of reads and writes), faults (remote faults only: FIFO-like), "
            "off (no policy thread)"),
     TM_OPT("TIERMEM_SAMPLE_PAGES", OptionKind::kUint, "64", sample_pages,

@@ -1,11 +1,13 @@
 // The option table: every TIERMEM_* variable in one place. Values are read from `environ`
 // without allocating (safe before main and inside malloc). A bad value prints one warning naming
 // the variable and keeps the default; a typo never aborts the program. Options given through the
-// API (tiermem::Options) override the environment (see ApplyApiOptions).
+// API (tiermem::Options, include/tiermem/options.hpp) are checked against this table by
+// Options::Set and applied over the environment's values with SetOption (Runtime::Impl::Init).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "base/log.h"
 
@@ -47,6 +49,8 @@ struct OptionSpec {
 
 // The table, in documentation order.
 const OptionSpec* OptionTable(size_t* count);
+// The entry for "TIERMEM_DRAM_LIMIT" or "dram_limit" (any case); nullptr when there is none.
+const OptionSpec* FindOption(std::string_view name);
 
 // Fills `out` with defaults, then applies every TIERMEM_* variable that is set. Unknown
 // TIERMEM_* variables get one warning each. Allocation-free.

@@ -23,8 +23,8 @@
 
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
-#include "base/options.h"
-#include "runtime/core/runtime_impl.h"
+#include "tiermem/options.hpp"
+#include "tiermem/tiermem.hpp"
 
 namespace tiermem::bench {
 namespace {
@@ -274,7 +274,7 @@ int Compare(int argc, char** argv) {
   // Local tiers: DRAM (its first node) and every CXL node.
   {
     Options o;
-    o.cxl_nodes = "auto";
+    o.Set("cxl_nodes", "auto");
     auto rt = StartWithEnv(o, quiet);
     if (!rt.ok()) {
       fprintf(stderr, "compare: cannot start tiermem: %s\n", rt.status().ToString().c_str());
@@ -288,7 +288,7 @@ int Compare(int argc, char** argv) {
     }
     char* buf = static_cast<char*>(*p);
     Touch(buf, cfg.local_bytes);
-    std::vector<int> dram_nodes = r.impl()->TierNodes(Tier::kDram);
+    std::vector<int> dram_nodes = TierNodes(r, Tier::kDram);
     int node0 = dram_nodes.empty() ? 0 : dram_nodes[0];
     auto m = r.MigrateToNode(buf, cfg.local_bytes, node0);
     if (!m.ok()) fprintf(stderr, "compare: placing on node %d: %s\n", node0, m.status().ToString().c_str());
@@ -297,7 +297,7 @@ int Compare(int argc, char** argv) {
     if (dram_rows.empty()) absent.push_back({"dram", err});
     if (!err.empty()) notes.push_back({"dram", err});
     for (auto& row : dram_rows) rows.push_back(row);
-    std::vector<int> cxl = r.impl()->TierNodes(Tier::kCxl);
+    std::vector<int> cxl = TierNodes(r, Tier::kCxl);
     if (cxl.empty()) {
       std::string why;
       for (auto& s : r.Stats()) if (s.tier == Tier::kCxl) why = s.absent_reason;
@@ -329,8 +329,8 @@ int Compare(int argc, char** argv) {
       continue;
     }
     Options o;
-    o.remote = memd.Url(scheme);
-    o.remote_timeout_ms = 10000;
+    o.Set("remote", memd.Url(scheme));
+    o.Set("remote_timeout_ms", 10000);
     auto rt = StartWithEnv(o, {{"TIERMEM_SAMPLE_MODE", "off"}, {"TIERMEM_LOG", "error"}});
     if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) {
       std::string why = !rt.ok() ? rt.status().ToString() : "";

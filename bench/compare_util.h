@@ -21,6 +21,28 @@
 
 namespace tiermem::bench {
 
+// NUMA nodes of a tier as the runtime reports them (empty when the tier is absent).
+inline std::vector<int> TierNodes(const Runtime& rt, Tier tier) {
+  for (const TierStats& s : rt.Stats()) {
+    if (s.tier == tier) return s.nodes;
+  }
+  return {};
+}
+
+// A decimal count ("20"); false on junk or overflow. (Sizes: tiermem::ParseSize.)
+inline bool ParseUint(const char* text, uint64_t* out) {
+  if (text == nullptr || *text == '\0') return false;
+  uint64_t v = 0;
+  for (const char* p = text; *p; ++p) {
+    if (*p < '0' || *p > '9' || v > (UINT64_MAX - static_cast<uint64_t>(*p - '0')) / 10) return false;
+    v = v * 10 + static_cast<uint64_t>(*p - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// The benchmarks' clock: std::chrono's steady clock (CLOCK_MONOTONIC), the same one
+// base/os.h's MonotonicNanos reads for the library.
 inline uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())

@@ -26,9 +26,8 @@
 
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
-#include "runtime/tiering/migrator.h"
-#include "base/options.h"
-#include "runtime/core/runtime_impl.h"
+#include "tiermem/options.hpp"
+#include "tiermem/tiermem.hpp"
 
 namespace tiermem::bench {
 namespace {
@@ -57,18 +56,6 @@ struct ModeResult {
   double resident_share_at_end = -1;  // share of the working set resident in DRAM at the end
 };
 
-// Sets or clears the pin flag of an allocation (the flag the API's kAllocPin sets).
-void SetPinned(Runtime& rt, void* p, bool pinned) {
-  Region* r = rt.impl()->RegionOf(p);
-  if (r == nullptr) return;
-  PageRecord& rec = r->record(r->PageIndex(p));
-  if (pinned) {
-    rec.flags.fetch_or(kPagePinned);
-  } else {
-    rec.flags.fetch_and(static_cast<uint8_t>(~kPagePinned));
-  }
-}
-
 double HotInDram(Runtime& rt, const std::vector<char*>& chunks, int first, size_t chunk_bytes) {
   size_t in = 0, total = 0;
   for (int c = first; c < first + kHotChunks; ++c) {
@@ -91,11 +78,11 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
   Options o;
   std::map<std::string, std::string> env = {{"TIERMEM_LOG", "error"}};
   if (limited) {
-    o.dram_limit = 2 * hot_bytes;
-    o.remote = remote;
+    o.Set("dram_limit", 2 * hot_bytes);
+    o.Set("remote", remote);
   } else if (mode == "all_dram_tiermem") {
-    o.dram_limit = 2 * ws_bytes;  // a budget and a remote tier, but everything fits
-    o.remote = remote;
+    o.Set("dram_limit", 2 * ws_bytes);  // a budget and a remote tier, but everything fits
+    o.Set("remote", remote);
   }
   env["TIERMEM_SAMPLE_MODE"] = mode == "tiered" || mode == "all_dram_tiermem" ? "auto"
                                : mode == "all_dram_sampled" ? "protect"
@@ -130,11 +117,8 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
     for (size_t i = 0; i < chunk_bytes / 8; ++i) w[i] = i;
   }
   if (limited) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  Migrator* mig = rt.impl()->migrator();
-  const uint64_t faults_before = rt.impl()->pager() ? rt.impl()->pager()->stats().faults : 0;
-  MigratorStats mig_before;
-  if (mig) mig_before = mig->stats();
-  res.sampling = mig ? mig->stats().mode : "off";
+  const RuntimeCounters before = rt.Counters();
+  res.sampling = before.sampling_mode;
   const uint64_t words = chunk_bytes / 8;
   std::mt19937_64 rng(2024);
   uint64_t updates = 0;
@@ -167,12 +151,12 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
       hot_first = kHotSecond;
       if (mode == "oracle") {  // re-pin: the old hot set goes out, the new one comes in
         for (int c = kHotFirst; c < kHotFirst + kHotChunks; ++c) {
-          SetPinned(rt, chunks[c], false);
+          (void)rt.Unpin(chunks[c]);
           (void)rt.Migrate(chunks[c], chunk_bytes, Tier::kRemote);
         }
         for (int c = kHotSecond; c < kHotSecond + kHotChunks; ++c) {
           (void)rt.Migrate(chunks[c], chunk_bytes, Tier::kDram);
-          SetPinned(rt, chunks[c], true);
+          (void)rt.Pin(chunks[c]);
         }
       }
       windows.push_back({now, win_updates});  // the window ends at the move
@@ -213,14 +197,14 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
     }
   }
   // Counted over the measured run only.
-  if (Pager* pg = rt.impl()->pager()) res.faults = pg->stats().faults - faults_before;
-  if (mig) {
-    MigratorStats ms = mig->stats();
-    res.migrations = ms.demotions + ms.promotions - mig_before.demotions - mig_before.promotions;
-    res.failed_moves = ms.failed - mig_before.failed;
-    uint64_t calls = ms.migrate_calls - mig_before.migrate_calls;
-    if (calls) res.migrate_us_per_call = static_cast<double>(ms.migrate_ns - mig_before.migrate_ns) / 1e3 / static_cast<double>(calls);
-    res.policy_thread_busy = static_cast<double>(ms.round_ns - mig_before.round_ns) / 1e9 / res.seconds;
+  {
+    const RuntimeCounters after = rt.Counters();
+    res.faults = after.remote_faults - before.remote_faults;
+    res.migrations = after.demotions + after.promotions - before.demotions - before.promotions;
+    res.failed_moves = after.moves_failed - before.moves_failed;
+    uint64_t calls = after.migrate_calls - before.migrate_calls;
+    if (calls) res.migrate_us_per_call = static_cast<double>(after.migrate_ns - before.migrate_ns) / 1e3 / static_cast<double>(calls);
+    res.policy_thread_busy = static_cast<double>(after.policy_round_ns - before.policy_round_ns) / 1e9 / res.seconds;
   }
   for (char* p : chunks) (void)rt.Free(p);
   (void)rt.Stop();

@@ -22,8 +22,8 @@
 #include "bench/compare_util.h"
 #include "bench/gups_three_tier.h"
 #include "bench/subcommands.h"
-#include "base/options.h"
-#include "base/os.h"
+#include "tiermem/options.hpp"
+#include "tiermem/topology.hpp"
 
 namespace tiermem::bench {
 namespace {
@@ -88,77 +88,6 @@ std::map<std::string, uint64_t> VmStat(const std::vector<std::string>& keys) {
   return out;
 }
 
-// Node of every page of [p, p + len); -errno (move_pages' status) for a page without one.
-//
-// By frame number first: /proc/self/pagemap (frame numbers are shown to root only, as in the
-// guest) and the memory blocks each node lists in sysfs. move_pages' query alone misses the pages
-// the NUMA-balancing scanner has just made PROT_NONE to catch their next access (numa_balancing=2
-// does so all the time): kernel 6.1, the guests', answers -ENOENT for those, and the scanner works
-// through whole ranges, so a whole chunk of the hot set read as "not on node 0".
-class FrameNodes {
- public:
-  FrameNodes() {
-    namespace fs = std::filesystem;
-    uint64_t block = 0;
-    std::string bs = ReadFirstLine("/sys/devices/system/memory/block_size_bytes");
-    if (bs.empty() || (block = std::strtoull(bs.c_str(), nullptr, 16)) == 0) return;
-    std::error_code ec;
-    for (const auto& nd : fs::directory_iterator("/sys/devices/system/node", ec)) {
-      const std::string name = nd.path().filename();
-      if (name.rfind("node", 0) != 0 || name.size() == 4) continue;
-      const int node = std::atoi(name.c_str() + 4);
-      std::error_code ec2;
-      for (const auto& m : fs::directory_iterator(nd.path(), ec2)) {
-        const std::string mb = m.path().filename();
-        if (mb.rfind("memory", 0) != 0 || mb.size() == 6 || !isdigit(static_cast<unsigned char>(mb[6]))) continue;
-        const uint64_t index = std::strtoull(mb.c_str() + 6, nullptr, 10);
-        blocks_[index * block / kPage] = {(index + 1) * block / kPage, node};
-      }
-    }
-    fd_ = os::PagemapOpen();
-  }
-  ~FrameNodes() {
-    if (fd_ >= 0) os::Close(fd_);
-  }
-  // The node of each page of [p, p + n pages) found by its frame, else -1.
-  std::vector<int> Nodes(char* p, size_t n) const {
-    std::vector<int> out(n, -1);
-    if (fd_ < 0 || blocks_.empty()) return out;
-    std::vector<uint64_t> pm(n);
-    if (!os::ReadPagemap(fd_, p, n, pm.data())) return out;
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t pfn = pm[i] & ((1ull << 55) - 1);
-      if (!(pm[i] >> 63) || pfn == 0) continue;  // not present, or frame numbers hidden
-      auto it = blocks_.upper_bound(pfn);
-      if (it == blocks_.begin()) continue;
-      --it;
-      if (pfn < it->second.first) out[i] = it->second.second;
-    }
-    return out;
-  }
-
- private:
-  std::map<uint64_t, std::pair<uint64_t, int>> blocks_;  // first frame -> (end frame, node)
-  int fd_ = -1;
-};
-
-std::vector<int> NodesOf(char* p, size_t len) {
-  static const FrameNodes frames;
-  const size_t n = len / kPage;
-  std::vector<int> status = frames.Nodes(p, n);
-  std::vector<void*> pages;
-  std::vector<size_t> at;
-  for (size_t i = 0; i < n; ++i) {
-    if (status[i] < 0) pages.push_back(p + i * kPage), at.push_back(i);
-  }
-  if (pages.empty()) return status;
-  std::vector<int> st(pages.size(), -1);
-  if (syscall(SYS_move_pages, 0, pages.size(), pages.data(), nullptr, st.data(), 0) != 0) {
-    std::fill(st.begin(), st.end(), -1);
-  }
-  for (size_t k = 0; k < at.size(); ++k) status[at[k]] = st[k];
-  return status;
-}
 
 struct KernelPlacement {
   // [set][0]: on node 0, [1]: on a lower-tier node, [2]: elsewhere or not resident; totals.
@@ -174,7 +103,7 @@ KernelPlacement PlacementOf(char* const* chunks, const std::vector<int>& lower) 
   KernelPlacement pl;
   for (int c = 0; c < tt::kChunks; ++c) {
     const int set = tt::SetOf(c);
-    for (int node : NodesOf(chunks[c], tt::kChunkBytes)) {
+    for (int node : PageNodes(chunks[c], tt::kChunkBytes)) {
       const int where = node == 0 ? 0 : std::find(lower.begin(), lower.end(), node) != lower.end() ? 1 : 2;
       ++pl.n[set][where];
       ++pl.total[set];

@@ -26,9 +26,8 @@
 
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
-#include "runtime/tiering/migrator.h"
-#include "base/options.h"
-#include "runtime/core/runtime_impl.h"
+#include "tiermem/options.hpp"
+#include "tiermem/tiermem.hpp"
 
 namespace tiermem::bench {
 namespace {
@@ -155,9 +154,10 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   Options o;
   std::map<std::string, std::string> env = {{"TIERMEM_LOG", "error"}};
   const bool limited = setup == "tiered" || setup == "no_tracking";
+  const uint64_t dram_limit = limited ? chunk_bytes * kChunks / 4 : 0;
   if (limited) {
-    o.dram_limit = chunk_bytes * kChunks / 4;
-    o.remote = remote;
+    o.Set("dram_limit", dram_limit);
+    o.Set("remote", remote);
   }
   env["TIERMEM_SAMPLE_MODE"] = setup == "tiered" ? "auto" : setup == "no_tracking" ? "faults" : "off";
   auto rtor = StartWithEnv(o, env);
@@ -186,25 +186,24 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   }
   Table table(chunks, chunk_slots);
   const uint64_t t_fill = NowNs();
-  PagerStats ps0;
-  if (Pager* pg = rt.impl()->pager()) ps0 = pg->stats();
+  const RuntimeCounters ps0 = rt.Counters();
   for (uint64_t k : FillOrder(keys, chunk_slots * kChunks)) {
     Slot* s = table.Find(k, true);
     memset(s->value, static_cast<int>(k & 0x7f), sizeof(s->value));
   }
   res.fill_s = static_cast<double>(NowNs() - t_fill) / 1e9;
-  if (Pager* pg = rt.impl()->pager()) {
-    PagerStats ps1 = pg->stats();
-    res.fill_faults = ps1.faults - ps0.faults;
+  {
+    const RuntimeCounters ps1 = rt.Counters();
+    res.fill_faults = ps1.remote_faults - ps0.remote_faults;
     res.fill_zero_fills = ps1.zero_fills - ps0.zero_fills;
-    res.fill_evicted = ps1.evicted - ps0.evicted;
+    res.fill_evicted = ps1.pages_evicted - ps0.pages_evicted;
   }
   // Settle: the fill outruns the evictions, so DRAM holds more than its budget when it ends;
   // measure from the point where the policy has brought it back within the budget (resident
   // pages by mincore), not while it is still evicting the fill's excess.
   if (limited) {
     const uint64_t t_settle = NowNs();
-    const uint64_t budget_pages = *o.dram_limit / 4096;
+    const uint64_t budget_pages = dram_limit / 4096;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     while ((res.resident_pages = ResidentPages(chunks, chunk_bytes)) > budget_pages &&
            NowNs() - t_settle < kSettleLimitNs) {
@@ -218,7 +217,6 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   std::vector<double> lat;
   lat.reserve(1 << 20);
   uint64_t ops = 0;
-  Migrator* mig = rt.impl()->migrator();
   uint64_t faults0 = 0, migr0 = 0, t_measure = 0;
   const uint64_t t0 = NowNs();
   const uint64_t t_warm = t0 + static_cast<uint64_t>(seconds * 0.3e9);
@@ -244,23 +242,22 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
     } else if (b >= t_warm) {
       measuring = true;
       t_measure = b;
-      if (Pager* pg = rt.impl()->pager()) faults0 = pg->stats().faults;
-      if (mig) migr0 = mig->stats().demotions + mig->stats().promotions;
+      const RuntimeCounters c = rt.Counters();
+      faults0 = c.remote_faults;
+      migr0 = c.demotions + c.promotions;
     }
     if (b >= t_end) break;
   }
   const double secs = static_cast<double>(NowNs() - t_measure) / 1e9;
-  if (mig) {
-    MigratorStats ms = mig->stats();
-    res.rounds = ms.rounds;
-    res.round_ms = ms.rounds ? static_cast<double>(ms.round_ns) / 1e6 / static_cast<double>(ms.rounds) : 0;
-  }
+  const RuntimeCounters ms = rt.Counters();
+  res.rounds = ms.policy_rounds;
+  res.round_ms = ms.policy_rounds ? static_cast<double>(ms.policy_round_ns) / 1e6 / static_cast<double>(ms.policy_rounds) : 0;
   res.measured_s = secs;
   res.ops_s = static_cast<double>(ops) / secs;
   res.p50_ns = Percentile(lat, 0.5);
   res.p99_ns = Percentile(lat, 0.99);
-  if (Pager* pg = rt.impl()->pager()) res.faults = pg->stats().faults - faults0;
-  if (mig) res.migrations = mig->stats().demotions + mig->stats().promotions - migr0;
+  res.faults = ms.remote_faults - faults0;
+  res.migrations = ms.demotions + ms.promotions - migr0;
   // Nothing lost: the keys whose home slot is in two of the chunks (1/32 of the table, so a
   // remote-backed table is not faulted in whole) are found with their value intact.
   for (uint64_t k = 1; k <= keys; ++k) {

@@ -25,11 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "backends/remote/transport.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
-#include "runtime/paging/pager.h"
-#include "runtime/core/runtime_impl.h"
+#include "tiermem/remote.hpp"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem::bench {
@@ -106,34 +104,25 @@ struct Raw {
 };
 
 Status MeasureRaw(const std::string& url, const std::string& token, size_t pages, Raw* out) {
-  TIERMEM_ASSIGN_OR_RETURN(remote::Endpoint ep, remote::ParseEndpoint(url));
-  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<remote::Transport> t, remote::MakeTransport(ep));
-  TIERMEM_RETURN_IF_ERROR(t->Connect(token, 5000));
+  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> c, RemoteClient::Connect(url, token, 5000));
   const size_t n = std::max<size_t>(1024, std::min<size_t>(pages, 65536));
-  TIERMEM_ASSIGN_OR_RETURN(remote::SlotRange r, t->AllocSlots(n));
+  TIERMEM_ASSIGN_OR_RETURN(RemotePages r, c->Allocate(n));
   std::vector<uint8_t> buf(n * kPage);
   for (size_t i = 0; i < n; ++i) Fill(&buf[i * kPage], i);
   // Write stream.
   auto t0 = Clock::now();
-  TIERMEM_RETURN_IF_ERROR(remote::WritePagesSync(*t, r, r.first, buf.data(), n, 64));
+  TIERMEM_RETURN_IF_ERROR(c->Write(r, r.first, buf.data(), n, 64));
   out->write_pages_per_s = double(n) / std::chrono::duration<double>(Clock::now() - t0).count();
   // Read round trips, one at a time.
   std::vector<double> lat;
   std::mt19937_64 rng(7);
-  remote::Completion c;
   for (int i = 0; i < 3000; ++i) {
     uint64_t slot = r.first + rng() % n;
     auto s = Clock::now();
-    TIERMEM_RETURN_IF_ERROR(t->PostRead(r, slot, buf.data(), 0));
-    size_t got = 0;
-    while (got == 0) {
-      TIERMEM_ASSIGN_OR_RETURN(got, t->Poll(&c, 1, -1));
-    }
-    TIERMEM_RETURN_IF_ERROR(c.status);
+    TIERMEM_RETURN_IF_ERROR(c->Read(r, slot, buf.data(), 1, 1));
     if (i >= 200) lat.push_back(Us(Clock::now() - s));
   }
   out->roundtrip_p50_us = Percentile(lat, 0.5);
-  t->Close();
   return Status::Ok();
 }
 
@@ -184,8 +173,8 @@ int RemoteFault(int argc, char** argv) {
   }
 
   Options o;
-  o.remote = url;
-  o.token = token;
+  o.Set("remote", url);
+  o.Set("token", token);
   auto rt = Runtime::Start(o);
   if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) {
     fprintf(stderr, "tiermem-bench remote-fault: %s\n",

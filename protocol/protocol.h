@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "tiermem/remote.hpp"
 #include "tiermem/status.hpp"
 
 namespace tiermem::remote::proto {
@@ -110,14 +111,8 @@ struct Free {
 };
 struct FreeOk {};
 struct Stats {};
-struct StatsOk {
-  uint64_t capacity_pages = 0;
-  uint64_t used_pages = 0;
-  uint64_t session_pages = 0;
-  uint64_t quota_pages = 0;
-  uint32_t sessions = 0;
-  uint32_t connections = 0;
-};
+// The reply's fields are the public figures of a server (include/tiermem/remote.hpp).
+using StatsOk = ::tiermem::RemoteServerStats;
 struct Goodbye {};
 struct GoodbyeOk {};
 struct Read {

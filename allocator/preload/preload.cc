@@ -77,7 +77,7 @@ void Start() {
     return;
   }
   Runtime* runtime = rt->release();  // never stopped: see the header comment
-  g_rt = runtime->impl();
+  g_rt = ImplOf(*runtime);
   g_heap = HeapCore::Create(g_heap_storage, g_rt, Tier::kAuto, kAllocDefault);
   if (g_heap == nullptr) {
     TM_LOG_WARN("libtiermem-preload: no heap slot; using glibc's malloc");

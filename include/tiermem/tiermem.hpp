@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tiermem/options.hpp"
 #include "tiermem/status.hpp"
 #include "tiermem/topology.hpp"
 
@@ -32,22 +33,6 @@ enum class Tier : uint8_t {
 inline constexpr int kNumTiers = 3;  // kDram, kCxl, kRemote
 std::string_view TierName(Tier tier);  // "dram", "cxl", "remote", "auto"
 StatusOr<Tier> ParseTier(std::string_view name);
-
-// Runtime configuration. A field left unset takes the value of its TIERMEM_* variable, and the
-// built-in default when that is unset or invalid (see `tiermemctl options` for the table).
-struct Options {
-  std::optional<uint64_t> dram_limit;         // TIERMEM_DRAM_LIMIT, bytes, 0 = unlimited
-  std::optional<uint64_t> cxl_limit;          // TIERMEM_CXL_LIMIT, bytes, 0 = unlimited
-  std::optional<std::string> dram_nodes;      // TIERMEM_DRAM_NODES: "auto" or "0,2"
-  std::optional<std::string> cxl_nodes;       // TIERMEM_CXL_NODES: "auto", "none" or "1,2"
-  std::optional<std::string> remote;          // TIERMEM_REMOTE: "tcp://127.0.0.1:7471,rdma://..."
-  std::optional<std::string> token;           // TIERMEM_TOKEN: shared secret for memd
-  std::optional<uint32_t> remote_timeout_ms;  // TIERMEM_REMOTE_TIMEOUT_MS
-  std::optional<uint64_t> region_size;        // TIERMEM_REGION_SIZE: address space per region
-  std::optional<bool> allow_fallback;         // TIERMEM_ALLOW_FALLBACK: absent tier -> DRAM
-  std::optional<std::string> stats;           // TIERMEM_STATS: "", "stderr" or a file path
-  std::optional<std::string> log_level;       // TIERMEM_LOG: error|warn|info|debug
-};
 
 // Flags for Runtime::Allocate.
 enum AllocFlags : uint32_t {
@@ -81,6 +66,49 @@ struct TierStats {
   uint64_t pages_migrated_out = 0;
 };
 
+// One memory server of TIERMEM_REMOTE, as this process sees it.
+struct RemoteServerCounters {
+  std::string server;      // "tcp://127.0.0.1:7471"
+  bool connected = false;  // reached at start (an unreachable one gets no pages)
+  std::string error;       // why not, when it was not reached
+  uint64_t pages = 0;      // pages whose copy is on this server now
+  uint64_t slots = 0;      // slots this process holds there
+  uint64_t pages_written = 0;
+  uint64_t remote_faults = 0;  // pages fetched from it by the fault handler
+  uint64_t pages_fetched = 0;  // pages brought back from it other than by faults (fork, FetchBack)
+  bool full = false;           // it refused the last allocation
+};
+
+// What the runtime has done since Start: the remote tier's pager and the policy thread.
+// Counters only grow; take two and subtract for a rate.
+struct RuntimeCounters {
+  // Remote paging.
+  uint64_t remote_faults = 0;        // remote pages fetched by the fault handler
+  uint64_t zero_fills = 0;           // faults served with a zero page (never-written pages)
+  uint64_t write_protect_faults = 0; // first writes to clean pages
+  uint64_t pages_evicted = 0;        // pages dropped to the remote tier
+  uint64_t pages_written = 0;        // pages written to memory servers
+  uint64_t evictions_clean = 0;      // evictions with no write: the server copy was current
+  uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write
+  uint64_t pages_fetched = 0;        // pages brought back other than by faults
+  std::vector<RemoteServerCounters> servers;
+  // Automatic tiering (the policy thread).
+  std::string sampling_mode = "off";  // in effect: protect, faults or off
+  std::string pebs;                   // why hardware sampling is (not) used
+  uint64_t policy_rounds = 0;
+  uint64_t policy_round_ns = 0;  // time spent in rounds (scan, plan, migrate, arm)
+  uint64_t samples = 0;          // accesses seen by the sampler
+  uint64_t fault_samples = 0;    // remote pages seen faulted back in
+  uint64_t pages_armed = 0;
+  uint64_t demotions = 0;        // pages moved down by the policy
+  uint64_t promotions = 0;       // pages moved up by the policy
+  uint64_t moves_failed = 0;     // planned moves the runtime refused
+  uint64_t moves_deferred = 0;   // moves held back by the rate limit
+  uint64_t migrate_calls = 0;    // placement calls made (one per run of adjacent pages)
+  uint64_t migrate_ns = 0;       // time spent in them
+  std::string last_move_error;   // the latest refusal of a planned move
+};
+
 class Runtime {
  public:
   // Discovers the topology, reserves the managed address space and starts the runtime's threads.
@@ -109,8 +137,19 @@ class Runtime {
   // Tier and node of every page of [ptr, ptr+len).
   StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;
 
+  // Keeps the automatic policy from moving the pages of an allocation (as kAllocPin does at
+  // allocation time), or lets it move them again. `ptr` must be the start of a live allocation
+  // (InvalidArgument otherwise). Explicit Migrate calls still move pinned pages.
+  Status Pin(void* ptr);
+  Status Unpin(void* ptr);
+
   bool HasTier(Tier tier) const;
   std::vector<TierStats> Stats() const;
+  RuntimeCounters Counters() const;
+  // Named properties, as text (leveldb's GetProperty): "tiermem.stats" (per-tier usage and the
+  // counters, the report TIERMEM_STATS prints), "tiermem.counters.json" (Counters() as one JSON
+  // object), "tiermem.sampling-mode". False, with `value` untouched, for any other name.
+  bool GetProperty(std::string_view name, std::string* value) const;
   const Topology& topology() const;
 
   // A memory resource that allocates on `tier` (with the fallback rule of Options). Owned by the
@@ -118,9 +157,9 @@ class Runtime {
   std::pmr::memory_resource* Resource(Tier tier);
 
   class Impl;
-  Impl* impl() { return impl_.get(); }  // for the project's own layers (allocator, tools)
 
  private:
+  friend struct RuntimeAccess;  // the project's own layers (allocator, tests): runtime_impl.h
   explicit Runtime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

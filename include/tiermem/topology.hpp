@@ -92,4 +92,15 @@ struct Topology {
 // `sysfs_root` exists for tests ("/sys" normally).
 StatusOr<Topology> DiscoverTopology(std::string_view sysfs_root = "/sys");
 
+// The NUMA node of every page of [p, p + len) of this process, tiermem's memory or not (for
+// comparing with the kernel's own placement); -errno (move_pages' status) for a page without
+// one, e.g. -ENOENT when not resident.
+//
+// By frame number first: /proc/self/pagemap (frame numbers are shown to root only) and the
+// memory blocks each node lists in sysfs. move_pages' query alone misses the pages the
+// NUMA-balancing scanner has just made PROT_NONE to catch their next access (numa_balancing=2
+// does so all the time): kernel 6.1 answers -ENOENT for those, and the scanner works through
+// whole ranges, so a whole range of hot pages would read as "not resident".
+std::vector<int> PageNodes(const void* p, size_t len);
+
 }  // namespace tiermem

@@ -47,16 +47,6 @@ std::string Hex(const void* p) {
 
 using internal::Hex;
 
-namespace {
-
-// Copies an API string override into a fixed option field; false when it does not fit.
-bool CopyOption(char* dst, size_t cap, const std::string& v) {
-  if (v.size() + 1 > cap) return false;
-  memcpy(dst, v.c_str(), v.size() + 1);
-  return true;
-}
-
-}  // namespace
 
 // A page-granular memory_resource on one tier: the upstream of the pool resource that
 // Runtime::Resource hands out.
@@ -90,38 +80,16 @@ Runtime::Impl::~Impl() {
 Status Runtime::Impl::Init(const Options& o) {
   page_size_ = os::PageSize();
   LoadOptionsFromEnv(&opts_);
-  // API options override the environment.
-  if (o.dram_limit) opts_.dram_limit = *o.dram_limit;
-  if (o.cxl_limit) opts_.cxl_limit = *o.cxl_limit;
-  if (o.remote_timeout_ms) opts_.remote_timeout_ms = *o.remote_timeout_ms;
-  if (o.region_size) opts_.region_size = *o.region_size;
-  if (o.allow_fallback) opts_.allow_fallback = *o.allow_fallback;
-  struct {
-    const std::optional<std::string>& v;
-    char* dst;
-    size_t cap;
-    const char* name;
-  } strs[] = {
-      {o.dram_nodes, opts_.dram_nodes, sizeof(opts_.dram_nodes), "dram_nodes"},
-      {o.cxl_nodes, opts_.cxl_nodes, sizeof(opts_.cxl_nodes), "cxl_nodes"},
-      {o.remote, opts_.remote, sizeof(opts_.remote), "remote"},
-      {o.token, opts_.token, sizeof(opts_.token), "token"},
-      {o.stats, opts_.stats, sizeof(opts_.stats), "stats"},
-  };
-  for (auto& s : strs) {
-    if (s.v && !CopyOption(s.dst, s.cap, *s.v)) {
-      return InvalidArgument(std::string("Options::") + s.name + " is too long");
+  // API options override the environment, through the same table entries and parsers
+  // (Options::Set has checked every name and value).
+  TIERMEM_RETURN_IF_ERROR(o.status());
+  for (const auto& [name, value] : o.values()) {
+    const OptionSpec* spec = FindOption(name);
+    if (spec == nullptr || !SetOption(&opts_, *spec, value.c_str())) {
+      return InvalidArgument("Options: " + name + "=\"" + value + "\" is not valid");
     }
   }
-  if (o.log_level) {
-    size_t n = 0;
-    const OptionSpec* table = OptionTable(&n);
-    if (!SetOption(&opts_, table[0], o.log_level->c_str())) {
-      return InvalidArgument("Options::log_level must be error, warn, info or debug, not '" +
-                             *o.log_level + "'");
-    }
-    SetLogLevel(opts_.log_level);
-  }
+  SetLogLevel(opts_.log_level);
   if (opts_.region_size < (64u << 20)) {
     TM_LOG_WARN("TIERMEM_REGION_SIZE below 64M is too small; using 64M");
     opts_.region_size = 64u << 20;

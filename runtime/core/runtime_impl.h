@@ -50,6 +50,9 @@ class Runtime::Impl final : public PageMover {
   StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;
   bool HasTier(Tier tier) const;
   std::vector<TierStats> Stats() const;
+  RuntimeCounters Counters() const;                                   // runtime_counters.cc
+  bool GetProperty(std::string_view name, std::string* value) const;  // runtime_counters.cc
+  Status SetPinned(void* ptr, bool pinned);                           // runtime_counters.cc
   const Topology& topology() const { return topo_; }
   std::pmr::memory_resource* Resource(Tier tier);
 
@@ -118,6 +121,13 @@ class Runtime::Impl final : public PageMover {
   std::array<std::unique_ptr<PageResource>, kNumTiers + 1> page_resources_;
   std::array<std::unique_ptr<std::pmr::synchronized_pool_resource>, kNumTiers + 1> pools_;
 };
+
+// The door from the project's own layers (allocator, tests) to a Runtime's state; users have
+// only the public API. Runtime names this struct its friend.
+struct RuntimeAccess {
+  static Runtime::Impl* Of(Runtime& rt) { return rt.impl_.get(); }
+};
+inline Runtime::Impl* ImplOf(Runtime& rt) { return RuntimeAccess::Of(rt); }
 
 namespace internal {
 // Messages shared by runtime.cc and runtime_move.cc: "0x7f...".

@@ -124,14 +124,14 @@ TEST(BadOptions, InvalidEnvironmentKeepsDefaultsAndStarts) {
 TEST(BadOptions, ApiOptionsOverrideEnvironment) {
   setenv("TIERMEM_DRAM_LIMIT", "1G", 1);
   Options o;
-  o.dram_limit = 64 << 10;
+  o.Set("dram_limit", 64 << 10);
   auto rt = Runtime::Start(o);
   unsetenv("TIERMEM_DRAM_LIMIT");
   ASSERT_TRUE(rt.ok());
   EXPECT_EQ((*rt)->Allocate(128 << 10, Tier::kDram).status().code(),
             StatusCode::kResourceExhausted);
   Options bad;
-  bad.log_level = "loud";
+  bad.Set("log_level", "loud");
   auto r2 = Runtime::Start(bad);
   EXPECT_EQ(r2.status().code(), StatusCode::kInvalidArgument);
 }

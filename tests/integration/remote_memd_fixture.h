@@ -141,9 +141,9 @@ inline bool CheckPage(const uint8_t* p, uint64_t page, uint64_t client = 1) {
 // A runtime whose remote tier is `servers` (TIERMEM_REMOTE syntax), with a 3 s fault timeout.
 inline std::unique_ptr<Runtime> StartRemoteRuntime(const std::string& servers, const std::string& token = "") {
   Options o;
-  o.remote = servers;
-  o.token = token;
-  o.remote_timeout_ms = 3000;
+  o.Set("remote", servers);
+  o.Set("token", token);
+  o.Set("remote_timeout_ms", 3000);
   auto rt = Runtime::Start(o);
   EXPECT_TRUE(rt.ok()) << rt.status().ToString();
   if (!rt.ok()) return nullptr;

@@ -52,7 +52,7 @@ TEST(RemoteMultiServer, EvictedRunsGoToBothServersAndReadBackIntact) {
   ASSERT_TRUE(a.Start({"--capacity", "64M", "--no-rdma"}));
   ASSERT_TRUE(b.Start({"--capacity", "64M", "--no-rdma"}));
   auto rt = StartWith(a.url() + "," + b.url());
-  Pager* pager = rt->impl()->pager();
+  Pager* pager = ImplOf(*rt)->pager();
   EXPECT_EQ(pager->server(), a.url() + "," + b.url());
   constexpr size_t kRuns = 6, kPagesPerRun = 512;
   std::vector<EvictedRun> runs;
@@ -115,7 +115,7 @@ TEST(RemoteMultiServer, AFullServerSendsPlacementToTheNext) {
   ASSERT_TRUE(a.Start({"--capacity", "8M", "--no-rdma"}));  // 2048 pages: chosen first (more room)
   ASSERT_TRUE(b.Start({"--capacity", "4M", "--no-rdma"}));  // 1024 pages
   auto rt = StartWith(a.url() + "," + b.url());
-  Pager* pager = rt->impl()->pager();
+  Pager* pager = ImplOf(*rt)->pager();
   constexpr size_t kPages = 2800;
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok());
@@ -148,7 +148,7 @@ TEST(RemoteMultiServer, AnUnreachableServerOfTheListIsSkipped) {
   MemdProcess a;
   ASSERT_TRUE(a.Start({"--capacity", "16M", "--no-rdma"}));
   auto rt = StartWith("tcp://127.0.0.1:1," + a.url());
-  Pager* pager = rt->impl()->pager();
+  Pager* pager = ImplOf(*rt)->pager();
   auto st = pager->server_stats();
   ASSERT_EQ(st.size(), 2u);
   EXPECT_FALSE(st[0].connected);
@@ -182,7 +182,7 @@ TEST(RemoteMultiServerDeathTest, OneOfTwoServersKilledEndsTheProcessNamingIt) {
       if (!rt->Migrate(base, 64 * kPage, Tier::kRemote).ok()) _exit(3);
       runs.push_back(base);
     }
-    auto st = rt->impl()->pager()->server_stats();
+    auto st = ImplOf(*rt)->pager()->server_stats();
     if (st[0].pages != 64 || st[1].pages != 64) _exit(4);  // one run on each
     b.Stop(SIGKILL);
     for (uint8_t* base : runs) {

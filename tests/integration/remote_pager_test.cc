@@ -75,7 +75,7 @@ void EvictAndFaultBack(int threads) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(checked.load(), kPages);
   EXPECT_EQ(bad.load(), 0u);
-  PagerStats st = rt->impl()->pager()->stats();
+  PagerStats st = ImplOf(*rt)->pager()->stats();
   EXPECT_EQ(st.faults, kPages);  // each page fetched exactly once, however many threads asked
   EXPECT_EQ(st.written, kPages);
   EXPECT_TRUE(rt->Free(base).ok());
@@ -88,7 +88,7 @@ TEST(RemotePager, CleanPagesAreNotWrittenAgain) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
   auto rt = StartWith(memd);
-  Pager* pager = rt->impl()->pager();
+  Pager* pager = ImplOf(*rt)->pager();
   if (!pager->write_protect()) GTEST_SKIP() << "kernel lacks userfaultfd write-protect: no clean tracking";
   constexpr size_t kPages = 64;
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
@@ -175,8 +175,8 @@ TEST(RemotePager, WritesDuringEvictionAreKept) {
 
 TEST(RemotePager, UnreachableServerMakesTheTierUnavailableWithTheReason) {
   Options o;
-  o.remote = "tcp://127.0.0.1:1";
-  o.remote_timeout_ms = 1000;
+  o.Set("remote", "tcp://127.0.0.1:1");
+  o.Set("remote_timeout_ms", 1000);
   auto rt = Runtime::Start(o);
   ASSERT_TRUE(rt.ok());
   EXPECT_FALSE((*rt)->HasTier(Tier::kRemote));

@@ -28,9 +28,9 @@ TEST(RemoteRace, StaleMigrationsNeverLoseTheNextOwnersData) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "256M", "--no-rdma"}, "tok"));
   Options o;
-  o.remote = memd.url();
-  o.token = "tok";
-  o.remote_timeout_ms = 5000;
+  o.Set("remote", memd.url());
+  o.Set("token", "tok");
+  o.Set("remote_timeout_ms", 5000);
   // No tier limits: no policy thread; this test is the only migrator.
   auto started = Runtime::Start(o);
   ASSERT_TRUE(started.ok()) << started.status().ToString();

@@ -172,7 +172,7 @@ TEST(RuntimeApi, PmrContainersLiveOnATier) {
 
 TEST(RuntimeApi, TierLimitIsEnforced) {
   Options o;
-  o.dram_limit = 1 << 20;
+  o.Set("dram_limit", 1 << 20);
   auto rt = StartOrDie(o);
   auto a = rt->Allocate(768 << 10, Tier::kDram);
   ASSERT_TRUE(a.ok());

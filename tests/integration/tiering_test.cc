@@ -39,7 +39,7 @@ TEST(TieringTest, SamplingKeepsDataIntactAndSeesAccesses) {
   unsetenv("TIERMEM_SAMPLE_MODE");
   unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
-  Migrator* m = (*rt)->impl()->migrator();
+  Migrator* m = ImplOf(**rt)->migrator();
   ASSERT_NE(m, nullptr);
   const size_t bytes = 16 << 20;
   auto p = (*rt)->Allocate(bytes, Tier::kDram);
@@ -116,14 +116,14 @@ TEST(TieringTest, RegionsGetSmallPagesWhileThePolicyRuns) {
   auto rt = Runtime::Start();
   unsetenv("TIERMEM_SAMPLE_MODE");
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
-  ASSERT_TRUE((*rt)->impl()->migrator()->running());
+  ASSERT_TRUE(ImplOf(**rt)->migrator()->running());
   auto p = (*rt)->Allocate(1 << 20, Tier::kDram);
   ASSERT_TRUE(p.ok());
   EXPECT_NE(VmFlagsOf(*p).find(" nh"), std::string::npos) << VmFlagsOf(*p);
   // A region added later (an allocation larger than the first region) gets it too.
   auto big = (*rt)->Allocate(size_t{96} << 30, Tier::kDram);
   ASSERT_TRUE(big.ok()) << big.status().ToString();
-  EXPECT_NE((*rt)->impl()->RegionOf(*big), (*rt)->impl()->RegionOf(*p));
+  EXPECT_NE(ImplOf(**rt)->RegionOf(*big), ImplOf(**rt)->RegionOf(*p));
   EXPECT_NE(VmFlagsOf(*big).find(" nh"), std::string::npos) << VmFlagsOf(*big);
   ASSERT_TRUE((*rt)->Free(*big).ok());
   ASSERT_TRUE((*rt)->Free(*p).ok());
@@ -132,8 +132,8 @@ TEST(TieringTest, RegionsGetSmallPagesWhileThePolicyRuns) {
 TEST(TieringTest, NoBudgetMeansNoPolicyThread) {
   auto rt = Runtime::Start();
   ASSERT_TRUE(rt.ok());
-  EXPECT_FALSE((*rt)->impl()->migrator()->running());
-  EXPECT_EQ((*rt)->impl()->migrator()->stats().mode, "off");
+  EXPECT_FALSE(ImplOf(**rt)->migrator()->running());
+  EXPECT_EQ(ImplOf(**rt)->migrator()->stats().mode, "off");
 }
 
 // DRAM budget of 2 MiB + remote: a hot set of 64 pages touched all the time ends in DRAM, the
@@ -144,8 +144,8 @@ TEST(TieringTest, HotPagesStayInDramColdPagesGoRemote) {
   setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
   setenv("TIERMEM_SAMPLE_INTERVAL_MS", "10", 1);
   Options o;
-  o.dram_limit = 2 << 20;  // 512 pages
-  o.remote = memd.url();
+  o.Set("dram_limit", 2 << 20);  // 512 pages
+  o.Set("remote", memd.url());
   auto rt = Runtime::Start(o);
   unsetenv("TIERMEM_SAMPLE_MODE");
   unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
@@ -170,7 +170,7 @@ TEST(TieringTest, HotPagesStayInDramColdPagesGoRemote) {
       sink = sink + *reinterpret_cast<uint64_t*>(base + pg * kPage);
     }
   });
-  Migrator* m = (*rt)->impl()->migrator();
+  Migrator* m = ImplOf(**rt)->migrator();
   auto hot_in_dram = [&] {
     auto loc = (*rt)->Locate(base + hot_first * kPage, hot_n * kPage);
     if (!loc.ok()) return size_t{0};
@@ -208,7 +208,7 @@ TEST(TieringTest, EvictPagesTakesScatteredPagesAndKeepsData) {
   ASSERT_TRUE(memd.Start({"--capacity", "64M"})) << memd.Log();
   setenv("TIERMEM_SAMPLE_MODE", "off", 1);
   Options o;
-  o.remote = memd.url();
+  o.Set("remote", memd.url());
   auto rt = Runtime::Start(o);
   unsetenv("TIERMEM_SAMPLE_MODE");
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
@@ -222,7 +222,7 @@ TEST(TieringTest, EvictPagesTakesScatteredPagesAndKeepsData) {
   for (size_t i = 0; i < npages; ++i) {
     if (i % 3 == 0 || (i >= 400 && i < 420)) pages.push_back(base + i * kPage);
   }
-  auto r = (*rt)->impl()->EvictPages(pages);
+  auto r = ImplOf(**rt)->EvictPages(pages);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->pages_moved, pages.size());
   auto loc = (*rt)->Locate(base, npages * kPage);
@@ -235,7 +235,7 @@ TEST(TieringTest, EvictPagesTakesScatteredPagesAndKeepsData) {
   }
   EXPECT_EQ(remote, pages.size());
   EXPECT_EQ(wrong, 0u);
-  auto again = (*rt)->impl()->EvictPages({base, base + 3 * kPage});
+  auto again = ImplOf(**rt)->EvictPages({base, base + 3 * kPage});
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->pages_moved, 0u);
   EXPECT_EQ(again->pages_already_there, 2u);

@@ -364,7 +364,7 @@ TEST(QemuPlacement, PagesUnderSamplingAreSeenAndMovedWhereTheyAre) {
   unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
   ASSERT_TRUE(rt_or.ok()) << rt_or.status().ToString();
   Runtime& rt = **rt_or;
-  Migrator* m = rt.impl()->migrator();
+  Migrator* m = ImplOf(rt)->migrator();
   ASSERT_TRUE(m->running());
   auto p = rt.Allocate(kSampled * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok()) << p.status().ToString();

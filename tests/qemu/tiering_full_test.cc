@@ -62,9 +62,9 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
   std::string used;
   for (const char* scheme : {"rdma", "tcp"}) {
     Options o;
-    o.dram_limit = 2 * kHot * kMiB;  // DRAM = 2x the hot set
-    o.cxl_limit = 12 * kMiB;
-    o.remote = memd.Url(scheme);
+    o.Set("dram_limit", 2 * kHot * kMiB);  // DRAM = 2x the hot set
+    o.Set("cxl_limit", 12 * kMiB);
+    o.Set("remote", memd.Url(scheme));
     auto r = Runtime::Start(o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     if ((*r)->HasTier(Tier::kRemote)) {
@@ -96,7 +96,7 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
     while (tracing.load()) {
       size_t remote_now = 0;
       for (int c = 0; c < kHot; ++c) {
-        Region* region = rt->impl()->RegionOf(chunks[c]);
+        Region* region = ImplOf(*rt)->RegionOf(chunks[c]);
         const uint64_t first = region->PageIndex(chunks[c]);
         for (uint64_t i = 0; i < kMiB / 4096; ++i) {
           remote_now += region->record(first + i).state.load() == static_cast<uint8_t>(PageState::kRemote);
@@ -105,8 +105,8 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
       if (remote_now + 64 <= last || remote_now >= last + 64) {
         printf("TIERING_FULL_TRACE t=%.2f hot_remote=%zu rounds=%llu demotions=%llu\n",
                static_cast<double>(bench::NowNs() - t_start) / 1e9, remote_now,
-               static_cast<unsigned long long>(rt->impl()->migrator()->stats().rounds),
-               static_cast<unsigned long long>(rt->impl()->migrator()->stats().demotions));
+               static_cast<unsigned long long>(ImplOf(*rt)->migrator()->stats().rounds),
+               static_cast<unsigned long long>(ImplOf(*rt)->migrator()->stats().demotions));
         fflush(stdout);
         last = remote_now;
       }
@@ -124,12 +124,12 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
   // `max_seconds`.
   const uint64_t min_rounds = strtoull(Env("QEMU_TIERING_MIN_ROUNDS", "30").c_str(), nullptr, 10);
   const double max_seconds = std::max(seconds, atof(Env("QEMU_TIERING_MAX_SECONDS", "180").c_str()));
-  const uint64_t rounds0 = rt->impl()->migrator()->stats().rounds;
+  const uint64_t rounds0 = ImplOf(*rt)->migrator()->stats().rounds;
   auto warm = [&] {
     const uint64_t dt = bench::NowNs() - t0;
     if (dt >= static_cast<uint64_t>(max_seconds * 1e9)) return true;
     return dt >= static_cast<uint64_t>(seconds * 1e9) &&
-           rt->impl()->migrator()->stats().rounds - rounds0 >= min_rounds;
+           ImplOf(*rt)->migrator()->stats().rounds - rounds0 >= min_rounds;
   };
   for (uint64_t k = 0; (++k & 15) != 0 || !warm();) {
     if (progress_ns > 0 && bench::NowNs() >= next_progress) {
@@ -146,7 +146,7 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
           ++tot[set];
         }
       }
-      MigratorStats ps = rt->impl()->migrator()->stats();
+      MigratorStats ps = ImplOf(*rt)->migrator()->stats();
       printf("TIERING_FULL_PROGRESS t=%.0fs updates=%llu hot_on_node0=%.3f (cxl %zu, remote %zu) warm_on_cxl=%.3f cold_remote=%.3f "
              "rounds=%llu demotions=%llu promotions=%llu samples=%llu fault_samples=%llu calls=%llu migrate_ms=%.0f\n",
              static_cast<double>(bench::NowNs() - t0) / 1e9, static_cast<unsigned long long>(updates),
@@ -161,7 +161,7 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
     updates += 256;
   }
   const double warmup_s = static_cast<double>(bench::NowNs() - t0) / 1e9;
-  const uint64_t warmup_rounds = rt->impl()->migrator()->stats().rounds - rounds0;
+  const uint64_t warmup_rounds = ImplOf(*rt)->migrator()->stats().rounds - rounds0;
   // The measured window, after the warm-up: GUPS (a TCG guest's rate: report it as a ratio to
   // the all-DRAM run of the same guest, which tiering_full.sh takes from `gups --kernel`).
   // Placement, by Locate.
@@ -214,7 +214,7 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
     for (int c = from; c < to; ++c) {
       auto loc = rt->Locate(chunks[c], kMiB);
       if (!loc.ok()) break;
-      Region* region = rt->impl()->RegionOf(chunks[c]);
+      Region* region = ImplOf(*rt)->RegionOf(chunks[c]);
       for (size_t i = 0; i < loc->size(); ++i) {
         const PageLocation& l = (*loc)[i];
         uint8_t st = region->record(region->PageIndex(chunks[c]) + i).state.load();
@@ -232,7 +232,7 @@ TEST(TieringFull, ThreeTierGupsPutsHotWarmColdOnTheirTiers) {
   }
   tracing.store(false);
   tracer.join();
-  MigratorStats ms = rt->impl()->migrator()->stats();
+  MigratorStats ms = ImplOf(*rt)->migrator()->stats();
   printf("TIERING_FULL_POLICY rounds=%llu migrate_calls=%llu migrate_ms=%.0f round_ms=%.0f failed=%llu deferred=%llu armed=%llu\n",
          static_cast<unsigned long long>(ms.rounds), static_cast<unsigned long long>(ms.migrate_calls),
          static_cast<double>(ms.migrate_ns) / 1e6, static_cast<double>(ms.round_ns) / 1e6,

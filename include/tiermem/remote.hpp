@@ -1,0 +1,71 @@
+// tiermem::RemoteClient: a direct client of one memory server (tiermem-memd), for tools and
+// benchmarks that measure or inspect the remote tier without a Runtime. The runtime's own pager
+// uses the same transports (TCP, or RDMA one-sided READ/WRITE where a verbs device exists).
+//
+//   auto c = *tiermem::RemoteClient::Connect("tcp://127.0.0.1:7471", "token");
+//   auto pages = *c->Allocate(1024);                 // 1024 slots of 4 KiB on the server
+//   c->Write(pages, pages.first, buf, 1024);         // pipelined, 64 requests in flight
+//   c->Read(pages, pages.first + 7, page, 1, 1);     // one round trip
+//
+// Thread safety: one thread at a time per client (open one client per thread). Buffers belong to
+// the caller and need only stay valid during the call. Errors name the server.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tiermem/status.hpp"
+
+namespace tiermem {
+
+// Slots [first, first + count) on the server, as Allocate returned them.
+struct RemotePages {
+  uint64_t first = 0;
+  uint64_t count = 0;
+  uint64_t remote_addr = 0;  // RDMA: the server address of slot `first` (0 over TCP)
+  uint32_t rkey = 0;         // RDMA: the key of the registration covering the range
+};
+
+// A server's figures (its STATS reply), in pages of RemoteClient::kPageSize.
+struct RemoteServerStats {
+  uint64_t capacity_pages = 0;
+  uint64_t used_pages = 0;     // held by all clients
+  uint64_t session_pages = 0;  // held by this client's session
+  uint64_t quota_pages = 0;    // this session's quota (0 = none)
+  uint32_t sessions = 0;
+  uint32_t connections = 0;
+};
+
+class RemoteClient {
+ public:
+  static constexpr size_t kPageSize = 4096;
+
+  // `url`: tcp://host:port or rdma://host:port. Unavailable when the server cannot be reached
+  // within timeout_ms, PermissionDenied when it refuses the token.
+  static StatusOr<std::unique_ptr<RemoteClient>> Connect(std::string_view url, std::string_view token,
+                                                         uint32_t timeout_ms = 5000);
+  ~RemoteClient();  // closes the connection; the server frees this session's slots
+  RemoteClient(const RemoteClient&) = delete;
+  RemoteClient& operator=(const RemoteClient&) = delete;
+
+  // `count` contiguous slots (ResourceExhausted when the server or the quota is full).
+  StatusOr<RemotePages> Allocate(uint64_t count);
+  Status Free(const RemotePages& pages);
+  // Writes (reads) `n` pages between `data` and slots [slot, slot + n) of `pages`, with up to
+  // `window` requests in flight; returns when all have completed.
+  Status Write(const RemotePages& pages, uint64_t slot, const void* data, size_t n, size_t window = 64);
+  Status Read(const RemotePages& pages, uint64_t slot, void* data, size_t n, size_t window = 64);
+  StatusOr<RemoteServerStats> ServerStats();
+  std::string name() const;  // "tcp://127.0.0.1:7471"
+
+  class Impl;
+
+ private:
+  explicit RemoteClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tiermem
