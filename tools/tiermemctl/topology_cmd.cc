@@ -84,9 +84,23 @@ int TopologyCommand(bool json) {
   return 0;
 }
 
-int OptionsCommand(bool json) {
+int OptionsCommand(bool json, bool markdown) {
   size_t n = 0;
   const OptionSpec* table = OptionTable(&n);
+  if (markdown) {
+    // README's options table is generated from this (scripts/gen-readme.py): keep it stable.
+    auto cell = [](std::string text) {
+      for (size_t i = 0; (i = text.find('|', i)) != std::string::npos; i += 2) text.insert(i, "\\");
+      return text;
+    };
+    std::printf("| variable | default | meaning |\n|---|---|---|\n");
+    for (size_t i = 0; i < n; ++i) {
+      std::string def = table[i].default_value[0] ? table[i].default_value : "\"\"";
+      std::printf("| `%s` | `%s` | %s |\n", table[i].env, def.c_str(),
+                  cell(table[i].help).c_str());
+    }
+    return 0;
+  }
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
     for (size_t i = 0; i < n; ++i) {

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Rewrites README.md's generated sections, so that they cannot drift from their sources.
+
+  <!-- options:begin --> ... <!-- options:end -->   from `tiermemctl options --markdown`
+  <!-- results:begin --> ... <!-- results:end -->   from docs/results/*.json (and compare.txt)
+  <!-- example:begin --> ... <!-- example:end -->   examples/pmr_on_tier.cc, between its
+                                                    `// README:begin` and `// README:end` lines
+
+Usage:
+  scripts/gen-readme.py [--tiermemctl PATH] [--readme README.md] [--results docs/results]
+  scripts/gen-readme.py --check ...   exit 1, with a one-line hint, when README.md is out of date
+
+The results table shows the latest headline figure of each benchmark. A result file names its
+command and date itself ("command", "date"), or docs/results/index.json does (file -> command,
+date, commit: the commit that recorded the measurement, from `git log`). The notes on every
+measurement are in docs/results/NOTES.md. Python 3 standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def find_tiermemctl(given):
+    if given:
+        return given
+    if os.environ.get("TIERMEMCTL"):
+        return os.environ["TIERMEMCTL"]
+    for build in sorted(d for d in os.listdir(ROOT) if d.startswith("build")):
+        path = os.path.join(ROOT, build, "tools", "tiermemctl")
+        if os.access(path, os.X_OK):
+            return path
+    sys.exit("gen-readme: no tiermemctl found under build*/tools/; build it or pass --tiermemctl")
+
+
+def options_section(tiermemctl):
+    out = subprocess.run([tiermemctl, "options", "--markdown"], check=True,
+                         capture_output=True, text=True).stdout
+    return out.rstrip("\n")
+
+
+def example_section(path):
+    with open(path) as f:
+        text = f.read()
+    m = re.search(r"^// README:begin\n(.*?)^\s*// README:end\n", text, re.S | re.M)
+    if not m:
+        sys.exit(f"gen-readme: {path} has no // README:begin ... // README:end lines")
+    body = m.group(1).rstrip("\n")
+    return "```cpp\n" + body + "\n  // ...\n}\n```"
+
+
+# ---- results ---------------------------------------------------------------------------------
+
+class Result:
+    """One raw result file with its command and the date it was measured."""
+
+    def __init__(self, name, data, meta):
+        self.name = name
+        self.data = data
+        self.command = data.get("command") if isinstance(data, dict) else None
+        self.command = self.command or meta.get("command", "?")
+        self.date = (data.get("date") if isinstance(data, dict) else None) or meta.get("date", "?")
+        self.commit = meta.get("commit", "")
+
+    def when(self):
+        day = self.date.split(" ")[0]
+        return f"{day} ({self.commit})" if self.commit else day
+
+
+def parse_compare_txt(text):
+    """compare.txt is `tiermem-bench compare`'s text output; same fields as its --json."""
+    results, absent = [], []
+    row = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$")
+    for line in text.splitlines():
+        m = row.match(line)
+        if m and m.group(1) != "tier":
+            node = None if m.group(2) == "-" else int(m.group(2))
+            results.append({"tier": m.group(1), "node": node, "pattern": m.group(3),
+                            "p50_ns": float(m.group(4)), "p99_ns": float(m.group(5)),
+                            "gb_s": float(m.group(6))})
+        m = re.match(r"^(\S+): absent: (.*)$", line)
+        if m:
+            absent.append({"tier": m.group(1), "reason": m.group(2)})
+    return {"results": results, "absent": absent}
+
+
+def load_results(results_dir):
+    index_path = os.path.join(results_dir, "index.json")
+    index = {}
+    if os.path.exists(index_path):
+        with open(index_path) as f:
+            index = json.load(f)
+    out = []
+    for name in sorted(os.listdir(results_dir)):
+        path = os.path.join(results_dir, name)
+        if name == "index.json":
+            continue
+        if name.endswith(".json"):
+            with open(path) as f:
+                data = json.load(f)
+        elif name == "compare.txt":
+            with open(path) as f:
+                data = parse_compare_txt(f.read())
+        else:
+            continue
+        out.append(Result(name, data, index.get(name, {})))
+    return out
+
+
+def latest(results, pattern, accept=lambda r: True):
+    """The most recently measured file whose name matches; a JSON wins a tie with a text."""
+    cands = [r for r in results if re.match(pattern, r.name) and accept(r)]
+    if not cands:
+        return None
+    return max(cands, key=lambda r: (r.date, r.name.endswith(".json"), r.name))
+
+
+def fmt_ns(ns):
+    return f"{ns / 1000:.1f} us" if ns >= 10000 else f"{ns:.1f} ns"
+
+
+def compare_rows(r):
+    rows = []
+    by_tier = {}
+    for x in r.data.get("results", []):
+        key = x["tier"] if x.get("node") is None else f"{x['tier']} node {x['node']}"
+        by_tier.setdefault(key, {})[x["pattern"]] = x
+    for tier, pats in by_tier.items():
+        lat = " / ".join(fmt_ns(pats[p]["p50_ns"]) for p in ("chase", "rand64", "page4k") if p in pats)
+        seq = f"; seq {pats['seq']['gb_s']:.2f} GB/s" if "seq" in pats else ""
+        rows.append((f"compare, {tier}: p50 of chase / rand64 / page4k; seq bandwidth", lat + seq))
+    absent = [a["tier"] for a in r.data.get("absent", [])]
+    if absent:
+        rows.append(("compare: tiers absent on the measuring machine",
+                     ", ".join(absent) + f" (reasons in docs/results/{r.name})"))
+    return rows
+
+
+def remote_fault_rows(r):
+    d = r.data
+    ratio = d["fault_p50_us"] / d["raw_roundtrip_p50_us"]
+    evict = 100.0 * d["evict_pages_per_s"] / d["raw_write_pages_per_s"]
+    transport = "RDMA" if "rdma" in r.command else "TCP"
+    return [(f"remote fault over {transport}: p50 against the bare 4 KiB round trip",
+             f"{d['fault_p50_us']:.1f} us vs {d['raw_roundtrip_p50_us']:.1f} us ({ratio:.2f}x); "
+             f"eviction at {evict:.1f}% of the bare write stream")]
+
+
+def gups_rows(r):
+    d = r.data
+    ws = d.get("working_set_bytes", 0) >> 20
+    budget = d.get("dram_budget_bytes", 0) >> 20
+    return [(f"gups ({ws} MiB, DRAM budget {budget} MiB, rest remote): tiered against the oracle",
+             f"{d['tiered_vs_oracle']:.2f}x; tracking_speed_ratio {d['tracking_speed_ratio']:.3f}")]
+
+
+def kv_rows(r):
+    d = r.data
+    size = d.get("table_bytes", 0)
+    size = f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
+    rows = []
+    for s in d.get("results", []):
+        requests = s["ops_s"] * s.get("measured_s", d.get("seconds", 0))
+        per_req = s["faults"] / requests if requests else 0.0
+        rows.append((f"kv {size}, {s['setup']}: ops/s, remote faults per request",
+                     f"{s['ops_s']:,.0f} ops/s, {per_req:.3f}"))
+    return rows
+
+
+def malloc_rows(r):
+    s = r.data["summary"]
+    return [("malloc: tiermem/glibc geomean (lowest); worst against the best of jemalloc and "
+             "mimalloc; worst peak RSS against glibc",
+             f"{s['geomean_vs_glibc']:.2f}x ({s['worst_vs_glibc']:.2f}x); "
+             f"{s['worst_vs_best_of_jemalloc_mimalloc']:.2f}x; {s['worst_rss_vs_glibc']:.3f}x")]
+
+
+def is_dict_with(*keys):
+    return lambda r: isinstance(r.data, dict) and all(k in r.data for k in keys)
+
+
+# (file name pattern, which files qualify, rows of the table)
+HEADLINES = [
+    (r"^compare\.(json|txt)$", is_dict_with("results"), compare_rows),
+    (r"^remote-fault.*\.json$", is_dict_with("fault_p50_us", "raw_roundtrip_p50_us"), remote_fault_rows),
+    (r"^gups-full.*\.json$", is_dict_with("tiered_vs_oracle", "tracking_speed_ratio"), gups_rows),
+    (r"^kv-.*\.json$", is_dict_with("results", "table_bytes"), kv_rows),
+    (r"^malloc.*\.json$", is_dict_with("summary"), malloc_rows),
+]
+
+
+def results_section(results_dir):
+    results = load_results(results_dir)
+    lines = ["| figure | measured | command | date (commit) | raw output |", "|---|---|---|---|---|"]
+    for pattern, accept, rows in HEADLINES:
+        r = latest(results, pattern, accept)
+        if r is None:
+            continue
+        if pattern.startswith("^kv"):
+            # The largest table measured, then the latest run of that size.
+            biggest = max(x.data["table_bytes"] for x in results
+                          if re.match(pattern, x.name) and accept(x))
+            r = latest(results, pattern, lambda x: accept(x) and x.data["table_bytes"] == biggest)
+        for figure, value in rows(r):
+            lines.append(f"| {figure} | {value} | `{r.command}` | {r.when()} | "
+                         f"[{r.name}](docs/results/{r.name}) |")
+    return "\n".join(lines)
+
+
+# ---- README ----------------------------------------------------------------------------------
+
+def replace_section(text, name, body):
+    pat = re.compile(r"(<!-- %s:begin[^>]*-->\n)(.*?)(<!-- %s:end -->)" % (name, name), re.S)
+    if not pat.search(text):
+        sys.exit(f"gen-readme: README has no <!-- {name}:begin --> ... <!-- {name}:end --> markers")
+    return pat.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text, count=1)
+
+
+def first_difference(old, new):
+    a, b = old.splitlines(), new.splitlines()
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else "<end of file>"
+        y = b[i] if i < len(b) else "<end of file>"
+        if x != y:
+            return i + 1, x, y
+    return 0, "", ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiermemctl", help="path of the built tiermemctl (default: build*/tools/)")
+    ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    ap.add_argument("--results", default=os.path.join(ROOT, "docs", "results"))
+    ap.add_argument("--check", action="store_true", help="only check; exit 1 when out of date")
+    args = ap.parse_args()
+
+    with open(args.readme) as f:
+        old = f.read()
+    new = replace_section(old, "options", options_section(find_tiermemctl(args.tiermemctl)))
+    new = replace_section(new, "results", results_section(args.results))
+    new = replace_section(new, "example",
+                          example_section(os.path.join(ROOT, "examples", "pmr_on_tier.cc")))
+    if args.check:
+        if new != old:
+            line, was, wants = first_difference(old, new)
+            print(f"{args.readme} is out of date at line {line}: has {was[:60]!r}, "
+                  f"generated {wants[:60]!r}; run scripts/gen-readme.py")
+            return 1
+        return 0
+    if new != old:
+        with open(args.readme, "w") as f:
+            f.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
