@@ -16,7 +16,7 @@
 // README:begin
 int main() {
   tiermem::Options options;
-  options.allow_fallback = true;  // an absent tier gives DRAM rather than std::bad_alloc
+  options.Set("allow_fallback", true);  // an absent tier gives DRAM rather than std::bad_alloc
   auto rt = tiermem::Runtime::Start(options);
   if (!rt.ok()) {
     std::fprintf(stderr, "tiermem: %s\n", rt.status().ToString().c_str());

@@ -2,7 +2,7 @@
 #include <iostream>
 #include <string>
 
-#include "base/options.h"
+#include "tiermem/options.hpp"
 #include "tiermem/tiermem.hpp"
 #include "tools/tiermemctl/commands.h"
 #include "tools/tiermemctl/json.h"
@@ -85,8 +85,7 @@ int TopologyCommand(bool json) {
 }
 
 int OptionsCommand(bool json, bool markdown) {
-  size_t n = 0;
-  const OptionSpec* table = OptionTable(&n);
+  const std::vector<OptionInfo> table = OptionTable();
   if (markdown) {
     // README's options table is generated from this (scripts/gen-readme.py): keep it stable.
     auto cell = [](std::string text) {
@@ -94,25 +93,22 @@ int OptionsCommand(bool json, bool markdown) {
       return text;
     };
     std::printf("| variable | default | meaning |\n|---|---|---|\n");
-    for (size_t i = 0; i < n; ++i) {
-      std::string def = table[i].default_value[0] ? table[i].default_value : "\"\"";
-      std::printf("| `%s` | `%s` | %s |\n", table[i].env, def.c_str(),
-                  cell(table[i].help).c_str());
+    for (const OptionInfo& o : table) {
+      std::string def = o.default_value.empty() ? "\"\"" : o.default_value;
+      std::printf("| `%s` | `%s` | %s |\n", o.name.c_str(), def.c_str(), cell(o.help).c_str());
     }
     return 0;
   }
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (size_t i = 0; i < n; ++i) {
-      arr.push_back({{"name", table[i].env}, {"default", table[i].default_value},
-                     {"help", table[i].help}});
+    for (const OptionInfo& o : table) {
+      arr.push_back({{"name", o.name}, {"kind", o.kind}, {"default", o.default_value}, {"help", o.help}});
     }
     std::cout << arr.dump(2) << "\n";
     return 0;
   }
-  for (size_t i = 0; i < n; ++i) {
-    std::printf("%-26s default \"%s\"\n    %s\n", table[i].env, table[i].default_value,
-                table[i].help);
+  for (const OptionInfo& o : table) {
+    std::printf("%-26s default \"%s\"\n    %s\n", o.name.c_str(), o.default_value.c_str(), o.help.c_str());
   }
   return 0;
 }
