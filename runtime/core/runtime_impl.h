@@ -1,5 +1,10 @@
-// Runtime::Impl: the runtime's state, visible to the project's own layers (allocator, pager,
-// tools, tests) but not to users. Public behaviour is documented in include/tiermem/tiermem.hpp.
+// Subsystem runtime/core: owns the Runtime (start, stop, fork), the managed regions and their
+// page records, and every placement (allocate, free, migrate, evict, locate). It may call the
+// other runtime subsystems (tiering, paging, topology), backends/, protocol/ and base/; they call
+// it back only through narrow interfaces (tiering/mover.h's PageMover, the pager's region_of).
+//
+// Runtime::Impl: the runtime's state, visible to the project's own layers (allocator, tests)
+// through RuntimeAccess, never to users. Public behaviour: include/tiermem/tiermem.hpp.
 #pragma once
 
 #include <array>

@@ -1,3 +1,7 @@
+// Subsystem runtime/paging: owns the remote tier's paging (server connections, slot maps, the
+// userfaultfd fault handler thread, eviction). It reads the core's page records (core/region.h)
+// and calls backends/remote's transports and base/; it never includes runtime_impl.h.
+//
 // The pager: moves page runs of managed regions out to a memory server (tiermem-memd) and faults
 // them back in with userfaultfd.
 //

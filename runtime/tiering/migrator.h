@@ -1,3 +1,8 @@
+// Subsystem runtime/tiering: owns access sampling (tracker), the pure Policy and the policy
+// thread. It gets its whole configuration once (mover.h's TieringConfig), reads the core's page
+// records (core/region.h), and acts only through PageMover (implemented by the core) and
+// backends/numa; it never includes runtime_impl.h.
+//
 // The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it collects the
 // tracker's samples and the remote faults seen since the last round, reads the page records of
 // every live page, asks the Policy for a plan and carries it out through the Runtime

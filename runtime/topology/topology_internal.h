@@ -1,3 +1,7 @@
+// Subsystem runtime/topology: owns discovery of the machine (NUMA nodes, CXL and DAX devices,
+// verbs devices) and PageNodes. It calls base/ and backends/remote/rdma's loader only; nothing
+// in it keeps state after discovery returns.
+//
 // Pieces of topology discovery that depend on optional libraries (libcxl/libdaxctl, libibverbs).
 // Each fills its part of the Topology, or records why it could not.
 #pragma once
