@@ -292,14 +292,12 @@ bool Migrator::Round() {
   // Second chance for DRAM's victims: while protection sampling runs, a DRAM page is demoted
   // only after it was watched without an access (confirmed cold: a whole round with a CXL tier,
   // confirm_ns_ without). A victim the policy picked by heat alone is replaced by a
-  // confirmed-cold DRAM page (coldest first), or waits for a later round. In the QEMU full guest a round finds DRAM far
-  // over its budget (pages faulted back from remote while the last, slow round ran) and the
-  // policy's victims are pages of equal, decayed heat, hot ones included; a hot page demoted to
-  // CXL is used there without a fault and only found again by the CXL sampling: the hot set on
-  // node 0 swung between 30% and 80% from round to round. Without a CXL tier, GUPS on this
-  // machine (DRAM + remote) kept only 83-86% of its hot set in DRAM while victims went by heat
-  // alone: a hot page is sampled once in seconds, its heat has decayed long before, and pages
-  // faulted in a moment ago looked hotter.
+  // confirmed-cold DRAM page (coldest first), or waits for a later round. Why heat alone is not
+  // enough: a round may find DRAM far over its budget (pages faulted back while the last, slow
+  // round ran), and then the policy's victims are pages of equal, decayed heat, hot ones
+  // included; a hot page demoted to CXL is used there without a fault and found again only by
+  // sampling. And a hot page is sampled once in seconds, so its heat has decayed long before
+  // pages faulted in a moment ago, which look hotter. (Measurements: docs/tiering.md.)
   const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
   uint64_t held_total = 0;
   if (protect_) {

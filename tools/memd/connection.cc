@@ -38,6 +38,16 @@ void PutError(std::vector<uint8_t>* out, uint64_t id, const Status& s) {
   proto::Encode(id, proto::Error{uint16_t(s.code()), s.message()}, out);
 }
 
+// A read or write of slots the session does not hold: logged, answered with PermissionDenied,
+// and nothing of the server's memory is touched.
+void RefuseForeignSlots(std::vector<uint8_t>* out, uint64_t id, const std::string& peer, uint64_t session,
+                        const char* op, uint64_t slot, uint32_t count) {
+  MemdLog("warn", "%s: session %llu: refused %s of slots [%llu, +%u): not its own", peer.c_str(),
+          (unsigned long long)session, op, (unsigned long long)slot, count);
+  PutError(out, id, PermissionDenied("slots [" + std::to_string(slot) + ", +" + std::to_string(count) +
+                                     ") are not this session's"));
+}
+
 }  // namespace
 
 void Server::ServeConnection(Conn* c) {
@@ -112,10 +122,7 @@ void Server::ServeConnection(Conn* c) {
           auto& m = std::get<proto::Read>(body);
           std::shared_lock<std::shared_mutex> lock(s.mu);
           if (!Owns(s, m.slot, m.count)) {
-            MemdLog("warn", "%s: session %llu: refused read of slots [%llu, +%u): not its own", peer.c_str(),
-                    (unsigned long long)s.id, (unsigned long long)m.slot, m.count);
-            PutError(&out.buf, id, PermissionDenied("slots [" + std::to_string(m.slot) + ", +" +
-                                                     std::to_string(m.count) + ") are not this session's"));
+            RefuseForeignSlots(&out.buf, id, peer, s.id, "read", m.slot, m.count);
             break;
           }
           size_t n = out.buf.size();
@@ -130,10 +137,7 @@ void Server::ServeConnection(Conn* c) {
           auto& m = std::get<proto::Write>(body);
           std::shared_lock<std::shared_mutex> lock(s.mu);
           if (!Owns(s, m.slot, m.count)) {
-            MemdLog("warn", "%s: session %llu: refused write of slots [%llu, +%u): not its own", peer.c_str(),
-                    (unsigned long long)s.id, (unsigned long long)m.slot, m.count);
-            PutError(&out.buf, id, PermissionDenied("slots [" + std::to_string(m.slot) + ", +" +
-                                                     std::to_string(m.count) + ") are not this session's"));
+            RefuseForeignSlots(&out.buf, id, peer, s.id, "write", m.slot, m.count);
             break;
           }
           std::memcpy(SlotAddress(m.slot), m.data, size_t(m.count) * proto::kPageSize);
