@@ -69,5 +69,5 @@ HeapUsage Heap::Usage() const {
 }  // namespace tiermem
 
 namespace tiermem::alloc {
-HeapCore* CoreOf(Heap& heap) { return heap.impl()->core; }
+HeapCore* CoreOf(Heap& heap) { return heap.impl_->core; }
 }  // namespace tiermem::alloc

@@ -1,6 +1,9 @@
 #include "base/os.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <linux/userfaultfd.h>
 #include <numaif.h>
 #include <poll.h>
@@ -25,7 +28,8 @@ extern void* __dso_handle __attribute__((weak, visibility("hidden")));
 namespace tiermem::os {
 
 int AtFork(void (*prepare)(), void (*parent)(), void (*child)()) {
-  return __register_atfork(prepare, parent, child, __dso_handle);
+  const int rc = __register_atfork(prepare, parent, child, __dso_handle);  // a positive errno
+  return rc == 0 ? 0 : -rc;
 }
 
 size_t PageSize() {
@@ -116,6 +120,44 @@ int WriteAll(int fd, const void* buf, size_t len) {
     p += w;
     len -= static_cast<size_t>(w);
   }
+  return 0;
+}
+
+int ReadWholeFile(const char* path, std::string* out) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    const ssize_t r = read(fd, buf, sizeof(buf));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int e = errno;
+      close(fd);
+      return -e;
+    }
+    if (r == 0) break;
+    out->append(buf, static_cast<size_t>(r));
+  }
+  close(fd);
+  while (!out->empty() && (out->back() == '\n' || out->back() == ' ')) out->pop_back();
+  return 0;
+}
+
+int ListDir(const char* path, std::vector<std::string>* names) {
+  DIR* dir = opendir(path);
+  if (dir == nullptr) return -errno;
+  while (dirent* e = readdir(dir)) {
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names->emplace_back(e->d_name);
+  }
+  closedir(dir);
+  return 0;
+}
+
+int RealPath(const char* path, std::string* out) {
+  char buf[PATH_MAX];
+  if (realpath(path, buf) == nullptr) return -errno;
+  *out = buf;
   return 0;
 }
 

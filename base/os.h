@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+#include <vector>
+
 #include "tiermem/status.hpp"
 
 namespace tiermem::os {
@@ -31,7 +34,7 @@ int Populate(void* addr, size_t bytes);
 // pthread_atfork(3), registered for this library (so dlclose drops the handlers). It calls
 // glibc's __register_atfork, as pthread_atfork's own stub in libc_nonshared.a does, but through
 // the GOT: the stub's PLT jump sits at the far end of a library's code and would map another
-// 64 KiB of it in every process at start. Returns 0 or a positive error number.
+// 64 KiB of it in every process at start. Returns 0 or a negative errno, like every call here.
 int AtFork(void (*prepare)(), void (*parent)(), void (*child)());
 
 // mbind(2). `nodemask` is a bit mask of nodes (up to 1024 nodes), `maxnode` its bit count.
@@ -51,6 +54,14 @@ int WriteAll(int fd, const void* buf, size_t len);
 // Reads up to cap-1 bytes of a (sysfs) file into buf and NUL-terminates it. Returns the byte
 // count, or a negative errno.
 long ReadSmallFile(const char* path, char* buf, size_t cap);
+// Reads a whole (sysfs) file with read(2), trailing newlines and spaces dropped. No iostreams: the
+// preload library runs topology discovery before main, and an ifstream would initialise
+// libstdc++'s locales, about 0.5 MB of code, in every program. Returns 0 or a negative errno.
+int ReadWholeFile(const char* path, std::string* out);
+// The names in a directory, "." and ".." left out, in no order. Returns 0 or a negative errno.
+int ListDir(const char* path, std::vector<std::string>* names);
+// realpath(3) into `out`. Returns 0 or a negative errno (`out` untouched).
+int RealPath(const char* path, std::string* out);
 
 uint64_t MonotonicNanos();
 

@@ -24,6 +24,7 @@
 #include "allocator/entry_points.h"
 #include "allocator/heap_core.h"
 #include "allocator/span_map.h"
+#include "base/os.h"
 #include "base/log.h"
 #include "base/runtime_thread.h"
 #include "runtime/core/runtime_impl.h"
@@ -288,9 +289,9 @@ TM_EXPORT void* aligned_alloc(size_t align, size_t n) {
   }
   return MemalignImpl(align, n);
 }
-TM_EXPORT void* valloc(size_t n) { return MemalignImpl(static_cast<size_t>(sysconf(_SC_PAGESIZE)), n); }
+TM_EXPORT void* valloc(size_t n) { return MemalignImpl(tiermem::os::PageSize(), n); }
 TM_EXPORT void* pvalloc(size_t n) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t page = tiermem::os::PageSize();
   if (n > SIZE_MAX - page) {
     errno = ENOMEM;
     return nullptr;

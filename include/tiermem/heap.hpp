@@ -26,6 +26,12 @@
 
 namespace tiermem {
 
+class Heap;
+namespace alloc {
+class HeapCore;
+HeapCore* CoreOf(Heap& heap);  // the project's own layers (allocator/heap_internal.h)
+}  // namespace alloc
+
 struct HeapUsage {
   uint64_t segment_bytes = 0;  // address space held for small blocks (4 MiB segments)
   uint64_t span_bytes = 0;     // of which in use by size-class spans
@@ -59,9 +65,9 @@ class Heap {
   HeapUsage Usage() const;
 
   class Impl;
-  Impl* impl() { return impl_; }  // for the project's own layers (tests, preload)
 
  private:
+  friend alloc::HeapCore* alloc::CoreOf(Heap& heap);
   explicit Heap(Impl* impl) : impl_(impl) {}
   Impl* impl_;
 };

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "runtime/tiering/tracker_os.h"
+#include "base/os_signal.h"
 
 namespace tiermem {
 namespace {

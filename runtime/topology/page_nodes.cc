@@ -1,7 +1,7 @@
 // tiermem::PageNodes (include/tiermem/topology.hpp): where the kernel put any page of this
 // process, by frame number, else by move_pages' query.
+#include <cctype>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,21 +18,20 @@ constexpr size_t kPage = 4096;
 class FrameNodes {
  public:
   FrameNodes() {
-    namespace fs = std::filesystem;
     uint64_t block = 0;
     char bs[64];
     if (os::ReadSmallFile("/sys/devices/system/memory/block_size_bytes", bs, sizeof(bs)) <= 0 ||
         (block = std::strtoull(bs, nullptr, 16)) == 0) {
       return;
     }
-    std::error_code ec;
-    for (const auto& nd : fs::directory_iterator("/sys/devices/system/node", ec)) {
-      const std::string name = nd.path().filename();
+    std::vector<std::string> nodes;
+    if (os::ListDir("/sys/devices/system/node", &nodes) != 0) return;
+    for (const std::string& name : nodes) {
       if (name.rfind("node", 0) != 0 || name.size() == 4) continue;
       const int node = std::atoi(name.c_str() + 4);
-      std::error_code ec2;
-      for (const auto& m : fs::directory_iterator(nd.path(), ec2)) {
-        const std::string mb = m.path().filename();
+      std::vector<std::string> entries;
+      if (os::ListDir(("/sys/devices/system/node/" + name).c_str(), &entries) != 0) continue;
+      for (const std::string& mb : entries) {
         if (mb.rfind("memory", 0) != 0 || mb.size() == 6 || !isdigit(static_cast<unsigned char>(mb[6]))) continue;
         const uint64_t index = std::strtoull(mb.c_str() + 6, nullptr, 10);
         blocks_[index * block / kPage] = {(index + 1) * block / kPage, node};

@@ -1,40 +1,16 @@
-#include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 
+#include "base/os.h"
 #include "runtime/topology/topology_internal.h"
 #include "tiermem/topology.hpp"
 
 namespace tiermem {
 namespace {
 
-// Reads a whole (sysfs) file with read(2). No iostreams: the preload library runs this before
-// main, and an ifstream would initialise libstdc++'s locales, about 0.5 MB of code, in every
-// program.
-bool ReadFile(const std::string& path, std::string* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[4096];
-  for (;;) {
-    const ssize_t r = read(fd, buf, sizeof(buf));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      close(fd);
-      return false;
-    }
-    if (r == 0) break;
-    out->append(buf, static_cast<size_t>(r));
-  }
-  close(fd);
-  while (!out->empty() && (out->back() == '\n' || out->back() == ' ')) out->pop_back();
-  return true;
-}
+bool ReadFile(const std::string& path, std::string* out) { return os::ReadWholeFile(path.c_str(), out) == 0; }
 
 bool ReadUint(const std::string& path, uint64_t* out) {
   std::string s;
@@ -158,12 +134,12 @@ StatusOr<Topology> DiscoverTopology(std::string_view sysfs_root) {
     if (ReadUint(acc + "/write_bandwidth", &v)) {
       node.hmat.write_bandwidth_mib_s = static_cast<uint32_t>(v);
     }
-    if (DIR* dir = opendir(acc.c_str())) {
-      while (dirent* e = readdir(dir)) {
+    std::vector<std::string> names;
+    if (os::ListDir(acc.c_str(), &names) == 0) {
+      for (const std::string& name : names) {
         int n = -1;
-        if (sscanf(e->d_name, "node%d", &n) == 1) node.hmat.initiators.push_back(n);
+        if (sscanf(name.c_str(), "node%d", &n) == 1) node.hmat.initiators.push_back(n);
       }
-      closedir(dir);
       std::sort(node.hmat.initiators.begin(), node.hmat.initiators.end());
     }
     topo.nodes.push_back(std::move(node));

@@ -13,6 +13,7 @@
 #include <daxctl/libdaxctl.h>
 
 #include "base/dynlib.h"
+#include "base/os.h"
 #endif
 
 namespace tiermem::internal {
@@ -125,9 +126,8 @@ void ListCxl(const CxlApi& c, Topology* topo) {
 
 std::string RealPath(const char* p) {
   if (p == nullptr) return "";
-  char buf[PATH_MAX];
-  if (realpath(p, buf) == nullptr) return p;
-  return buf;
+  std::string out;
+  return os::RealPath(p, &out) == 0 ? out : std::string(p);
 }
 
 void ListDax(const DaxctlApi& x, Topology* topo) {

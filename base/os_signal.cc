@@ -1,4 +1,4 @@
-#include "runtime/tiering/tracker_os.h"
+#include "base/os_signal.h"
 
 #include <linux/perf_event.h>
 #include <sys/mman.h>

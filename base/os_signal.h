@@ -1,6 +1,6 @@
-// The tracker's slice of the OS layer (kept next to the tracker; same contract as runtime/os:
-// ints are 0 or a negative errno, nothing allocates, everything here is async-signal-safe except
-// InstallSegvHandler and PerfPreciseAvailable).
+// The access sampler's slice of the OS surface: protection, the SIGSEGV handler and perf. Same
+// contract as base/os.h: ints are 0 or a negative errno, nothing allocates, and everything here
+// is async-signal-safe except InstallSegvHandler and PerfPreciseAvailable.
 #pragma once
 
 #include <csignal>
