@@ -1,0 +1,122 @@
+// Live statistics of the processes running tiermem, read from another process.
+//
+// Each process that starts a Runtime publishes its counters in a small shared-memory block,
+// /dev/shm/tiermem.<uid>.<pid> (mode 0600: only its owner, and root, can read it). The runtime
+// updates the block's counters in place with relaxed atomic adds, so publishing takes no lock and
+// no thread; a reader sees each counter whole, and counters that move together may be a few
+// events apart. The block is removed when the runtime stops (a clean exit); a block left behind
+// by a killed process is reported as stale (its pid is gone, or belongs to a newer process).
+//
+//   for (const tiermem::ProcessEntry& p : tiermem::ListProcesses()) { ... }
+//   auto st = tiermem::ReadProcessStats(pid);   // NotFound: not a tiermem process
+//
+// `tiermemctl ps`, `tiermemctl stat PID`, `tiermemctl top` and `tiermemctl serve-metrics` are
+// built on these two calls (docs/observability.md).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tiermem/status.hpp"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+
+// The layout version of the block this build writes and reads. A block of another version is
+// refused with FailedPrecondition naming both versions.
+inline constexpr uint32_t kStatsLayoutVersion = 1;
+
+// Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
+// last bucket counts the rest.
+inline constexpr int kHistogramBuckets = 16;
+inline constexpr std::array<uint64_t, kHistogramBuckets - 1> kHistogramBoundsNs = {
+    1'000,     2'000,     5'000,      10'000,     20'000,     50'000,     100'000,   200'000,
+    500'000,   1'000'000, 2'000'000,  5'000'000,  10'000'000, 50'000'000, 100'000'000};
+struct LatencyHistogram {
+  std::array<uint64_t, kHistogramBuckets> buckets{};
+  uint64_t count = 0;
+  uint64_t sum_ns = 0;
+};
+
+struct TierSnapshot {
+  Tier tier = Tier::kDram;
+  bool available = false;
+  uint64_t capacity_bytes = 0;   // the tier's nodes (or what the servers offer, for kRemote)
+  uint64_t limit_bytes = 0;      // TIERMEM_*_LIMIT; 0 = none
+  uint64_t allocated_bytes = 0;  // live allocations whose pages belong to the tier now
+  uint64_t pages = 0;            // allocated_bytes in pages
+};
+
+// Managed memory resident on one NUMA node (read by the reader from /proc/PID/numa_maps over the
+// runtime's regions, so the process pays nothing for it).
+struct NodeSnapshot {
+  int node = -1;
+  Tier tier = Tier::kDram;       // the tier the node serves in this process
+  uint64_t resident_bytes = 0;
+};
+
+struct ServerSnapshot {
+  std::string address;          // "tcp://10.0.0.2:7471"
+  bool up = false;              // connected and answering
+  uint64_t bytes_held = 0;      // this process's pages stored there
+  uint64_t slots = 0;           // slots held there (pages), used or free
+  uint64_t pages_written = 0;
+  uint64_t remote_faults = 0;
+  uint64_t replication_debt_pages = 0;  // pages short of their replicas (0: one copy is asked)
+};
+
+struct ProcessStats {
+  int pid = 0;
+  std::string command;            // the process's name (its /proc comm)
+  uint32_t layout_version = 0;
+  bool stale = false;             // the process is gone: the figures are its last ones
+  uint64_t started_unix_ns = 0;   // when the runtime started (CLOCK_REALTIME)
+  uint64_t page_size = 4096;
+
+  std::vector<TierSnapshot> tiers;  // kDram, kCxl, kRemote
+  std::vector<NodeSnapshot> nodes;  // every node of the DRAM and CXL tiers
+  uint64_t resident_bytes = 0;      // managed memory resident, all nodes (from /proc/PID/smaps)
+  uint64_t dram_resident_bytes = 0; // of which on the DRAM tier's nodes
+  uint64_t dram_limit_bytes = 0;
+
+  // Page moves by the runtime (policy and API), pages: moves[from][to] over kDram, kCxl, kRemote.
+  std::array<std::array<uint64_t, kNumTiers>, kNumTiers> moves{};
+  uint64_t remote_faults = 0;       // pages fetched from memory servers on a fault
+  uint64_t zero_fills = 0;          // first touches of remote-tier pages, served with zeros
+  uint64_t sampling_faults = 0;     // accesses caught by the access sampler
+  uint64_t pages_evicted = 0;
+  uint64_t pages_written = 0;
+  LatencyHistogram fault_latency;   // remote fault: userfaultfd report to the page installed
+  LatencyHistogram evict_latency;   // one eviction window: write posted to acknowledged and dropped
+
+  uint64_t policy_rounds = 0;
+  uint64_t policy_round_ns = 0;     // time spent in rounds, all together
+  std::string sampling_mode;        // protect, faults or off
+
+  std::vector<ServerSnapshot> servers;
+
+  // The tiered heap (malloc under the preload library, tiermem::Heap in the API).
+  uint64_t heap_segment_bytes = 0;  // 4 MiB segments for small blocks
+  uint64_t heap_span_bytes = 0;     // of which in use by size classes
+  uint64_t heap_large_bytes = 0;    // page runs of blocks over 128 KiB
+  uint64_t heap_large_count = 0;
+};
+
+struct ProcessEntry {
+  int pid = 0;
+  std::string command;
+  bool stale = false;
+  std::string path;  // the block's file
+};
+
+// The blocks of this user's processes (every user's, for root), by pid. Never fails: an
+// unreadable /dev/shm gives an empty list.
+std::vector<ProcessEntry> ListProcesses();
+// One process's block. NotFound: no block for `pid` (not a tiermem process, or not started);
+// PermissionDenied: another user's; FailedPrecondition: a block of another layout version or
+// not a tiermem block at all. A stale block is returned with `stale` set.
+StatusOr<ProcessStats> ReadProcessStats(int pid);
+
+}  // namespace tiermem
