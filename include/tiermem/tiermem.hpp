@@ -60,7 +60,8 @@ struct TierStats {
   bool available = false;
   std::string absent_reason;    // why not available
   std::vector<int> nodes;       // NUMA nodes of the tier (empty for kRemote)
-  uint64_t capacity_bytes = 0;  // node memory, or the configured limit when smaller
+  uint64_t capacity_bytes = 0;  // node memory (servers' for kRemote), or the limit when smaller
+  uint64_t limit_bytes = 0;     // TIERMEM_DRAM_LIMIT / TIERMEM_CXL_LIMIT; 0 = none
   uint64_t allocated_bytes = 0; // bytes of live allocations bound to the tier
   uint64_t pages_migrated_in = 0;
   uint64_t pages_migrated_out = 0;

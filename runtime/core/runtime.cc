@@ -416,6 +416,7 @@ std::vector<TierStats> Runtime::Impl::Stats() const {
     if (!s.available) s.absent_reason = tier_absent_[t];
     s.nodes = tier_nodes_[t];
     s.capacity_bytes = tier_capacity_[t];
+    s.limit_bytes = tier_limit_[t];
     if (tier_limit_[t] != 0 && (s.capacity_bytes == 0 || tier_limit_[t] < s.capacity_bytes)) {
       s.capacity_bytes = tier_limit_[t];
     }

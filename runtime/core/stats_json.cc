@@ -75,27 +75,26 @@ class Json {
   bool comma_ = false;
 };
 
+template <typename Numbers>
+void Array(Json& j, const Numbers& values) {
+  j.Open('[');
+  for (uint64_t v : values) {
+    char s[32];
+    snprintf(s, sizeof(s), "%" PRIu64, v);
+    j.Raw(s);
+  }
+  j.Close(']');
+}
+
 void Histogram(Json& j, const char* key, const LatencyHistogram& h) {
   j.Key(key);
   j.Open('{');
   j.U("count", h.count);
   j.U("sum_ns", h.sum_ns);
   j.Key("le_ns");
-  j.Open('[');
-  for (uint64_t b : kHistogramBoundsNs) {
-    char s[32];
-    snprintf(s, sizeof(s), "%" PRIu64, b);
-    j.Raw(s);
-  }
-  j.Close(']');
+  Array(j, kHistogramBoundsNs);
   j.Key("buckets");
-  j.Open('[');
-  for (uint64_t c : h.buckets) {
-    char s[32];
-    snprintf(s, sizeof(s), "%" PRIu64, c);
-    j.Raw(s);
-  }
-  j.Close(']');
+  Array(j, h.buckets);
   j.Close('}');
 }
 
@@ -139,15 +138,7 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   j.U("dram_limit_bytes", st.dram_limit_bytes);
   j.Key("moves");
   j.Open('[');
-  for (const auto& row : st.moves) {
-    j.Open('[');
-    for (uint64_t v : row) {
-      char s[32];
-      snprintf(s, sizeof(s), "%" PRIu64, v);
-      j.Raw(s);
-    }
-    j.Close(']');
-  }
+  for (const auto& row : st.moves) Array(j, row);
   j.Close(']');
   j.U("remote_faults", st.remote_faults);
   j.U("zero_fills", st.zero_fills);

@@ -74,6 +74,7 @@ json TierStatsToJson(const std::vector<TierStats>& stats) {
               {"available", s.available},
               {"nodes", s.nodes},
               {"capacity_bytes", s.capacity_bytes},
+              {"limit_bytes", s.limit_bytes},
               {"allocated_bytes", s.allocated_bytes},
               {"pages_migrated_in", s.pages_migrated_in},
               {"pages_migrated_out", s.pages_migrated_out}};

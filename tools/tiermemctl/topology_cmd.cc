@@ -128,8 +128,8 @@ int TiersCommand(bool json) {
     std::printf("%-7s %s", std::string(TierName(s.tier)).c_str(),
                 s.available ? "available" : "absent   ");
     if (s.available) {
-      std::printf("  nodes %s  capacity %s\n", List(s.nodes).c_str(),
-                  Mib(s.capacity_bytes).c_str());
+      std::printf("  nodes %s  capacity %s%s\n", List(s.nodes).c_str(), Mib(s.capacity_bytes).c_str(),
+                  s.limit_bytes != 0 ? (" (the limit; TIERMEM_" + std::string(TierName(s.tier)) + "_LIMIT)").c_str() : "");
     } else {
       std::printf("  %s\n", s.absent_reason.c_str());
     }
