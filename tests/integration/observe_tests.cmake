@@ -6,3 +6,7 @@ target_include_directories(observe_integration_test PRIVATE ${PROJECT_SOURCE_DIR
 target_compile_definitions(observe_integration_test PRIVATE
   TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>" TIERMEM_CTL_PATH="$<TARGET_FILE:tiermemctl>")
 add_dependencies(observe_integration_test tiermem-memd tiermemctl)
+add_test(NAME observe.plot_draws_a_timeline_and_refuses_bad_files
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh $<TARGET_FILE:tiermemctl>)
+set_tests_properties(observe.plot_draws_a_timeline_and_refuses_bad_files PROPERTIES LABELS integration
+                     TIMEOUT 120 SKIP_RETURN_CODE 77)

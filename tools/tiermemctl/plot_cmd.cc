@@ -144,10 +144,16 @@ int PlotCommand(const PlotArgs& a) {
         }
       }
       char buf[512];
-      std::snprintf(buf, sizeof(buf), "%.3f %.3f %.3f %.3f %.3f %.3f %.1f %.1f %.1f %.1f %.1f\n", p.t,
-                    p.tier_mib[0], p.tier_mib[1], p.tier_mib[2], p.resident_mib, p.dram_resident_mib,
-                    Rate(q.remote_faults, p.remote_faults, dt), Rate(q.sampling_faults, p.sampling_faults, dt),
-                    Rate(q.pages_evicted, p.pages_evicted, dt), promote, demote);
+      std::snprintf(buf, sizeof(buf), "%.3f %.3f %.3f %.3f %.3f %.3f", p.t, p.tier_mib[0], p.tier_mib[1],
+                    p.tier_mib[2], p.resident_mib, p.dram_resident_mib);
+      d << buf;
+      if (i == 0) {  // no interval before the first line: gnuplot leaves the rates out
+        d << " NaN NaN NaN NaN NaN\n";
+        continue;
+      }
+      std::snprintf(buf, sizeof(buf), " %.1f %.1f %.1f %.1f %.1f\n", Rate(q.remote_faults, p.remote_faults, dt),
+                    Rate(q.sampling_faults, p.sampling_faults, dt), Rate(q.pages_evicted, p.pages_evicted, dt),
+                    promote, demote);
       d << buf;
     }
   }
