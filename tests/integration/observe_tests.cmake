@@ -10,3 +10,13 @@ add_test(NAME observe.plot_draws_a_timeline_and_refuses_bad_files
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh $<TARGET_FILE:tiermemctl>)
 set_tests_properties(observe.plot_draws_a_timeline_and_refuses_bad_files PROPERTIES LABELS integration
                      TIMEOUT 120 SKIP_RETURN_CODE 77)
+# A preloaded program watched from another process (label preload: LD_PRELOAD and a memd).
+if(TARGET tiermem-preload)
+  add_executable(observe_stats_target stats_target.c)
+  set(_observe_args $<TARGET_FILE:tiermemctl> $<TARGET_FILE:tiermem-preload>
+      $<TARGET_FILE:tiermem-memd> $<TARGET_FILE:observe_stats_target>)
+  foreach(t stat metrics bad_input)
+    add_test(NAME observe.${t} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/observe_${t}_test.sh ${_observe_args})
+    set_tests_properties(observe.${t} PROPERTIES LABELS preload TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

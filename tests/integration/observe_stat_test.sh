@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A preloaded program moves most of its heap to a memd on loopback; from another process,
+# `tiermemctl stat PID --json` (and ps, top, stat --interval) must agree with the program's own
+# view: the tiers' bytes add up to what it allocated, the remote tier holds some, DRAM stays
+# within its limit.
+#   observe_stat_test.sh TIERMEMCTL PRELOAD_LIB MEMD TARGET
+set -euo pipefail
+. "$(dirname "$0")/observe_lib.sh"
+observe_setup "$@"
+
+start_memd
+start_target 64 16M stat
+"$ctl" stat "$target_pid" --json > "$work/stat.json" 2> "$work/stat.log" || fail "stat --json failed"
+python3 - "$work/stat.json" "$target_pid" "$target_bytes" <<'PY' || fail "stat --json disagrees with the program"
+import json, sys
+s = json.load(open(sys.argv[1]))
+pid, allocated = int(sys.argv[2]), int(sys.argv[3])
+tiers = {t["tier"]: t for t in s["tiers"]}
+total = sum(t["allocated_bytes"] for t in s["tiers"])
+problems = []
+def need(ok, what):
+    if not ok:
+        problems.append(what)
+need(s["pid"] == pid, "pid %s" % s["pid"])
+need(not s["stale"], "a live process reported stale")
+need(s["command"] == "stats_target", "command %r" % s["command"])
+# The program's blocks, plus what libc and the program's own bookkeeping took (a few MiB).
+need(allocated <= total <= allocated + (16 << 20), "tiers hold %d bytes, the program allocated %d" % (total, allocated))
+need(tiers["remote"]["allocated_bytes"] > 0, "no bytes on the remote tier")
+need(s["dram_limit_bytes"] == 16 << 20, "dram limit %d" % s["dram_limit_bytes"])
+need(tiers["dram"]["allocated_bytes"] <= s["dram_limit_bytes"],
+     "dram holds %d bytes, over its limit %d" % (tiers["dram"]["allocated_bytes"], s["dram_limit_bytes"]))
+need(s["dram_resident_bytes"] <= s["resident_bytes"], "dram resident above all resident")
+need(all(t["pages"] * s["page_size"] == t["allocated_bytes"] for t in s["tiers"]), "pages and bytes disagree")
+need(len(s["servers"]) == 1 and s["servers"][0]["up"], "servers %r" % s["servers"])
+for p in problems:
+    print(p)
+print(json.dumps({t: tiers[t]["allocated_bytes"] for t in tiers}))
+sys.exit(1 if problems else 0)
+PY
+
+# The same process in ps, top and the rates of stat --interval.
+"$ctl" ps > "$work/ps.out" || fail "ps failed"
+grep -qE "^ *$target_pid +stats_target +live " "$work/ps.out" || fail "ps does not list it: $(cat "$work/ps.out")"
+"$ctl" ps --json | python3 -c "import json,sys; ps=json.load(sys.stdin); sys.exit(0 if any(p['pid']==$target_pid and not p['stale'] for p in ps) else 1)" ||
+  fail "ps --json does not list it"
+"$ctl" top --count 2 --interval 100 > "$work/top.out" || fail "top failed"
+[ "$(grep -cE "^ *$target_pid +stats_target +live " "$work/top.out")" -eq 2 ] || fail "top: $(cat "$work/top.out")"
+"$ctl" stat "$target_pid" --json --interval 100 --count 2 > "$work/rates.jsonl" || fail "stat --interval failed"
+python3 - "$work/rates.jsonl" <<'PY' || fail "stat --interval --json"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 2, len(lines)
+for l in lines:
+    r = l["rates"]
+    assert r["interval_s"] > 0 and r["remote_faults_per_s"] >= 0 and len(r["moves"]) == 6, r
+PY
+"$ctl" stat "$target_pid" > "$work/stat.txt" || fail "stat (text) failed"
+grep -q "^remote " "$work/stat.txt" || fail "stat text has no remote tier line"
+
+finish_target stat
+# A clean exit removes the block.
+if "$ctl" stat "$target_pid" 2> "$work/gone.err"; then fail "stat of an exited process succeeded"; fi
+grep -q "is not a tiermem process" "$work/gone.err" || fail "after exit: $(cat "$work/gone.err")"
+echo "OK: tiermemctl stat agrees with the program"
