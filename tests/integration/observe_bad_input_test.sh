@@ -29,8 +29,21 @@ head -c 4096 /dev/zero | tr '\0' 'x' > "$forged"
 chmod 600 "$forged"
 refuses "pid $sleeper:" "$ctl" stat $sleeper
 
-# A killed process leaves a stale block: stat says so and fails, --allow-stale prints it.
 start_memd
+# A block of another layout version: a live target's block with its version (the u32 after the
+# 8-byte magic, runtime/core/stats_block.h) changed, then put back.
+start_target 8 4M version
+block=/dev/shm/tiermem.$(id -u).$target_pid
+[ -f "$block" ] || fail "no block $block for a running target"
+set_version() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(8); f.write(struct.pack('<I', int(sys.argv[2])))" "$block" "$1"; }
+set_version 999
+refuses "pid $target_pid:" "$ctl" stat "$target_pid"
+grep -q "999" "$work/err" || fail "the refusal does not name the block's version: $(cat "$work/err")"
+set_version 1
+"$ctl" stat "$target_pid" > /dev/null || fail "stat after restoring the version"
+finish_target version
+
+# A killed process leaves a stale block: stat says so and fails, --allow-stale prints it.
 start_target 8 4M stale
 kill -KILL "$target_pid"
 wait "$target_pid" 2> /dev/null || true
