@@ -137,7 +137,7 @@ Status Server::Run() {
   Reap(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    MemdLog("info", "stopped: %zu sessions left, %llu pages in use", sessions_.size(),
+    MemdLog("info", "stopped: %zu sessions left, %llu slots reserved", sessions_.size(),
             (unsigned long long)used_pages_);
   }
   return Status::Ok();
