@@ -9,7 +9,9 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +73,76 @@ int NoHugePages(void* addr, size_t bytes) {
 }
 
 int Unmap(void* addr, size_t bytes) { return munmap(addr, bytes) == 0 ? 0 : -errno; }
+
+void* CreateSharedFile(const char* path, size_t bytes, void* fixed, bool replace, int* err) {
+  if (replace) unlink(path);
+  const int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *err = -errno;
+    return nullptr;
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    *err = -errno;
+    close(fd);
+    unlink(path);
+    return nullptr;
+  }
+  void* p = mmap(fixed, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (fixed ? MAP_FIXED : 0), fd, 0);
+  const int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    *err = -e;
+    unlink(path);
+    return nullptr;
+  }
+  return p;
+}
+
+const void* MapFileReadOnly(const char* path, size_t max_bytes, size_t* bytes, int* err) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = -errno;
+    return nullptr;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *err = -errno;
+    close(fd);
+    return nullptr;
+  }
+  size_t n = static_cast<size_t>(st.st_size);
+  if (n > max_bytes) n = max_bytes;
+  *bytes = n;
+  if (n == 0) {
+    close(fd);
+    *err = -EINVAL;
+    return nullptr;
+  }
+  void* p = mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+  const int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    *err = -e;
+    return nullptr;
+  }
+  return p;
+}
+
+int Unlink(const char* path) { return unlink(path) == 0 ? 0 : -errno; }
+
+int MapPrivateFixed(void* addr, size_t bytes) {
+  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  return p == MAP_FAILED ? -errno : 0;
+}
+int ProcessId() { return static_cast<int>(getpid()); }
+uint32_t UserId() { return static_cast<uint32_t>(getuid()); }
+int ProcessExists(int pid) { return kill(pid, 0) == 0 || errno == EPERM ? 0 : -ESRCH; }
+
+uint64_t RealtimeNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 int Discard(void* addr, size_t bytes) {
   return madvise(addr, bytes, MADV_DONTNEED) == 0 ? 0 : -errno;

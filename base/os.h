@@ -24,6 +24,23 @@ void* ReserveAligned(size_t bytes, size_t align, int* err);
 // with a neighbouring anonymous mapping that may.
 int NoHugePages(void* addr, size_t bytes);
 int Unmap(void* addr, size_t bytes);
+
+// ---- shared files (the live stats block) ----
+// Creates `path` (O_EXCL, mode 0600) of `bytes` zero bytes and maps it shared read-write, at
+// `fixed` when not null (MAP_FIXED: replaces what was there). Returns the address, or nullptr
+// with *err set (negative errno). An existing file of that name is replaced when `replace`.
+void* CreateSharedFile(const char* path, size_t bytes, void* fixed, bool replace, int* err);
+// Maps an existing file read-only (all of it, at most `max_bytes`); *bytes gets its size.
+// nullptr with *err on failure (-ENOENT, -EACCES...).
+const void* MapFileReadOnly(const char* path, size_t max_bytes, size_t* bytes, int* err);
+int Unlink(const char* path);
+// Replaces [addr, addr+bytes) with private zeroed memory (MAP_FIXED). 0 or a negative errno.
+int MapPrivateFixed(void* addr, size_t bytes);
+int ProcessId();
+uint32_t UserId();
+// 0 when the process exists (or exists under another user), -ESRCH when it does not.
+int ProcessExists(int pid);
+uint64_t RealtimeNanos();
 // Drops the pages of a range (MADV_DONTNEED): the next touch sees zero pages (or faults to
 // userfaultfd when registered).
 int Discard(void* addr, size_t bytes);

@@ -76,6 +76,7 @@ class Transport {
                          const SessionTicket* join = nullptr) = 0;
   virtual SessionTicket ticket() const = 0;
   uint64_t quota_pages() const { return quota_pages_; }
+  uint64_t capacity_pages() const { return capacity_pages_; }  // the server's, from its hello
 
   // Allocates `count` contiguous slots owned by this session (ResourceExhausted over quota or
   // capacity), and frees a range returned by AllocSlots (exactly that range).
@@ -108,6 +109,7 @@ class Transport {
 
  protected:
   uint64_t quota_pages_ = 0;
+  uint64_t capacity_pages_ = 0;
 };
 
 // A transport of the endpoint's kind. RDMA is NotSupported in builds without it.

@@ -25,7 +25,7 @@
 namespace tiermem {
 
 // The layout version of the block this build writes and reads. A block of another version is
-// refused with FailedPrecondition naming both versions.
+// refused with NotSupported naming both versions.
 inline constexpr uint32_t kStatsLayoutVersion = 1;
 
 // Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
@@ -115,7 +115,7 @@ struct ProcessEntry {
 // unreadable /dev/shm gives an empty list.
 std::vector<ProcessEntry> ListProcesses();
 // One process's block. NotFound: no block for `pid` (not a tiermem process, or not started);
-// PermissionDenied: another user's; FailedPrecondition: a block of another layout version or
+// PermissionDenied: another user's; NotSupported: a block of another layout version or
 // not a tiermem block at all. A stale block is returned with `stale` set.
 StatusOr<ProcessStats> ReadProcessStats(int pid);
 

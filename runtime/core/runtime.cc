@@ -97,10 +97,14 @@ Status Runtime::Impl::Init(const Options& o) {
 
   TIERMEM_ASSIGN_OR_RETURN(topo_, DiscoverTopology("/sys"));
   TIERMEM_RETURN_IF_ERROR(ResolveTiers());
+  stats_.Create();
+  if (stats_.block() != nullptr) sb_ = stats_.block();
+  allocated_ = sb_->allocated_bytes;
 
   regions_[0] = std::make_unique<Region>();
   Status s = regions_[0]->Init(opts_.region_size);
   if (!s.ok()) return s.WithContext("reserving the first managed region");
+  PublishRegion(0);
   nregions_.store(1, std::memory_order_release);
   if (opts_.remote[0] != '\0') {  // the remote tier: connect to memd, start the fault handler
     PagerConfig pc;
@@ -108,6 +112,8 @@ Status Runtime::Impl::Init(const Options& o) {
     pc.token = opts_.token;
     pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
     pc.region_of = [this](const void* p) { return RegionOf(p); };
+    pc.counters = &sb_->pager;
+    pc.server_counters = sb_->servers;
     auto pager = Pager::Start(std::move(pc));
     if (pager.ok()) {
       pager_ = std::move(*pager);
@@ -117,6 +123,7 @@ Status Runtime::Impl::Init(const Options& o) {
     }
   }
   running_.store(true, std::memory_order_release);
+  PublishTopology();
   internal::RegisterLiveRuntime(this);
   for (int t = 0; t <= kNumTiers; ++t) {
     page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
@@ -126,7 +133,8 @@ Status Runtime::Impl::Init(const Options& o) {
   const bool preloaded = preload != nullptr && strstr(preload, "tiermem") != nullptr;
   migrator_ = std::make_unique<Migrator>(
       this, TieringConfigFromOptions(opts_, page_size_, HasTier(Tier::kCxl), HasTier(Tier::kRemote),
-                                     preloaded, ProtectTracker::kMaxArmed));
+                                     preloaded, ProtectTracker::kMaxArmed),
+      &sb_->policy);
   if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
   SmallPagesWhileTiering(*regions_[0]);
   TM_LOG_INFO("started: dram nodes %s, cxl nodes %s, region %llu MiB",
@@ -206,6 +214,8 @@ Status Runtime::Impl::Stop() {
   int n = nregions_.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) regions_[i]->Release();
   nregions_.store(0, std::memory_order_release);
+  sb_->nregions.store(0, std::memory_order_release);
+  stats_.Remove();
   return Status::Ok();
 }
 
@@ -298,6 +308,7 @@ StatusOr<Region*> Runtime::Impl::AllocRunAnywhere(uint64_t npages, PageState ini
     Status s = regions_[n]->Init(bytes);
     if (!s.ok()) return s.WithContext("adding a managed region");
     SmallPagesWhileTiering(*regions_[n]);
+    PublishRegion(n);
     nregions_.store(n + 1, std::memory_order_release);
   }
 }
@@ -407,8 +418,11 @@ std::vector<TierStats> Runtime::Impl::Stats() const {
       s.capacity_bytes = tier_limit_[t];
     }
     s.allocated_bytes = allocated_[t].load(std::memory_order_relaxed);
-    s.pages_migrated_in = migrated_in_[t].load(std::memory_order_relaxed);
-    s.pages_migrated_out = migrated_out_[t].load(std::memory_order_relaxed);
+    for (int o = 0; o < kNumTiers; ++o) {
+      s.pages_migrated_in += sb_->moves[o][t].load(std::memory_order_relaxed);
+      s.pages_migrated_out += sb_->moves[t][o].load(std::memory_order_relaxed);
+    }
+    if (t == Index(Tier::kRemote) && s.capacity_bytes == 0) s.capacity_bytes = RemoteCapacityBytes();
     out.push_back(std::move(s));
   }
   return out;

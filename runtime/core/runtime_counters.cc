@@ -1,5 +1,6 @@
 // The public read-outs of a running Runtime (Counters, GetProperty) and pinning: thin layers over
 // the pager's and the policy thread's own statistics and the page records.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -168,6 +169,47 @@ bool Runtime::Impl::GetProperty(std::string_view name, std::string* value) const
     return false;
   }
   return true;
+}
+
+void Runtime::Impl::PublishTopology() {
+  StatsBlock* b = sb_;
+  for (int t = 0; t < kNumTiers; ++t) {
+    b->tier_available[t] = HasTier(static_cast<Tier>(t)) ? 1 : 0;
+    b->tier_capacity_bytes[t] = tier_capacity_[t];
+    b->tier_limit_bytes[t] = tier_limit_[t];
+  }
+  for (int t = 0; t < 2; ++t) {
+    size_t i = 0;
+    for (; i < tier_nodes_[t].size() && i < kStatsMaxNodes; ++i) b->tier_nodes[t][i] = tier_nodes_[t][i];
+    for (; i < kStatsMaxNodes; ++i) b->tier_nodes[t][i] = -1;
+  }
+  if (pager_ != nullptr) {
+    std::vector<PagerServerStats> servers = pager_->server_stats();
+    const size_t n = std::min(servers.size(), kMaxStatsServers);
+    for (size_t i = 0; i < n; ++i) {
+      snprintf(b->server_address[i], sizeof(b->server_address[i]), "%s", servers[i].server.c_str());
+    }
+    b->nservers.store(static_cast<uint32_t>(n), std::memory_order_release);
+  }
+}
+
+void Runtime::Impl::PublishRegion(int n) {
+  if (n >= kStatsMaxRegions) return;
+  sb_->region_base[n] = reinterpret_cast<uint64_t>(regions_[n]->base());
+  sb_->region_bytes[n] = regions_[n]->bytes();
+  sb_->nregions.store(static_cast<uint32_t>(n + 1), std::memory_order_release);
+}
+
+uint64_t Runtime::Impl::RemoteCapacityBytes() const {
+  if (pager_ == nullptr) return 0;
+  uint64_t pages = 0;
+  const uint32_t n = sb_->nservers.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (sb_->servers[i].up.load(std::memory_order_relaxed)) {
+      pages += sb_->servers[i].capacity_pages.load(std::memory_order_relaxed);
+    }
+  }
+  return pages * page_size_;
 }
 
 Status Runtime::Pin(void* ptr) { return impl_->SetPinned(ptr, true); }

@@ -84,6 +84,7 @@ void Runtime::Impl::AfterFork(bool child) {
   grow_mu_.unlock();
   if (pager_) pager_->AfterFork(child);
   if (child && migrator_) migrator_->AbandonAfterFork();
+  if (child) stats_.AfterForkInChild();
 }
 
 

@@ -19,6 +19,7 @@
 #include "base/options.h"
 #include "runtime/paging/pager.h"
 #include "runtime/core/region.h"
+#include "runtime/core/stats_block.h"
 #include "runtime/tiering/mover.h"
 #include "tiermem/tiermem.hpp"
 
@@ -58,6 +59,7 @@ class Runtime::Impl final : public PageMover {
   RuntimeCounters Counters() const;                                   // runtime_counters.cc
   bool GetProperty(std::string_view name, std::string* value) const;  // runtime_counters.cc
   Status SetPinned(void* ptr, bool pinned);                           // runtime_counters.cc
+  StatsBlock* stats_block() const { return sb_; }  // the live counters (never null)
   const Topology& topology() const { return topo_; }
   std::pmr::memory_resource* Resource(Tier tier);
 
@@ -107,9 +109,24 @@ class Runtime::Impl final : public PageMover {
   std::array<std::string, kNumTiers> tier_absent_;
   std::array<uint64_t, kNumTiers> tier_capacity_{};
   std::array<uint64_t, kNumTiers> tier_limit_{};  // 0 = no limit beyond capacity
-  std::array<std::atomic<uint64_t>, kNumTiers> allocated_{};
-  std::array<std::atomic<uint64_t>, kNumTiers> migrated_in_{};
-  std::array<std::atomic<uint64_t>, kNumTiers> migrated_out_{};
+  // Counters live in the process's stats block (stats_block.h), or in fallback_stats_ when it
+  // could not be made: allocated_ points at the block's per-tier accounting.
+  StatsPublisher stats_;
+  StatsBlock fallback_stats_{};
+  StatsBlock* sb_ = &fallback_stats_;
+  std::atomic<uint64_t>* allocated_ = fallback_stats_.allocated_bytes;
+  void CountMoves(uint8_t from, Tier to, uint64_t pages) {
+    if (from < kNumTiers && pages != 0) sb_->moves[from][Index(to)].fetch_add(pages, std::memory_order_relaxed);
+  }
+  // Where a live page's data is for the move counters: its tier, or DRAM for a page of a remote
+  // run that was faulted back (remote runs are bound to DRAM's nodes).
+  static uint8_t DataTier(const PageRecord& rec);
+  // Counts, as moves to the remote tier, the pages of `from` (their DataTier before an eviction)
+  // that are remote now: pages first, first+stride, ... (n of them).
+  void CountEvicted(Region& region, uint64_t first, uint64_t stride, uint64_t n, const std::vector<uint8_t>& from);
+  void PublishTopology();  // tiers, nodes, limits and servers into the stats block, at start
+  void PublishRegion(int n);
+  uint64_t RemoteCapacityBytes() const;  // what the connected servers offer this process
   std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
 
   // Allocated as the address space grows (a table of 256 Regions would cost every process about

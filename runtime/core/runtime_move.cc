@@ -49,6 +49,24 @@ Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, u
   return Status::Ok();
 }
 
+uint8_t Runtime::Impl::DataTier(const PageRecord& rec) {
+  if (rec.state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal)) return kNoTier;
+  const uint8_t t = rec.tier.load(std::memory_order_relaxed);
+  return t == static_cast<uint8_t>(Tier::kRemote) ? static_cast<uint8_t>(Tier::kDram) : t;
+}
+
+void Runtime::Impl::CountEvicted(Region& region, uint64_t first, uint64_t stride, uint64_t n,
+                                 const std::vector<uint8_t>& from) {
+  uint64_t out[kNumTiers] = {};
+  for (uint64_t i = 0; i < n; ++i) {
+    const PageRecord& rec = region.record(first + i * stride);
+    if (from[i] < kNumTiers && rec.state.load(std::memory_order_acquire) == static_cast<uint8_t>(PageState::kRemote)) {
+      ++out[from[i]];
+    }
+  }
+  for (int t = 0; t < kNumTiers; ++t) CountMoves(static_cast<uint8_t>(t), Tier::kRemote, out[t]);
+}
+
 uint8_t Runtime::Impl::Retag(PageRecord& rec, Tier tier) {
   const auto to = static_cast<uint8_t>(tier);
   uint8_t old = rec.tier.load(std::memory_order_relaxed);
@@ -73,7 +91,7 @@ StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier t
       }
       // Remote pages come back first (read from memd, installed), then move like the rest.
       TIERMEM_ASSIGN_OR_RETURN(uint64_t fetched, pager_->FetchBack(*region, first, npages));
-      migrated_out_[Index(Tier::kRemote)].fetch_add(fetched, std::memory_order_relaxed);
+      CountMoves(Index(Tier::kRemote), tier, fetched);  // they end on `tier` with the rest
       break;
     }
   }
@@ -101,13 +119,11 @@ StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier t
   r.pages_already_there = ms.already_there;
   r.pages_not_resident = ms.not_resident;
   r.pages_failed = ms.failed;
-  migrated_in_[Index(tier)].fetch_add(ms.moved, std::memory_order_relaxed);
   // MoveRange only moves pages that were off the target nodes; with two NUMA tiers, those were
   // on the other tier (a page on a node outside both tiers, reachable only by MigrateToNode,
   // is counted there too).
   if (tier == Tier::kDram || tier == Tier::kCxl) {
-    int other = tier == Tier::kDram ? 1 : 0;
-    migrated_out_[other].fetch_add(ms.moved, std::memory_order_relaxed);
+    CountMoves(Index(tier == Tier::kDram ? Tier::kCxl : Tier::kDram), tier, ms.moved);
   }
   if (ms.failed > 0) {
     TM_LOG_WARN("migrate to %s: the kernel refused to move %llu of %llu pages after %d tries",
@@ -140,12 +156,11 @@ StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
     }
   }
   ReleaseSampled(region->PageAddress(first), npages * page_size_);
+  std::vector<uint8_t> from(npages);
+  for (uint64_t i = 0; i < npages; ++i) from[i] = DataTier(region->record(first + i));
   TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->Evict(*region, first, npages));
-  for (uint64_t i = first; i < first + npages; ++i) {
-    const uint8_t old = Retag(region->record(i), Tier::kRemote);
-    if (old < kNumTiers) migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
-  }
-  migrated_in_[Index(Tier::kRemote)].fetch_add(moved, std::memory_order_relaxed);
+  CountEvicted(*region, first, 1, npages, from);
+  for (uint64_t i = first; i < first + npages; ++i) Retag(region->record(i), Tier::kRemote);
   MigrateResult r;
   r.pages_moved = moved;
   r.pages_already_there = already;
@@ -174,12 +189,11 @@ StatusOr<MigrateResult> Runtime::Impl::EvictPages(const std::vector<char*>& page
       }
       idx.push_back(first);
     }
+    std::vector<uint8_t> from(idx.size());
+    for (size_t k = 0; k < idx.size(); ++k) from[k] = DataTier(region->record(idx[k]));
     TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->EvictPages(*region, idx));
-    for (uint64_t k : idx) {
-      const uint8_t old = Retag(region->record(k), Tier::kRemote);
-      if (old < kNumTiers) migrated_out_[old].fetch_add(1, std::memory_order_relaxed);
-    }
-    migrated_in_[Index(Tier::kRemote)].fetch_add(moved, std::memory_order_relaxed);
+    for (size_t k = 0; k < idx.size(); ++k) CountEvicted(*region, idx[k], 1, 1, {from[k]});
+    for (uint64_t k : idx) Retag(region->record(k), Tier::kRemote);
     r.pages_moved += moved;
     i = j;
   }

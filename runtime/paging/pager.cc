@@ -37,6 +37,7 @@ StatusOr<std::unique_ptr<Pager>> Pager::Start(PagerConfig config) {
 Status Pager::Init(PagerConfig config) {
   config_ = std::move(config);
   if (!config_.region_of) return InvalidArgument("pager: no region lookup");
+  if (config_.counters != nullptr) c_ = config_.counters;
   TIERMEM_ASSIGN_OR_RETURN(std::vector<remote::Endpoint> eps, remote::ParseEndpointList(config_.servers));
   auto uffd = os::UffdOpen();
   if (!uffd.ok()) {
@@ -61,6 +62,9 @@ Status Pager::Init(PagerConfig config) {
   for (const auto& ep : eps) {
     auto srv = std::make_unique<Server>();
     srv->name = ep.ToString();
+    if (config_.server_counters != nullptr && servers_.size() < kMaxStatsServers) {
+      srv->c = &config_.server_counters[servers_.size()];
+    }
     auto io = remote::MakeTransport(ep);
     Status s = io.ok() ? (*io)->Connect(config_.token, config_.timeout_ms) : io.status();
     if (s.ok()) {
@@ -69,6 +73,8 @@ Status Pager::Init(PagerConfig config) {
       s = (*fault)->Connect(config_.token, config_.timeout_ms, &ticket);
       if (s.ok()) {
         srv->quota = (*io)->quota_pages();
+        srv->c->capacity_pages.store((*io)->capacity_pages(), std::memory_order_relaxed);
+        srv->c->up.store(1, std::memory_order_relaxed);
         srv->io = std::move(*io);
         srv->fault = std::move(*fault);
         // Busy-polling the TCP fault connection (SetBusyPoll) saves a sleep and a wake-up per
@@ -168,14 +174,14 @@ Pager::~Pager() {
 
 PagerStats Pager::stats() const {
   PagerStats s;
-  s.faults = faults_.load();
-  s.zero_fills = zero_fills_.load();
-  s.wp_faults = wp_faults_.load();
-  s.evicted = evicted_.load();
-  s.written = written_.load();
-  s.skipped_clean = skipped_clean_.load();
-  s.skipped_untouched = skipped_untouched_.load();
-  s.fetched = fetched_.load();
+  s.faults = c_->faults.load();
+  s.zero_fills = c_->zero_fills.load();
+  s.wp_faults = c_->wp_faults.load();
+  s.evicted = c_->evicted.load();
+  s.written = c_->written.load();
+  s.skipped_clean = c_->skipped_clean.load();
+  s.skipped_untouched = c_->skipped_untouched.load();
+  s.fetched = c_->fetched.load();
   return s;
 }
 
@@ -188,11 +194,11 @@ std::vector<PagerServerStats> Pager::server_stats() const {
     st.server = s->name;
     st.connected = s->io != nullptr;
     st.error = s->error;
-    st.pages = s->pages.load(std::memory_order_relaxed);
-    st.slots = s->slots.load(std::memory_order_relaxed);
-    st.written = s->written.load(std::memory_order_relaxed);
-    st.faults = s->faults.load(std::memory_order_relaxed);
-    st.fetched = s->fetched.load(std::memory_order_relaxed);
+    st.pages = s->c->pages.load(std::memory_order_relaxed);
+    st.slots = s->c->slots.load(std::memory_order_relaxed);
+    st.written = s->c->written.load(std::memory_order_relaxed);
+    st.faults = s->c->faults.load(std::memory_order_relaxed);
+    st.fetched = s->c->fetched.load(std::memory_order_relaxed);
     st.full = st.connected && st.pages == st.slots &&
               s->full_until_ns.load(std::memory_order_relaxed) > now;
   }
@@ -228,7 +234,7 @@ size_t Pager::PickServer() {
     Server& s = *servers_[i];
     if (!s.io) continue;
     if (s.free.empty() && s.full_until_ns.load(std::memory_order_relaxed) > now) continue;
-    const uint64_t used = s.pages.load(std::memory_order_relaxed);
+    const uint64_t used = s.c->pages.load(std::memory_order_relaxed);
     const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
     const uint64_t room = cap > used ? cap - used : 0;
     if (best == n || room > best_room) {
@@ -245,7 +251,7 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si) {
   if (s.free.empty()) {
     // Ask memd for a chunk of slots; when it refuses (capacity or quota), ask for less, down
     // to one page, before calling the server full.
-    const uint64_t held = s.slots.load(std::memory_order_relaxed);
+    const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
     uint64_t want = config_.slot_chunk;
     if (s.quota != 0) want = std::min(want, s.quota > held ? s.quota - held : 0);
     Status last = ResourceExhausted("memory server " + s.name + ": quota reached");
@@ -270,11 +276,11 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si) {
     }
     for (uint64_t k = r->count; k > 0; --k) s.free.push_back(next_slot_ + k - 1);
     next_slot_ += r->count;
-    s.slots.fetch_add(r->count, std::memory_order_relaxed);
+    s.c->slots.fetch_add(r->count, std::memory_order_relaxed);
   }
   uint64_t slot = s.free.back();
   s.free.pop_back();
-  s.pages.fetch_add(1, std::memory_order_relaxed);
+  s.c->pages.fetch_add(1, std::memory_order_relaxed);
   return slot;
 }
 
@@ -296,7 +302,7 @@ void Pager::GiveSlot(uint64_t slot) {
   if (!Locate(slot, &ref)) return;
   Server& s = *servers_[ref.server];
   s.free.push_back(slot);
-  s.pages.fetch_sub(1, std::memory_order_relaxed);
+  s.c->pages.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // ---- evict, adopt, fetch back ----
@@ -368,7 +374,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
       if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
       else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
-      servers_[k]->fetched.fetch_add(1, std::memory_order_relaxed);
+      servers_[k]->c->fetched.fetch_add(1, std::memory_order_relaxed);
       ++fetched;
     });
     if (!ok) {
@@ -386,7 +392,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
     Wake(region.PageAddress(b), m * kPage);
   }
   os::Unmap(mem, kBatch * kPage);
-  fetched_.fetch_add(fetched, std::memory_order_relaxed);
+  c_->fetched.fetch_add(fetched, std::memory_order_relaxed);
   if (!failure.ok()) return failure;
   return fetched;
 }

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "backends/remote/transport.h"
+#include "base/counters.h"
 #include "runtime/core/region.h"
 #include "tiermem/status.hpp"
 
@@ -64,6 +65,10 @@ struct PagerConfig {
   uint64_t slot_chunk = 16384;  // slots asked of memd at a time (64 MiB)
   // Maps a faulting address to its managed region (Runtime::Impl::RegionOf).
   std::function<Region*(const void*)> region_of;
+  // Where the counters live (the process's stats block); the pager's own when null. `servers`
+  // has room for kMaxServers entries.
+  PagerCounters* counters = nullptr;
+  PagerServerCounters* server_counters = nullptr;
 };
 
 struct PagerStats {
@@ -149,7 +154,8 @@ class Pager {
     uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
     std::vector<uint64_t> free;              // pager slots held here and unused; io_mu_
     std::atomic<uint64_t> full_until_ns{0};  // refused an allocation: skip until then
-    std::atomic<uint64_t> pages{0}, slots{0}, written{0}, faults{0}, fetched{0};
+    PagerServerCounters own{};
+    PagerServerCounters* c = &own;  // the stats block's entry, or `own`
   };
   // A pager slot's place: a memd range of one server, and the memd slot in it.
   struct SlotRef {
@@ -219,8 +225,8 @@ class Pager {
   std::thread thread_;
   int pagemap_fd_ = -1;
 
-  std::atomic<uint64_t> faults_{0}, zero_fills_{0}, wp_faults_{0}, evicted_{0}, written_{0},
-      skipped_clean_{0}, skipped_untouched_{0}, fetched_{0};
+  PagerCounters own_counters_{};
+  PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
 };
 
 template <typename OnDone>

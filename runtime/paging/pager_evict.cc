@@ -27,9 +27,11 @@ StatusOr<uint64_t> Pager::Evict(Region& region, uint64_t first, uint64_t n) {
   for (uint64_t b = first; b < first + n; b += kBatch) {
     const uint64_t m = std::min<uint64_t>(kBatch, first + n - b);
     for (uint64_t i = 0; i < m; ++i) idx[i] = b + i;
+    const uint64_t t0 = os::MonotonicNanos();
     TIERMEM_RETURN_IF_ERROR(EvictWindow(region, idx.data(), m, &w));
+    c_->evict_latency.Record(os::MonotonicNanos() - t0);
   }
-  evicted_.fetch_add(w.became_remote, std::memory_order_relaxed);
+  c_->evicted.fetch_add(w.became_remote, std::memory_order_relaxed);
   return w.became_remote;
 }
 
@@ -44,9 +46,11 @@ StatusOr<uint64_t> Pager::EvictPages(Region& region, const std::vector<uint64_t>
   }
   EvictScratch w(servers_.size());
   for (size_t b = 0; b < pages.size(); b += kBatch) {
+    const uint64_t t0 = os::MonotonicNanos();
     TIERMEM_RETURN_IF_ERROR(EvictWindow(region, pages.data() + b, std::min(kBatch, pages.size() - b), &w));
+    c_->evict_latency.Record(os::MonotonicNanos() - t0);
   }
-  evicted_.fetch_add(w.became_remote, std::memory_order_relaxed);
+  c_->evicted.fetch_add(w.became_remote, std::memory_order_relaxed);
   return w.became_remote;
 }
 
@@ -106,11 +110,11 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
     if (!populated) {
       if (slot1 != 0) GiveSlot(slot1 - 1);
       rec.remote_slot.store(0, std::memory_order_relaxed);
-      skipped_untouched_.fetch_add(1, std::memory_order_relaxed);
+      c_->skipped_untouched.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (wp_ && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
-      skipped_clean_.fetch_add(1, std::memory_order_relaxed);
+      c_->skipped_clean.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (slot1 == 0) {
@@ -160,8 +164,8 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
     return failure.WithContext("evicting to memory server " + failure_server);
   }
   for (size_t k = 0; k < servers_.size(); ++k) {
-    servers_[k]->written.fetch_add(written[k], std::memory_order_relaxed);
-    written_.fetch_add(written[k], std::memory_order_relaxed);
+    servers_[k]->c->written.fetch_add(written[k], std::memory_order_relaxed);
+    c_->written.fetch_add(written[k], std::memory_order_relaxed);
   }
   // 5. Drop, mark remote (the server copy is current: clean), and wake waiters to fault again.
   for_claimed_runs([&](char* a, size_t len) {

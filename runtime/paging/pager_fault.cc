@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/exit_files.h"
 #include "base/log.h"
 #include "base/os.h"
 #include "runtime/core/page_table.h"
@@ -26,6 +27,7 @@ void Pager::Fatal(const void* addr, size_t server, const Status& why) {
   TM_LOG_ERROR("remote tier: the page at %p could not be fetched from memory server %s: %s; "
                "exiting (status %d) rather than hand the program a zero page",
                addr, name.c_str(), why.message().c_str(), kRemoteLostExitCode);
+  RemoveExitFiles();
   std::_Exit(kRemoteLostExitCode);
 }
 
@@ -34,6 +36,7 @@ void Pager::FaultLoop() {
   void* mem = os::Reserve((kBatch + 1) * kPage, &err);
   if (mem == nullptr) {
     TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
+    RemoveExitFiles();
     std::_Exit(kRemoteLostExitCode);
   }
   auto* staging = static_cast<char*>(mem);
@@ -42,6 +45,7 @@ void Pager::FaultLoop() {
     uint64_t index;
     size_t server;
     bool write;
+    uint64_t reported_ns;  // when the fault was read from userfaultfd
   };
   std::vector<Pending> pending;
   pending.reserve(kBatch);
@@ -51,6 +55,7 @@ void Pager::FaultLoop() {
     auto ready = os::WaitReadable(uffd_, stop_fd_);
     if (!ready.ok()) {
       TM_LOG_ERROR("remote tier: fault handler: %s", ready.status().message().c_str());
+      RemoveExitFiles();
       std::_Exit(kRemoteLostExitCode);
     }
     if (*ready == 1) break;  // stop
@@ -61,6 +66,7 @@ void Pager::FaultLoop() {
       auto got = os::UffdReadFaults(uffd_, faults, 64);
       if (!got.ok()) {
         TM_LOG_ERROR("remote tier: fault handler: %s", got.status().message().c_str());
+        RemoveExitFiles();
         std::_Exit(kRemoteLostExitCode);
       }
       if (*got == 0) break;
@@ -81,7 +87,7 @@ void Pager::FaultLoop() {
           // Claim it first, so an evictor cannot take it between our check and the unprotect.
           if (Cas(rec, PageState::kLocal, PageState::kInFlight)) {
             rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-            wp_faults_.fetch_add(1, std::memory_order_relaxed);
+            c_->wp_faults.fetch_add(1, std::memory_order_relaxed);
             (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
             rec.state.store(S(PageState::kLocal), std::memory_order_release);
             Wake(addr, kPage);
@@ -96,7 +102,7 @@ void Pager::FaultLoop() {
             Status z = os::UffdZeroPage(uffd_, addr, kPage);
             if (!z.ok()) Fatal(addr, first_connected_, z);
             rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-            zero_fills_.fetch_add(1, std::memory_order_relaxed);
+            c_->zero_fills.fetch_add(1, std::memory_order_relaxed);
             rec.state.store(S(PageState::kLocal), std::memory_order_release);
             Wake(addr, kPage);
             continue;
@@ -106,7 +112,7 @@ void Pager::FaultLoop() {
             Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
           }
           size_t j = pending.size();
-          pending.push_back(Pending{region, index, ref.server, f.write});
+          pending.push_back(Pending{region, index, ref.server, f.write, os::MonotonicNanos()});
           Status s = servers_[ref.server]->fault->PostRead(ref.range, ref.slot, staging + j * kPage, j);
           if (!s.ok()) Fatal(addr, ref.server, s);
           ++outstanding[ref.server];
@@ -140,8 +146,9 @@ void Pager::FaultLoop() {
       PageRecord& rec = p.region->record(p.index);
       if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
       else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-      faults_.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
-      servers_[server]->faults.fetch_add(1, std::memory_order_relaxed);
+      c_->faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
+      servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
+      c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
       p.server = servers_.size();  // done
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
       Wake(dst, kPage);

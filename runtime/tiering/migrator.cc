@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -58,7 +59,8 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   return c;
 }
 
-Migrator::Migrator(PageMover* mover, TieringConfig config) : mover_(mover), config_(std::move(config)) {}
+Migrator::Migrator(PageMover* mover, TieringConfig config, PolicyCounters* counters)
+    : mover_(mover), config_(std::move(config)), counters_(counters) {}
 
 Migrator::~Migrator() { Stop(); }
 
@@ -76,6 +78,7 @@ Status Migrator::Start() {
   if (mode == "off") {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = "off";
+    snprintf(counters_->mode, sizeof(counters_->mode), "off");
     return Status::Ok();
   }
   protect_always_ = config_.protect_always;
@@ -102,6 +105,7 @@ Status Migrator::Start() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = mode_;
   }
+  snprintf(counters_->mode, sizeof(counters_->mode), "%s", mode_.c_str());
   stop_ = false;
   cv_.emplace();
   thread_ = std::thread([this] {
@@ -569,7 +573,11 @@ bool Migrator::Round() {
   stats_.deferred += ps.deferred;
   stats_.migrate_calls += calls;
   stats_.migrate_ns += migrate_ns;
-  stats_.round_ns += os::MonotonicNanos() - now;
+  const uint64_t round_ns = os::MonotonicNanos() - now;
+  stats_.round_ns += round_ns;
+  counters_->rounds.fetch_add(1, std::memory_order_relaxed);
+  counters_->round_ns.fetch_add(round_ns, std::memory_order_relaxed);
+  counters_->samples.fetch_add(tracked, std::memory_order_relaxed);
   if (!last_error.empty()) stats_.last_error = last_error;
   return armed > 0 || !plan.empty() || ps.deferred > 0 || fault_samples > 0;
 }

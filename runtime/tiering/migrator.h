@@ -37,6 +37,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/counters.h"
 #include "runtime/tiering/mover.h"
 #include "runtime/tiering/policy.h"
 #include "runtime/core/region.h"
@@ -104,8 +105,9 @@ class ViewIndex {
 
 class Migrator {
  public:
-  // `mover` outlives the Migrator; `config` is the whole configuration (mover.h).
-  Migrator(PageMover* mover, TieringConfig config);
+  // `mover` and `counters` (the stats block's, base/counters.h) outlive the Migrator; `config`
+  // is the whole configuration (mover.h).
+  Migrator(PageMover* mover, TieringConfig config, PolicyCounters* counters);
   ~Migrator();
   Migrator(const Migrator&) = delete;
   Migrator& operator=(const Migrator&) = delete;
@@ -143,6 +145,7 @@ class Migrator {
 
   PageMover* mover_;
   const TieringConfig config_;
+  PolicyCounters* counters_;
   std::unique_ptr<Policy> policy_;
   std::string mode_ = "off";
   std::atomic<bool> protect_{false};

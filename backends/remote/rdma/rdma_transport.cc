@@ -141,6 +141,7 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
   s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, timeout_ms_);
   if (!s.ok()) return fail(s);
   quota_pages_ = control_.quota_pages();
+  capacity_pages_ = control_.capacity_pages();
   broken_ = Status::Ok();
   return Status::Ok();
 }

@@ -61,6 +61,7 @@ Status TcpTransport::Connect(const std::string& token, uint32_t timeout_ms, cons
   ticket_.session = ok.session;
   std::memcpy(ticket_.secret, ok.secret, sizeof(ticket_.secret));
   quota_pages_ = ok.quota_pages;
+  capacity_pages_ = ok.capacity_pages;
   return Status::Ok();
 }
 
