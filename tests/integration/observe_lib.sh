@@ -5,6 +5,8 @@
 forged=""
 observe_cleanup() {
   kill ${serve_pid:-} ${sleeper:-} ${target_pid:-} ${memd_pid:-} 2> /dev/null || true
+  # A target stopped here (the test failed) leaves its block behind: not for the next test to see.
+  [ -n "${target_pid:-}" ] && rm -f "/dev/shm/tiermem.$(id -u).$target_pid"
   rm -f $forged
   rm -rf "$work"
 }
@@ -27,10 +29,11 @@ start_memd() {
 
 # Starts the target under the preload library with a small DRAM limit, its heap beyond it on
 # memd (pid in target_pid), and waits until it has allocated; allocated bytes in target_bytes.
-# $1: MiB to allocate, $2: TIERMEM_DRAM_LIMIT, $3: a name for its files.
+# $1: MiB to allocate, $2: TIERMEM_DRAM_LIMIT, $3: a name for its files, then VAR=VALUE settings.
 start_target() {
   local mib=$1 limit=$2 name=$3
-  LD_PRELOAD=$preload TIERMEM_DRAM_LIMIT=$limit TIERMEM_REMOTE=tcp://127.0.0.1:$memd_port \
+  shift 3
+  env LD_PRELOAD="$preload" TIERMEM_DRAM_LIMIT="$limit" TIERMEM_REMOTE="tcp://127.0.0.1:$memd_port" "$@" \
     "$target" "$mib" "$work/$name.ready" "$work/$name.done" 2> "$work/$name.log" &
   target_pid=$!
   for _ in $(seq 1200); do [ -s "$work/$name.ready" ] && break; sleep 0.05; done

@@ -9,9 +9,16 @@ set -euo pipefail
 observe_setup "$@"
 
 start_memd
-start_target 64 16M stat
-"$ctl" stat "$target_pid" --json > "$work/stat.json" 2> "$work/stat.log" || fail "stat --json failed"
-python3 - "$work/stat.json" "$target_pid" "$target_bytes" <<'PY' || fail "stat --json disagrees with the program"
+# The policy thread (opt-in under the preload library) evicts the heap beyond the DRAM limit to
+# memd. Wait, with a bound, until memd holds some of it.
+start_target 64 16M stat TIERMEM_SAMPLE_MODE=faults
+held() { python3 -c "import json,sys; s=json.load(sys.stdin); print(sum(v['bytes_held'] for v in s['servers']))"; }
+for _ in $(seq 600); do
+  "$ctl" stat "$target_pid" --json > "$work/stat.json" 2> "$work/stat.log" || fail "stat --json failed"
+  [ "$(held < "$work/stat.json")" -gt 0 ] && break
+  sleep 0.1
+done
+python3 - "$work/stat.json" "$target_pid" "$target_bytes" "$(basename "$target")" <<'PY' || fail "stat --json disagrees with the program"
 import json, sys
 s = json.load(open(sys.argv[1]))
 pid, allocated = int(sys.argv[2]), int(sys.argv[3])
@@ -23,7 +30,7 @@ def need(ok, what):
         problems.append(what)
 need(s["pid"] == pid, "pid %s" % s["pid"])
 need(not s["stale"], "a live process reported stale")
-need(s["command"] == "stats_target", "command %r" % s["command"])
+need(s["command"] == sys.argv[4][:15], "command %r" % s["command"])  # /proc comm: 15 characters
 # The program's blocks, plus what libc and the program's own bookkeeping took (a few MiB).
 need(allocated <= total <= allocated + (16 << 20), "tiers hold %d bytes, the program allocated %d" % (total, allocated))
 need(tiers["remote"]["allocated_bytes"] > 0, "no bytes on the remote tier")
@@ -31,6 +38,9 @@ need(s["dram_limit_bytes"] == 16 << 20, "dram limit %d" % s["dram_limit_bytes"])
 need(tiers["dram"]["allocated_bytes"] <= s["dram_limit_bytes"],
      "dram holds %d bytes, over its limit %d" % (tiers["dram"]["allocated_bytes"], s["dram_limit_bytes"]))
 need(s["dram_resident_bytes"] <= s["resident_bytes"], "dram resident above all resident")
+need(s["dram_resident_bytes"] <= s["dram_limit_bytes"],
+     "dram resident %d over the limit %d" % (s["dram_resident_bytes"], s["dram_limit_bytes"]))
+need(s["servers"][0]["bytes_held"] > 0 and s["pages_evicted"] > 0, "nothing reached memd")
 need(all(t["pages"] * s["page_size"] == t["allocated_bytes"] for t in s["tiers"]), "pages and bytes disagree")
 need(len(s["servers"]) == 1 and s["servers"][0]["up"], "servers %r" % s["servers"])
 for p in problems:
@@ -39,13 +49,24 @@ print(json.dumps({t: tiers[t]["allocated_bytes"] for t in tiers}))
 sys.exit(1 if problems else 0)
 PY
 
+# memd's view of the same process: every page it holds there sits in a slot memd saw written.
+"$ctl" memd "127.0.0.1:$memd_port" --json > "$work/memd.json" || fail "tiermemctl memd failed"
+python3 - "$work/memd.json" "$work/stat.json" <<'PY' || fail "memd and stat disagree"
+import json, sys
+m, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+others = [c for c in m["clients"] if not c["self"]]
+assert len(others) == 1, others
+assert others[0]["written_pages"] * s["page_size"] >= s["servers"][0]["bytes_held"] > 0, (others, s["servers"])
+assert others[0]["slots"] >= others[0]["written_pages"], others
+PY
+
 # The same process in ps, top and the rates of stat --interval.
 "$ctl" ps > "$work/ps.out" || fail "ps failed"
-grep -qE "^ *$target_pid +stats_target +live " "$work/ps.out" || fail "ps does not list it: $(cat "$work/ps.out")"
+grep -qE "^ *$target_pid +[a-z_]+ +live " "$work/ps.out" || fail "ps does not list it: $(cat "$work/ps.out")"
 "$ctl" ps --json | python3 -c "import json,sys; ps=json.load(sys.stdin); sys.exit(0 if any(p['pid']==$target_pid and not p['stale'] for p in ps) else 1)" ||
   fail "ps --json does not list it"
 "$ctl" top --count 2 --interval 100 > "$work/top.out" || fail "top failed"
-[ "$(grep -cE "^ *$target_pid +stats_target +live " "$work/top.out")" -eq 2 ] || fail "top: $(cat "$work/top.out")"
+[ "$(grep -cE "^ *$target_pid +[a-z_]+ +live " "$work/top.out")" -eq 2 ] || fail "top: $(cat "$work/top.out")"
 "$ctl" stat "$target_pid" --json --interval 100 --count 2 > "$work/rates.jsonl" || fail "stat --interval failed"
 python3 - "$work/rates.jsonl" <<'PY' || fail "stat --interval --json"
 import json, sys
