@@ -111,6 +111,7 @@ int PsCommand(bool json) {
   }
   for (const ProcessEntry& p : ListProcesses()) {
     auto st = ReadProcessStats(p.pid);
+    if (!st.ok() && st.status().code() == StatusCode::kNotFound) continue;  // exited meanwhile
     if (json) {
       nlohmann::json j = {{"pid", p.pid}, {"command", p.command}, {"stale", p.stale}, {"path", p.path}};
       if (st.ok()) {
