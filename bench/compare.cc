@@ -11,6 +11,8 @@
 // the median repetition. Remote buffers are evicted to memd before every repetition (the
 // runtime's Migrate to kRemote), so each page access there is a userfaultfd fault served over
 // the transport.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
 #include "tiermem/options.hpp"
@@ -219,52 +222,39 @@ bool Plot(const std::vector<Row>& rows, const std::string& out, std::string* err
 
 int Compare(int argc, char** argv) {
   Config cfg;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    uint64_t v = 0;
-    if (a == "--json") {
-      cfg.json = true;
-    } else if (a == "--quick") {
-      cfg.local_bytes = 32u << 20;
-      cfg.remote_bytes = 4u << 20;
-      cfg.reps = 3;
-    } else if (a == "--plot") {
-      const char* f = next();
-      if (!f) { fprintf(stderr, "compare: --plot needs a file name (out.svg or out.png)\n"); return 2; }
-      cfg.plot = f;
-    } else if (a == "--size" || a == "--remote-size") {
-      const char* s = next();
-      if (!s || !ParseSize(s, &v) || v < 64 * kPage) {
-        fprintf(stderr, "compare: %s needs a size of at least 256K (e.g. 64M)\n", a.c_str());
-        return 2;
-      }
-      (a == "--size" ? cfg.local_bytes : cfg.remote_bytes) = v / kPage * kPage;
-    } else if (a == "--memd-host") {
-      const char* h = next();
-      if (!h) { fprintf(stderr, "compare: --memd-host needs an address\n"); return 2; }
-      cfg.memd_host = h;
-    } else if (a == "--reps") {
-      const char* s = next();
-      if (!s || !ParseUint(s, &v) || v == 0 || v > 1000) {
-        fprintf(stderr, "compare: --reps needs a number from 1 to 1000\n");
-        return 2;
-      }
-      cfg.reps = static_cast<int>(v);
-    } else if (a == "--help" || a == "-h") {
-      printf("usage: tiermem-bench compare [--json] [--plot out.svg|out.png] [--quick]\n"
-             "                             [--size 64M] [--remote-size 8M] [--reps 5]\n"
-             "                             [--memd-host 127.0.0.1]\n"
-             "Runs pointer-chase, random 64 B, sequential and random 4 KiB reads on DRAM, each\n"
-             "CXL node, and the remote tier over RDMA and TCP (a tiermem-memd started here, on\n"
-             "loopback unless --memd-host names an address with a verbs device). Tiers this\n"
-             "machine lacks are listed as absent, with the reason.\n");
-      return 0;
-    } else {
-      fprintf(stderr, "compare: unknown option '%s' (see --help)\n", a.c_str());
-      return 2;
-    }
+  CLI::App app{"Runs pointer-chase, random 64 B, sequential and random 4 KiB reads on DRAM, each CXL node, "
+               "and the remote tier over RDMA and TCP (a tiermem-memd started here, on loopback unless "
+               "--memd-host names an address with a verbs device). Tiers this machine lacks are listed as "
+               "absent, with the reason.",
+               "tiermem-bench compare"};
+  bool quick = false;
+  AddSwitch(app, "--json", cfg.json, "print one JSON object instead of the table");
+  AddSwitch(app, "--quick", quick, "32M local, 4M remote, 3 reps, where not given");
+  app.add_option("--plot", cfg.plot, "also write a bar chart (gnuplot) of p50 ns to this file (default: none)")
+      ->type_name("out.svg|out.png");
+  auto* size = AddSize(app, "--size", cfg.local_bytes, ParseSize, "64M", "256K", "",
+                       "bytes per local tier (rounded down to 4 KiB)");
+  auto* remote_size = AddSize(app, "--remote-size", cfg.remote_bytes, ParseSize, "8M", "256K", "",
+                              "bytes on the remote tier (rounded down to 4 KiB)");
+  auto* reps = AddCount(app, "--reps", cfg.reps, ParseUint, "1", "1000", "measured repetitions (after one warm-up)");
+  app.add_option("--memd-host", cfg.memd_host, "address the started memd listens on (RDMA needs a verbs device)")
+      ->capture_default_str();
+  app.footer(
+      "JSON keys (--json): results, absent, notes, method.\n"
+      "  results[]: tier (dram|cxl|remote-rdma|remote-tcp), node (null for remote), pattern\n"
+      "             (chase|rand64|seq|page4k), p50_ns, p99_ns, gb_s, note (only when the data check failed)\n"
+      "  absent[]:  tier, reason\n"
+      "  notes[]:   tier, note\n"
+      "  method:    reps, warmup_reps, local_bytes, remote_bytes, batch\n"
+      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  if (quick) {
+    UnlessGiven(size, cfg.local_bytes, 32u << 20);
+    UnlessGiven(remote_size, cfg.remote_bytes, 4u << 20);
+    UnlessGiven(reps, cfg.reps, 3);
   }
+  cfg.local_bytes = cfg.local_bytes / kPage * kPage;
+  cfg.remote_bytes = cfg.remote_bytes / kPage * kPage;
 
   std::vector<Row> rows;
   std::vector<std::pair<std::string, std::string>> absent;  // tier, reason

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
 #include "tiermem/options.hpp"
@@ -219,52 +220,44 @@ int Gups(int argc, char** argv) {
     if (std::string(argv[i]) == "--kernel") return KernelGups(argc, argv);
   }
   size_t ws = 256u << 20;
-  double half_s = 10;
+  uint64_t seconds = 20;
   int rounds = 3;
-  bool json = false;
+  bool json = false, quick = false, kernel = false;
   std::string server;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    uint64_t v = 0;
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--quick") {
-      ws = 48u << 20;
-      half_s = 1.5;
-      rounds = 2;
-    } else if (a == "--size" && i + 1 < argc && ParseSize(argv[i + 1], &v) && v >= (8u << 20)) {
-      ws = v;
-      ++i;
-    } else if (a == "--seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 2) {
-      half_s = static_cast<double>(v) / 2;
-      ++i;
-    } else if (a == "--rounds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 1 && v <= 20) {
-      rounds = static_cast<int>(v);
-      ++i;
-    } else if (a == "--server" && i + 1 < argc) {
-      server = argv[++i];
-    } else if (a == "--help" || a == "-h") {
-      printf("usage: tiermem-bench gups [--json] [--quick] [--size 256M] [--seconds 20] [--rounds 3]\n"
-             "                          [--server tcp://host:port]\n"
-             "       tiermem-bench gups --kernel [--json] [--warmup 60] [--seconds 15]\n"
-             "                          [--baseline-seconds 10] [--node0-free 10M] [--no-hog] [--no-lock]\n"
-             "GUPS over --size bytes with a hot set of 10%% (90%% of the updates) that moves\n"
-             "halfway; DRAM budget = 2x the hot set, the rest on the remote tier (a memd on\n"
-             "loopback unless --server). Runs all_dram, all_dram_tiermem, all_dram_sampled,\n"
-             "tiered, oracle and no_tracking in turn, --rounds times interleaved, and prints\n"
-             "each mode's median run and the medians of the per-round ratios.\n"
-             "--kernel: the QEMU full guest's three-tier workload (bench/gups_three_tier.h) on\n"
-             "plain mmap, no tiermem: the kernel's own tiering places it (set numa_balancing=2\n"
-             "and demotion_enabled=1 first). A short all-DRAM run first, then node 0 is filled\n"
-             "by an mlock()ed hog up to --node0-free above its low watermarks, then warm-up\n"
-             "and a measured window; prints GUPS, the share of each set on node 0 and on the\n"
-             "lower memory tier (move_pages), and /proc/vmstat promotion/demotion counts.\n");
-      return 0;
-    } else {
-      fprintf(stderr, "gups: bad or unknown option '%s' (see --help)\n", a.c_str());
-      return 2;
-    }
+  CLI::App app{"GUPS over --size bytes with a hot set of 10% (90% of the updates) that moves halfway; DRAM "
+               "budget = 2x the hot set, the rest on the remote tier (a memd on loopback unless --server). "
+               "Runs all_dram, all_dram_tiermem, all_dram_sampled, tiered, oracle and no_tracking in turn, "
+               "--rounds times interleaved, and prints each mode's median run and the medians of the "
+               "per-round ratios as one JSON object.",
+               "tiermem-bench gups"};
+  AddSwitch(app, "--json", json, "no per-round progress lines on stderr (the JSON object is always printed)");
+  AddSwitch(app, "--quick", quick, "48M, 3 s, 2 rounds, where not given");
+  auto* size = AddSize(app, "--size", ws, ParseSize, "256M", "8M", "", "working set in bytes (80 chunks)");
+  auto* secs = AddCount(app, "--seconds", seconds, ParseUint, "2", "",
+                        "length of one mode's run; the hot set moves halfway");
+  auto* rnds = AddCount(app, "--rounds", rounds, ParseUint, "1", "20", "interleaved rounds of all modes");
+  app.add_option("--server", server, "use this memd instead of starting one (default: a memd on loopback)")
+      ->type_name("tcp://HOST:PORT");
+  AddSwitch(app, "--kernel", kernel, "the same workload under the kernel's own tiering: see gups --kernel --help");
+  app.footer(
+      "JSON keys: all_dram_gups, all_dram_tiermem_gups, all_dram_sampled_gups, tiered_gups, oracle_gups,\n"
+      "  no_tracking_gups (one MODE_gups per mode run; null when it failed), tiered_vs_oracle,\n"
+      "  tiered_vs_no_tracking, tracking_speed_ratio, forced_sampling_speed_ratio, rounds, migrations,\n"
+      "  faults, recovery_ms (those three of tiered), working_set_bytes, dram_budget_bytes,\n"
+      "  seconds_per_half, modes.\n"
+      "  modes.MODE: ok, gups, updates, seconds, faults, migrations, recovery_ms,\n"
+      "    hot_in_dram_before_move, hot_in_dram_at_end, sampling, failed_moves, migrate_us_per_call,\n"
+      "    policy_thread_busy, resident_share_at_end, gups_runs, error (only when it failed)\n"
+      "Environment: TIERMEM_BENCH_GUPS_MODES=tiered,oracle runs only those modes;\n"
+      "  TIERMEM_BENCH_GUPS_TRACE=1 prints each run's updates per 100 ms window on stderr;\n"
+      "  TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  if (quick) {
+    UnlessGiven(size, ws, 48u << 20);
+    UnlessGiven(secs, seconds, 3);
+    UnlessGiven(rnds, rounds, 2);
   }
+  const double half_s = static_cast<double>(seconds) / 2;
   MemdChild memd;
   if (server.empty()) {
     if (!memd.Start(ws * 2)) {

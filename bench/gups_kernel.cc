@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/gups_three_tier.h"
 #include "bench/subcommands.h"
@@ -198,34 +199,41 @@ bool ReleaseWorkingSet(char* p, size_t len, const std::vector<int>& lower) {
 
 int KernelGups(int argc, char** argv) {
   namespace tt = three_tier;
-  bool json = false, hog = true, lock = true;
-  double warmup_s = 60, seconds = 15, baseline_s = 10, progress_s = 10;
+  bool json = false, no_hog = false, no_lock = false, kernel = false;
+  uint64_t warmup_arg = 60, seconds_arg = 15, baseline_arg = 10, progress_arg = 10;
   uint64_t leave = 2 * tt::kHot * tt::kChunkBytes;  // tiermem's DRAM budget in the guest test
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    uint64_t v = 0;
-    if (a == "--kernel") {
-    } else if (a == "--json") {
-      json = true;
-    } else if (a == "--no-hog") {
-      hog = false;
-    } else if (a == "--no-lock") {
-      lock = false;
-    } else if (a == "--warmup" && i + 1 < argc && ParseUint(argv[i + 1], &v)) {
-      warmup_s = static_cast<double>(v), ++i;
-    } else if (a == "--seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 1) {
-      seconds = static_cast<double>(v), ++i;
-    } else if (a == "--baseline-seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v)) {
-      baseline_s = static_cast<double>(v), ++i;
-    } else if (a == "--progress" && i + 1 < argc && ParseUint(argv[i + 1], &v)) {
-      progress_s = static_cast<double>(v), ++i;
-    } else if (a == "--node0-free" && i + 1 < argc && ParseSize(argv[i + 1], &v)) {
-      leave = v, ++i;
-    } else {
-      fprintf(stderr, "gups --kernel: bad or unknown option '%s' (see gups --help)\n", a.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"The QEMU full guest's three-tier workload (bench/gups_three_tier.h) on plain mmap, no "
+               "tiermem: the kernel's own tiering places it (set numa_balancing=2 and demotion_enabled=1 "
+               "first). A short all-DRAM run first, then node 0 is filled by an mlock()ed hog up to "
+               "--node0-free above its low watermarks, then warm-up and a measured window; prints GUPS, "
+               "the share of each set on node 0 and on the lower memory tier (move_pages), and "
+               "/proc/vmstat promotion/demotion counts, as one JSON object.",
+               "tiermem-bench gups --kernel"};
+  AddSwitch(app, "--kernel", kernel, "this mode (required)");
+  AddSwitch(app, "--json", json, "accepted; the JSON object is always printed");
+  AddSwitch(app, "--no-hog", no_hog, "do not fill node 0 with the mlock()ed hog");
+  AddSwitch(app, "--no-lock", no_lock, "do not mlock the guest's programs and libraries");
+  AddCount(app, "--warmup", warmup_arg, ParseUint, "0", "", "seconds of warm-up under pressure");
+  AddCount(app, "--seconds", seconds_arg, ParseUint, "1", "", "seconds measured after the warm-up");
+  AddCount(app, "--baseline-seconds", baseline_arg, ParseUint, "0", "", "seconds of the all-DRAM run (0: none)");
+  AddCount(app, "--progress", progress_arg, ParseUint, "0", "", "a placement line on stderr every N s of warm-up (0: none)");
+  AddSize(app, "--node0-free", leave, ParseSize, std::to_string(leave >> 20) + "M", "0", "",
+          "bytes the hog leaves free above node 0's low watermarks");
+  app.footer(
+      "JSON keys: mode (\"kernel\"), numa_balancing, demotion_enabled, memory_tiers (tier -> nodelist),\n"
+      "  lower_tier_nodes, error (only when there is no lower tier; nothing else follows),\n"
+      "  locked_program_bytes (unless --no-lock), all_dram_gups and all_dram_on_node0 (with a baseline),\n"
+      "  node0_free_before_bytes, node0_low_watermark_bytes, hog_bytes, node0_free_after_hog_bytes,\n"
+      "  after_fill_hot_on_node0, after_fill_warm_on_lower, after_fill_cold_on_lower, warmup_seconds,\n"
+      "  seconds, updates, gups, gups_vs_all_dram (with a baseline), hot_on_node0, warm_on_node0,\n"
+      "  warm_on_lower, cold_on_lower, cold_on_node0, not_placed ([hot, warm, cold] pages),\n"
+      "  vmstat_delta: pgpromote_success, pgdemote_kswapd, pgdemote_direct, numa_hint_faults,\n"
+      "    numa_pages_migrated, pgmigrate_success");
+  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  const bool hog = !no_hog, lock = !no_lock;
+  // Seconds as doubles, as the JSON has always carried them.
+  const double warmup_s = static_cast<double>(warmup_arg), seconds = static_cast<double>(seconds_arg);
+  const double baseline_s = static_cast<double>(baseline_arg), progress_s = static_cast<double>(progress_arg);
   nlohmann::json j;
   j["mode"] = "kernel";
   j["numa_balancing"] = ReadFirstLine("/proc/sys/kernel/numa_balancing");

@@ -1,4 +1,4 @@
-// The three-tier GUPS workload of the QEMU `full` guest (issue 6), shared by the guest test
+// The three-tier GUPS workload of the QEMU `full` guest, shared by the guest test
 // (tests/qemu/tiering_full_test.cc, under tiermem) and `tiermem-bench gups --kernel` (plain mmap,
 // the kernel's own tiering), so both sides run exactly the same updates.
 //

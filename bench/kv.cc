@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
 #include "tiermem/options.hpp"
@@ -280,50 +281,37 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
 
 int Kv(int argc, char** argv) {
   size_t bytes = 4ull << 30;
-  double seconds = 10;
-  bool json = false;
-  std::vector<std::string> setups = {"dram", "cxl", "tiered", "no_tracking"};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    uint64_t v = 0;
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--quick") {
-      bytes = 32u << 20;
-      seconds = 4;
-    } else if (a == "--size" && i + 1 < argc && ParseSize(argv[i + 1], &v) && v >= (16u << 20) &&
-               v <= (256ull << 30)) {  // keys fit in 32 bits (FillOrder)
-      bytes = v;
-      ++i;
-    } else if (a == "--seconds" && i + 1 < argc && ParseUint(argv[i + 1], &v) && v >= 1) {
-      seconds = static_cast<double>(v);
-      ++i;
-    } else if (a == "--setups" && i + 1 < argc) {
-      setups.clear();
-      std::string list = argv[++i];
-      for (size_t at = 0; at <= list.size();) {
-        size_t comma = std::min(list.find(',', at), list.size());
-        std::string name = list.substr(at, comma - at);
-        if (name != "dram" && name != "cxl" && name != "tiered" && name != "no_tracking") {
-          fprintf(stderr, "kv: unknown setup '%s' (dram, cxl, tiered, no_tracking)\n", name.c_str());
-          return 2;
-        }
-        setups.push_back(name);
-        at = comma + 1;
-      }
-    } else if (a == "--help" || a == "-h") {
-      printf("usage: tiermem-bench kv [--json] [--quick] [--size 4G] [--seconds 10]\n"
-             "                        [--setups dram,cxl,tiered,no_tracking]\n"
-             "Zipfian (theta 0.99) 90%% get / 10%% put over a hash table of --size bytes, under\n"
-             "the setups dram, cxl (where present), tiered and no_tracking (DRAM budget 1/4 of\n"
-             "the table, the rest remote over TCP to a memd on loopback started here).\n"
-             "--quick: 32 MiB, 4 s per setup. Exit status 1 when a checked key was lost.\n");
-      return 0;
-    } else {
-      fprintf(stderr, "kv: bad or unknown option '%s' (see --help)\n", a.c_str());
-      return 2;
-    }
+  uint64_t seconds_arg = 10;
+  bool json = false, quick = false;
+  std::string setup_list = "dram,cxl,tiered,no_tracking";
+  CLI::App app{"Zipfian (theta 0.99) 90% get / 10% put over a hash table of --size bytes, under the setups "
+               "dram, cxl (where present), tiered and no_tracking (DRAM budget 1/4 of the table, the rest "
+               "remote over TCP to a memd on loopback started here). Exit status 1 when a checked key was "
+               "lost.",
+               "tiermem-bench kv"};
+  AddSwitch(app, "--json", json, "print one JSON object instead of a line per setup");
+  AddSwitch(app, "--quick", quick, "32M, 4 s per setup, where not given");
+  // At most 256G: the keys fit in 32 bits (FillOrder).
+  auto* size = AddSize(app, "--size", bytes, ParseSize, "4G", "16M", "256G", "bytes of the table");
+  auto* secs = AddCount(app, "--seconds", seconds_arg, ParseUint, "1", "", "seconds per setup (the first 30% are warm-up)");
+  app.add_option("--setups", setup_list, "setups to run, in this order")
+      ->check(ListOf({"dram", "cxl", "tiered", "no_tracking"}))
+      ->capture_default_str();
+  app.footer(
+      "JSON keys (--json): results, absent, table_bytes, seconds, total_s, command, data_ok.\n"
+      "  results[]: setup, ops_s, p50_ns, p99_ns, faults, migrations, misses, fill_s, setup_s,\n"
+      "    measured_s, verified_keys, lost_keys; for tiered and no_tracking also faults_per_op,\n"
+      "    policy_rounds, policy_round_ms, fill_faults, fill_zero_fills, fill_evicted, settle_s,\n"
+      "    settled, resident_pages_at_start\n"
+      "  absent[]: setup, reason\n"
+      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  if (quick) {
+    UnlessGiven(size, bytes, 32u << 20);
+    UnlessGiven(secs, seconds_arg, 4);
   }
+  const double seconds = static_cast<double>(seconds_arg);
+  const std::vector<std::string> setups = SplitList(setup_list, true);
   MemdChild memd;
   std::string remote;
   if (memd.Start(bytes * 2)) remote = memd.Url("tcp");

@@ -1,4 +1,4 @@
-// tiermem-bench malloc [--json] [--runs N] [--scale S] [--workloads a,b] [--preload PATH]
+// tiermem-bench malloc [--json] [--runs N] [--scale N] [--workloads a,b] [--preload PATH]
 // Runs each allocator workload (bench/malloc_workload.cc) as a separate process under glibc,
 // jemalloc (Debian's libjemalloc2), mimalloc (libmimalloc2.0) and tiermem
 // (libtiermem-preload.so), N times each (default 3), and reports the median ops/s, the median
@@ -18,10 +18,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/cli.h"
 #include "bench/subcommands.h"
 
 extern char** environ;
@@ -117,53 +119,44 @@ T Median(std::vector<T> v) {
   return v[v.size() / 2];
 }
 
-void Help() {
-  printf(
-      "tiermem-bench malloc [--json] [--runs N] [--scale S] [--workloads small,prodcons,...]\n"
-      "                     [--preload PATH]\n"
-      "Allocator workloads (small, prodcons, larson, realloc, mixed), each a separate process\n"
-      "under glibc, jemalloc, mimalloc and tiermem; median ops/s and peak RSS of N runs.\n");
-}
-
 }  // namespace
 
 int Malloc(int argc, char** argv) {
   bool json = false;
   int runs = 3;
-  std::string scale = "1";
+  uint64_t scale_n = 1;
   std::string preload;
-  std::vector<std::string> workloads = {"small", "prodcons", "larson", "realloc", "mixed"};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* what) -> std::string {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "tiermem-bench malloc: %s needs a value\n", what);
-        exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--json") json = true;
-    else if (a == "--runs") runs = std::max(1, atoi(value("--runs").c_str()));
-    else if (a == "--scale") scale = value("--scale");
-    else if (a == "--preload") preload = value("--preload");
-    else if (a == "--workloads") {
-      workloads.clear();
-      std::string list = value("--workloads");
-      size_t pos = 0;
-      while (pos <= list.size()) {
-        size_t c = list.find(',', pos);
-        if (c == std::string::npos) c = list.size();
-        if (c > pos) workloads.push_back(list.substr(pos, c - pos));
-        pos = c + 1;
-      }
-    } else if (a == "--help" || a == "-h") {
-      Help();
-      return 0;
-    } else {
-      fprintf(stderr, "tiermem-bench malloc: unknown option '%s'\n", a.c_str());
-      return 2;
-    }
-  }
+  std::string workload_list = "small,prodcons,larson,realloc,mixed";
+  CLI::App app{"Allocator workloads (small, prodcons, larson, realloc, mixed), each a separate process "
+               "(tiermem-malloc-workload) under glibc, jemalloc, mimalloc and tiermem (LD_PRELOAD); median "
+               "ops/s, ops per CPU second, peak RSS and RSS growth of N runs. An allocator whose library is "
+               "missing is reported as null.",
+               "tiermem-bench malloc"};
+  AddSwitch(app, "--json", json, "print one JSON object instead of a line per workload");
+  app.add_option("--runs", runs, "runs per workload and allocator (interleaved)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--scale", scale_n, "work per run, a multiple of the default amount")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--workloads", workload_list, "workloads to run, in this order")
+      ->check(ListOf({"small", "prodcons", "larson", "realloc", "mixed"}, true))
+      ->capture_default_str();
+  app.add_option("--preload", preload, "tiermem's preload library (default: libtiermem-preload.so of this build "
+                                       "or install)")
+      ->type_name("PATH");
+  app.footer(
+      "JSON keys (--json): workloads, summary.\n"
+      "  workloads[]: name, then for each of glibc, jemalloc, mimalloc, tiermem: ALLOC_ops_s,\n"
+      "    ALLOC_cpu_ops_s, ALLOC_rss_bytes, ALLOC_rss_growth_bytes (null when it did not run)\n"
+      "  summary: geomean_vs_glibc, worst_vs_glibc, worst_vs_best_of_jemalloc_mimalloc,\n"
+      "    cpu_geomean_vs_glibc, cpu_worst_vs_glibc, cpu_worst_vs_best_of_jemalloc_mimalloc,\n"
+      "    worst_rss_vs_glibc, worst_rss_growth_vs_glibc");
+  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  const std::vector<std::string> workloads = SplitList(workload_list);
+  const std::string scale = std::to_string(scale_n);
   const std::string dir = SelfDir();
   const std::string exe = FirstExisting({dir + "/tiermem-malloc-workload",
                                          dir + "/../bench/tiermem-malloc-workload"});
@@ -192,7 +185,7 @@ int Malloc(int argc, char** argv) {
   }
 
   std::string out = "{\"workloads\":[";
-  // The goals of issue 5 over wall-clock and CPU-time throughput.
+  // The goals over wall-clock and CPU-time throughput (docs/allocator.md).
   struct Goals {
     double log_sum = 0, worst = 1e9, worst_vs_best = 1e9;
     int counted = 0;

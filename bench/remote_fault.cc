@@ -9,22 +9,17 @@
 //          each first touch is one fault served by the pager; its time is measured around the
 //          touching load. Every page is then checked.
 // Prints medians/p99 in microseconds and rates in pages per second.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <numeric>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
 #include "tiermem/remote.hpp"
@@ -50,53 +45,6 @@ bool Check(const uint8_t* p, uint64_t page) {
   return true;
 }
 
-
-struct Memd {
-  pid_t pid = -1;
-  std::string url;
-  ~Memd() {
-    if (pid > 0) {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-bool StartMemd(const std::string& binary, const std::string& host, uint64_t capacity, const std::string& scheme,
-               const std::string& token, Memd* m) {
-  char tmpl[] = "/tmp/tiermem-bench-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  std::string port_file = dir + "/port";
-  m->pid = fork();
-  if (m->pid == 0) {
-    std::string cap = std::to_string(capacity >> 20) + "M";
-    std::string listen = host + ":0";
-    if (!token.empty()) setenv("TIERMEM_TOKEN", token.c_str(), 1);
-    if (getenv("TIERMEM_BENCH_MEMD_LOG") == nullptr) {
-      FILE* f = freopen("/dev/null", "w", stderr);
-      (void)f;
-    }
-    execlp(binary.c_str(), binary.c_str(), "--capacity", cap.c_str(), "--listen", listen.c_str(), "--port-file",
-           port_file.c_str(), nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 1000; ++i) {
-    std::ifstream f(port_file);
-    unsigned port = 0;
-    if (f >> port && port != 0) {
-      m->url = scheme + "://" + host + ":" + std::to_string(port);
-      unlink(port_file.c_str());
-      rmdir(dir.c_str());
-      return true;
-    }
-    if (waitpid(m->pid, nullptr, WNOHANG) == m->pid) {
-      m->pid = -1;
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
 
 struct Raw {
   double roundtrip_p50_us = 0;
@@ -136,33 +84,40 @@ int RemoteFault(int argc, char** argv) {
   size_t pages = 65536;
   bool json = false;
   app.add_option("--transport", transport, "tcp or rdma")->check(CLI::IsMember({"tcp", "rdma"}))->capture_default_str();
-  app.add_option("--pages", pages, "pages to evict and fault back")->capture_default_str();
-  app.add_option("--server", server, "use this memd (host:port) instead of starting one");
+  AddCount(app, "--pages", pages, ParseUint, "0", "", "pages to evict and fault back (0 counts as 1)");
+  app.add_option("--server", server, "use this memd (host:port) instead of starting one (default: start one)");
   app.add_option("--host", host, "address the started memd listens on (rdma needs one with a verbs device)")
       ->capture_default_str();
   app.add_option("--token", token, "token for the memd (default: TIERMEM_TOKEN)");
   app.add_option("--memd", memd_path, "tiermem-memd binary (default: the one built next to this program)");
-  app.add_flag("--json", json, "print one JSON object");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  AddSwitch(app, "--json", json, "print one JSON object");
+  app.footer(
+      "JSON keys (--json): pages, verified_pages, fault_p50_us, fault_p99_us, raw_roundtrip_p50_us,\n"
+      "  evict_pages_per_s, raw_write_pages_per_s\n"
+      "Environment: TIERMEM_TOKEN (the token when --token is not given); TIERMEM_BENCH_MEMD_LOG=1\n"
+      "  shows the started memd's log on stderr.");
+  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
   if (pages == 0) pages = 1;
   if (token.empty() && getenv("TIERMEM_TOKEN") != nullptr) token = getenv("TIERMEM_TOKEN");
 
-  Memd memd;
+  MemdChild memd;
   std::string url;
   if (!server.empty()) {
     url = (server.find("://") == std::string::npos ? transport + "://" : "") + server;
   } else {
     if (memd_path.empty()) memd_path = MemdBinary();
     uint64_t capacity = (uint64_t(pages) + 65536 + 16384 * 2) * kPage * 2;
-    if (!StartMemd(memd_path, host, capacity, transport, token, &memd)) {
+    MemdChildOptions mo;
+    mo.binary = memd_path;
+    mo.host = host;
+    mo.args = {"--capacity", std::to_string(capacity >> 20) + "M"};
+    if (!token.empty()) mo.token = token;
+    mo.allow_no_token = false;  // beyond loopback, a memd started here needs a token
+    if (!memd.Start(mo)) {
       fprintf(stderr, "tiermem-bench remote-fault: could not start %s on %s\n", memd_path.c_str(), host.c_str());
       return 1;
     }
-    url = memd.url;
+    url = memd.Url(transport);
   }
 
   Raw raw;

@@ -4,10 +4,10 @@
 namespace tiermem::bench {
 
 int RemoteFault(int argc, char** argv);  // bench/remote_fault.cc
-int Compare(int argc, char** argv);      // bench/compare.cc (issue 6)
-int Gups(int argc, char** argv);         // bench/gups.cc (issue 6)
+int Compare(int argc, char** argv);      // bench/compare.cc
+int Gups(int argc, char** argv);         // bench/gups.cc
 int KernelGups(int argc, char** argv);   // bench/gups_kernel.cc: gups --kernel
-int Kv(int argc, char** argv);           // bench/kv.cc (issue 6)
-int Malloc(int argc, char** argv);       // bench/malloc_bench.cc (issue 5)
+int Kv(int argc, char** argv);           // bench/kv.cc
+int Malloc(int argc, char** argv);       // bench/malloc_bench.cc
 
 }  // namespace tiermem::bench

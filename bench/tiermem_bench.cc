@@ -20,7 +20,8 @@ const Subcommand kSubcommands[] = {
     {"compare", tiermem::bench::Compare,
      "the same access patterns on DRAM, each CXL node, remote over RDMA and over TCP"},
     {"gups", tiermem::bench::Gups,
-     "GUPS with a moving hot set: automatic tiering vs oracle, no tracking and all-DRAM"},
+     "GUPS with a moving hot set: automatic tiering vs oracle, no tracking and all-DRAM;\n"
+     "                 gups --kernel: the QEMU full guest's workload under the kernel's own tiering"},
     {"kv", tiermem::bench::Kv, "Zipfian get/put over a hash table: throughput and p99 per tier setup"},
     {"malloc", tiermem::bench::Malloc,
      "allocator workloads under glibc, jemalloc, mimalloc and tiermem (LD_PRELOAD)"},

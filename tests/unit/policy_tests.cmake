@@ -1,4 +1,4 @@
-# Automatic tiering (issue 6): the pure policy with a fake clock and synthetic traces; the tracker.
+# Automatic tiering: the pure policy with a fake clock and synthetic traces; the tracker.
 tiermem_add_gtest(NAME policy_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/policy_test.cc)
 tiermem_add_gtest(NAME tracker_unit_test LABEL unit SOURCES
