@@ -79,7 +79,12 @@ PY
 "$ctl" stat "$target_pid" > "$work/stat.txt" || fail "stat (text) failed"
 grep -q "^remote " "$work/stat.txt" || fail "stat text has no remote tier line"
 
+# A watch that outlives the program ends when the program exits cleanly.
+"$ctl" stat "$target_pid" --interval 50 > "$work/watch.out" 2> "$work/watch.err" &
+watch_pid=$!
 finish_target stat
+wait "$watch_pid" || fail "stat --interval of a process that exited: exit $?, $(cat "$work/watch.err")"
+grep -q "pid $target_pid exited" "$work/watch.err" || fail "stat --interval: $(cat "$work/watch.err")"
 # A clean exit removes the block.
 if "$ctl" stat "$target_pid" 2> "$work/gone.err"; then fail "stat of an exited process succeeded"; fi
 grep -q "is not a tiermem process" "$work/gone.err" || fail "after exit: $(cat "$work/gone.err")"

@@ -153,6 +153,11 @@ int StatCommand(const StatArgs& a) {
   if (!a.json) PrintRateHeader();
   for (uint32_t i = 0; a.count == 0 || i < a.count; ++i) {
     if (!SleepMs(a.interval_ms)) break;
+    if (ReadProcessStats(a.pid).status().code() == StatusCode::kNotFound) {
+      // A clean exit removes the block: the watch is over, not a mistake.
+      std::fprintf(stderr, "tiermemctl: pid %d exited\n", a.pid);
+      return 0;
+    }
     auto now = ReadForDisplay(a.pid, a.allow_stale);
     if (!now.ok()) return 1;
     double t1 = NowSeconds();
