@@ -76,6 +76,10 @@ for l in lines:
     r = l["rates"]
     assert r["interval_s"] > 0 and r["remote_faults_per_s"] >= 0 and len(r["moves"]) == 6, r
 PY
+# Those lines are a timeline, as the runtime writes one: plot draws them.
+if command -v gnuplot > /dev/null; then
+  "$ctl" plot "$work/rates.jsonl" -o "$work/rates.png" > /dev/null || fail "plot of stat --json --interval"
+fi
 "$ctl" stat "$target_pid" > "$work/stat.txt" || fail "stat (text) failed"
 grep -q "^remote " "$work/stat.txt" || fail "stat text has no remote tier line"
 

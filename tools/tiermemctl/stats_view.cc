@@ -15,14 +15,13 @@ double Per(uint64_t before, uint64_t after, double seconds) {
   return double(after - before) / seconds;
 }
 
+// The same form as the runtime's timeline lines (TIERMEM_STATS_INTERVAL_MS): bucket i counts
+// events of at most le_ns[i]; the last bucket, the rest.
 nlohmann::json HistogramToJson(const LatencyHistogram& h) {
-  nlohmann::json buckets = nlohmann::json::array();
-  for (int i = 0; i < kHistogramBuckets; ++i) {
-    nlohmann::json le = i < kHistogramBuckets - 1 ? nlohmann::json(kHistogramBoundsNs[size_t(i)])
-                                                  : nlohmann::json("inf");
-    buckets.push_back({{"le_ns", le}, {"count", h.buckets[size_t(i)]}});
-  }
-  return {{"count", h.count}, {"sum_ns", h.sum_ns}, {"buckets", buckets}};
+  return {{"count", h.count},
+          {"sum_ns", h.sum_ns},
+          {"le_ns", kHistogramBoundsNs},
+          {"buckets", h.buckets}};
 }
 
 }  // namespace
@@ -129,7 +128,10 @@ nlohmann::json ProcessStatsToJson(const ProcessStats& s) {
                        {"remote_faults", v.remote_faults},
                        {"replication_debt_pages", v.replication_debt_pages}});
   }
-  return {{"pid", s.pid},
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return {{"t_ns", uint64_t(now.tv_sec) * 1'000'000'000ull + uint64_t(now.tv_nsec)},
+          {"pid", s.pid},
           {"command", s.command},
           {"layout_version", s.layout_version},
           {"stale", s.stale},
@@ -152,10 +154,10 @@ nlohmann::json ProcessStatsToJson(const ProcessStats& s) {
           {"policy_round_ns", s.policy_round_ns},
           {"sampling_mode", s.sampling_mode},
           {"servers", servers},
-          {"heap", {{"segment_bytes", s.heap_segment_bytes},
-                    {"span_bytes", s.heap_span_bytes},
-                    {"large_bytes", s.heap_large_bytes},
-                    {"large_count", s.heap_large_count}}}};
+          {"heap_segment_bytes", s.heap_segment_bytes},
+          {"heap_span_bytes", s.heap_span_bytes},
+          {"heap_large_bytes", s.heap_large_bytes},
+          {"heap_large_count", s.heap_large_count}};
 }
 
 std::string HumanBytes(uint64_t bytes) {
