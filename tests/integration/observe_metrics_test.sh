@@ -13,7 +13,7 @@ start_target 48 16M metrics
 "$ctl" stat "$target_pid" --prometheus > "$work/stat.prom" || fail "stat --prometheus failed"
 "$check" --expect-pid "$target_pid" < "$work/stat.prom" || fail "stat --prometheus is not valid exposition"
 
-"$ctl" serve-metrics --listen 127.0.0.1:0 --port-file "$work/serve.port" > "$work/serve.log" 2>&1 &
+"$ctl" serve-metrics --listen 127.0.0.1:0 --port-file "$work/serve.port" --timeout-ms 300 > "$work/serve.log" 2>&1 &
 serve_pid=$!
 for _ in $(seq 200); do [ -s "$work/serve.port" ] && break; sleep 0.05; done
 [ -s "$work/serve.port" ] || fail "serve-metrics did not start"
@@ -28,6 +28,17 @@ with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
     assert r.status == 200, r.status
     assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers["Content-Type"]
     open(work + "/scrape.prom", "wb").write(r.read())
+# One request at a time, each bounded: a client that sends nothing is dropped after
+# --timeout-ms and the next one is served; a request head beyond 8 KiB gets 431.
+import socket
+idle = socket.create_connection(("127.0.0.1", int(port)))
+with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
+    assert r.status == 200
+idle.close()
+big = socket.create_connection(("127.0.0.1", int(port)))
+big.sendall(b"GET /metrics HTTP/1.1\r\nX-Filler: " + b"a" * 9000 + b"\r\n\r\n")
+assert big.recv(64).startswith(b"HTTP/1.1 431"), "no 431 for a long head"
+big.close()
 for path, method, want in (("/", "GET", 404), ("/metrics/x", "GET", 404), ("/metrics", "POST", 405)):
     try:
         urllib.request.urlopen(urllib.request.Request(base + path, method=method, data=b"" if method == "POST" else None), timeout=30)

@@ -68,6 +68,20 @@ int BoundPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
+// After the answer: no more to send, and what the client still sends (the rest of a head too
+// long to read) is read and dropped, up to 64 KiB or the timeout, so that closing with unread
+// input does not reset the connection before the client has read the answer.
+void LingeringClose(int fd) {
+  shutdown(fd, SHUT_WR);
+  char buf[4096];
+  for (size_t drained = 0; drained < 64 * 1024;) {
+    ssize_t r = recv(fd, buf, sizeof(buf), 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    drained += size_t(r);
+  }
+}
+
 void SendAll(int fd, const std::string& data) {
   size_t off = 0;
   while (off < data.size()) {
@@ -177,6 +191,7 @@ int ServeMetricsCommand(const ServeArgs& a) {
     int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     Serve(fd, a.timeout_ms);
+    LingeringClose(fd);
     close(fd);
     ++served;
   }
