@@ -36,7 +36,11 @@ const OptionSpec kTable[] = {
     TM_OPT("TIERMEM_ALLOW_FALLBACK", OptionKind::kBool, "0", allow_fallback,
            "give DRAM when an allocation asks for a tier this machine does not have"),
     TM_OPT("TIERMEM_STATS", OptionKind::kString, "", stats,
-           "print per-tier usage at exit: stderr, or a file path (JSON)"),
+           "per-tier usage and counters at exit: stderr (text), or a file path (one JSON line; "
+           "with TIERMEM_STATS_INTERVAL_MS, a timeline of JSON lines)"),
+    TM_OPT("TIERMEM_STATS_INTERVAL_MS", OptionKind::kUint, "0", stats_interval_ms,
+           "with TIERMEM_STATS a file path: append a JSON line of live stats every this many ms "
+           "(0 = only at exit); `tiermemctl plot` draws it"),
     // Automatic tiering (docs/tiering.md).
     TM_OPT("TIERMEM_SAMPLE_MODE", OptionKind::kString, "auto", sample_mode,
            "access sampling: auto (protect, except in preloaded programs: off), protect "

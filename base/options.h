@@ -30,6 +30,7 @@ struct OptionValues {
   uint64_t region_size;    // address space reserved per managed region
   bool allow_fallback;
   char stats[256];         // "", "stderr" or a path
+  uint64_t stats_interval_ms;  // a timeline line to the TIERMEM_STATS file this often; 0 = none
   // Automatic tiering: access sampling and the policy thread.
   char sample_mode[16];         // auto | protect | faults | off
   uint64_t sample_pages;        // pages protected per sampling round

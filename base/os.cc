@@ -429,6 +429,24 @@ StatusOr<int> WaitReadable(int fd, int stop_fd) {
   }
 }
 
+int WaitStop(int stop_fd, int timeout_ms) {
+  const uint64_t end = MonotonicNanos() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  for (;;) {
+    const uint64_t now = MonotonicNanos();
+    const int left = now >= end ? 0 : static_cast<int>((end - now + 999'999) / 1'000'000);
+    pollfd p = {stop_fd, POLLIN, 0};
+    const int rc = poll(&p, 1, left);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc > 0 && (p.revents & POLLIN)) return 1;
+    if (MonotonicNanos() >= end) return 0;
+  }
+}
+
+int OpenForWrite(const char* path, bool append) {
+  const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  return fd >= 0 ? fd : -errno;
+}
+
 int PagemapOpen() {
   int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   return fd >= 0 ? fd : -errno;

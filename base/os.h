@@ -123,6 +123,10 @@ StatusOr<int> EventFd();
 void EventFdSignal(int fd);
 // Waits until `fd` (returns 0) or `stop_fd` (returns 1) is readable. EINTR is retried.
 StatusOr<int> WaitReadable(int fd, int stop_fd);
+// Sleeps up to timeout_ms or until `stop_fd` is readable: 1 when stopped, 0 on timeout.
+int WaitStop(int stop_fd, int timeout_ms);
+// Opens `path` for writing (created 0644; truncated, or appended to). A descriptor or -errno.
+int OpenForWrite(const char* path, bool append);
 
 // /proc/self/pagemap: a descriptor (or a negative errno), and the entries of `n` pages from
 // `addr` (false when they cannot be read: the caller must then assume every page has contents).

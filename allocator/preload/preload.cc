@@ -191,33 +191,9 @@ void* ReallocImpl(void* p, size_t n) {
   return q;
 }
 
+// TIERMEM_STATS at exit: the runtime's report (text on stderr, or a JSON line in the file).
 void PrintStats() {
-  if (g_rt == nullptr || g_heap == nullptr) return;
-  FILE* out = stderr;
-  const char* where = g_rt->options().stats;
-  bool close = false;
-  if (strcmp(where, "stderr") != 0) {
-    out = fopen(where, "w");
-    if (out == nullptr) return;
-    close = true;
-  }
-  alloc::HeapStats hs = g_heap->Stats();
-  fprintf(out, "tiermem stats (pid %d): heap segments %llu bytes, spans %llu bytes, large %llu "
-          "bytes in %llu blocks\n", static_cast<int>(getpid()),
-          static_cast<unsigned long long>(hs.segment_bytes),
-          static_cast<unsigned long long>(hs.span_bytes),
-          static_cast<unsigned long long>(hs.large_bytes),
-          static_cast<unsigned long long>(hs.large_count));
-  for (const TierStats& t : g_rt->Stats()) {
-    fprintf(out, "tiermem stats: tier %-6s %s allocated %llu bytes, capacity %llu bytes, "
-            "migrated in %llu pages, out %llu pages\n",
-            std::string(TierName(t.tier)).c_str(), t.available ? "available" : "absent   ",
-            static_cast<unsigned long long>(t.allocated_bytes),
-            static_cast<unsigned long long>(t.capacity_bytes),
-            static_cast<unsigned long long>(t.pages_migrated_in),
-            static_cast<unsigned long long>(t.pages_migrated_out));
-  }
-  if (close) fclose(out);
+  if (g_rt != nullptr) g_rt->FinishStats();
 }
 
 __attribute__((constructor)) void PreloadConstructor() { (void)Heap(); }

@@ -119,4 +119,9 @@ std::vector<ProcessEntry> ListProcesses();
 // not a tiermem block at all. A stale block is returned with `stale` set.
 StatusOr<ProcessStats> ReadProcessStats(int pid);
 
+// `st` as one line of JSON (no newline), the keys named as the fields above ("moves" is the
+// [from][to] matrix over dram, cxl, remote; histograms carry "le_ns" bounds and "buckets").
+// With t_ns != 0 it starts with "t_ns" (CLOCK_REALTIME): a line of a TIERMEM_STATS timeline.
+std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns = 0);
+
 }  // namespace tiermem

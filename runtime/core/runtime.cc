@@ -124,6 +124,7 @@ Status Runtime::Impl::Init(const Options& o) {
   }
   running_.store(true, std::memory_order_release);
   PublishTopology();
+  StartStatsTimeline();
   internal::RegisterLiveRuntime(this);
   for (int t = 0; t <= kNumTiers; ++t) {
     page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
@@ -207,6 +208,7 @@ Status Runtime::Impl::ResolveTiers() {
 Status Runtime::Impl::Stop() {
   if (!running_.load(std::memory_order_acquire)) return Status::Ok();
   if (migrator_) migrator_->Stop();  // no migration while the runtime goes away
+  FinishStats();
   pools_ = {};  // returns their chunks while Free still works
   running_.store(false, std::memory_order_release);
   page_resources_ = {};

@@ -13,6 +13,7 @@
 #include <memory_resource>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/numa/numa_backend.h"
@@ -60,6 +61,8 @@ class Runtime::Impl final : public PageMover {
   bool GetProperty(std::string_view name, std::string* value) const;  // runtime_counters.cc
   Status SetPinned(void* ptr, bool pinned);                           // runtime_counters.cc
   StatsBlock* stats_block() const { return sb_; }  // the live counters (never null)
+  // The TIERMEM_STATS report, once: from Stop, or the preload library's exit handler.
+  void FinishStats();
   const Topology& topology() const { return topo_; }
   std::pmr::memory_resource* Resource(Tier tier);
 
@@ -126,6 +129,14 @@ class Runtime::Impl final : public PageMover {
   void CountEvicted(Region& region, uint64_t first, uint64_t stride, uint64_t n, const std::vector<uint8_t>& from);
   void PublishTopology();  // tiers, nodes, limits and servers into the stats block, at start
   void PublishRegion(int n);
+  // TIERMEM_STATS (stats_report.cc): the timeline thread and one JSON line of it.
+  void StartStatsTimeline();
+  void WriteStatsLine();
+  std::thread timeline_;
+  int timeline_stop_fd_ = -1;
+  int stats_fd_ = -1;
+  std::mutex stats_file_mu_;
+  bool stats_reported_ = false;
   uint64_t RemoteCapacityBytes() const;  // what the connected servers offer this process
   std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
 

@@ -49,10 +49,10 @@ void StatsPublisher::FillIdentity() {
   b->proc_start_ticks = ProcStartTicks(b->pid);
   b->started_unix_ns = os::RealtimeNanos();
   b->page_size = os::PageSize();
-  char comm[64];
+  char comm[sizeof(b->command)];  // the kernel's comm is at most 16 bytes
   if (os::ReadSmallFile("/proc/self/comm", comm, sizeof(comm)) > 0) {
     comm[strcspn(comm, "\n")] = '\0';
-    snprintf(b->command, sizeof(b->command), "%s", comm);
+    memcpy(b->command, comm, sizeof(comm));
   }
 }
 

@@ -5,7 +5,8 @@ tiermem_add_gtest(NAME remote_integration_test LABEL integration TIMEOUT 600 SOU
   remote_pager_test.cc
   remote_multi_test.cc
   remote_race_test.cc
-  public_api_test.cc)
+  public_api_test.cc
+  stats_block_test.cc)
 target_compile_definitions(remote_integration_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
 add_dependencies(remote_integration_test tiermem-memd)
 target_link_libraries(remote_integration_test PRIVATE tiermem_memd_child)  # MemdProcess (remote_memd_fixture.h)

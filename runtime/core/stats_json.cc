@@ -1,0 +1,184 @@
+// ProcessStats as one line of JSON (include/tiermem/stats.hpp): the TIERMEM_STATS file, its
+// timeline lines and `tiermemctl stat --json` all print this, so the keys are the same
+// everywhere. Hand-written (no JSON library in the runtime: the preload library stays small).
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "tiermem/stats.hpp"
+
+namespace tiermem {
+namespace {
+
+// A JSON writer for one object: `comma_` says whether the next value or key needs a comma.
+class Json {
+ public:
+  void Key(const char* k) {
+    Comma();
+    Str(k);
+    out_ += ':';
+    comma_ = false;
+  }
+  void U(const char* k, uint64_t v) {
+    Key(k);
+    char b[32];
+    snprintf(b, sizeof(b), "%" PRIu64, v);
+    Raw(b);
+  }
+  void B(const char* k, bool v) {
+    Key(k);
+    Raw(v ? "true" : "false");
+  }
+  void S(const char* k, const std::string& v) {
+    Key(k);
+    Comma();
+    Str(v);
+    comma_ = true;
+  }
+  void Open(char c) {
+    Comma();
+    out_ += c;
+    comma_ = false;
+  }
+  void Close(char c) {
+    out_ += c;
+    comma_ = true;
+  }
+  void Raw(const char* v) {
+    Comma();
+    out_ += v;
+    comma_ = true;
+  }
+  std::string& str() { return out_; }
+
+ private:
+  void Comma() {
+    if (comma_) out_ += ',';
+  }
+  void Str(const std::string& s) {
+    out_ += '"';
+    for (char c : s) {
+      if (c == '"' || c == '\\') {
+        out_ += '\\';
+        out_ += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char b[8];
+        snprintf(b, sizeof(b), "\\u%04x", c);
+        out_ += b;
+      } else {
+        out_ += c;
+      }
+    }
+    out_ += '"';
+  }
+  std::string out_;
+  bool comma_ = false;
+};
+
+void Histogram(Json& j, const char* key, const LatencyHistogram& h) {
+  j.Key(key);
+  j.Open('{');
+  j.U("count", h.count);
+  j.U("sum_ns", h.sum_ns);
+  j.Key("le_ns");
+  j.Open('[');
+  for (uint64_t b : kHistogramBoundsNs) {
+    char s[32];
+    snprintf(s, sizeof(s), "%" PRIu64, b);
+    j.Raw(s);
+  }
+  j.Close(']');
+  j.Key("buckets");
+  j.Open('[');
+  for (uint64_t c : h.buckets) {
+    char s[32];
+    snprintf(s, sizeof(s), "%" PRIu64, c);
+    j.Raw(s);
+  }
+  j.Close(']');
+  j.Close('}');
+}
+
+}  // namespace
+
+std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
+  Json j;
+  j.Open('{');
+  if (t_ns != 0) j.U("t_ns", t_ns);
+  j.U("pid", static_cast<uint64_t>(st.pid));
+  j.S("command", st.command);
+  j.U("layout_version", st.layout_version);
+  j.B("stale", st.stale);
+  j.U("started_unix_ns", st.started_unix_ns);
+  j.U("page_size", st.page_size);
+  j.Key("tiers");
+  j.Open('[');
+  for (const TierSnapshot& t : st.tiers) {
+    j.Open('{');
+    j.S("tier", std::string(TierName(t.tier)));
+    j.B("available", t.available);
+    j.U("capacity_bytes", t.capacity_bytes);
+    j.U("limit_bytes", t.limit_bytes);
+    j.U("allocated_bytes", t.allocated_bytes);
+    j.U("pages", t.pages);
+    j.Close('}');
+  }
+  j.Close(']');
+  j.Key("nodes");
+  j.Open('[');
+  for (const NodeSnapshot& n : st.nodes) {
+    j.Open('{');
+    j.U("node", static_cast<uint64_t>(n.node));
+    j.S("tier", std::string(TierName(n.tier)));
+    j.U("resident_bytes", n.resident_bytes);
+    j.Close('}');
+  }
+  j.Close(']');
+  j.U("resident_bytes", st.resident_bytes);
+  j.U("dram_resident_bytes", st.dram_resident_bytes);
+  j.U("dram_limit_bytes", st.dram_limit_bytes);
+  j.Key("moves");
+  j.Open('[');
+  for (const auto& row : st.moves) {
+    j.Open('[');
+    for (uint64_t v : row) {
+      char s[32];
+      snprintf(s, sizeof(s), "%" PRIu64, v);
+      j.Raw(s);
+    }
+    j.Close(']');
+  }
+  j.Close(']');
+  j.U("remote_faults", st.remote_faults);
+  j.U("zero_fills", st.zero_fills);
+  j.U("sampling_faults", st.sampling_faults);
+  j.U("pages_evicted", st.pages_evicted);
+  j.U("pages_written", st.pages_written);
+  Histogram(j, "fault_latency", st.fault_latency);
+  Histogram(j, "evict_latency", st.evict_latency);
+  j.U("policy_rounds", st.policy_rounds);
+  j.U("policy_round_ns", st.policy_round_ns);
+  j.S("sampling_mode", st.sampling_mode);
+  j.Key("servers");
+  j.Open('[');
+  for (const ServerSnapshot& s : st.servers) {
+    j.Open('{');
+    j.S("address", s.address);
+    j.B("up", s.up);
+    j.U("bytes_held", s.bytes_held);
+    j.U("slots", s.slots);
+    j.U("pages_written", s.pages_written);
+    j.U("remote_faults", s.remote_faults);
+    j.U("replication_debt_pages", s.replication_debt_pages);
+    j.Close('}');
+  }
+  j.Close(']');
+  j.U("heap_segment_bytes", st.heap_segment_bytes);
+  j.U("heap_span_bytes", st.heap_span_bytes);
+  j.U("heap_large_bytes", st.heap_large_bytes);
+  j.U("heap_large_count", st.heap_large_count);
+  j.Close('}');
+  return std::move(j.str());
+}
+
+}  // namespace tiermem
