@@ -1,7 +1,7 @@
 # tiermemctl against live processes and memory servers (included from
 # tests/integration/CMakeLists.txt; docs/observability.md).
 tiermem_add_gtest(NAME observe_integration_test LABEL integration SOURCES memd_clients_test.cc)
-target_link_libraries(observe_integration_test PRIVATE nlohmann_json::nlohmann_json)
+target_link_libraries(observe_integration_test PRIVATE nlohmann_json::nlohmann_json tiermem_memd_child)  # MemdProcess
 target_include_directories(observe_integration_test PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_definitions(observe_integration_test PRIVATE
   TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>" TIERMEM_CTL_PATH="$<TARGET_FILE:tiermemctl>")
