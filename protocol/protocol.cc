@@ -14,6 +14,10 @@ constexpr uint32_t kAllocOkSize = 32;
 constexpr uint32_t kFreeSize = 16;
 constexpr uint32_t kStatsOkSize = 40;
 constexpr uint32_t kReadSize = 12;
+constexpr uint32_t kClientsSize = 8;
+constexpr uint32_t kClientsOkFixed = 32;
+constexpr uint32_t kClientEntrySize = 40 + 64;  // fixed fields, then the peer, zero-padded
+static_assert(kClientsOkFixed + kMaxClientsPerMessage * kClientEntrySize <= kMaxPayload);
 
 void Put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v); p[1] = uint8_t(v >> 8); }
 void Put32(uint8_t* p, uint32_t v) { for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i)); }
@@ -67,6 +71,44 @@ Status CheckPages(MsgType t, uint32_t count, size_t have, size_t fixed) {
   return NeedExact(t, have, fixed + size_t(count) * kPageSize);
 }
 
+// clients_ok: a fixed head, then `count` entries of kClientEntrySize bytes.
+Status ParseClientsOk(const uint8_t* p, size_t n, Body* out) {
+  const MsgType t = MsgType::kClientsOk;
+  if (n < kClientsOkFixed) return Bad(t, "truncated (" + std::to_string(n) + " bytes)");
+  ClientsOk m;
+  m.capacity_pages = Get64(p);
+  m.reserved_pages = Get64(p + 8);
+  m.written_pages = Get64(p + 16);
+  m.total = Get32(p + 24);
+  uint32_t count = Get32(p + 28);
+  if (count > kMaxClientsPerMessage) {
+    return Bad(t, "entry count " + std::to_string(count) + " above " + std::to_string(kMaxClientsPerMessage));
+  }
+  if (count > m.total) return Bad(t, "more entries than the total");
+  TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kClientsOkFixed + size_t(count) * kClientEntrySize));
+  m.entries.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t* e = p + kClientsOkFixed + size_t(i) * kClientEntrySize;
+    ClientEntry c;
+    c.session = Get64(e);
+    c.slots = Get64(e + 8);
+    c.written_pages = Get64(e + 16);
+    c.quota_pages = Get64(e + 24);
+    c.connections = Get32(e + 32);
+    if (e[36] > uint8_t(DataPath::kRdma)) return Bad(t, "unknown data path " + std::to_string(e[36]));
+    c.data_path = DataPath(e[36]);
+    c.written_known = e[37];
+    if (c.written_known > 1) return Bad(t, "written flag is not 0 or 1");
+    uint8_t peer_len = e[38];
+    if (peer_len > kMaxPeerText) return Bad(t, "peer longer than " + std::to_string(kMaxPeerText) + " bytes");
+    if (e[39] != 0) return Bad(t, "reserved byte is not zero");
+    c.peer.assign(reinterpret_cast<const char*>(e + 40), peer_len);
+    m.entries.push_back(std::move(c));
+  }
+  *out = std::move(m);
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* MsgTypeName(MsgType type) {
@@ -86,6 +128,8 @@ const char* MsgTypeName(MsgType type) {
     case MsgType::kReadOk: return "read_ok";
     case MsgType::kWrite: return "write";
     case MsgType::kWriteOk: return "write_ok";
+    case MsgType::kClients: return "clients";
+    case MsgType::kClientsOk: return "clients_ok";
   }
   return "unknown";
 }
@@ -102,6 +146,8 @@ uint32_t MaxPayload(MsgType type) {
     case MsgType::kRead: return kReadSize;
     case MsgType::kReadOk: return kReadOkFixed + kMaxPagesPerMessage * kPageSize;
     case MsgType::kWrite: return kWriteFixed + kMaxPagesPerMessage * kPageSize;
+    case MsgType::kClients: return kClientsSize;
+    case MsgType::kClientsOk: return kClientsOkFixed + kMaxClientsPerMessage * kClientEntrySize;
     case MsgType::kFreeOk:
     case MsgType::kStats:
     case MsgType::kGoodbye:
@@ -124,7 +170,7 @@ Status ParseHeader(const uint8_t* p, size_t n, Header* out) {
                            std::to_string(kVersion) + ")");
   }
   uint16_t type = Get16(p + 6);
-  if (type < uint16_t(MsgType::kHello) || type > uint16_t(MsgType::kWriteOk)) {
+  if (type < uint16_t(MsgType::kHello) || type > uint16_t(kLastMsgType)) {
     return InvalidArgument("protocol: unknown message type " + std::to_string(type));
   }
   Header h;
@@ -264,6 +310,12 @@ Status ParseBody(const Header& h, const uint8_t* p, size_t n, Body* out) {
       *out = m;
       return Status::Ok();
     }
+    case MsgType::kClients: {
+      TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kClientsSize));
+      *out = Clients{Get64(p)};
+      return Status::Ok();
+    }
+    case MsgType::kClientsOk: return ParseClientsOk(p, n, out);
     case MsgType::kFreeOk: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = FreeOk{}; return Status::Ok();
     case MsgType::kStats: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = Stats{}; return Status::Ok();
     case MsgType::kGoodbye: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = Goodbye{}; return Status::Ok();
@@ -361,6 +413,30 @@ void Encode(uint64_t request_id, const Body& body, std::vector<uint8_t>* out) {
           w.U64(m.slot);
           w.U32(m.count);
           w.Bytes(m.data, size_t(m.count) * kPageSize);
+        } else if constexpr (std::is_same_v<T, Clients>) {
+          w.U64(m.after_session);
+        } else if constexpr (std::is_same_v<T, ClientsOk>) {
+          size_t count = m.entries.size() < kMaxClientsPerMessage ? m.entries.size() : kMaxClientsPerMessage;
+          w.U64(m.capacity_pages);
+          w.U64(m.reserved_pages);
+          w.U64(m.written_pages);
+          w.U32(m.total > count ? m.total : uint32_t(count));
+          w.U32(uint32_t(count));
+          for (size_t i = 0; i < count; ++i) {
+            const ClientEntry& c = m.entries[i];
+            size_t len = c.peer.size() < kMaxPeerText ? c.peer.size() : kMaxPeerText;
+            w.U64(c.session);
+            w.U64(c.slots);
+            w.U64(c.written_pages);
+            w.U64(c.quota_pages);
+            w.U32(c.connections);
+            w.U8(uint8_t(c.data_path));
+            w.U8(c.written_known ? 1 : 0);
+            w.U8(uint8_t(len));
+            w.U8(0);
+            w.Bytes(c.peer.data(), len);
+            w.Zeros(64 - len);
+          }
         }
       },
       body);

@@ -59,7 +59,13 @@ enum class MsgType : uint16_t {
   kReadOk = 13,
   kWrite = 14,
   kWriteOk = 15,
+  // Added in memd's second release, still protocol version 1: a server that predates them
+  // refuses them as an unknown type (error, then it closes the connection), which a client
+  // reports as "this server does not list clients".
+  kClients = 16,
+  kClientsOk = 17,
 };
+inline constexpr MsgType kLastMsgType = MsgType::kClientsOk;
 const char* MsgTypeName(MsgType type);  // "hello", ... or "unknown"
 
 // What kind of data path the client will use: the server registers memory for RDMA clients.
@@ -129,9 +135,34 @@ struct Write {
   const uint8_t* data = nullptr;  // count * kPageSize bytes, points into the parsed buffer
 };
 struct WriteOk {};
+// Lists the server's sessions with id > after_session, in id order (0: from the first). A
+// reply carries at most kMaxClientsPerMessage; the client asks again after the last id it got
+// while `total` says more follow.
+struct Clients {
+  uint64_t after_session = 0;
+};
+inline constexpr uint32_t kMaxClientsPerMessage = 512;
+inline constexpr size_t kMaxPeerText = 63;
+struct ClientEntry {
+  uint64_t session = 0;
+  uint64_t slots = 0;          // slots the session holds (handed out in chunks), used or not
+  uint64_t written_pages = 0;  // of those, slots written since they were handed out
+  uint64_t quota_pages = 0;
+  uint32_t connections = 0;
+  DataPath data_path = DataPath::kTcp;
+  uint8_t written_known = 1;   // 0: RDMA writes bypass memd, written_pages counts TCP writes only
+  std::string peer;            // "127.0.0.1:40312", the connection that opened it; <= kMaxPeerText
+};
+struct ClientsOk {
+  uint64_t capacity_pages = 0;
+  uint64_t reserved_pages = 0;  // slots handed out to all sessions (StatsOk's used_pages)
+  uint64_t written_pages = 0;   // slots written by all sessions (TCP writes)
+  uint32_t total = 0;           // sessions with id > after_session; entries.size() <= total
+  std::vector<ClientEntry> entries;
+};
 
 using Body = std::variant<Hello, HelloOk, Error, Alloc, AllocOk, Free, FreeOk, Stats, StatsOk,
-                          Goodbye, GoodbyeOk, Read, ReadOk, Write, WriteOk>;
+                          Goodbye, GoodbyeOk, Read, ReadOk, Write, WriteOk, Clients, ClientsOk>;
 
 struct Message {
   Header header;

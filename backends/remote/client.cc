@@ -62,6 +62,35 @@ StatusOr<RemoteServerStats> RemoteClient::ServerStats() {
   return impl_->transport->Stats();
 }
 
+StatusOr<RemoteServerClients> RemoteClient::ListClients() {
+  RemoteServerClients out;
+  const uint64_t self = impl_->transport->ticket().session;
+  uint64_t after = 0;
+  for (;;) {
+    TIERMEM_ASSIGN_OR_RETURN(remote::proto::ClientsOk page, impl_->transport->Clients(after));
+    out.capacity_pages = page.capacity_pages;
+    out.reserved_pages = page.reserved_pages;
+    out.written_pages = page.written_pages;
+    for (const remote::proto::ClientEntry& e : page.entries) {
+      RemoteSessionInfo s;
+      s.session = e.session;
+      s.peer = e.peer;
+      s.rdma = e.data_path == remote::proto::DataPath::kRdma;
+      s.self = e.session == self;
+      s.connections = e.connections;
+      s.slots = e.slots;
+      s.written_pages = e.written_pages;
+      s.written_known = e.written_known != 0;
+      s.quota_pages = e.quota_pages;
+      out.sessions.push_back(std::move(s));
+    }
+    // A page shorter than what remains means more follow; an empty one ends the walk.
+    if (page.entries.empty() || page.entries.size() >= page.total) break;
+    after = page.entries.back().session;
+  }
+  return out;
+}
+
 std::string RemoteClient::name() const { return impl_->transport->name(); }
 
 }  // namespace tiermem

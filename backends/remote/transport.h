@@ -12,7 +12,7 @@
 //   handler and an evicting thread each get their own.
 // - A posted buffer belongs to the transport until its completion is returned by Poll: the page
 //   of a PostWrite must not change, the page of a PostRead is written at most until then.
-// - Control calls (AllocSlots, FreeSlots, Stats) are synchronous; completions of data requests
+// - Control calls (AllocSlots, FreeSlots, Stats, Clients) are synchronous; completions of data requests
 //   that arrive meanwhile are kept for the next Poll.
 // - Failure: a broken connection or a timeout fails every in-flight request (each gets a
 //   completion with the error) and every later call with Unavailable naming the server.
@@ -83,6 +83,9 @@ class Transport {
   virtual StatusOr<SlotRange> AllocSlots(uint64_t count) = 0;
   virtual Status FreeSlots(const SlotRange& range) = 0;
   virtual StatusOr<ServerStats> Stats() = 0;
+  // One page of the server's session list (sessions with id > after_session). NotSupported
+  // from a server that predates the clients message.
+  virtual StatusOr<proto::ClientsOk> Clients(uint64_t after_session) = 0;
 
   // Posts the write of one page to `slot` of `range` / the read of one page from it. The range
   // must be one this connection's session allocated (RDMA needs its rkey). Returns an error only

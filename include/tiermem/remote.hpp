@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tiermem/status.hpp"
 
@@ -32,11 +33,34 @@ struct RemotePages {
 // A server's figures (its STATS reply), in pages of RemoteClient::kPageSize.
 struct RemoteServerStats {
   uint64_t capacity_pages = 0;
-  uint64_t used_pages = 0;     // held by all clients
+  uint64_t used_pages = 0;     // slots reserved by all clients (handed out in chunks)
   uint64_t session_pages = 0;  // held by this client's session
   uint64_t quota_pages = 0;    // this session's quota (0 = none)
   uint32_t sessions = 0;
   uint32_t connections = 0;
+};
+
+// One client of a server (a memd session: one process's connections to it), as ListClients
+// returns it.
+struct RemoteSessionInfo {
+  uint64_t session = 0;
+  std::string peer;            // "127.0.0.1:40312": the connection that opened the session
+  bool rdma = false;           // page data moves by RDMA
+  bool self = false;           // the session of the client that asked
+  uint32_t connections = 0;
+  uint64_t slots = 0;          // slots reserved (pages), written or not
+  uint64_t written_pages = 0;  // of those, written since reserved: pages holding data
+  bool written_known = true;   // false for RDMA sessions: their writes bypass the server's CPU
+  uint64_t quota_pages = 0;
+};
+
+// A server's clients and its totals. reserved_pages is ServerStats' used_pages; written_pages
+// sums the sessions whose writes the server sees (TCP).
+struct RemoteServerClients {
+  uint64_t capacity_pages = 0;
+  uint64_t reserved_pages = 0;
+  uint64_t written_pages = 0;
+  std::vector<RemoteSessionInfo> sessions;  // by session id
 };
 
 class RemoteClient {
@@ -59,6 +83,9 @@ class RemoteClient {
   Status Write(const RemotePages& pages, uint64_t slot, const void* data, size_t n, size_t window = 64);
   Status Read(const RemotePages& pages, uint64_t slot, void* data, size_t n, size_t window = 64);
   StatusOr<RemoteServerStats> ServerStats();
+  // Every session of the server, this one included (self). NotSupported from a server that
+  // predates the request (docs/protocol.md, "clients").
+  StatusOr<RemoteServerClients> ListClients();
   std::string name() const;  // "tcp://127.0.0.1:7471"
 
   class Impl;

@@ -14,7 +14,20 @@ int main(int argc, char** argv) {
   hello.token = "token";
   std::vector<Body> bodies = {hello, HelloOk{}, Error{6, "bad token"}, Alloc{16}, AllocOk{0, 16, 4096, 7},
                               Free{0, 16}, FreeOk{}, Stats{}, StatsOk{}, Goodbye{}, GoodbyeOk{},
-                              Read{3, 2}, ReadOk{page, 2}, Write{3, 1, page}, WriteOk{}};
+                              Read{3, 2}, ReadOk{page, 2}, Write{3, 1, page}, WriteOk{}, Clients{0}};
+  ClientsOk clients;
+  clients.capacity_pages = 1024;
+  clients.reserved_pages = 512;
+  clients.written_pages = 3;
+  clients.total = 2;
+  clients.entries.resize(2);
+  clients.entries[0].session = 1;
+  clients.entries[0].slots = 512;
+  clients.entries[0].peer = "127.0.0.1:40312";
+  clients.entries[1].session = 2;
+  clients.entries[1].data_path = DataPath::kRdma;
+  clients.entries[1].written_known = 0;
+  bodies.push_back(clients);
   int n = 0;
   for (const Body& b : bodies) {
     std::vector<uint8_t> buf;

@@ -331,7 +331,7 @@ TEST(RemoteTcp, SigtermStopsTheServerCleanly) {
   EXPECT_EQ(WEXITSTATUS(st), 0);
   std::string log = memd.Log();
   EXPECT_NE(log.find("SIGTERM received"), std::string::npos) << log;
-  EXPECT_NE(log.find("stopped: 0 sessions left, 0 pages in use"), std::string::npos) << log;
+  EXPECT_NE(log.find("stopped: 0 sessions left, 0 slots reserved"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -56,6 +56,74 @@ TEST(RemoteProtocol, ControlMessagesRoundTrip) {
   EXPECT_EQ(std::get<Alloc>(RoundTrip(Alloc{3}).body).count, 3u);
 }
 
+TEST(RemoteProtocol, ClientsRoundTrips) {
+  EXPECT_EQ(std::get<Clients>(RoundTrip(Clients{9}).body).after_session, 9u);
+  ClientsOk ok;
+  ok.capacity_pages = 100;
+  ok.reserved_pages = 40;
+  ok.written_pages = 7;
+  ok.total = 3;
+  ClientEntry a;
+  a.session = 4;
+  a.slots = 32;
+  a.written_pages = 7;
+  a.quota_pages = 100;
+  a.connections = 2;
+  a.peer = "127.0.0.1:40312";
+  ClientEntry b = a;
+  b.session = 5;
+  b.data_path = DataPath::kRdma;
+  b.written_known = 0;
+  b.peer = std::string(100, 'x');  // cut to kMaxPeerText
+  ok.entries = {a, b};
+  auto m = std::get<ClientsOk>(RoundTrip(ok).body);
+  EXPECT_EQ(m.capacity_pages, 100u);
+  EXPECT_EQ(m.reserved_pages, 40u);
+  EXPECT_EQ(m.written_pages, 7u);
+  EXPECT_EQ(m.total, 3u);
+  ASSERT_EQ(m.entries.size(), 2u);
+  EXPECT_EQ(m.entries[0].session, 4u);
+  EXPECT_EQ(m.entries[0].slots, 32u);
+  EXPECT_EQ(m.entries[0].written_pages, 7u);
+  EXPECT_EQ(m.entries[0].connections, 2u);
+  EXPECT_EQ(m.entries[0].peer, "127.0.0.1:40312");
+  EXPECT_EQ(m.entries[1].data_path, DataPath::kRdma);
+  EXPECT_EQ(m.entries[1].written_known, 0);
+  EXPECT_EQ(m.entries[1].peer, std::string(kMaxPeerText, 'x'));
+  // No entries at all is a valid answer (a server with no session after the one asked).
+  EXPECT_TRUE(std::get<ClientsOk>(RoundTrip(ClientsOk{}).body).entries.empty());
+}
+
+TEST(RemoteProtocol, RejectsInconsistentClientLists) {
+  ClientsOk ok;
+  ok.total = 1;
+  ok.entries.resize(1);
+  std::vector<uint8_t> buf;
+  Encode(1, ok, &buf);
+  Message m;
+  ASSERT_TRUE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  auto bad = buf;
+  bad[kHeaderSize + 28] = 2;  // says two entries, carries one
+  EXPECT_FALSE(ParseMessage(bad.data(), bad.size(), &m).ok());
+  bad = buf;
+  bad[kHeaderSize + 24] = 0;  // a total below the entries carried
+  EXPECT_NE(ParseMessage(bad.data(), bad.size(), &m).message().find("more entries than the total"),
+            std::string::npos);
+  bad = buf;
+  bad[kHeaderSize + 32 + 38] = kMaxPeerText + 1;  // peer length beyond its field
+  EXPECT_FALSE(ParseMessage(bad.data(), bad.size(), &m).ok());
+  bad = buf;
+  bad[kHeaderSize + 32 + 36] = 7;  // unknown data path
+  EXPECT_FALSE(ParseMessage(bad.data(), bad.size(), &m).ok());
+  uint8_t h[kHeaderSize];
+  EncodeHeader(MsgType::kClientsOk, MaxPayload(MsgType::kClientsOk) + 1, 1, h);
+  Header hdr;
+  EXPECT_FALSE(ParseHeader(h, sizeof(h), &hdr).ok());
+  // A type beyond the last one is still unknown.
+  EncodeHeader(MsgType(uint16_t(kLastMsgType) + 1), 0, 1, h);
+  EXPECT_NE(ParseHeader(h, sizeof(h), &hdr).message().find("unknown message type"), std::string::npos);
+}
+
 TEST(RemoteProtocol, PageMessagesCarryData) {
   std::vector<uint8_t> page(kPageSize * 2);
   for (size_t i = 0; i < page.size(); ++i) page[i] = uint8_t(i * 7);

@@ -136,11 +136,13 @@ void Server::ServeConnection(Conn* c) {
         case proto::MsgType::kWrite: {
           auto& m = std::get<proto::Write>(body);
           std::shared_lock<std::shared_mutex> lock(s.mu);
-          if (!Owns(s, m.slot, m.count)) {
+          const Allocation* a = OwnerOf(s, m.slot, m.count);
+          if (a == nullptr) {
             RefuseForeignSlots(&out.buf, id, peer, s.id, "write", m.slot, m.count);
             break;
           }
           std::memcpy(SlotAddress(m.slot), m.data, size_t(m.count) * proto::kPageSize);
+          NoteWrite(s, *a, m.slot, m.count);
           proto::Encode(id, proto::WriteOk{}, &out.buf);
           break;
         }
@@ -168,6 +170,9 @@ void Server::ServeConnection(Conn* c) {
         }
         case proto::MsgType::kStats:
           proto::Encode(id, StatsFor(s), &out.buf);
+          break;
+        case proto::MsgType::kClients:
+          proto::Encode(id, ClientsAfter(std::get<proto::Clients>(body).after_session), &out.buf);
           break;
         case proto::MsgType::kGoodbye:
           proto::Encode(id, proto::GoodbyeOk{}, &out.buf);

@@ -137,7 +137,7 @@ Status Server::Run() {
   Reap(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    MemdLog("info", "stopped: %zu sessions left, %llu pages in use", sessions_.size(),
+    MemdLog("info", "stopped: %zu sessions left, %llu slots reserved", sessions_.size(),
             (unsigned long long)used_pages_);
   }
   return Status::Ok();
@@ -222,9 +222,9 @@ StatusOr<std::shared_ptr<Session>> Server::Hello(const proto::Hello& hello, cons
     return Internal("getrandom failed");
   }
   s->connections = 1;
+  s->peer = peer;
   sessions_[s->id] = s;
   *created = true;
-  (void)peer;
   return s;
 }
 
@@ -249,6 +249,7 @@ void Server::Release(const std::shared_ptr<Session>& s, const std::string& peer)
     for (auto& [first, a] : s->allocs) FreeAllocation(*s, a);
     s->allocs.clear();
     s->pages = 0;
+    s->written_pages = 0;
     if (rdma_) rdma_->CloseSession(*s);
   }
   MemdLog("info", "session %llu closed (last connection %s): freed %llu pages", (unsigned long long)s->id,
@@ -312,6 +313,7 @@ StatusOr<proto::AllocOk> Server::AllocSlots(Session& s, uint64_t count) {
       return st;
     }
   }
+  if (!s.rdma) a.written = std::make_shared<WrittenMap>(count);
   s.allocs[a.first] = a;
   s.pages += count;
   return ok;
@@ -327,16 +329,66 @@ Status Server::FreeSlots(Session& s, uint64_t first, uint64_t count) {
   Allocation a = it->second;
   s.allocs.erase(it);
   s.pages -= count;
+  if (a.written != nullptr) s.written_pages.fetch_sub(a.written->count.load(), std::memory_order_relaxed);
   FreeAllocation(s, a);
   return Status::Ok();
 }
 
-bool Server::Owns(const Session& s, uint64_t slot, uint64_t count) const {
+const Allocation* Server::OwnerOf(const Session& s, uint64_t slot, uint64_t count) const {
   auto it = s.allocs.upper_bound(slot);
-  if (it == s.allocs.begin()) return false;
+  if (it == s.allocs.begin()) return nullptr;
   --it;
   const Allocation& a = it->second;
-  return slot >= a.first && slot + count >= slot && slot + count <= a.first + a.count;
+  bool inside = slot >= a.first && slot + count >= slot && slot + count <= a.first + a.count;
+  return inside ? &a : nullptr;
+}
+
+uint64_t WrittenMap::Mark(uint64_t slot, uint64_t n) {
+  uint64_t added = 0;
+  for (uint64_t i = slot; i < slot + n; ++i) {
+    uint64_t bit = uint64_t(1) << (i % 64);
+    if ((bits[i / 64].fetch_or(bit, std::memory_order_relaxed) & bit) == 0) ++added;
+  }
+  if (added > 0) count.fetch_add(added, std::memory_order_relaxed);
+  return added;
+}
+
+void Server::NoteWrite(Session& s, const Allocation& a, uint64_t slot, uint64_t count) {
+  if (a.written == nullptr) return;
+  uint64_t added = a.written->Mark(slot - a.first, count);
+  if (added > 0) s.written_pages.fetch_add(added, std::memory_order_relaxed);
+}
+
+proto::ClientsOk Server::ClientsAfter(uint64_t after_session) {
+  std::vector<std::shared_ptr<Session>> list;
+  proto::ClientsOk ok;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ok.capacity_pages = capacity_pages_;
+    ok.reserved_pages = used_pages_;
+    for (auto it = sessions_.upper_bound(after_session); it != sessions_.end(); ++it) {
+      list.push_back(it->second);
+    }
+    for (const auto& [id, s] : sessions_) ok.written_pages += s->written_pages.load(std::memory_order_relaxed);
+    ok.total = uint32_t(list.size());
+    if (list.size() > proto::kMaxClientsPerMessage) list.resize(proto::kMaxClientsPerMessage);
+    for (const auto& s : list) {
+      proto::ClientEntry e;
+      e.session = s->id;
+      e.connections = s->connections;
+      e.peer = s->peer;
+      e.data_path = s->rdma ? proto::DataPath::kRdma : proto::DataPath::kTcp;
+      e.written_known = s->rdma ? 0 : 1;
+      e.quota_pages = quota_pages_;
+      ok.entries.push_back(std::move(e));
+    }
+  }
+  for (size_t i = 0; i < list.size(); ++i) {  // session locks are never taken under mu_
+    std::shared_lock<std::shared_mutex> slock(list[i]->mu);
+    ok.entries[i].slots = list[i]->pages;
+    ok.entries[i].written_pages = list[i]->written_pages.load(std::memory_order_relaxed);
+  }
+  return ok;
 }
 
 proto::StatsOk Server::StatsFor(Session& s) {

@@ -46,10 +46,22 @@ void MemdLog(const char* level, const char* fmt, ...) __attribute__((format(prin
 
 class RdmaServer;
 
+// Which slots of an allocation were written since it was handed out: memd reserves slots in
+// chunks (a pager asks for 16384 at a time), so reserved slots say little about the data held.
+// TCP writes set bits under the session's shared lock, hence atomics; RDMA writes bypass memd.
+struct WrittenMap {
+  explicit WrittenMap(uint64_t pages) : bits(new std::atomic<uint64_t>[(pages + 63) / 64]()) {}
+  // Marks [slot, slot + n) relative to the allocation's first slot; returns the pages newly set.
+  uint64_t Mark(uint64_t slot, uint64_t n);
+  std::unique_ptr<std::atomic<uint64_t>[]> bits;
+  std::atomic<uint64_t> count{0};
+};
+
 struct Allocation {
   uint64_t first = 0;
   uint64_t count = 0;
   void* mr = nullptr;  // struct ibv_mr* for RDMA sessions
+  std::shared_ptr<WrittenMap> written;
 };
 
 struct Session {
@@ -59,6 +71,8 @@ struct Session {
   std::shared_mutex mu;                   // guards allocs and pages
   std::map<uint64_t, Allocation> allocs;  // by first slot
   uint64_t pages = 0;
+  std::atomic<uint64_t> written_pages{0};  // slots of `allocs` written (TCP)
+  std::string peer;          // the connection that opened the session
   uint32_t connections = 0;  // TCP connections (under Server::mu_)
   void* rdma_state = nullptr; // RdmaServer's per-session state (PD, QPs)
 };
@@ -82,8 +96,13 @@ class Server {
   StatusOr<proto::AllocOk> AllocSlots(Session& s, uint64_t count);
   Status FreeSlots(Session& s, uint64_t first, uint64_t count);
   proto::StatsOk StatsFor(Session& s);
-  // Checks that [slot, slot+count) lies inside one allocation of `s` (caller holds s.mu shared).
-  bool Owns(const Session& s, uint64_t slot, uint64_t count) const;
+  // The sessions with id > after_session, at most kMaxClientsPerMessage of them.
+  proto::ClientsOk ClientsAfter(uint64_t after_session);
+  // The allocation of `s` that holds [slot, slot+count), or null (caller holds s.mu shared).
+  const Allocation* OwnerOf(const Session& s, uint64_t slot, uint64_t count) const;
+  bool Owns(const Session& s, uint64_t slot, uint64_t count) const { return OwnerOf(s, slot, count) != nullptr; }
+  // Records a TCP write of [slot, slot+count) into allocation `a` of `s` (s.mu held shared).
+  static void NoteWrite(Session& s, const Allocation& a, uint64_t slot, uint64_t count);
   uint8_t* SlotAddress(uint64_t slot) const { return pool_ + slot * proto::kPageSize; }
   std::shared_ptr<Session> FindSession(uint64_t id, const uint8_t* secret);
   const ServerOptions& options() const { return options_; }

@@ -57,6 +57,7 @@ class RdmaTransport final : public Transport {
   StatusOr<SlotRange> AllocSlots(uint64_t count) override;
   Status FreeSlots(const SlotRange& range) override { return control_.FreeSlots(range); }
   StatusOr<ServerStats> Stats() override { return control_.Stats(); }
+  StatusOr<proto::ClientsOk> Clients(uint64_t after_session) override { return control_.Clients(after_session); }
   Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) override;
   Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
   StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;

@@ -106,6 +106,19 @@ StatusOr<ServerStats> TcpTransport::Stats() {
   return s;
 }
 
+StatusOr<proto::ClientsOk> TcpTransport::Clients(uint64_t after_session) {
+  auto b = Call(proto::Clients{after_session});
+  if (!b.ok()) {
+    // A server older than the message refuses its type and closes the connection.
+    if (b.status().message().find("unknown message type") != std::string::npos) {
+      return NotSupported("memory server " + name() +
+                          " does not list clients (a tiermem-memd older than the clients message)");
+    }
+    return b.status();
+  }
+  return std::move(std::get<proto::ClientsOk>(*b));
+}
+
 Status TcpTransport::PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
   (void)range;
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
@@ -198,6 +211,13 @@ Status TcpTransport::ReadAvailable() {
 }
 
 Status TcpTransport::HandleReply(const proto::Header& h, const uint8_t* payload) {
+  if (h.request_id == 0 && h.type == proto::MsgType::kError) {
+    // The server refused a message it could not parse and closes the connection: say why.
+    proto::Body body;
+    if (proto::ParseBody(h, payload, h.length, &body).ok()) {
+      return Fail(ErrorToStatus(std::get<proto::Error>(body), "memory server " + name()));
+    }
+  }
   if (pending_.empty() || pending_.front().request_id != h.request_id) {
     return Fail(Aborted("memory server " + name() + ": reply to request " + std::to_string(h.request_id) +
                         " that is not the oldest outstanding one"));

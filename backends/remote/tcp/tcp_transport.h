@@ -25,6 +25,7 @@ class TcpTransport final : public Transport {
   StatusOr<SlotRange> AllocSlots(uint64_t count) override;
   Status FreeSlots(const SlotRange& range) override;
   StatusOr<ServerStats> Stats() override;
+  StatusOr<proto::ClientsOk> Clients(uint64_t after_session) override;
   Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) override;
   Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
   StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;

@@ -1,0 +1,22 @@
+# tiermemctl against live processes and memory servers (included from
+# tests/integration/CMakeLists.txt; docs/observability.md).
+tiermem_add_gtest(NAME observe_integration_test LABEL integration SOURCES memd_clients_test.cc)
+target_link_libraries(observe_integration_test PRIVATE nlohmann_json::nlohmann_json tiermem_memd_child)  # MemdProcess
+target_include_directories(observe_integration_test PRIVATE ${PROJECT_SOURCE_DIR})
+target_compile_definitions(observe_integration_test PRIVATE
+  TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>" TIERMEM_CTL_PATH="$<TARGET_FILE:tiermemctl>")
+add_dependencies(observe_integration_test tiermem-memd tiermemctl)
+add_test(NAME observe.plot_draws_a_timeline_and_refuses_bad_files
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/plot_test.sh $<TARGET_FILE:tiermemctl>)
+set_tests_properties(observe.plot_draws_a_timeline_and_refuses_bad_files PROPERTIES LABELS integration
+                     TIMEOUT 120 SKIP_RETURN_CODE 77)
+# A preloaded program watched from another process (label preload: LD_PRELOAD and a memd).
+if(TARGET tiermem-preload)
+  add_executable(observe_stats_target stats_target.c)
+  set(_observe_args $<TARGET_FILE:tiermemctl> $<TARGET_FILE:tiermem-preload>
+      $<TARGET_FILE:tiermem-memd> $<TARGET_FILE:observe_stats_target>)
+  foreach(t stat metrics bad_input)
+    add_test(NAME observe.${t} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/observe_${t}_test.sh ${_observe_args})
+    set_tests_properties(observe.${t} PROPERTIES LABELS preload TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

@@ -1,0 +1,163 @@
+#include "tools/tiermemctl/prometheus.h"
+
+#include <cstdio>
+
+namespace tiermem::tools {
+namespace {
+
+// Label values escape backslash, double quote and newline (the exposition format's rule).
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Number(double v) {
+  char buf[40];
+  if (v == double(uint64_t(v)) && v < 1e18) {
+    std::snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.9g", v);
+  }
+  return buf;
+}
+
+std::string Render(const std::vector<std::pair<std::string, std::string>>& labels) {
+  if (labels.empty()) return "";
+  std::string s = "{";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i > 0) s += ",";
+    s += labels[i].first + "=\"" + Escape(labels[i].second) + "\"";
+  }
+  return s + "}";
+}
+
+std::string T(Tier t) { return std::string(TierName(t)); }
+
+}  // namespace
+
+Exposition::Family& Exposition::Get(const std::string& name, const std::string& help, const std::string& type) {
+  auto it = families_.find(name);
+  if (it == families_.end()) {
+    order_.push_back(name);
+    it = families_.emplace(name, Family{help, type, {}}).first;
+  }
+  return it->second;
+}
+
+void Exposition::Sample(const std::string& name, const std::string& help, const std::string& type,
+                        const Labels& labels, double value) {
+  Get(name, help, type).lines.push_back(name + Render(labels) + " " + Number(value));
+}
+
+void Exposition::AddGauge(const std::string& name, const std::string& help, double value) {
+  Sample(name, help, "gauge", {}, value);
+}
+
+void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
+                           const LatencyHistogram& h) {
+  Family& f = Get(name, help, "histogram");
+  uint64_t cumulative = 0;
+  for (int i = 0; i < kHistogramBuckets; ++i) {
+    cumulative += h.buckets[size_t(i)];
+    Labels l = labels;
+    l.emplace_back("le", i < kHistogramBuckets - 1 ? Number(double(kHistogramBoundsNs[size_t(i)]) / 1e9) : "+Inf");
+    f.lines.push_back(name + "_bucket" + Render(l) + " " + Number(double(cumulative)));
+  }
+  // _count is the +Inf bucket, as the format requires: the block's own count may be an event
+  // ahead of the buckets it was read with.
+  f.lines.push_back(name + "_sum" + Render(labels) + " " + Number(double(h.sum_ns) / 1e9));
+  f.lines.push_back(name + "_count" + Render(labels) + " " + Number(double(cumulative)));
+}
+
+void Exposition::Add(const ProcessStats& s) {
+  const std::string pid = std::to_string(s.pid);
+  const Labels p = {{"pid", pid}};
+  Sample("tiermem_process_info", "A process running tiermem (value 1): its command and sampling mode.", "gauge",
+         {{"pid", pid}, {"command", s.command}, {"sampling_mode", s.sampling_mode}, {"stale", s.stale ? "1" : "0"}},
+         1);
+  Sample("tiermem_process_start_time_seconds", "When the process's runtime started, seconds since the epoch.",
+         "gauge", p, double(s.started_unix_ns) / 1e9);
+  for (const TierSnapshot& t : s.tiers) {
+    Labels l = {{"pid", pid}, {"tier", T(t.tier)}};
+    Sample("tiermem_tier_available", "Whether the tier is in use in this process (1) or absent (0).", "gauge", l,
+           t.available ? 1 : 0);
+    Sample("tiermem_tier_capacity_bytes", "What the tier's nodes (or memory servers) offer.", "gauge", l,
+           double(t.capacity_bytes));
+    Sample("tiermem_tier_limit_bytes", "The tier's TIERMEM_*_LIMIT (0: none).", "gauge", l, double(t.limit_bytes));
+    Sample("tiermem_tier_allocated_bytes", "Live allocations whose pages belong to the tier now.", "gauge", l,
+           double(t.allocated_bytes));
+  }
+  for (const NodeSnapshot& n : s.nodes) {
+    Sample("tiermem_node_resident_bytes", "Managed memory resident on the NUMA node.", "gauge",
+           {{"pid", pid}, {"node", std::to_string(n.node)}, {"tier", T(n.tier)}}, double(n.resident_bytes));
+  }
+  Sample("tiermem_resident_bytes", "Managed memory resident, all nodes.", "gauge", p, double(s.resident_bytes));
+  Sample("tiermem_dram_resident_bytes", "Managed memory resident on the DRAM tier's nodes.", "gauge", p,
+         double(s.dram_resident_bytes));
+  Sample("tiermem_dram_limit_bytes", "TIERMEM_DRAM_LIMIT (0: none).", "gauge", p, double(s.dram_limit_bytes));
+  for (int f = 0; f < kNumTiers; ++f) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (f == t) continue;
+      Sample("tiermem_pages_moved_total", "Pages the runtime moved from one tier to another.", "counter",
+             {{"pid", pid}, {"from", T(Tier(f))}, {"to", T(Tier(t))}}, double(s.moves[f][t]));
+    }
+  }
+  Sample("tiermem_remote_faults_total", "Pages fetched from memory servers on a fault.", "counter", p,
+         double(s.remote_faults));
+  Sample("tiermem_zero_fills_total", "First touches of remote-tier pages, served with zeros.", "counter", p,
+         double(s.zero_fills));
+  Sample("tiermem_sampling_faults_total", "Accesses caught by the access sampler.", "counter", p,
+         double(s.sampling_faults));
+  Sample("tiermem_pages_evicted_total", "Pages evicted to memory servers.", "counter", p, double(s.pages_evicted));
+  Sample("tiermem_pages_written_total", "Pages written to memory servers.", "counter", p, double(s.pages_written));
+  Histogram("tiermem_remote_fault_duration_seconds",
+            "Remote faults: from the userfaultfd report to the page installed.", p, s.fault_latency);
+  Histogram("tiermem_evict_duration_seconds",
+            "Eviction windows: from the write posted to acknowledged and dropped.", p, s.evict_latency);
+  Sample("tiermem_policy_rounds_total", "Rounds of the tiering policy.", "counter", p, double(s.policy_rounds));
+  Sample("tiermem_policy_round_seconds_total", "Time spent in policy rounds.", "counter", p,
+         double(s.policy_round_ns) / 1e9);
+  for (const ServerSnapshot& v : s.servers) {
+    Labels l = {{"pid", pid}, {"server", v.address}};
+    Sample("tiermem_server_up", "Whether the memory server is connected and answering.", "gauge", l, v.up ? 1 : 0);
+    Sample("tiermem_server_held_bytes", "This process's pages stored on the server.", "gauge", l,
+           double(v.bytes_held));
+    Sample("tiermem_server_reserved_bytes", "Slots this process holds on the server, used or free.", "gauge", l,
+           double(v.slots * s.page_size));
+    Sample("tiermem_server_pages_written_total", "Pages written to the server.", "counter", l,
+           double(v.pages_written));
+    Sample("tiermem_server_remote_faults_total", "Faults served by the server.", "counter", l,
+           double(v.remote_faults));
+    Sample("tiermem_server_replication_debt_bytes", "Pages short of their replicas on the server.", "gauge", l,
+           double(v.replication_debt_pages * s.page_size));
+  }
+  Sample("tiermem_heap_segment_bytes", "Heap segments for small blocks.", "gauge", p, double(s.heap_segment_bytes));
+  Sample("tiermem_heap_span_bytes", "Of the segments, spans in use by size classes.", "gauge", p,
+         double(s.heap_span_bytes));
+  Sample("tiermem_heap_large_bytes", "Page runs of large blocks.", "gauge", p, double(s.heap_large_bytes));
+  Sample("tiermem_heap_large_blocks", "Large blocks live.", "gauge", p, double(s.heap_large_count));
+}
+
+std::string Exposition::Text() const {
+  std::string out;
+  for (const std::string& name : order_) {
+    const Family& f = families_.at(name);
+    out += "# HELP " + name + " " + f.help + "\n";
+    out += "# TYPE " + name + " " + f.type + "\n";
+    for (const std::string& line : f.lines) out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace tiermem::tools

@@ -1,0 +1,207 @@
+#include "tools/tiermemctl/stats_view.h"
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+
+namespace tiermem::tools {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnStop(int) { g_stop = 1; }
+
+double Per(uint64_t before, uint64_t after, double seconds) {
+  if (seconds <= 0 || after < before) return 0;
+  return double(after - before) / seconds;
+}
+
+// The same form as the runtime's timeline lines (TIERMEM_STATS_INTERVAL_MS): bucket i counts
+// events of at most le_ns[i]; the last bucket, the rest.
+nlohmann::json HistogramToJson(const LatencyHistogram& h) {
+  return {{"count", h.count},
+          {"sum_ns", h.sum_ns},
+          {"le_ns", kHistogramBoundsNs},
+          {"buckets", h.buckets}};
+}
+
+}  // namespace
+
+StatusOr<ProcessStats> ReadForDisplay(int pid, bool allow_stale) {
+  if (pid <= 0) {
+    std::fprintf(stderr, "tiermemctl: %d is not a process id\n", pid);
+    return InvalidArgument("bad pid");
+  }
+  auto st = ReadProcessStats(pid);
+  if (!st.ok()) {
+    const Status& s = st.status();
+    switch (s.code()) {
+      case StatusCode::kNotFound:
+        std::fprintf(stderr, "tiermemctl: pid %d is not a tiermem process (it publishes no stats block)\n", pid);
+        break;
+      case StatusCode::kPermissionDenied:
+        std::fprintf(stderr, "tiermemctl: pid %d: its stats block belongs to another user (%s)\n", pid,
+                     s.message().c_str());
+        break;
+      default:
+        std::fprintf(stderr, "tiermemctl: pid %d: %s\n", pid, s.message().c_str());
+        break;
+    }
+    return s;
+  }
+  if (st->stale && !allow_stale) {
+    std::fprintf(stderr,
+                 "tiermemctl: pid %d (%s) is gone: its stats block is stale, the last figures it published "
+                 "(--allow-stale prints them)\n",
+                 pid, st->command.c_str());
+    return Unavailable("stale block");
+  }
+  return st;
+}
+
+double Rates::moves_total() const {
+  double t = 0;
+  for (const auto& row : moves) {
+    for (double v : row) t += v;
+  }
+  return t;
+}
+
+Rates ComputeRates(const ProcessStats& a, const ProcessStats& b, double seconds) {
+  Rates r;
+  r.seconds = seconds;
+  if (a.started_unix_ns != b.started_unix_ns) return r;  // another runtime under the same pid
+  r.remote_faults = Per(a.remote_faults, b.remote_faults, seconds);
+  r.zero_fills = Per(a.zero_fills, b.zero_fills, seconds);
+  r.sampling_faults = Per(a.sampling_faults, b.sampling_faults, seconds);
+  r.pages_evicted = Per(a.pages_evicted, b.pages_evicted, seconds);
+  r.pages_written = Per(a.pages_written, b.pages_written, seconds);
+  r.policy_rounds = Per(a.policy_rounds, b.policy_rounds, seconds);
+  for (int f = 0; f < kNumTiers; ++f) {
+    for (int t = 0; t < kNumTiers; ++t) r.moves[f][t] = Per(a.moves[f][t], b.moves[f][t], seconds);
+  }
+  return r;
+}
+
+nlohmann::json RatesToJson(const Rates& r) {
+  nlohmann::json moves = nlohmann::json::array();
+  for (int f = 0; f < kNumTiers; ++f) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (f == t) continue;
+      moves.push_back({{"from", std::string(TierName(Tier(f)))},
+                       {"to", std::string(TierName(Tier(t)))},
+                       {"pages_per_s", r.moves[f][t]}});
+    }
+  }
+  return {{"interval_s", r.seconds},
+          {"remote_faults_per_s", r.remote_faults},
+          {"zero_fills_per_s", r.zero_fills},
+          {"sampling_faults_per_s", r.sampling_faults},
+          {"pages_evicted_per_s", r.pages_evicted},
+          {"pages_written_per_s", r.pages_written},
+          {"policy_rounds_per_s", r.policy_rounds},
+          {"moves", moves}};
+}
+
+nlohmann::json ProcessStatsToJson(const ProcessStats& s) {
+  nlohmann::json tiers = nlohmann::json::array();
+  for (const TierSnapshot& t : s.tiers) {
+    tiers.push_back({{"tier", std::string(TierName(t.tier))},
+                     {"available", t.available},
+                     {"capacity_bytes", t.capacity_bytes},
+                     {"limit_bytes", t.limit_bytes},
+                     {"allocated_bytes", t.allocated_bytes},
+                     {"pages", t.pages}});
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeSnapshot& n : s.nodes) {
+    nodes.push_back({{"node", n.node}, {"tier", std::string(TierName(n.tier))}, {"resident_bytes", n.resident_bytes}});
+  }
+  nlohmann::json moves = nlohmann::json::array();
+  for (const auto& row : s.moves) moves.push_back(row);
+  nlohmann::json servers = nlohmann::json::array();
+  for (const ServerSnapshot& v : s.servers) {
+    servers.push_back({{"address", v.address},
+                       {"up", v.up},
+                       {"bytes_held", v.bytes_held},
+                       {"slots", v.slots},
+                       {"pages_written", v.pages_written},
+                       {"remote_faults", v.remote_faults},
+                       {"replication_debt_pages", v.replication_debt_pages}});
+  }
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return {{"t_ns", uint64_t(now.tv_sec) * 1'000'000'000ull + uint64_t(now.tv_nsec)},
+          {"pid", s.pid},
+          {"command", s.command},
+          {"layout_version", s.layout_version},
+          {"stale", s.stale},
+          {"started_unix_ns", s.started_unix_ns},
+          {"page_size", s.page_size},
+          {"tiers", tiers},
+          {"nodes", nodes},
+          {"resident_bytes", s.resident_bytes},
+          {"dram_resident_bytes", s.dram_resident_bytes},
+          {"dram_limit_bytes", s.dram_limit_bytes},
+          {"moves", moves},
+          {"remote_faults", s.remote_faults},
+          {"zero_fills", s.zero_fills},
+          {"sampling_faults", s.sampling_faults},
+          {"pages_evicted", s.pages_evicted},
+          {"pages_written", s.pages_written},
+          {"fault_latency", HistogramToJson(s.fault_latency)},
+          {"evict_latency", HistogramToJson(s.evict_latency)},
+          {"policy_rounds", s.policy_rounds},
+          {"policy_round_ns", s.policy_round_ns},
+          {"sampling_mode", s.sampling_mode},
+          {"servers", servers},
+          {"heap_segment_bytes", s.heap_segment_bytes},
+          {"heap_span_bytes", s.heap_span_bytes},
+          {"heap_large_bytes", s.heap_large_bytes},
+          {"heap_large_count", s.heap_large_count}};
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)bytes);
+  } else if (bytes < (1ull << 30)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(bytes) / (1 << 20));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", double(bytes) / (1ull << 30));
+  }
+  return buf;
+}
+
+uint64_t TierBytes(const ProcessStats& s, Tier tier) {
+  for (const TierSnapshot& t : s.tiers) {
+    if (t.tier == tier) return t.allocated_bytes;
+  }
+  return 0;
+}
+
+double NowSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+void InstallStopHandler() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool SleepMs(uint32_t ms) {
+  timespec ts{time_t(ms / 1000), long(ms % 1000) * 1000000L};
+  while (!g_stop && nanosleep(&ts, &ts) != 0) {
+  }
+  return !g_stop;
+}
+
+}  // namespace tiermem::tools
+
+namespace tiermem::tools {
+bool StopRequested() { return g_stop != 0; }
+}  // namespace tiermem::tools
