@@ -1,5 +1,5 @@
 #!/bin/sh
-# Guest test for the `full` topology (issue 6): the CXL-vs-RDMA comparison rows (dram, cxl,
+# Guest test for the `full` topology: the CXL-vs-RDMA comparison rows (dram, cxl,
 # remote-rdma) from tiermem-bench compare; three-tier GUPS under tiermem (tiering_full_test: the
 # placement goal is asserted there); then (unless QEMU_TIERING_KERNEL=0) the same workload without
 # tiermem under the kernel's own tiering (demotion + numa_balancing=2), and both side by side. TCG
