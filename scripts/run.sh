@@ -34,7 +34,7 @@ print(" ".join(sorted({a["tier"] for a in json.load(open(sys.argv[1]))["absent"]
 if [[ $qemu == 1 && -n "$lacking" ]]; then
   echo "run: this machine has no $lacking: the comparison also runs in the QEMU full guest (--no-qemu skips it)" >&2
   guest_log="$BUILD_DIR"/compare-emulated.log
-  if qemu/run-guest.sh --cache "$BUILD_DIR"/qemu-cache --topology full --kernel k612 --timeout 300 \
+  if qemu/run-guest.sh --cache "$BUILD_DIR"/qemu-cache --topology full --kernel k612 --smp 1 --timeout 300 \
        --file "$BUILD_DIR"/bench/tiermem-bench --file "$BUILD_DIR"/tools/memd/tiermem-memd \
        -- sh -c 'modprobe rdma_ucm 2>/dev/null; tiermem-bench compare --size 8M --remote-size 1M --reps 3 --memd-host 10.9.0.2 --json' \
        > "$BUILD_DIR"/compare-emulated.json 2> "$guest_log"; then
