@@ -82,7 +82,6 @@ create_cxl_ram_region() {
   c=/sys/bus/cxl/devices
   w() { echo "$2" > "$1" 2>/tmp/cxl-sysfs.log || { cat /tmp/cxl-sysfs.log; fail_setup "cxl ram region: writing '$2' to $1 failed"; }; }
   ep=$(first_device $c 'endpoint*') || fail_setup "no CXL endpoint port for mem0"
-  wait_for "$c/$ep" 5
   epd=""
   n=0
   until epd=$(cd "$c/$ep" && first_device . 'decoder*.0'); do
