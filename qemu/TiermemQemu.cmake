@@ -7,20 +7,25 @@
 #                         [TARGETS <cmake targets put into the guest>...]
 #                         [FILES <other files put into the guest>...]
 #                         [TIMEOUT <seconds, default 300>] [SMP <vCPUs, default 2>]
+#                         [KERNELS <guest kernels, default ${TIERMEM_QEMU_KERNELS}>...]
 #                         [EXPECT_STATUS <n> [EXPECT_OUTPUT <string>]]
 #                         COMMAND <guest command...>)
 #
-# The test is called qemu.<topology>.<name>, so a failure names its topology. Targets and files
+# One test per guest kernel (qemu/fetch-kernel.sh: k61 is Debian 12's 6.1, k612 the 6.12 of
+# bookworm-backports), called qemu.<topology>.<name>.<kernel>, so a failure names its topology and
+# its kernel; each also has the label qemu-<kernel>. In cxl and full the CXL device is pmem on k61
+# and volatile (ram) on k612 (run-guest.sh --cxl-mode). Targets and files
 # land in the guest's /tiermem/bin (on PATH) with their shared libraries. EXPECT_STATUS n turns the
 # test around: it passes only when the guest command exits with status n (and, with EXPECT_OUTPUT,
 # its stdout holds the string); for the harness's self-tests.
 # TARGETS are not built by ctest: build the project first, as usual.
 set(TIERMEM_QEMU_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(TIERMEM_QEMU_KERNELS k61 k612 CACHE STRING "Guest kernels the QEMU tests boot (k61, k612)")
 set(TIERMEM_QEMU_CACHE ${CMAKE_BINARY_DIR}/qemu-cache CACHE PATH
     "Where the QEMU tests cache the guest kernel package and initramfs parts")
 
 function(tiermem_add_qemu_test)
-  cmake_parse_arguments(Q "" "NAME;TOPOLOGY;TIMEOUT;SMP;EXPECT_STATUS;EXPECT_OUTPUT" "TARGETS;FILES;COMMAND" ${ARGN})
+  cmake_parse_arguments(Q "" "NAME;TOPOLOGY;TIMEOUT;SMP;EXPECT_STATUS;EXPECT_OUTPUT" "TARGETS;FILES;KERNELS;COMMAND" ${ARGN})
   if(NOT Q_NAME OR NOT Q_TOPOLOGY OR NOT Q_COMMAND)
     message(FATAL_ERROR "tiermem_add_qemu_test: NAME, TOPOLOGY and COMMAND are required")
   endif()
@@ -29,6 +34,9 @@ function(tiermem_add_qemu_test)
   endif()
   if(NOT Q_TIMEOUT)
     set(Q_TIMEOUT 300)
+  endif()
+  if(NOT Q_KERNELS)
+    set(Q_KERNELS ${TIERMEM_QEMU_KERNELS})
   endif()
   set(args --cache ${TIERMEM_QEMU_CACHE} --topology ${Q_TOPOLOGY} --timeout ${Q_TIMEOUT})
   if(Q_SMP)
@@ -41,18 +49,23 @@ function(tiermem_add_qemu_test)
     get_filename_component(f "${f}" ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
     list(APPEND args --file ${f})
   endforeach()
-  set(cmd ${TIERMEM_QEMU_DIR}/run-guest.sh ${args} -- ${Q_COMMAND})
-  if(DEFINED Q_EXPECT_STATUS)
-    if(DEFINED Q_EXPECT_OUTPUT)
-      set(cmd ${TIERMEM_QEMU_DIR}/expect-status.sh ${Q_EXPECT_STATUS} --stdout-has ${Q_EXPECT_OUTPUT} ${cmd})
-    else()
-      set(cmd ${TIERMEM_QEMU_DIR}/expect-status.sh ${Q_EXPECT_STATUS} ${cmd})
-    endif()
-  endif()
-  set(name qemu.${Q_TOPOLOGY}.${Q_NAME})
-  add_test(NAME ${name} COMMAND ${cmd})
   math(EXPR ctest_timeout "${Q_TIMEOUT} + 30")
-  set_tests_properties(${name} PROPERTIES
-    LABELS qemu RESOURCE_LOCK qemu FIXTURES_REQUIRED tiermem_qemu
-    SKIP_RETURN_CODE 77 TIMEOUT ${ctest_timeout})
+  foreach(k IN LISTS Q_KERNELS)
+    if(NOT k MATCHES "^(k61|k612)$")
+      message(FATAL_ERROR "tiermem_add_qemu_test(${Q_NAME}): unknown guest kernel '${k}' (k61, k612)")
+    endif()
+    set(cmd ${TIERMEM_QEMU_DIR}/run-guest.sh --kernel ${k} ${args} -- ${Q_COMMAND})
+    if(DEFINED Q_EXPECT_STATUS)
+      if(DEFINED Q_EXPECT_OUTPUT)
+        set(cmd ${TIERMEM_QEMU_DIR}/expect-status.sh ${Q_EXPECT_STATUS} --stdout-has ${Q_EXPECT_OUTPUT} ${cmd})
+      else()
+        set(cmd ${TIERMEM_QEMU_DIR}/expect-status.sh ${Q_EXPECT_STATUS} ${cmd})
+      endif()
+    endif()
+    set(name qemu.${Q_TOPOLOGY}.${Q_NAME}.${k})
+    add_test(NAME ${name} COMMAND ${cmd})
+    set_tests_properties(${name} PROPERTIES
+      LABELS "qemu;qemu-${k}" RESOURCE_LOCK qemu FIXTURES_REQUIRED tiermem_qemu
+      SKIP_RETURN_CODE 77 TIMEOUT ${ctest_timeout})
+  endforeach()
 endfunction()

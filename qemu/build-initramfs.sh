@@ -1,18 +1,20 @@
 #!/bin/bash
 # Builds the initramfs for the QEMU test runs.
 #
-#   qemu/build-initramfs.sh --cache DIR --out FILE [FILE...]
+#   qemu/build-initramfs.sh --cache DIR [--kernel k61|k612] --out FILE [FILE...]
 #
 # FILE is made of two concatenated cpio archives (the kernel unpacks them in order):
 #  1. a base archive, cached as DIR/base-KVER.cpio.gz and rebuilt only when its inputs change:
 #     busybox-static, the kernel modules of the CXL/DAX/NVDIMM/RDMA/veth stacks (with depmod run),
 #     the tools (numactl, cxl, ndctl, daxctl, rdma, ip, ibv_*, perftest) with the libraries `ldd`
-#     lists, and the soft-RoCE verbs provider;
+#     lists, and the soft-RoCE verbs provider. Modules shipped compressed (.ko.xz, as 6.12's
+#     are) are decompressed, so busybox's modprobe loads them;
 #  2. a project archive with each FILE given (the project's test binaries and scripts) under
 #     /tiermem/bin/, ELF files with their `ldd` libraries at the paths ldd resolved them to (so a
 #     build-tree libtiermem.so is found through the binary's RUNPATH). Rebuilt when a FILE changes.
 # The guest's /init is not in here: run-guest.sh appends it with the command to run.
-# Needs: busybox-static, cpio, kmod (depmod), and the tool packages named in docs/qemu.md.
+# --kernel picks the guest kernel (qemu/fetch-kernel.sh; default k61).
+# Needs: busybox-static, cpio, kmod (depmod), xz-utils, and the tool packages named in docs/qemu.md.
 set -euo pipefail
 
 die() { echo "build-initramfs: $*" >&2; exit 1; }
@@ -21,11 +23,13 @@ log() { echo "build-initramfs: $*" >&2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=""
 out=""
+kname=k61
 files=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --cache) cache=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --kernel) kname=$2; shift 2 ;;
     --) shift; files+=("$@"); break ;;
     -*) die "unknown option $1" ;;
     *) files+=("$1"); shift ;;
@@ -35,8 +39,8 @@ done
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
-kver=$("$here/fetch-kernel.sh" "$cache")
-kroot="$cache/kernel"
+kver=$("$here/fetch-kernel.sh" "$cache" "$kname")
+kroot="$cache/kernel-$kname"
 
 # Tools copied into the guest, by absolute path. iproute2's ip must keep the name `ip` (it picks
 # its mode from argv[0]) and be called by full path in the guest (busybox's own ip comes first).
@@ -110,15 +114,17 @@ if [[ ! -f "$base" || "$(cat "$base.stamp" 2>/dev/null)" != "$base_stamp" ]]; th
   mkdir -p "$stage/usr/$mdir/kernel"
   cp "$kroot/$mdir"/modules.{order,builtin,builtin.modinfo} "$stage/usr/$mdir/"
   for d in "${module_dirs[@]}"; do
+    [[ -e "$kroot/$mdir/kernel/$d" || ! -e "$kroot/$mdir/kernel/$d.xz" ]] || d=$d.xz
     mkdir -p "$stage/usr/$mdir/kernel/$(dirname "$d")"
     cp -a "$kroot/$mdir/kernel/$d" "$stage/usr/$mdir/kernel/$d"
   done
+  find "$stage/usr/$mdir/kernel" -name '*.ko.xz' -exec xz -d {} +
   depmod -b "$stage/usr" "$kver"
   (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet) | gzip -1 > "$base.tmp"
   # The kernel looks for the next archive only at a 4-byte-aligned offset: pad with zeros (skipped).
   pad=$(( (512 - $(stat -c %s "$base.tmp") % 512) % 512 ))
   head -c "$pad" /dev/zero >> "$base.tmp"
-  (cd "$stage" && find . -mindepth 1 -not -type d | sed 's|^\.||') > "$cache/base.files"
+  (cd "$stage" && find . -mindepth 1 -not -type d | sed 's|^\.||') > "$base.files"
   mv "$base.tmp" "$base"
   echo "$base_stamp" > "$base.stamp"
   rm -rf "$stage"
@@ -158,7 +164,7 @@ done
 # Drop libraries the base archive already holds; strip the project's own.
 while read -r lib; do
   rel=${lib#"$stage"}
-  if grep -qxF "$rel" "$cache/base.files"; then
+  if grep -qxF "$rel" "$base.files"; then
     rm -f "$lib"
   else
     objcopy --strip-debug "$lib" 2>/dev/null || true

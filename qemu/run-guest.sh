@@ -1,11 +1,17 @@
 #!/bin/bash
 # Boots a QEMU guest with a named memory topology and runs a command in it.
 #
-#   qemu/run-guest.sh --topology numa|cxl|rdma|full [--timeout SECONDS] [--cache DIR]
-#                     [--smp N] [--file PATH]... -- GUEST COMMAND...
+#   qemu/run-guest.sh --topology numa|cxl|rdma|full [--kernel k61|k612] [--cxl-mode pmem|ram]
+#                     [--timeout SECONDS] [--cache DIR] [--smp N] [--file PATH]... -- GUEST COMMAND...
 #
 # --file   puts PATH (a test binary or script) into the guest as /tiermem/bin/NAME, on PATH, with
 #          the libraries `ldd` lists; repeat for several.
+# --kernel the guest kernel (qemu/fetch-kernel.sh): k61, Debian 12's own 6.1 (default), or k612,
+#          the 6.12 kernel of bookworm-backports.
+# --cxl-mode  how the CXL device of cxl/full presents its memory: pmem (a persistent-memory
+#          cxl-type3 -> pmem region -> devdax namespace -> system-ram; the default with k61, whose
+#          kernel has no CXL RAM regions) or ram (a volatile cxl-type3 -> RAM region -> dax ->
+#          system-ram, as real CXL memory expanders present it; the default with k612).
 # --cache  where the guest kernel and initramfs parts are cached (default $TM_QEMU_CACHE,
 #          else ./qemu-cache).
 # --timeout  whole run limit, boot included (default 300 s).
@@ -22,7 +28,7 @@
 #
 # Topologies (see docs/qemu.md):
 #   numa  node 0 (2 CPUs, 1 GiB) and node 1 (memory-only, 1 GiB), HMAT latency/bandwidth for both
-#   cxl   a cxl-type3 device (512 MiB pmem) -> region -> devdax -> system-ram: NUMA node 1
+#   cxl   a cxl-type3 device (512 MiB, pmem or ram) -> region -> dax -> system-ram: NUMA node 1
 #   rdma  rxe0/rxe1 (soft-RoCE) on a veth pair, 10.9.0.1 / 10.9.0.2, inside the guest only
 #   full  cxl + rdma
 set -euo pipefail
@@ -33,6 +39,8 @@ die() { echo "run-guest: $*" >&2; exit 125; }
 topology=""
 timeout_s=300
 smp=2
+kname=k61
+cxl_mode=""
 cache=${TM_QEMU_CACHE:-$PWD/qemu-cache}
 files=()
 while [[ $# -gt 0 ]]; do
@@ -41,6 +49,8 @@ while [[ $# -gt 0 ]]; do
     --timeout) timeout_s=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
+    --kernel) kname=$2; shift 2 ;;
+    --cxl-mode) cxl_mode=$2; shift 2 ;;
     --file) files+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) die "unknown argument '$1' (the guest command goes after --)" ;;
@@ -50,13 +60,19 @@ done
 case $topology in numa|cxl|rdma|full) ;; *) die "--topology must be numa, cxl, rdma or full" ;; esac
 [[ $timeout_s =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
 [[ $smp =~ ^[1-8]$ ]] || die "--smp takes 1 to 8 virtual CPUs"
-command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+case $kname in k61|k612) ;; *) die "--kernel must be k61 or k612" ;; esac
+[[ -n "$cxl_mode" ]] || { [[ $kname == k61 ]] && cxl_mode=pmem || cxl_mode=ram; }
+case $cxl_mode in pmem|ram) ;; *) die "--cxl-mode must be pmem or ram" ;; esac
+[[ $kname != k61 || $cxl_mode != ram ]] || die "--cxl-mode ram needs CXL RAM regions (DEV_DAX_CXL): --kernel k612"
+# shellcheck source=qemu-version.sh
+. "$here/qemu-version.sh"
+qemu_version=$(tm_qemu_version_ok 2>&1) || die "FAILED: $qemu_version"
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
 start_s=$(date +%s)
-kver=$("$here/fetch-kernel.sh" "$cache") || die "could not fetch the guest kernel"
-kernel="$cache/kernel/boot/vmlinuz-$kver"
+kver=$("$here/fetch-kernel.sh" "$cache" "$kname") || die "could not fetch the guest kernel $kname"
+kernel="$cache/kernel-$kname/boot/vmlinuz-$kver"
 
 # One initramfs per set of files, so tests with different binaries do not rebuild each other's.
 abs_files=()
@@ -65,8 +81,8 @@ for f in "${files[@]}"; do
   abs_files+=("$(realpath "$f")")
 done
 key=$(printf '%s\n' "${abs_files[@]}" | sha256sum | cut -c1-16)
-initrd="$cache/initrd-$key.img"
-"$here/build-initramfs.sh" --cache "$cache" --out "$initrd" -- "${abs_files[@]}" ||
+initrd="$cache/initrd-$kname-$key.img"
+"$here/build-initramfs.sh" --cache "$cache" --kernel "$kname" --out "$initrd" -- "${abs_files[@]}" ||
   die "could not build the initramfs"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tiermem-qemu.XXXXXX")
@@ -87,7 +103,7 @@ mkdir -p "$tmp/run/tiermem"
 cp "$here/guest-init.sh" "$tmp/run/init"
 chmod +x "$tmp/run/init"
 {
-  echo "export QEMU_TOPOLOGY=$topology"
+  echo "export QEMU_TOPOLOGY=$topology QEMU_KERNEL=$kname QEMU_KERNEL_RELEASE=$kver"
   if [[ $topology == numa ]]; then
     echo "export QEMU_HMAT_NODE0_LATENCY_NS=$hmat_lat0 QEMU_HMAT_NODE0_BANDWIDTH_MIBS=$hmat_bw0"
     echo "export QEMU_HMAT_NODE1_LATENCY_NS=$hmat_lat1 QEMU_HMAT_NODE1_BANDWIDTH_MIBS=$hmat_bw1"
@@ -96,7 +112,7 @@ chmod +x "$tmp/run/init"
     echo "export QEMU_RDMA_DEVICES='rxe0 rxe1' QEMU_RDMA_ADDRS='10.9.0.1 10.9.0.2'"
   fi
   if [[ $topology == cxl || $topology == full ]]; then
-    echo "export QEMU_CXL_NODE=1"
+    echo "export QEMU_CXL_NODE=1 QEMU_CXL_MODE=$cxl_mode"
   fi
 } > "$tmp/run/tiermem/env"
 {
@@ -123,16 +139,26 @@ case $topology in
            -numa "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=${hmat_bw1}M")
     ;;
   cxl|full)
-    # QEMU 7.2's cxl-type3 is persistent memory only: a memdev plus a label storage area.
     truncate -s 512M "$tmp/cxl.raw"
-    truncate -s 256M "$tmp/lsa.raw"
+    if [[ $cxl_mode == pmem ]]; then
+      # Persistent memory: a memdev plus a label storage area.
+      truncate -s 256M "$tmp/lsa.raw"
+      cxl_objects=(-object "memory-backend-file,id=cxl-lsa1,share=on,mem-path=$tmp/lsa.raw,size=256M")
+      cxl_type3=cxl-type3,bus=root_port13,persistent-memdev=cxl-mem1,lsa=cxl-lsa1,id=cxl-pmem0
+    else
+      cxl_objects=()
+      cxl_type3=cxl-type3,bus=root_port13,volatile-memdev=cxl-mem1,id=cxl-vmem0
+    fi
+    # The CPU without the hypervisor flag: committing a CXL region makes the kernel write back and
+    # invalidate the CPU caches for it, and x86 kernels refuse that in a guest (6.12: "Failed to
+    # synchronize CPU cache state", commit fails with ENXIO). TCG has no caches to keep coherent.
     # shellcheck disable=SC2054
-    qemu+=(-machine q35,cxl=on -m 2G,maxmem=8G,slots=4 -smp "$smp"
+    qemu+=(-machine q35,cxl=on -cpu qemu64,hypervisor=off -m 2G,maxmem=8G,slots=4 -smp "$smp"
            -object "memory-backend-file,id=cxl-mem1,share=on,mem-path=$tmp/cxl.raw,size=512M"
-           -object "memory-backend-file,id=cxl-lsa1,share=on,mem-path=$tmp/lsa.raw,size=256M"
+           "${cxl_objects[@]}"
            -device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1
            -device cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2
-           -device cxl-type3,bus=root_port13,memdev=cxl-mem1,lsa=cxl-lsa1,id=cxl-pmem0
+           -device "$cxl_type3"
            -M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G)
     ;;
   rdma)
@@ -145,7 +171,9 @@ esac
 begin='===TIERMEM-GUEST-BEGIN==='
 end_re='===TIERMEM-GUEST-END rc=([0-9]+)==='
 boot_s=$(date +%s)
-echo "run-guest: booting topology '$topology' (initramfs ready after $((boot_s - start_s)) s)" >&2
+cxl_desc=""
+[[ $topology != cxl && $topology != full ]] || cxl_desc=", cxl $cxl_mode"
+echo "run-guest: booting topology '$topology' on kernel $kver ($kname$cxl_desc, QEMU $qemu_version) (initramfs ready after $((boot_s - start_s)) s)" >&2
 guest_rc=""
 in_cmd=0
 blank=0  # an empty command line held back: the one guest-init prints before the end marker

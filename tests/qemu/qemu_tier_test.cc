@@ -257,17 +257,11 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
   std::vector<uint64_t> reference(kBytes / 8);
   Fill(reference.data());
   const uint64_t expected = Checksum(reference.data());
-  if (sum == expected) {
-    std::printf("DATA_ON_FAR_NODE_HOLDS=1\n");
-  } else {
-    // Seen in the cxl topology: QEMU 7.2's CXL window under TCG reads back zeros, also without
-    // tiermem (plain mbind/move_pages + memset). The memory-only node of the numa topology is
-    // ordinary RAM and must hold the data; there the checks below compare with the pattern.
-    std::printf("DATA_ON_FAR_NODE_HOLDS=0 (node %d does not return what was written: an emulator "
-                "limit in topology %s)\n", far, Topology().c_str());
-    EXPECT_NE(Topology(), "numa") << "data written to node " << far << " did not read back";
-  }
-  const bool exact = sum == expected;
+  // Printed for the log and asserted: memory on the far node (plain RAM in numa, the CXL device
+  // in cxl and full) must return what was written to it.
+  std::printf("DATA_ON_FAR_NODE_HOLDS=%d\n", sum == expected ? 1 : 0);
+  ASSERT_EQ(sum, expected) << "data written to node " << far << " did not read back (topology "
+                           << Topology() << ")";
 
   Tier tier = Tier::kAuto;
   bool same_tier = false;
@@ -288,10 +282,7 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
   EXPECT_EQ(counts[0], to_dram->pages_moved + to_dram->pages_already_there) << Describe(counts);
   EXPECT_EQ(counts[far], to_dram->pages_failed) << Describe(counts);
   EXPECT_TRUE(same_tier && tier == Tier::kDram);
-  EXPECT_EQ(Checksum(p), sum) << "data changed by the migration to DRAM";
-  if (exact) {
-    EXPECT_EQ(Checksum(p), expected);
-  }
+  EXPECT_EQ(Checksum(p), expected) << "data changed by the migration to DRAM";
 
   auto back = rt.Migrate(p, kBytes, Tier::kCxl);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -301,10 +292,7 @@ TEST(QemuPlacement, AllocateOnFarTierMigrateAndBack) {
   EXPECT_EQ(back->pages_failed, 0u);
   counts = NodeCounts(rt, p);
   EXPECT_EQ(counts[far], kPages) << Describe(counts);
-  EXPECT_EQ(Checksum(p), sum) << "data changed by the migration back";
-  if (exact) {
-    EXPECT_EQ(Checksum(p), expected);
-  }
+  EXPECT_EQ(Checksum(p), expected) << "data changed by the migration back";
 
   // Per-tier statistics count the same pages.
   uint64_t dram_in = 0, dram_out = 0, cxl_in = 0, cxl_out = 0;
