@@ -27,6 +27,7 @@
 #include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
+#include "bench/timeline.h"
 #include "tiermem/options.hpp"
 #include "tiermem/tiermem.hpp"
 
@@ -70,7 +71,8 @@ double HotInDram(Runtime& rt, const std::vector<char*>& chunks, int first, size_
   return total ? static_cast<double>(in) / static_cast<double>(total) : -1;
 }
 
-ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, const std::string& remote) {
+ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, const std::string& remote,
+                   const std::string& timeline) {
   ModeResult res;
   res.name = mode;
   const size_t chunk_bytes = ws_bytes / kChunks / kPage * kPage;
@@ -88,6 +90,7 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
   env["TIERMEM_SAMPLE_MODE"] = mode == "tiered" || mode == "all_dram_tiermem" ? "auto"
                                : mode == "all_dram_sampled" ? "protect"
                                : mode == "all_dram" ? "off" : "faults";
+  AddTimeline(o, timeline, mode);
   auto rtor = StartWithEnv(o, env);
   if (!rtor.ok()) {
     res.error = rtor.status().ToString();
@@ -224,12 +227,17 @@ int Gups(int argc, char** argv) {
   int rounds = 3;
   bool json = false, quick = false, kernel = false;
   std::string server;
+  std::string timeline = "gups-timeline";
   CLI::App app{"GUPS over --size bytes with a hot set of 10% (90% of the updates) that moves halfway; DRAM "
                "budget = 2x the hot set, the rest on the remote tier (a memd on loopback unless --server). "
                "Runs all_dram, all_dram_tiermem, all_dram_sampled, tiered, oracle and no_tracking in turn, "
                "--rounds times interleaved, and prints each mode's median run and the medians of the "
                "per-round ratios as one JSON object.",
                "tiermem-bench gups"};
+  app.add_option("--timeline", timeline,
+                 "each mode's live stats (last round) to PREFIX-MODE.jsonl and a plot of them to "
+                 "PREFIX-MODE.png (tiermemctl plot); empty: none")
+      ->capture_default_str();
   AddSwitch(app, "--json", json, "no per-round progress lines on stderr (the JSON object is always printed)");
   AddSwitch(app, "--quick", quick, "48M, 3 s, 2 rounds, where not given");
   auto* size = AddSize(app, "--size", ws, ParseSize, "256M", "8M", "", "working set in bytes (80 chunks)");
@@ -282,7 +290,8 @@ int Gups(int argc, char** argv) {
   std::map<std::string, std::vector<ModeResult>> runs;
   for (int round = 0; round < rounds; ++round) {
     for (const std::string& m : modes) {
-      ModeResult r = RunMode(m, ws, half_s, server);
+      ModeResult r = RunMode(m, ws, half_s, server, timeline);  // the last round's timeline stays
+      if (r.ok && round == rounds - 1) PlotTimeline(timeline, m);
       if (!json) {
         if (r.ok) {
           fprintf(stderr, "gups: round %d %-17s %.6f GUPS (%llu updates, %.1f s, faults %llu, migrations %llu)\n",

@@ -22,11 +22,14 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/subcommands.h"
+#include "bench/timeline.h"
 #include "tiermem/options.hpp"
 #include "tiermem/tiermem.hpp"
 
@@ -145,7 +148,7 @@ struct SetupResult {
 };
 
 SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, const std::string& remote,
-                     const Zipf& zipf_proto) {
+                     const Zipf& zipf_proto, const std::string& timeline) {
   SetupResult res;
   res.setup = setup;
   const uint64_t t_setup = NowNs();
@@ -161,6 +164,7 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
     o.Set("remote", remote);
   }
   env["TIERMEM_SAMPLE_MODE"] = setup == "tiered" ? "auto" : setup == "no_tracking" ? "faults" : "off";
+  AddTimeline(o, timeline, setup);
   auto rtor = StartWithEnv(o, env);
   if (!rtor.ok()) {
     res.error = rtor.status().ToString();
@@ -284,6 +288,7 @@ int Kv(int argc, char** argv) {
   uint64_t seconds_arg = 10;
   bool json = false, quick = false;
   std::string setup_list = "dram,cxl,tiered,no_tracking";
+  std::string timeline = "kv-timeline";
   CLI::App app{"Zipfian (theta 0.99) 90% get / 10% put over a hash table of --size bytes, under the setups "
                "dram, cxl (where present), tiered and no_tracking (DRAM budget 1/4 of the table, the rest "
                "remote over TCP to a memd on loopback started here). Exit status 1 when a checked key was "
@@ -294,6 +299,10 @@ int Kv(int argc, char** argv) {
   // At most 256G: the keys fit in 32 bits (FillOrder).
   auto* size = AddSize(app, "--size", bytes, ParseSize, "4G", "16M", "256G", "bytes of the table");
   auto* secs = AddCount(app, "--seconds", seconds_arg, ParseUint, "1", "", "seconds per setup (the first 30% are warm-up)");
+  app.add_option("--timeline", timeline,
+                 "each setup's live stats to PREFIX-SETUP.jsonl and a plot of them to PREFIX-SETUP.png "
+                 "(tiermemctl plot); empty: none")
+      ->capture_default_str();
   app.add_option("--setups", setup_list, "setups to run, in this order")
       ->check(ListOf({"dram", "cxl", "tiered", "no_tracking"}))
       ->capture_default_str();
@@ -324,7 +333,9 @@ int Kv(int argc, char** argv) {
   const uint64_t t_run = NowNs();
   for (const std::string& name : setups) {
     const char* setup = name.c_str();
-    SetupResult r = RunSetup(setup, bytes, seconds, remote, zipf);
+    SetupResult r = RunSetup(setup, bytes, seconds, remote, zipf, timeline);
+    if (r.ok) PlotTimeline(timeline, setup);
+    if (!r.ok && !timeline.empty()) unlink((timeline + "-" + name + ".jsonl").c_str());  // absent: no timeline
     if (!r.ok) {
       j["absent"].push_back({{"setup", setup}, {"reason", r.error}});
       if (!json) printf("%-12s %s\n", setup, r.error.c_str());
