@@ -190,6 +190,9 @@ void Runtime::Impl::PublishTopology() {
       snprintf(b->server_address[i], sizeof(b->server_address[i]), "%s", servers[i].server.c_str());
     }
     b->nservers.store(static_cast<uint32_t>(n), std::memory_order_release);
+  }  // The remote tier's capacity is what its connected servers offer (they said so at hello).
+  if (b->tier_capacity_bytes[Index(Tier::kRemote)] == 0) {
+    b->tier_capacity_bytes[Index(Tier::kRemote)] = RemoteCapacityBytes();
   }
 }
 

@@ -85,9 +85,12 @@ TEST(StatsBlock, RemoteCountersMovesAndCapacityAgree) {
   EXPECT_EQ(st->servers[0].address, memd.url());
   EXPECT_EQ(st->servers[0].bytes_held, kPages * kPage);
   EXPECT_EQ(st->tiers[2].allocated_bytes, kPages * kPage);
+  EXPECT_EQ(st->tiers[2].capacity_bytes, 64ull << 20);  // the block says what Stats() says
   // TierStats agrees with the block: what left DRAM is what reached the remote tier.
   for (const TierStats& t : rt->Stats()) {
-    if (t.tier == Tier::kDram) EXPECT_EQ(t.pages_migrated_out, kPages + kPages / 4);
+    if (t.tier == Tier::kDram) {
+      EXPECT_EQ(t.pages_migrated_out, kPages + kPages / 4);
+    }
     if (t.tier == Tier::kRemote) {
       EXPECT_EQ(t.pages_migrated_in, kPages + kPages / 4);
       EXPECT_EQ(t.capacity_bytes, 64ull << 20);  // the server's capacity, no longer 0
