@@ -134,9 +134,9 @@ uint64_t RunFor(char* const* chunks, std::mt19937_64& rng, double seconds, doubl
   return updates;
 }
 
-// Under QEMU 7.2 TCG the CXL node does not hold data (docs/qemu.md): whatever the kernel demotes
-// there reads back as zeros. The kernel demotes any process's pages, so a page of a shell or a
-// library that goes there crashes its program later. This locks (mlock) every file of the
+// The kernel demotes any process's pages, not only the benchmark's (under QEMU 7.2, whose CXL
+// node read back zeros, a shell's or library's demoted page crashed its program). To compare
+// like with like, only the working set should compete for node 0: this locks (mlock) every file of the
 // guest's programs and libraries, so that only the kernel modules' files (left unlocked) and
 // anonymous memory are candidates, and keeps this process's own memory off the lower tier: its
 // mappings, present and future, are locked (never demoted) and its memory policy binds new pages
