@@ -5,102 +5,53 @@
 #include <cstdio>
 #include <string>
 
+#include "runtime/core/json_writer.h"
 #include "runtime/core/runtime_impl.h"
 #include "runtime/tiering/migrator.h"
 
 namespace tiermem {
 namespace {
 
-void AppendJsonString(std::string* out, const std::string& s) {
-  out->push_back('"');
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof(buf), "\\u%04x", c);
-      *out += buf;
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
-}
-
-void AppendKey(std::string* out, const char* key, uint64_t v) {
-  char buf[96];
-  snprintf(buf, sizeof(buf), "\"%s\":%" PRIu64 ",", key, v);
-  *out += buf;
-}
-
 std::string CountersJson(const RuntimeCounters& c) {
-  std::string j = "{";
-  AppendKey(&j, "remote_faults", c.remote_faults);
-  AppendKey(&j, "zero_fills", c.zero_fills);
-  AppendKey(&j, "write_protect_faults", c.write_protect_faults);
-  AppendKey(&j, "pages_evicted", c.pages_evicted);
-  AppendKey(&j, "pages_written", c.pages_written);
-  AppendKey(&j, "evictions_clean", c.evictions_clean);
-  AppendKey(&j, "evictions_untouched", c.evictions_untouched);
-  AppendKey(&j, "pages_fetched", c.pages_fetched);
-  AppendKey(&j, "policy_rounds", c.policy_rounds);
-  AppendKey(&j, "policy_round_ns", c.policy_round_ns);
-  AppendKey(&j, "samples", c.samples);
-  AppendKey(&j, "fault_samples", c.fault_samples);
-  AppendKey(&j, "pages_armed", c.pages_armed);
-  AppendKey(&j, "demotions", c.demotions);
-  AppendKey(&j, "promotions", c.promotions);
-  AppendKey(&j, "moves_failed", c.moves_failed);
-  AppendKey(&j, "moves_deferred", c.moves_deferred);
-  AppendKey(&j, "migrate_calls", c.migrate_calls);
-  AppendKey(&j, "migrate_ns", c.migrate_ns);
-  j += "\"sampling_mode\":";
-  AppendJsonString(&j, c.sampling_mode);
-  j += ",\"servers\":[";
-  for (size_t i = 0; i < c.servers.size(); ++i) {
-    const RemoteServerCounters& s = c.servers[i];
-    j += i ? ",{" : "{";
-    j += "\"server\":";
-    AppendJsonString(&j, s.server);
-    j += s.connected ? ",\"connected\":true," : ",\"connected\":false,";
-    AppendKey(&j, "pages", s.pages);
-    AppendKey(&j, "slots", s.slots);
-    AppendKey(&j, "pages_written", s.pages_written);
-    AppendKey(&j, "remote_faults", s.remote_faults);
-    AppendKey(&j, "pages_fetched", s.pages_fetched);
-    j += s.full ? "\"full\":true}" : "\"full\":false}";
+  internal::Json j;
+  j.Open('{');
+  j.U("remote_faults", c.remote_faults);
+  j.U("zero_fills", c.zero_fills);
+  j.U("write_protect_faults", c.write_protect_faults);
+  j.U("pages_evicted", c.pages_evicted);
+  j.U("pages_written", c.pages_written);
+  j.U("evictions_clean", c.evictions_clean);
+  j.U("evictions_untouched", c.evictions_untouched);
+  j.U("pages_fetched", c.pages_fetched);
+  j.U("policy_rounds", c.policy_rounds);
+  j.U("policy_round_ns", c.policy_round_ns);
+  j.U("samples", c.samples);
+  j.U("fault_samples", c.fault_samples);
+  j.U("pages_armed", c.pages_armed);
+  j.U("demotions", c.demotions);
+  j.U("promotions", c.promotions);
+  j.U("moves_failed", c.moves_failed);
+  j.U("moves_deferred", c.moves_deferred);
+  j.U("migrate_calls", c.migrate_calls);
+  j.U("migrate_ns", c.migrate_ns);
+  j.S("sampling_mode", c.sampling_mode);
+  j.Key("servers");
+  j.Open('[');
+  for (const RemoteServerCounters& s : c.servers) {
+    j.Open('{');
+    j.S("server", s.server);
+    j.B("connected", s.connected);
+    j.U("pages", s.pages);
+    j.U("slots", s.slots);
+    j.U("pages_written", s.pages_written);
+    j.U("remote_faults", s.remote_faults);
+    j.U("pages_fetched", s.pages_fetched);
+    j.B("full", s.full);
+    j.Close('}');
   }
-  j += "]}";
-  return j;
-}
-
-std::string StatsText(const std::vector<TierStats>& tiers, const RuntimeCounters& c) {
-  std::string out;
-  char buf[256];
-  for (const TierStats& t : tiers) {
-    if (!t.available) {
-      snprintf(buf, sizeof(buf), "%-6s absent: %s\n", std::string(TierName(t.tier)).c_str(),
-               t.absent_reason.c_str());
-    } else {
-      snprintf(buf, sizeof(buf),
-               "%-6s allocated %" PRIu64 " bytes of %" PRIu64 ", migrated in %" PRIu64
-               " pages, out %" PRIu64 "\n",
-               std::string(TierName(t.tier)).c_str(), t.allocated_bytes, t.capacity_bytes,
-               t.pages_migrated_in, t.pages_migrated_out);
-    }
-    out += buf;
-  }
-  snprintf(buf, sizeof(buf),
-           "remote faults %" PRIu64 " (zero fills %" PRIu64 "), evicted %" PRIu64
-           " pages (written %" PRIu64 ")\n",
-           c.remote_faults, c.zero_fills, c.pages_evicted, c.pages_written);
-  out += buf;
-  snprintf(buf, sizeof(buf),
-           "policy %s: %" PRIu64 " rounds, %" PRIu64 " demotions, %" PRIu64 " promotions\n",
-           c.sampling_mode.c_str(), c.policy_rounds, c.demotions, c.promotions);
-  out += buf;
-  return out;
+  j.Close(']');
+  j.Close('}');
+  return std::move(j.str());
 }
 
 }  // namespace
@@ -160,7 +111,7 @@ RuntimeCounters Runtime::Impl::Counters() const {
 
 bool Runtime::Impl::GetProperty(std::string_view name, std::string* value) const {
   if (name == "tiermem.stats") {
-    *value = StatsText(Stats(), Counters());
+    *value = StatsReportText();
   } else if (name == "tiermem.counters.json") {
     *value = CountersJson(Counters());
   } else if (name == "tiermem.sampling-mode") {

@@ -63,6 +63,9 @@ class Runtime::Impl final : public PageMover {
   StatsBlock* stats_block() const { return sb_; }  // the live counters (never null)
   // The TIERMEM_STATS report, once: from Stop, or the preload library's exit handler.
   void FinishStats();
+  // Per-tier usage and the counters as text (stats_report.cc): TIERMEM_STATS=stderr prints it,
+  // GetProperty("tiermem.stats") returns it.
+  std::string StatsReportText() const;
   const Topology& topology() const { return topo_; }
   std::pmr::memory_resource* Resource(Tier tier);
 

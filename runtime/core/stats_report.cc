@@ -51,6 +51,36 @@ void Runtime::Impl::WriteStatsLine() {
   if (stats_fd_ >= 0) (void)os::WriteAll(stats_fd_, line.data(), line.size());
 }
 
+std::string Runtime::Impl::StatsReportText() const {
+  // The text report: one line per tier, as scripts grep it ("tiermem stats: tier remote ...").
+  const StatsBlock* b = sb_;
+  std::string out;
+  char line[320];
+  snprintf(line, sizeof(line),
+           "tiermem stats (pid %d): heap segments %" PRIu64 " bytes, spans %" PRIu64 " bytes, large %" PRIu64
+           " bytes in %" PRIu64 " blocks\n",
+           os::ProcessId(), b->heap.segment_bytes.load(), b->heap.span_bytes.load(),
+           b->heap.large_bytes.load(), b->heap.large_count.load());
+  out += line;
+  for (const TierStats& t : Stats()) {
+    snprintf(line, sizeof(line),
+             "tiermem stats: tier %-6s %s allocated %" PRIu64 " bytes, capacity %" PRIu64
+             " bytes, migrated in %" PRIu64 " pages, out %" PRIu64 " pages\n",
+             std::string(TierName(t.tier)).c_str(), t.available ? "available" : "absent   ",
+             t.allocated_bytes, t.capacity_bytes, t.pages_migrated_in, t.pages_migrated_out);
+    out += line;
+  }
+  const RuntimeCounters c = Counters();
+  snprintf(line, sizeof(line),
+           "tiermem stats: remote faults %" PRIu64 " (zero fills %" PRIu64 "), evicted %" PRIu64
+           " pages (written %" PRIu64 "); policy %s: %" PRIu64 " rounds, %" PRIu64 " demotions, %" PRIu64
+           " promotions\n",
+           c.remote_faults, c.zero_fills, c.pages_evicted, c.pages_written, c.sampling_mode.c_str(),
+           c.policy_rounds, c.demotions, c.promotions);
+  out += line;
+  return out;
+}
+
 void Runtime::Impl::FinishStats() {
   if (timeline_.joinable()) {
     os::EventFdSignal(timeline_stop_fd_);
@@ -62,32 +92,7 @@ void Runtime::Impl::FinishStats() {
   if (where[0] == '\0' || stats_reported_) return;
   stats_reported_ = true;
   if (!StatsToFile(where)) {
-    // The text report: one line per tier, as scripts grep it ("tiermem stats: tier remote ...").
-    const StatsBlock* b = sb_;
-    std::string out;
-    char line[320];
-    snprintf(line, sizeof(line),
-             "tiermem stats (pid %d): heap segments %" PRIu64 " bytes, spans %" PRIu64 " bytes, large %" PRIu64
-             " bytes in %" PRIu64 " blocks\n",
-             os::ProcessId(), b->heap.segment_bytes.load(), b->heap.span_bytes.load(),
-             b->heap.large_bytes.load(), b->heap.large_count.load());
-    out += line;
-    for (const TierStats& t : Stats()) {
-      snprintf(line, sizeof(line),
-               "tiermem stats: tier %-6s %s allocated %" PRIu64 " bytes, capacity %" PRIu64
-               " bytes, migrated in %" PRIu64 " pages, out %" PRIu64 " pages\n",
-               std::string(TierName(t.tier)).c_str(), t.available ? "available" : "absent   ",
-               t.allocated_bytes, t.capacity_bytes, t.pages_migrated_in, t.pages_migrated_out);
-      out += line;
-    }
-    const RuntimeCounters c = Counters();
-    snprintf(line, sizeof(line),
-             "tiermem stats: remote faults %" PRIu64 " (zero fills %" PRIu64 "), evicted %" PRIu64
-             " pages (written %" PRIu64 "); policy %s: %" PRIu64 " rounds, %" PRIu64 " demotions, %" PRIu64
-             " promotions\n",
-             c.remote_faults, c.zero_fills, c.pages_evicted, c.pages_written, c.sampling_mode.c_str(),
-             c.policy_rounds, c.demotions, c.promotions);
-    out += line;
+    const std::string out = StatsReportText();
     (void)os::WriteAll(2, out.data(), out.size());
     return;
   }
