@@ -66,7 +66,8 @@ HeapCore::HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint3
   for (int c = 0; c < kNumClasses; ++c) {
     const uint32_t batch_bytes = BatchSize(c) * static_cast<uint32_t>(ClassSize(c));
     uint32_t slots = (512u * 1024) / batch_bytes;
-    central_[c].max_slots = slots < 2 ? 2 : slots > kMaxTransfer ? kMaxTransfer : slots;
+    central_[c].max_slots =
+        static_cast<uint16_t>(slots < 2 ? 2 : slots > kMaxTransfer ? kMaxTransfer : slots);
   }
 }
 
@@ -281,6 +282,7 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
       s->listed = false;
     }
   }
+  c.out += got;  // all from spans so far; a batch below was counted when it left its spans
   if (got == 0 && c.nslots > 0) {  // n == 1 (exiting thread) and no span: use a batch
     Batch& b = transfer_[cls][c.nslots - 1];
     head = b.head;
@@ -298,6 +300,7 @@ void HeapCore::ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free
   for (uint32_t i = 0; i < n && head != nullptr; ++i) {
     void* o = head;
     head = *static_cast<void**>(o);
+    --c.out;
     Span* s = map.Lookup(o);
     *static_cast<void**>(o) = s->free_list;
     s->free_list = o;
@@ -449,6 +452,54 @@ HeapStats HeapCore::Stats() const {
   s.large_count = large_count_.load(std::memory_order_relaxed);
   s.cached_run_bytes = run_cache_.pages() * rt_->page_size();
   return s;
+}
+
+HeapFootprint HeapCore::Footprint() {
+  HeapFootprint f;
+  for (int cls = 0; cls < kNumClasses; ++cls) {
+    Central& c = central_[cls];
+    uint64_t objects;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      objects = c.out;
+      for (uint32_t i = 0; i < c.nslots; ++i) objects -= transfer_[cls][i].n;
+    }
+    f.small_block_bytes += objects * ClassSize(cls);
+  }
+  // Every block in the caller's cache left its span through a Fetch, so it is in `out`.
+  const ThreadCache* tc = t_thread.cache[slot_];
+  if (tc != nullptr && tc->gen == gen_) {
+    uint64_t cached = 0;
+    for (int cls = 0; cls < kNumClasses; ++cls) cached += uint64_t{tc->cls[cls].count} * ClassSize(cls);
+    f.small_block_bytes -= std::min(cached, f.small_block_bytes);
+  }
+  {
+    std::lock_guard<std::mutex> lock(page_mu_);  // segment and span bytes change under it
+    f.stats.segment_bytes = segment_bytes_.load(std::memory_order_relaxed);
+    f.stats.span_bytes = span_bytes_.load(std::memory_order_relaxed);
+    f.dirty_bytes = dirty_bytes_;
+  }
+  f.stats.large_bytes = large_bytes_.load(std::memory_order_relaxed);
+  f.stats.large_count = large_count_.load(std::memory_order_relaxed);
+  f.stats.cached_run_bytes = run_cache_.pages() * rt_->page_size();
+  return f;
+}
+
+size_t HeapCore::UsableSizeFor(size_t size, size_t align, size_t page_size) {
+  // The same choices as Memalign and Malloc.
+  if (align <= 16) {
+    if (size <= kMaxSmall) return ClassSize(SizeClass(size));
+  } else if (size <= kMaxSmall && align <= kGranule) {
+    for (int c = SizeClass(size < align ? align : size); c < kNumClasses; ++c) {
+      if (ClassSize(c) % align == 0) return ClassSize(c);
+    }
+  }
+  // A page run, within AllocLarge's bound.
+  constexpr size_t kMaxRun = size_t{1} << 46;
+  const size_t extra = align > page_size ? align : 0;
+  if (size == 0) size = 1;
+  if (extra > kMaxRun || size > kMaxRun - extra) return 0;
+  return (size + page_size - 1) & ~(page_size - 1);
 }
 
 // ---------------------------------------------------------------- fork

@@ -72,6 +72,19 @@ struct HeapStats {
   uint64_t cached_run_bytes = 0;  // freed page runs kept for reuse (RunCache)
 };
 
+// The heap's memory by what holds it (the preload library's jemalloc-style statistics, mallctl
+// "stats.*"). Each class is read under its own lock and the page heap under its lock, one lock at
+// a time: every figure is exact for its part at the moment it was read, not for the heap as one.
+struct HeapFootprint {
+  HeapStats stats;  // segment, span and large bytes read together under the page heap lock
+  // Small blocks handed out and not back: live blocks, plus free blocks in the caches of threads
+  // other than the caller (counted as live, as jemalloc counts its thread caches; at most
+  // 256 KiB per class per thread). Free blocks in the caller's cache and the transfer cache are
+  // not counted. Sizes are class sizes (what malloc_usable_size says).
+  uint64_t small_block_bytes = 0;
+  uint64_t dirty_bytes = 0;  // free span granules that kept their pages
+};
+
 // The preload library is loaded at start-up, so its thread-locals can use the static TLS block
 // (no __tls_get_addr call on the fast path). libtiermem.so may be dlopen'ed: default model there.
 #if defined(TIERMEM_PRELOAD_BUILD)
@@ -135,6 +148,12 @@ class HeapCore {
   void Free(void* p) { (void)FreeAny(p, rt_); }
 
   HeapStats Stats() const;
+  // Takes each class lock in turn, then the page heap lock: for statistics, not for fast paths.
+  HeapFootprint Footprint();
+  // The usable size Memalign(align, size) gives (Malloc for align <= 16): exact for small blocks;
+  // for a page run, the size rounded up to pages (a reused cached run, or an aligned run, may
+  // give more). 0 when the request cannot be met. `align` is a power of two, or 0 for none.
+  static size_t UsableSizeFor(size_t size, size_t align, size_t page_size);
   Runtime::Impl* runtime() const { return rt_; }
   Tier tier() const { return tier_; }
 
@@ -187,9 +206,12 @@ class HeapCore {
     std::mutex mu;
     Span* nonempty = nullptr;
     uint32_t empty_spans = 0;
-    uint32_t max_slots = 0;
-    uint32_t nslots = 0;  // full batches in transfer_[class]
+    uint16_t max_slots = 0;  // <= kMaxTransfer
+    uint16_t nslots = 0;     // full batches in transfer_[class]
+    uint64_t out = 0;        // objects taken from spans and not yet back in one (Footprint)
   };
+  // One cache line where std::mutex is glibc's 40 bytes (x86-64); aarch64's 48 make it two.
+  static_assert(sizeof(std::mutex) > 40 || sizeof(Central) == 64, "Central outgrew a cache line");
 
   HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen);
 

@@ -1,5 +1,6 @@
 #include "allocator/meta_arena.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "base/os.h"
@@ -11,6 +12,7 @@ constexpr size_t kChunk = 1 << 20;
 constinit std::mutex g_mu;
 constinit char* g_cur = nullptr;
 constinit size_t g_left = 0;
+constinit std::atomic<size_t> g_allocated{0};
 }  // namespace
 
 void* MetaAlloc(size_t bytes) {
@@ -27,8 +29,11 @@ void* MetaAlloc(size_t bytes) {
   void* p = g_cur;
   g_cur += bytes;
   g_left -= bytes;
+  g_allocated.fetch_add(bytes, std::memory_order_relaxed);
   return p;
 }
+
+size_t MetaAllocatedBytes() { return g_allocated.load(std::memory_order_relaxed); }
 
 void MetaLock() { g_mu.lock(); }
 void MetaUnlock() { g_mu.unlock(); }

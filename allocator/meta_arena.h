@@ -8,6 +8,8 @@
 namespace tiermem::alloc {
 
 void* MetaAlloc(size_t bytes);
+// Bytes MetaAlloc has handed out so far: the heap's metadata (nothing is ever given back).
+size_t MetaAllocatedBytes();
 // fork(): the arena's lock, taken and released around fork by HeapCore's handlers.
 void MetaLock();
 void MetaUnlock();

@@ -13,12 +13,16 @@ namespace {
 
 #define TM_OPT(env, kind, def, field, help) \
   OptionSpec{env, kind, def, offsetof(OptionValues, field), sizeof(OptionValues::field), help}
+#define TM_OPT_CHOICE(env, choices, def, field, help)                                          \
+  OptionSpec{env, OptionKind::kString, def, offsetof(OptionValues, field),                    \
+             sizeof(OptionValues::field), help, choices}
 
 const OptionSpec kTable[] = {
     TM_OPT("TIERMEM_LOG", OptionKind::kLogLevel, "warn", log_level,
            "log level: error, warn, info or debug"),
     TM_OPT("TIERMEM_DRAM_LIMIT", OptionKind::kSize, "0", dram_limit,
-           "bytes of DRAM tiermem may use (K/M/G suffixes); 0 = all of the DRAM nodes"),
+           "bytes of DRAM tiermem may use, kept while pages fault back (K/M/G suffixes; slack: "
+           "the larger of 4 MiB and 1/32 of it); 0 = all of the DRAM nodes"),
     TM_OPT("TIERMEM_CXL_LIMIT", OptionKind::kSize, "0", cxl_limit,
            "bytes of the CXL tier tiermem may use; 0 = all of the CXL nodes"),
     TM_OPT("TIERMEM_DRAM_NODES", OptionKind::kString, "auto", dram_nodes,
@@ -31,6 +35,16 @@ const OptionSpec kTable[] = {
            "shared secret presented to tiermem-memd"),
     TM_OPT("TIERMEM_REMOTE_TIMEOUT_MS", OptionKind::kUint, "5000", remote_timeout_ms,
            "how long a remote fault may wait for its server before the process ends"),
+    TM_OPT("TIERMEM_PREFETCH", OptionKind::kString, "auto", prefetch,
+           "remote faults fetch ahead along a thread's sequential or strided stream: auto (up to "
+           "32 pages), off, or N (up to N pages, at most 128)"),
+    TM_OPT("TIERMEM_REMOTE_REQUIRED", OptionKind::kBool, "0", remote_required,
+           "no memory server of TIERMEM_REMOTE reachable (or the token refused) at start: exit "
+           "with status 75 instead of running on DRAM only (no effect without TIERMEM_REMOTE)"),
+    TM_OPT_CHOICE("TIERMEM_ON_REMOTE_FULL", "overcommit|fail", "overcommit", on_remote_full,
+                  "when DRAM is at its limit and the remote tier cannot take pages (every server "
+                  "full, or none reachable): overcommit (DRAM grows past the limit, with a warning) "
+                  "or fail (allocations past the limit fail with ENOMEM)"),
     TM_OPT("TIERMEM_REGION_SIZE", OptionKind::kSize, "64G", region_size,
            "address space reserved per managed region (more regions are added as needed)"),
     TM_OPT("TIERMEM_ALLOW_FALLBACK", OptionKind::kBool, "0", allow_fallback,
@@ -43,9 +57,9 @@ const OptionSpec kTable[] = {
            "(0 = only at exit); `tiermemctl plot` draws it"),
     // Automatic tiering (docs/tiering.md).
     TM_OPT("TIERMEM_SAMPLE_MODE", OptionKind::kString, "auto", sample_mode,
-           "access sampling: auto (protect, except in preloaded programs: off), protect "
+           "access sampling: auto (protect, except in preloaded programs: faults), protect "
            "(PROT_NONE sampling of reads and writes), faults (remote faults only: FIFO-like), "
-           "off (no policy thread)"),
+           "off (no sampling; a DRAM limit is still kept)"),
     TM_OPT("TIERMEM_SAMPLE_PAGES", OptionKind::kUint, "64", sample_pages,
            "pages protected per sampling round (at most 4096): bounds the tracking overhead"),
     TM_OPT("TIERMEM_SAMPLE_INTERVAL_MS", OptionKind::kUint, "20", sample_interval_ms,
@@ -56,6 +70,7 @@ const OptionSpec kTable[] = {
            "pages per second the policy may migrate (token bucket)"),
 };
 #undef TM_OPT
+#undef TM_OPT_CHOICE
 
 constexpr size_t kTableSize = sizeof(kTable) / sizeof(kTable[0]);
 
@@ -69,7 +84,22 @@ void WarnBadValue(const char* env, const char* value, const char* def) {
   TM_LOG_WARN("%s=\"%s\" is not a valid value; using the default \"%s\"", env, shown, def);
 }
 
+// Whether value[0..n) is one of the '|'-separated `choices` (case-sensitive, like the names).
+bool IsChoice(const char* choices, const char* value, size_t n) {
+  for (const char* c = choices;;) {
+    const char* bar = strchr(c, '|');
+    const size_t len = bar != nullptr ? static_cast<size_t>(bar - c) : strlen(c);
+    if (len == n && strncmp(c, value, n) == 0) return true;
+    if (bar == nullptr) return false;
+    c = bar + 1;
+  }
+}
+
 }  // namespace
+
+RemoteFullPolicy RemoteFullPolicyOf(const OptionValues& o) {
+  return strcmp(o.on_remote_full, "fail") == 0 ? RemoteFullPolicy::kFail : RemoteFullPolicy::kOvercommit;
+}
 
 const OptionSpec* OptionTable(size_t* count) {
   *count = kTableSize;
@@ -178,6 +208,7 @@ bool SetOption(OptionValues* out, const OptionSpec& spec, const char* value) {
     case OptionKind::kString: {
       size_t n = strlen(value);
       if (n + 1 > spec.capacity) return false;
+      if (spec.choices != nullptr && !IsChoice(spec.choices, value, n)) return false;
       memcpy(field, value, n + 1);
       return true;
     }

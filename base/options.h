@@ -27,6 +27,9 @@ struct OptionValues {
   char remote[512];        // comma-separated tcp://host:port / rdma://host:port
   char token[256];
   uint64_t remote_timeout_ms;
+  char prefetch[16];       // auto | off | N (the largest window, in pages)
+  bool remote_required;    // no server reachable at start: exit 75 instead of running on DRAM
+  char on_remote_full[16]; // "overcommit" or "fail" (RemoteFullPolicy)
   uint64_t region_size;    // address space reserved per managed region
   bool allow_fallback;
   char stats[256];         // "", "stderr" or a path
@@ -46,7 +49,13 @@ struct OptionSpec {
   size_t offset;              // of the field in OptionValues
   size_t capacity;            // for kString: the field's size including the NUL
   const char* help;
+  // For kString: the accepted values, '|'-separated ("overcommit|fail"); nullptr = any string.
+  const char* choices = nullptr;
 };
+
+// TIERMEM_ON_REMOTE_FULL: what happens to DRAM's limit when the remote tier cannot take pages.
+enum class RemoteFullPolicy : uint8_t { kOvercommit, kFail };
+RemoteFullPolicy RemoteFullPolicyOf(const OptionValues& o);
 
 // The table, in documentation order.
 const OptionSpec* OptionTable(size_t* count);

@@ -7,6 +7,7 @@
 #include <linux/userfaultfd.h>
 #include <numaif.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <signal.h>
@@ -259,6 +260,15 @@ uint64_t MonotonicNanos() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+int ThreadCpuNanos(uint64_t* ns) {
+  clockid_t clock;
+  if (int rc = pthread_getcpuclockid(pthread_self(), &clock); rc != 0) return -rc;
+  timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return -errno;
+  *ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return 0;
+}
+
 // ---- userfaultfd ----
 
 namespace {
@@ -303,7 +313,8 @@ StatusOr<Uffd> UffdOpen() {
     if (fd >= 0) u.user_mode_only = true;
   }
   if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd");
-  if (UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP) == 0) {
+  // The faulting thread's id (since 4.14) lets the pager's prefetcher follow each thread's stream.
+  if (UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID) == 0) {
     u.fd = fd;
     u.write_protect = true;
     return u;
@@ -313,7 +324,13 @@ StatusOr<Uffd> UffdOpen() {
   close(fd);
   fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
   if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
-  int rc = UffdApi(fd, 0);
+  int rc = UffdApi(fd, UFFD_FEATURE_THREAD_ID);
+  if (rc != 0) {
+    close(fd);
+    fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
+    if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
+    rc = UffdApi(fd, 0);
+  }
   if (rc != 0) {
     close(fd);
     return ErrnoToStatus(-rc, "userfaultfd API handshake");
@@ -349,30 +366,51 @@ Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect) {
 }
 
 Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp) {
-  uffdio_copy c{};
-  c.dst = reinterpret_cast<uintptr_t>(dst);
-  c.src = reinterpret_cast<uintptr_t>(src);
-  c.len = bytes;
-  c.mode = UFFDIO_COPY_MODE_DONTWAKE | (wp ? UFFDIO_COPY_MODE_WP : 0);
-  for (;;) {
+  const size_t page = PageSize();
+  size_t done = 0;
+  while (done < bytes) {
+    uffdio_copy c{};
+    c.dst = reinterpret_cast<uintptr_t>(dst) + done;
+    c.src = reinterpret_cast<uintptr_t>(src) + done;
+    c.len = bytes - done;
+    c.mode = UFFDIO_COPY_MODE_DONTWAKE | (wp ? UFFDIO_COPY_MODE_WP : 0);
     if (ioctl(uffd, UFFDIO_COPY, &c) == 0) return Status::Ok();
+    // A range stops at the first page it could not install: go on after what was copied.
+    if (c.copy > 0) {
+      done += static_cast<size_t>(c.copy);
+      continue;
+    }
     if (errno == EAGAIN) continue;  // the mm changed under it (e.g. fork): retry
-    if (errno == EEXIST) return Status::Ok();
+    if (errno == EEXIST) {          // this page is there already: installed
+      done += page;
+      continue;
+    }
     return ErrnoToStatus(errno, "UFFDIO_COPY");
   }
+  return Status::Ok();
 }
 
 Status UffdZeroPage(int uffd, void* dst, size_t bytes) {
-  uffdio_zeropage z{};
-  z.range.start = reinterpret_cast<uintptr_t>(dst);
-  z.range.len = bytes;
-  z.mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE;
-  for (;;) {
+  const size_t page = PageSize();
+  size_t done = 0;
+  while (done < bytes) {
+    uffdio_zeropage z{};
+    z.range.start = reinterpret_cast<uintptr_t>(dst) + done;
+    z.range.len = bytes - done;
+    z.mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE;
     if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) == 0) return Status::Ok();
+    if (z.zeropage > 0) {
+      done += static_cast<size_t>(z.zeropage);
+      continue;
+    }
     if (errno == EAGAIN) continue;
-    if (errno == EEXIST) return Status::Ok();
+    if (errno == EEXIST) {
+      done += page;
+      continue;
+    }
     return ErrnoToStatus(errno, "UFFDIO_ZEROPAGE");
   }
+  return Status::Ok();
 }
 
 void UffdWake(int uffd, void* addr, size_t bytes) {
@@ -398,6 +436,7 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
       f.address = uintptr_t(msgs[k].arg.pagefault.address);
       f.write = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
       f.wp = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+      f.tid = msgs[k].arg.pagefault.feat.ptid;
     }
   }
   return n;

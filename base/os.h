@@ -81,6 +81,10 @@ int ListDir(const char* path, std::vector<std::string>* names);
 int RealPath(const char* path, std::string* out);
 
 uint64_t MonotonicNanos();
+// CPU time the calling thread has used so far, in *ns: clock_gettime on its CPU-time clock
+// (pthread_getcpuclockid of pthread_self). Only the thread itself may ask (another thread's clock
+// id dies with it). 0, or a negative errno with *ns untouched.
+int ThreadCpuNanos(uint64_t* ns);
 
 // ---- userfaultfd (the remote tier's pager), eventfd, poll, pagemap ----
 // These return Status: they are not called inside the allocator, and they allocate only to build
@@ -104,7 +108,8 @@ Status UffdUnregister(int uffd, void* addr, size_t bytes);
 Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect);
 // Installs `bytes` from `src` at `dst` (write-protected when `wp`) / zero pages at `dst`. Nobody
 // is woken (the caller publishes its state first, then calls UffdWake). A page already present
-// (EEXIST) counts as installed; EAGAIN (the mm changed under it) is retried.
+// (EEXIST) counts as installed and the rest of the range is still installed; EAGAIN (the mm
+// changed under it) is retried.
 Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp);
 Status UffdZeroPage(int uffd, void* dst, size_t bytes);
 // Wakes the threads faulted on [addr, addr+bytes) so they retry their access.
@@ -113,6 +118,7 @@ struct UffdFault {
   uintptr_t address = 0;  // the faulting address (not page aligned)
   bool write = false;     // a write access
   bool wp = false;        // a write to a write-protected page (else: a missing page)
+  uint32_t tid = 0;       // the faulting thread (UFFD_FEATURE_THREAD_ID), 0 where not reported
 };
 // Reads up to `max` page-fault events without blocking (other events are skipped). Returns the
 // count, 0 when none is queued.

@@ -1,6 +1,10 @@
 #include "base/runtime_thread.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
+#include <cstring>
 
 namespace tiermem {
 namespace {
@@ -29,6 +33,21 @@ void SetRuntimeThreadHook(RuntimeThreadHook hook) { g_hook.store(hook, std::memo
 void OnRuntimeThreadStart() {
   RuntimeThreadHook h = g_hook.load(std::memory_order_acquire);
   if (h != nullptr) h();
+}
+
+NewRuntimeThreadSignals::NewRuntimeThreadSignals() {
+  static_assert(sizeof(sigset_t) <= sizeof(saved_), "sigset_t does not fit");
+  sigset_t all, old;
+  sigfillset(&all);
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, s);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  memcpy(saved_, &old, sizeof(old));
+}
+
+NewRuntimeThreadSignals::~NewRuntimeThreadSignals() {
+  sigset_t old;
+  memcpy(&old, saved_, sizeof(old));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 }  // namespace tiermem

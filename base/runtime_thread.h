@@ -11,6 +11,23 @@ using RuntimeThreadHook = void (*)();
 void SetRuntimeThreadHook(RuntimeThreadHook hook);
 void OnRuntimeThreadStart();
 
+// Held by the code that creates a runtime thread, around the std::thread constructor: the new
+// thread starts with every asynchronous signal blocked (the creator's mask comes back at the
+// end of the scope). The program's signal handlers then never run on a runtime thread: a
+// handler that touched an evicted page on the pager's fault handler thread would wait forever
+// on its own fault (bash's SIGCHLD handler did, under the preload library). Synchronous signals
+// (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) stay deliverable.
+class NewRuntimeThreadSignals {
+ public:
+  NewRuntimeThreadSignals();
+  ~NewRuntimeThreadSignals();
+  NewRuntimeThreadSignals(const NewRuntimeThreadSignals&) = delete;
+  NewRuntimeThreadSignals& operator=(const NewRuntimeThreadSignals&) = delete;
+
+ private:
+  unsigned char saved_[128];  // the creator's sigset_t
+};
+
 // Brackets work the runtime does on a user's thread that must not allocate from the tiered heap
 // (the fork handlers: the heap's locks are held by then). The preload library installs hooks that
 // route the thread's allocations to glibc in between; unset, the scope does nothing.

@@ -101,6 +101,13 @@ inline CLI::Option* AddSwitch(CLI::App& app, const std::string& name, bool& on, 
   return app.add_flag(name, on, help + " (default: off)");
 }
 
+// "tiermem-bench SUBCOMMAND ARGS...", the command line of a run for its JSON.
+inline std::string CommandLine(int argc, char** argv) {
+  std::string command = "tiermem-bench";
+  for (int i = 0; i < argc; ++i) command += std::string(" ") + argv[i];
+  return command;
+}
+
 // Parses argv (argv[0]: the subcommand). Returns -1 to go on; else the exit status to return:
 // 0 after --help, 2 after a bad flag or value (CLI11 has printed the error).
 inline int ParseArgs(CLI::App& app, int argc, char** argv) {

@@ -26,6 +26,7 @@
 
 #include "bench/cli.h"
 #include "bench/compare_util.h"
+#include "bench/policy_cost.h"
 #include "bench/subcommands.h"
 #include "bench/timeline.h"
 #include "tiermem/options.hpp"
@@ -56,6 +57,9 @@ struct ModeResult {
   uint64_t failed_moves = 0;
   double migrate_us_per_call = 0, policy_thread_busy = 0;
   double resident_share_at_end = -1;  // share of the working set resident in DRAM at the end
+  RuntimeCounters end;  // the runtime's counters at the end of the run (before the free)
+  double end_s = 0;     // the mode's wall time (from its runtime's start) when they were read
+  double faults_per_op() const { return updates ? static_cast<double>(faults) / static_cast<double>(updates) : 0.0; }
 };
 
 double HotInDram(Runtime& rt, const std::vector<char*>& chunks, int first, size_t chunk_bytes) {
@@ -75,6 +79,7 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
                    const std::string& timeline) {
   ModeResult res;
   res.name = mode;
+  const uint64_t t_setup = NowNs();
   const size_t chunk_bytes = ws_bytes / kChunks / kPage * kPage;
   const size_t hot_bytes = chunk_bytes * kHotChunks;
   const bool limited = mode == "tiered" || mode == "oracle" || mode == "no_tracking";
@@ -209,6 +214,8 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
     uint64_t calls = after.migrate_calls - before.migrate_calls;
     if (calls) res.migrate_us_per_call = static_cast<double>(after.migrate_ns - before.migrate_ns) / 1e3 / static_cast<double>(calls);
     res.policy_thread_busy = static_cast<double>(after.policy_round_ns - before.policy_round_ns) / 1e9 / res.seconds;
+    res.end = after;
+    res.end_s = static_cast<double>(NowNs() - t_setup) / 1e9;
   }
   for (char* p : chunks) (void)rt.Free(p);
   (void)rt.Stop();
@@ -250,12 +257,16 @@ int Gups(int argc, char** argv) {
   app.footer(
       "JSON keys: all_dram_gups, all_dram_tiermem_gups, all_dram_sampled_gups, tiered_gups, oracle_gups,\n"
       "  no_tracking_gups (one MODE_gups per mode run; null when it failed), tiered_vs_oracle,\n"
-      "  tiered_vs_no_tracking, tracking_speed_ratio, forced_sampling_speed_ratio, rounds, migrations,\n"
-      "  faults, recovery_ms (those three of tiered), working_set_bytes, dram_budget_bytes,\n"
-      "  seconds_per_half, modes.\n"
-      "  modes.MODE: ok, gups, updates, seconds, faults, migrations, recovery_ms,\n"
-      "    hot_in_dram_before_move, hot_in_dram_at_end, sampling, failed_moves, migrate_us_per_call,\n"
-      "    policy_thread_busy, resident_share_at_end, gups_runs, error (only when it failed)\n"
+      "  tiered_vs_no_tracking, tiered_vs_oracle_faults (tiered's faults_per_op over the oracle's),\n"
+      "  tracking_speed_ratio, forced_sampling_speed_ratio, rounds, migrations, faults, recovery_ms\n"
+      "  (those three of tiered), working_set_bytes, dram_budget_bytes, seconds_per_half, modes.\n"
+      "  Ratios are medians of the per-round ratios.\n"
+      "  modes.MODE: ok, gups, updates, seconds, faults, faults_per_op (remote faults per update),\n"
+      "    migrations, recovery_ms, hot_in_dram_before_move, hot_in_dram_at_end, sampling,\n"
+      "    failed_moves, migrate_us_per_call, policy_thread_busy, resident_share_at_end,\n"
+      "    policy_cpu_fraction (the policy thread's CPU time over the mode's wall time),\n"
+      "    policy_round_p50_ms, policy_round_p99_ms, policy_interval_ms (null without a policy\n"
+      "    thread), gups_runs, error (only when it failed)\n"
       "Environment: TIERMEM_BENCH_GUPS_MODES=tiered,oracle runs only those modes;\n"
       "  TIERMEM_BENCH_GUPS_TRACE=1 prints each run's updates per 100 ms window on stderr;\n"
       "  TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
@@ -313,11 +324,13 @@ int Gups(int argc, char** argv) {
     for (auto& r : results) if (r.name == n) return r;
     return results[0];
   };
-  auto paired = [&](const char* a, const char* b) -> nlohmann::json {
+  // The median over rounds of a's figure over b's (GUPS unless `of` says otherwise).
+  auto paired = [&](const char* a, const char* b, double (*of)(const ModeResult&) = nullptr) -> nlohmann::json {
     if (!runs.count(a) || !runs.count(b)) return nullptr;
+    if (of == nullptr) of = [](const ModeResult& r) { return r.gups; };
     std::vector<double> ratios;
     for (size_t i = 0; i < runs[a].size() && i < runs[b].size(); ++i) {
-      if (runs[a][i].ok && runs[b][i].ok && runs[b][i].gups > 0) ratios.push_back(runs[a][i].gups / runs[b][i].gups);
+      if (runs[a][i].ok && runs[b][i].ok && of(runs[b][i]) > 0) ratios.push_back(of(runs[a][i]) / of(runs[b][i]));
     }
     if (ratios.empty()) return nullptr;
     std::sort(ratios.begin(), ratios.end());
@@ -338,6 +351,7 @@ int Gups(int argc, char** argv) {
   (void)nt;
   j["tiered_vs_oracle"] = paired("tiered", "oracle");
   j["tiered_vs_no_tracking"] = paired("tiered", "no_tracking");
+  j["tiered_vs_oracle_faults"] = paired("tiered", "oracle", [](const ModeResult& r) { return r.faults_per_op(); });
   // Everything fits in DRAM: tiermem with its default tiering (sampling engages only under
   // pressure) vs no tracking, and with sampling forced on at the default rate.
   (void)d;
@@ -359,6 +373,8 @@ int Gups(int argc, char** argv) {
                         {"hot_in_dram_at_end", r.hot_in_dram_after}, {"sampling", r.sampling},
                         {"failed_moves", r.failed_moves},
                         {"migrate_us_per_call", r.migrate_us_per_call}, {"policy_thread_busy", r.policy_thread_busy}, {"resident_share_at_end", r.resident_share_at_end}};
+    m["faults_per_op"] = r.faults_per_op();
+    AddPolicyCost(m, r.end, r.end_s);
     if (!r.ok) m["error"] = r.error;
     m["gups_runs"] = nlohmann::json::array();
     for (auto& x : runs[r.name]) m["gups_runs"].push_back(x.gups);

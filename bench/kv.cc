@@ -8,16 +8,20 @@
 //   dram         everything in DRAM, no policy thread
 //   cxl          the table on the CXL tier (only where the machine has one)
 //   tiered       DRAM budget = 1/4 of the table, the rest on the next tiers, automatic tiering
+//   oracle       the same budget holding the pages most likely to be read, computed from the
+//                workload's distribution (bench/kv_oracle.h); no policy thread
 //   no_tracking  the same budget, pages faulted in and evicted first-in first-out
 // Per setup: throughput (ops/s over the measured phase, after a warm-up phase) and p50/p99 of
-// the per-request latency (every request timed); the wall time of the fill and of the setup.
+// the per-request latency (every request timed), remote faults per request, what the policy
+// thread cost (bench/policy_cost.h); the wall time of the fill and of the setup.
 // The fill inserts the keys in the order of their home slot (one sweep over the table); with a
-// DRAM budget, the measurement starts once the policy has brought DRAM back within it. Afterwards
+// DRAM budget, the measurement starts once DRAM is back within it. Afterwards
 // the keys homed in two of the chunks are looked up and checked (nothing lost).
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sys/mman.h>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +32,9 @@
 
 #include "bench/cli.h"
 #include "bench/compare_util.h"
+#include "bench/kv_model.h"
+#include "bench/kv_oracle.h"
+#include "bench/policy_cost.h"
 #include "bench/subcommands.h"
 #include "bench/timeline.h"
 #include "tiermem/options.hpp"
@@ -36,87 +43,11 @@
 namespace tiermem::bench {
 namespace {
 
-constexpr size_t kSlot = 64;
+using kv::kSlot;
+using kv::Slot;
+using kv::Zipf;
+
 constexpr int kChunks = 64;
-
-struct Slot {
-  uint64_t key;  // 0 = empty
-  char value[56];
-};
-static_assert(sizeof(Slot) == kSlot);
-
-// YCSB's Zipfian generator (Gray et al.), items 0..n-1, item 0 the most popular.
-class Zipf {
- public:
-  Zipf(uint64_t n, double theta) : n_(n), theta_(theta) {
-    for (uint64_t i = 1; i <= n; ++i) zetan_ += 1.0 / std::pow(static_cast<double>(i), theta);
-    double zeta2 = 1.0 + 1.0 / std::pow(2.0, theta);
-    alpha_ = 1.0 / (1.0 - theta);
-    eta_ = (1.0 - std::pow(2.0 / static_cast<double>(n), 1.0 - theta)) / (1.0 - zeta2 / zetan_);
-  }
-  uint64_t Next(std::mt19937_64& rng) {
-    double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    double uz = u * zetan_;
-    if (uz < 1.0) return 0;
-    if (uz < 1.0 + std::pow(0.5, theta_)) return 1;
-    return static_cast<uint64_t>(static_cast<double>(n_) * std::pow(eta_ * u - eta_ + 1.0, alpha_)) % n_;
-  }
-
- private:
-  uint64_t n_;
-  double theta_, zetan_ = 0, alpha_ = 0, eta_ = 0;
-};
-
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
-class Table {
- public:
-  Table(std::vector<char*> chunks, size_t chunk_slots)
-      : chunks_(std::move(chunks)), chunk_slots_(chunk_slots), slots_(chunk_slots * chunks_.size()) {}
-  Slot& At(uint64_t i) { return reinterpret_cast<Slot*>(chunks_[i / chunk_slots_])[i % chunk_slots_]; }
-  // Linear probing; key != 0.
-  Slot* Find(uint64_t key, bool insert) {
-    for (uint64_t i = Mix(key) % slots_, n = 0; n < slots_; ++n, i = (i + 1) % slots_) {
-      Slot& s = At(i);
-      if (s.key == key) return &s;
-      if (s.key == 0) {
-        if (!insert) return nullptr;
-        s.key = key;
-        return &s;
-      }
-    }
-    return nullptr;
-  }
-
- private:
-  std::vector<char*> chunks_;
-  size_t chunk_slots_;
-  uint64_t slots_;
-};
-
-// The keys 1..keys in the order of their home slot (counting sort by the home slot's page), so
-// the fill sweeps the table once from start to end. Inserted in key order, they land on pages at
-// random: with 1/4 of the table in DRAM, 3 inserts in 4 faulted a page back from the remote tier
-// (at 64 MiB, 350k faults for 16k pages), and the fill of a 1 GiB table took most of 10 minutes.
-// Linear probing fills the same set of slots whatever the insertion order (only which key sits in
-// which slot changes), so the table the workload runs on is equivalent.
-std::vector<uint32_t> FillOrder(uint64_t keys, uint64_t slots) {
-  constexpr uint64_t kSlotsPerPage = 4096 / kSlot;
-  const uint64_t pages = (slots + kSlotsPerPage - 1) / kSlotsPerPage;
-  std::vector<uint32_t> start(pages + 1, 0);
-  for (uint64_t k = 1; k <= keys; ++k) ++start[Mix(k) % slots / kSlotsPerPage + 1];
-  for (uint64_t p = 0; p < pages; ++p) start[p + 1] += start[p];
-  std::vector<uint32_t> order(keys);
-  for (uint64_t k = 1; k <= keys; ++k) order[start[Mix(k) % slots / kSlotsPerPage]++] = static_cast<uint32_t>(k);
-  return order;
-}
 
 // Pages of the table resident in memory (mincore).
 uint64_t ResidentPages(const std::vector<char*>& chunks, size_t chunk_bytes) {
@@ -145,7 +76,17 @@ struct SetupResult {
   double round_ms = 0;          // their mean length (scan, plan, migrate, arm)
   uint64_t verified = 0, lost = 0;  // keys checked after the measurement, and those wrong
   uint64_t fill_faults = 0, fill_zero_fills = 0, fill_evicted = 0;  // pager, during the fill
+  RuntimeCounters end;  // the runtime's counters at the end of the setup (before the free)
+  double end_s = 0;     // the setup's wall time when they were read
+  // The oracle: what placing its plan cost, the plan's own figure, and its evictor.
+  double plan_s = 0, expected_faults_per_op = 0, evictor_cpu_s = 0;
+  uint64_t dram_pages = 0, evictor_pages = 0;
+  std::string evictor_error;
 };
+
+// The oracle's evictor returns faulted-in pages to the remote tier this often: the policy
+// thread's default round interval (TIERMEM_SAMPLE_INTERVAL_MS).
+constexpr uint64_t kOracleEvictMs = 20;
 
 SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, const std::string& remote,
                      const Zipf& zipf_proto, const std::string& timeline) {
@@ -157,7 +98,7 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   const uint64_t keys = chunk_slots * kChunks / 2;
   Options o;
   std::map<std::string, std::string> env = {{"TIERMEM_LOG", "error"}};
-  const bool limited = setup == "tiered" || setup == "no_tracking";
+  const bool limited = setup == "tiered" || setup == "oracle" || setup == "no_tracking";
   const uint64_t dram_limit = limited ? chunk_bytes * kChunks / 4 : 0;
   if (limited) {
     o.Set("dram_limit", dram_limit);
@@ -189,10 +130,24 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
     }
     chunks.push_back(static_cast<char*>(*p));
   }
-  Table table(chunks, chunk_slots);
+  kv::OraclePlan plan;
+  std::optional<kv::OracleEvictor> evictor;
+  if (setup == "oracle") {  // placed before the fill: the fill then writes each page where it stays
+    const uint64_t t_plan = NowNs();
+    plan = kv::PlanOracle(kv::PageTouchProbability(zipf_proto, keys, chunk_slots * kChunks), dram_limit / 4096);
+    if (Status placed = kv::PlaceOracle(rt, chunks, chunk_bytes, plan); !placed.ok()) {
+      res.error = "oracle placement: " + placed.ToString();
+      return res;
+    }
+    res.plan_s = static_cast<double>(NowNs() - t_plan) / 1e9;
+    res.expected_faults_per_op = plan.expected_faults_per_op;
+    res.dram_pages = plan.dram_pages;
+    evictor.emplace(rt, chunks, chunk_bytes, plan, kOracleEvictMs);
+  }
+  kv::Table table(chunks, chunk_slots);
   const uint64_t t_fill = NowNs();
   const RuntimeCounters ps0 = rt.Counters();
-  for (uint64_t k : FillOrder(keys, chunk_slots * kChunks)) {
+  for (uint64_t k : kv::FillOrder(keys, chunk_slots * kChunks)) {
     Slot* s = table.Find(k, true);
     memset(s->value, static_cast<int>(k & 0x7f), sizeof(s->value));
   }
@@ -229,7 +184,7 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   volatile uint64_t sink = 0;
   bool measuring = false;
   for (;;) {
-    uint64_t key = Mix(zipf.Next(rng) + 0x1234) % keys + 1;  // scatter popular keys
+    uint64_t key = kv::KeyOfItem(zipf.Next(rng), keys);  // popular keys scattered
     bool put = rng() % 10 == 0;
     uint64_t a = NowNs();
     Slot* s = table.Find(key, false);
@@ -266,13 +221,21 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   // Nothing lost: the keys whose home slot is in two of the chunks (1/32 of the table, so a
   // remote-backed table is not faulted in whole) are found with their value intact.
   for (uint64_t k = 1; k <= keys; ++k) {
-    const uint64_t home_chunk = Mix(k) % (chunk_slots * kChunks) / chunk_slots;
+    const uint64_t home_chunk = kv::HomeSlot(k, chunk_slots * kChunks) / chunk_slots;
     if (home_chunk != 0 && home_chunk != kChunks / 2) continue;
     ++res.verified;
     Slot* s = table.Find(k, false);
     bool good = s != nullptr;
     for (size_t b = 0; good && b < sizeof(s->value); ++b) good = s->value[b] == static_cast<char>(k & 0x7f);
     res.lost += !good;
+  }
+  res.end = rt.Counters();
+  res.end_s = static_cast<double>(NowNs() - t_setup) / 1e9;
+  if (evictor) {
+    evictor->Stop();
+    res.evictor_pages = evictor->pages_evicted();
+    res.evictor_cpu_s = static_cast<double>(evictor->cpu_ns()) / 1e9;
+    res.evictor_error = evictor->error();
   }
   for (char* p : chunks) (void)rt.Free(p);
   (void)rt.Stop();
@@ -287,12 +250,13 @@ int Kv(int argc, char** argv) {
   size_t bytes = 4ull << 30;
   uint64_t seconds_arg = 10;
   bool json = false, quick = false;
-  std::string setup_list = "dram,cxl,tiered,no_tracking";
+  std::string setup_list = "dram,cxl,tiered,oracle,no_tracking";
   std::string timeline = "kv-timeline";
   CLI::App app{"Zipfian (theta 0.99) 90% get / 10% put over a hash table of --size bytes, under the setups "
-               "dram, cxl (where present), tiered and no_tracking (DRAM budget 1/4 of the table, the rest "
-               "remote over TCP to a memd on loopback started here). Exit status 1 when a checked key was "
-               "lost.",
+               "dram, cxl (where present), tiered, oracle and no_tracking (DRAM budget 1/4 of the table, the "
+               "rest remote over TCP to a memd on loopback started here; the oracle holds the pages most "
+               "likely to be read in DRAM, computed from the distribution). Exit status 1 when a checked key "
+               "was lost.",
                "tiermem-bench kv"};
   AddSwitch(app, "--json", json, "print one JSON object instead of a line per setup");
   AddSwitch(app, "--quick", quick, "32M, 4 s per setup, where not given");
@@ -304,14 +268,19 @@ int Kv(int argc, char** argv) {
                  "(tiermemctl plot); empty: none")
       ->capture_default_str();
   app.add_option("--setups", setup_list, "setups to run, in this order")
-      ->check(ListOf({"dram", "cxl", "tiered", "no_tracking"}))
+      ->check(ListOf({"dram", "cxl", "tiered", "oracle", "no_tracking"}))
       ->capture_default_str();
   app.footer(
-      "JSON keys (--json): results, absent, table_bytes, seconds, total_s, command, data_ok.\n"
-      "  results[]: setup, ops_s, p50_ns, p99_ns, faults, migrations, misses, fill_s, setup_s,\n"
-      "    measured_s, verified_keys, lost_keys; for tiered and no_tracking also faults_per_op,\n"
-      "    policy_rounds, policy_round_ms, fill_faults, fill_zero_fills, fill_evicted, settle_s,\n"
-      "    settled, resident_pages_at_start\n"
+      "JSON keys (--json): results, absent, table_bytes, seconds, total_s, command, data_ok,\n"
+      "  tiered_vs_oracle_faults (tiered's faults_per_op over the oracle's; null without both).\n"
+      "  results[]: setup, ops_s, p50_ns, p99_ns, faults, faults_per_op (remote faults per request;\n"
+      "    0 where nothing is remote), migrations, misses, fill_s, setup_s, measured_s,\n"
+      "    verified_keys, lost_keys, policy_cpu_fraction (the policy thread's CPU time over the\n"
+      "    setup's wall time), policy_round_p50_ms, policy_round_p99_ms, policy_interval_ms (null\n"
+      "    without a policy thread); for tiered, oracle and no_tracking also policy_rounds,\n"
+      "    policy_round_ms, fill_faults, fill_zero_fills, fill_evicted, settle_s, settled,\n"
+      "    resident_pages_at_start; for oracle also expected_faults_per_op, dram_pages, plan_s,\n"
+      "    evictor_pages, evictor_cpu_fraction, evictor_error (only when a move failed)\n"
       "  absent[]: setup, reason\n"
       "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
   if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
@@ -330,6 +299,7 @@ int Kv(int argc, char** argv) {
   j["results"] = nlohmann::json::array();
   j["absent"] = nlohmann::json::array();
   bool data_ok = true;
+  std::map<std::string, double> faults_per_op;  // by setup
   const uint64_t t_run = NowNs();
   for (const std::string& name : setups) {
     const char* setup = name.c_str();
@@ -351,10 +321,11 @@ int Kv(int argc, char** argv) {
               static_cast<unsigned long long>(r.lost), static_cast<unsigned long long>(r.verified));
       data_ok = false;
     }
-    if (std::string(setup) == "tiered" || std::string(setup) == "no_tracking") {
-      // Remote faults per request: the policy's placement, less dependent on this machine's
-      // load than ops/s (which is the rate faults are served at).
-      e["faults_per_op"] = r.ops_s > 0 ? static_cast<double>(r.faults) / (r.ops_s * r.measured_s) : 0.0;
+    // Remote faults per request: the placement's quality, less dependent on this machine's load
+    // than ops/s (which is the rate faults are served at).
+    e["faults_per_op"] = r.ops_s > 0 ? static_cast<double>(r.faults) / (r.ops_s * r.measured_s) : 0.0;
+    AddPolicyCost(e, r.end, r.end_s);
+    if (name == "tiered" || name == "oracle" || name == "no_tracking") {
       e["policy_rounds"] = r.rounds;
       e["policy_round_ms"] = r.round_ms;
       e["fill_faults"] = r.fill_faults;
@@ -364,14 +335,27 @@ int Kv(int argc, char** argv) {
       e["settled"] = r.settled;
       e["resident_pages_at_start"] = r.resident_pages;
     }
+    if (name == "oracle") {
+      e["expected_faults_per_op"] = r.expected_faults_per_op;
+      e["dram_pages"] = r.dram_pages;
+      e["plan_s"] = r.plan_s;
+      e["evictor_pages"] = r.evictor_pages;
+      e["evictor_cpu_fraction"] = r.end_s > 0 ? r.evictor_cpu_s / r.end_s : 0.0;
+      if (!r.evictor_error.empty()) e["evictor_error"] = r.evictor_error;
+    }
+    faults_per_op[name] = e["faults_per_op"].get<double>();
     j["results"].push_back(e);
     if (!json) {
-      printf("%-12s %12.0f ops/s  p50 %9.0f ns  p99 %9.0f ns  faults %llu  migrations %llu  fill %.1f s  "
-             "setup %.1f s%s\n",
-             setup, r.ops_s, r.p50_ns, r.p99_ns, static_cast<unsigned long long>(r.faults),
+      printf("%-12s %12.0f ops/s  p50 %9.0f ns  p99 %9.0f ns  faults %llu (%.3f/op)  migrations %llu  "
+             "fill %.1f s  setup %.1f s%s\n",
+             setup, r.ops_s, r.p50_ns, r.p99_ns, static_cast<unsigned long long>(r.faults), faults_per_op[name],
              static_cast<unsigned long long>(r.migrations), r.fill_s, r.setup_s,
              r.settled ? "" : "  (DRAM still over its budget when measured)");
     }
+  }
+  j["tiered_vs_oracle_faults"] = nullptr;
+  if (faults_per_op.count("tiered") && faults_per_op.count("oracle") && faults_per_op["oracle"] > 0) {
+    j["tiered_vs_oracle_faults"] = faults_per_op["tiered"] / faults_per_op["oracle"];
   }
   j["table_bytes"] = bytes;
   j["seconds"] = seconds;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/child.h"
 #include "bench/cli.h"
 #include "bench/subcommands.h"
 
@@ -43,24 +44,6 @@ struct Sample {
   long rss_bytes = 0;
   long rss_growth_bytes = 0;
 };
-
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  buf[n] = 0;
-  std::string s(buf);
-  return s.substr(0, s.rfind('/'));
-}
-
-bool Exists(const std::string& p) { return !p.empty() && access(p.c_str(), R_OK) == 0; }
-
-std::string FirstExisting(std::initializer_list<std::string> paths) {
-  for (const auto& p : paths) {
-    if (Exists(p)) return p;
-  }
-  return "";
-}
 
 // Runs the workload once; nullopt when it fails.
 std::optional<Sample> RunOnce(const std::string& exe, const std::string& workload,
@@ -127,10 +110,14 @@ int Malloc(int argc, char** argv) {
   uint64_t scale_n = 1;
   std::string preload;
   std::string workload_list = "small,prodcons,larson,realloc,mixed";
-  CLI::App app{"Allocator workloads (small, prodcons, larson, realloc, mixed), each a separate process "
-               "(tiermem-malloc-workload) under glibc, jemalloc, mimalloc and tiermem (LD_PRELOAD); median "
-               "ops/s, ops per CPU second, peak RSS and RSS growth of N runs. An allocator whose library is "
-               "missing is reported as null.",
+  CLI::App app{"Allocator workloads, each a separate process (tiermem-malloc-workload) under glibc, "
+               "jemalloc, mimalloc and tiermem (LD_PRELOAD); median ops/s, ops per CPU second, peak RSS "
+               "and RSS growth of N runs. An allocator whose library is missing is reported as null. "
+               "Run by default: small, prodcons, larson, realloc, mixed. Also (--workloads; each checks "
+               "every byte it wrote): fanin (4 threads each freeing the blocks the others allocated), "
+               "large_touch (5-25 MiB blocks, every page written), thread_churn (short-lived threads "
+               "making bursts of small blocks), small_loop (one thread, LIFO stacks of 8-128 byte "
+               "blocks), factor (a small factoring program: vectors and strings).",
                "tiermem-bench malloc"};
   AddSwitch(app, "--json", json, "print one JSON object instead of a line per workload");
   app.add_option("--runs", runs, "runs per workload and allocator (interleaved)")
@@ -142,7 +129,9 @@ int Malloc(int argc, char** argv) {
       ->type_name("N")
       ->capture_default_str();
   app.add_option("--workloads", workload_list, "workloads to run, in this order")
-      ->check(ListOf({"small", "prodcons", "larson", "realloc", "mixed"}, true))
+      ->check(ListOf({"small", "prodcons", "larson", "realloc", "mixed", "fanin", "large_touch",
+                     "thread_churn", "small_loop", "factor"},
+                    true))
       ->capture_default_str();
   app.add_option("--preload", preload, "tiermem's preload library (default: libtiermem-preload.so of this build "
                                        "or install)")
@@ -165,11 +154,7 @@ int Malloc(int argc, char** argv) {
             dir.c_str());
     return 1;
   }
-  if (preload.empty()) {
-    preload = FirstExisting({dir + "/../allocator/preload/libtiermem-preload.so",
-                             dir + "/../lib/libtiermem-preload.so",
-                             dir + "/../lib/x86_64-linux-gnu/libtiermem-preload.so"});
-  }
+  if (preload.empty()) preload = PreloadLibrary();
   std::vector<Allocator> allocs = {
       {"glibc", ""},
       {"jemalloc", FirstExisting({"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"})},
@@ -240,7 +225,7 @@ int Malloc(int argc, char** argv) {
     }
     out += "}";
     if (!json) {
-      printf("%-10s", workloads[w].c_str());
+      printf("%-12s", workloads[w].c_str());
       for (size_t a = 0; a < allocs.size(); ++a) {
         printf("  %s %8.2f (cpu %8.2f) Mops/s", allocs[a].name, med_ops(a) / 1e6,
                med_cpu_ops(a) / 1e6);

@@ -10,6 +10,13 @@
 //                slots pass to the next thread, which frees them (larson-style churn)
 //   realloc      buffers grown by realloc in ~12% steps from 16 bytes to 1 MiB
 //   mixed        two threads: sizes 16 B..64 KiB (1% up to 512 KiB), window of 4096 blocks
+// and, in malloc_workload_more.cc, each checking every byte it wrote:
+//   fanin        4 threads each allocate 16..512 bytes and send every block to one of the
+//                others, while freeing what the others sent them (all frees cross-thread)
+//   large_touch  blocks of 5..25 MiB, one at a time: every page written, read back, freed
+//   thread_churn rounds of 4 threads that each make a burst of 1024 small blocks and exit
+//   small_loop   one thread: stacks of 1..16 blocks of 8..128 bytes, freed last in first out
+//   factor       a small program: factors integers into vectors and formats them as strings
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,17 +26,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench/malloc_workload.h"
+
 namespace {
 
-struct Rng {
-  uint64_t s;
-  uint64_t Next() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  }
-};
+using tiermem::bench::workload::Rng;
 
 uint64_t Small(uint64_t scale) {
   const uint64_t n = 20000000 * scale;
@@ -159,24 +160,31 @@ uint64_t StatusBytes(const char* key) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: tiermem-malloc-workload small|prodcons|larson|realloc|mixed [scale]\n");
+  namespace w = tiermem::bench::workload;
+  struct Workload {
+    const char* name;
+    uint64_t (*run)(uint64_t scale);
+  };
+  static constexpr Workload kWorkloads[] = {
+      {"small", Small},       {"prodcons", ProdCons},     {"larson", Larson},
+      {"realloc", Realloc},   {"mixed", Mixed},           {"fanin", w::FanIn},
+      {"large_touch", w::LargeTouch}, {"thread_churn", w::ThreadChurn},
+      {"small_loop", w::SmallLoop},   {"factor", w::Factor},
+  };
+  const Workload* workload = nullptr;
+  for (const Workload& k : kWorkloads) {
+    if (argc >= 2 && strcmp(argv[1], k.name) == 0) workload = &k;
+  }
+  if (workload == nullptr) {
+    fprintf(stderr, "usage: tiermem-malloc-workload NAME [scale], NAME one of:");
+    for (const Workload& k : kWorkloads) fprintf(stderr, " %s", k.name);
+    fprintf(stderr, "\n");
     return 2;
   }
-  const std::string name = argv[1];
   const uint64_t scale = argc > 2 ? strtoull(argv[2], nullptr, 10) : 1;
   const uint64_t start_rss = StatusBytes("VmRSS:");
   auto t0 = std::chrono::steady_clock::now();
-  uint64_t ops;
-  if (name == "small") ops = Small(scale);
-  else if (name == "prodcons") ops = ProdCons(scale);
-  else if (name == "larson") ops = Larson(scale);
-  else if (name == "realloc") ops = Realloc(scale);
-  else if (name == "mixed") ops = Mixed(scale);
-  else {
-    fprintf(stderr, "tiermem-malloc-workload: unknown workload '%s'\n", name.c_str());
-    return 2;
-  }
+  const uint64_t ops = workload->run(scale);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   printf("%llu %.6f %llu %llu\n", static_cast<unsigned long long>(ops), s,
          static_cast<unsigned long long>(StatusBytes("VmHWM:")),

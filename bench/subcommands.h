@@ -9,5 +9,7 @@ int Gups(int argc, char** argv);         // bench/gups.cc
 int KernelGups(int argc, char** argv);   // bench/gups_kernel.cc: gups --kernel
 int Kv(int argc, char** argv);           // bench/kv.cc
 int Malloc(int argc, char** argv);       // bench/malloc_bench.cc
+int PreloadHotset(int argc, char** argv);  // bench/preload_hotset.cc
+int Memcached(int argc, char** argv);    // bench/memcached.cc
 
 }  // namespace tiermem::bench

@@ -25,6 +25,10 @@ const Subcommand kSubcommands[] = {
     {"kv", tiermem::bench::Kv, "Zipfian get/put over a hash table: throughput and p99 per tier setup"},
     {"malloc", tiermem::bench::Malloc,
      "allocator workloads under glibc, jemalloc, mimalloc and tiermem (LD_PRELOAD)"},
+    {"preload-hotset", tiermem::bench::PreloadHotset,
+     "an unmodified C program with a moving hot set: plain, tiermem (LD_PRELOAD) and kernel swap"},
+    {"memcached", tiermem::bench::Memcached,
+     "memcached with a hot set of keys: plain, tiermem (LD_PRELOAD) and kernel swap; gets/s, p99, RSS"},
     // Other benchmarks add a line here (and their declaration in subcommands.h).
 };
 

@@ -42,10 +42,15 @@ void PlotTimeline(const std::string& prefix, const std::string& setup) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // plot's line ("N points ... drawn to ...") goes to stderr: stdout is the benchmark's JSON.
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_adddup2(&files, 2, 1);
   pid_t pid = 0;
   int status = 0;
-  if (posix_spawnp(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ) != 0 ||
-      waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  const bool spawned = posix_spawnp(&pid, bin.c_str(), &files, nullptr, argv.data(), environ) == 0;
+  posix_spawn_file_actions_destroy(&files);
+  if (!spawned || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     fprintf(stderr, "tiermem-bench: no plot of %s (tiermemctl plot failed)\n", in.c_str());
   }
 }

@@ -150,6 +150,21 @@ def remote_fault_rows(r):
              f"eviction at {evict:.1f}% of the bare write stream")]
 
 
+def remote_prefetch_rows(r):
+    runs = {(x["pattern"], x["prefetch"]): x for x in r.data["runs"]}
+    rows = []
+    for pattern in ("seq", "stride"):
+        on, off = runs.get((pattern, "auto")), runs.get((pattern, "off"))
+        if not on or not off:
+            continue
+        rows.append((f"remote faults over TCP, {pattern} reads: access GB/s with prefetching (auto) "
+                     "and without; against the bare read stream",
+                     f"{on['access_gbps']:.3f} vs {off['access_gbps']:.3f} GB/s "
+                     f"({on['access_gbps'] / off['access_gbps']:.1f}x); "
+                     f"{on['access_gbps'] / on['raw_stream_gbps']:.2f}x the raw stream"))
+    return rows
+
+
 def gups_rows(r):
     d = r.data
     ws = d.get("working_set_bytes", 0) >> 20
@@ -187,6 +202,7 @@ def is_dict_with(*keys):
 HEADLINES = [
     (r"^compare\.(json|txt)$", is_dict_with("results"), compare_rows),
     (r"^remote-fault.*\.json$", is_dict_with("fault_p50_us", "raw_roundtrip_p50_us"), remote_fault_rows),
+    (r"^remote-fault-prefetch.*\.json$", is_dict_with("runs"), remote_prefetch_rows),
     (r"^gups-full.*\.json$", is_dict_with("tiered_vs_oracle", "tracking_speed_ratio"), gups_rows),
     (r"^kv-.*\.json$", is_dict_with("results", "table_bytes"), kv_rows),
     (r"^malloc.*\.json$", is_dict_with("summary"), malloc_rows),

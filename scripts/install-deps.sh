@@ -16,7 +16,7 @@ PKGS=(
   libcxl-dev libdaxctl-dev ndctl daxctl
   busybox-static cpio kmod iproute2 xz-utils
   libjemalloc-dev libjemalloc2 libmimalloc-dev libmimalloc2.0
-  gnuplot-nox python3 sqlite3
+  gnuplot-nox python3 sqlite3 memcached redis-server
 )
 apt_install() {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@"

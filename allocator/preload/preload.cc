@@ -23,6 +23,7 @@
 
 #include "allocator/entry_points.h"
 #include "allocator/heap_core.h"
+#include "allocator/preload/preload_internal.h"
 #include "allocator/span_map.h"
 #include "base/os.h"
 #include "base/log.h"
@@ -227,6 +228,18 @@ void* NewNothrow(size_t n, size_t align) noexcept {
 }
 
 }  // namespace
+
+HeapCore* ApiHeap() { return Heap(); }
+void* Allocate(size_t size) { return MallocImpl(size); }
+void* AllocateZeroed(size_t size) {
+  HeapCore* h = Heap();
+  return h != nullptr ? h->Calloc(1, size) : __libc_calloc(1, size);
+}
+void* AllocateAligned(size_t align, size_t size) { return MemalignImpl(align, size); }
+void* Reallocate(void* p, size_t size) { return ReallocImpl(p, size); }
+void Deallocate(void* p) { FreeImpl(p); }
+size_t UsableSize(const void* p) { return UsableImpl(p); }
+
 }  // namespace tiermem::preload
 
 using namespace tiermem::preload;  // NOLINT: the C entry points below

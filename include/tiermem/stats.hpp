@@ -26,7 +26,7 @@ namespace tiermem {
 
 // The layout version of the block this build writes and reads. A block of another version is
 // refused with NotSupported naming both versions.
-inline constexpr uint32_t kStatsLayoutVersion = 1;
+inline constexpr uint32_t kStatsLayoutVersion = 3;
 
 // Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
 // last bucket counts the rest.
@@ -85,6 +85,7 @@ struct ProcessStats {
   std::array<std::array<uint64_t, kNumTiers>, kNumTiers> moves{};
   uint64_t remote_faults = 0;       // pages fetched from memory servers on a fault
   uint64_t zero_fills = 0;          // first touches of remote-tier pages, served with zeros
+  uint64_t pages_prefetched = 0;    // pages fetched ahead of faults (TIERMEM_PREFETCH)
   uint64_t sampling_faults = 0;     // accesses caught by the access sampler
   uint64_t pages_evicted = 0;
   uint64_t pages_written = 0;
@@ -93,6 +94,11 @@ struct ProcessStats {
 
   uint64_t policy_rounds = 0;
   uint64_t policy_round_ns = 0;     // time spent in rounds, all together
+  uint64_t budget_relief_pages = 0; // pages evicted because DRAM was over its limit
+  uint64_t fault_throttle_ns = 0;   // time the fault handler waited for that room
+  uint64_t policy_interval_ms = 0;  // the policy thread's round interval; 0: none was started
+  uint64_t policy_cpu_ns = 0;       // its CPU time, up to its latest round
+  DurationHistogram policy_round_time;  // wall time per round (RuntimeCounters has the same)
   std::string sampling_mode;        // protect, faults or off
 
   std::vector<ServerSnapshot> servers;
@@ -120,7 +126,8 @@ std::vector<ProcessEntry> ListProcesses();
 StatusOr<ProcessStats> ReadProcessStats(int pid);
 
 // `st` as one line of JSON (no newline), the keys named as the fields above ("moves" is the
-// [from][to] matrix over dram, cxl, remote; histograms carry "le_ns" bounds and "buckets").
+// [from][to] matrix over dram, cxl, remote; histograms carry "le_ns" bounds and "buckets",
+// "policy_round_time" its own bounds).
 // With t_ns != 0 it starts with "t_ns" (CLOCK_REALTIME): a line of a TIERMEM_STATS timeline.
 std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns = 0);
 

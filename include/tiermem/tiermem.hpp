@@ -80,18 +80,32 @@ struct RemoteServerCounters {
   bool full = false;           // it refused the last allocation
 };
 
+// A histogram of durations that carries its bounds: buckets[i] counts events of at most le_ns[i]
+// nanoseconds, and the last bucket (buckets has one entry more than le_ns) counts the rest.
+struct DurationHistogram {
+  std::vector<uint64_t> le_ns;
+  std::vector<uint64_t> buckets;
+  uint64_t count = 0;
+  uint64_t sum_ns = 0;
+  // The q-quantile (0 <= q <= 1) in nanoseconds, interpolated linearly inside the bucket that
+  // holds it, so it is exact to that bucket's width; the last bucket, which has no upper bound,
+  // answers its lower bound. 0 for an empty histogram.
+  double QuantileNs(double q) const;
+};
+
 // What the runtime has done since Start: the remote tier's pager and the policy thread.
 // Counters only grow; take two and subtract for a rate.
 struct RuntimeCounters {
   // Remote paging.
   uint64_t remote_faults = 0;        // remote pages fetched by the fault handler
-  uint64_t zero_fills = 0;           // faults served with a zero page (never-written pages)
+  uint64_t zero_fills = 0;           // never-written remote pages installed as zeros at first touch
   uint64_t write_protect_faults = 0; // first writes to clean pages
   uint64_t pages_evicted = 0;        // pages dropped to the remote tier
   uint64_t pages_written = 0;        // pages written to memory servers
   uint64_t evictions_clean = 0;      // evictions with no write: the server copy was current
   uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write
   uint64_t pages_fetched = 0;        // pages brought back other than by faults
+  uint64_t pages_prefetched = 0;     // pages fetched ahead of faults (TIERMEM_PREFETCH)
   std::vector<RemoteServerCounters> servers;
   // Automatic tiering (the policy thread).
   std::string sampling_mode = "off";  // in effect: protect, faults or off
@@ -107,7 +121,19 @@ struct RuntimeCounters {
   uint64_t moves_deferred = 0;   // moves held back by the rate limit
   uint64_t migrate_calls = 0;    // placement calls made (one per run of adjacent pages)
   uint64_t migrate_ns = 0;       // time spent in them
+  // DRAM limit: pages evicted because DRAM went over it (faults and first touches bring pages
+  // back), and the fault handler's waits for that room (docs/tiering.md, "DRAM limit").
+  uint64_t budget_relief_pages = 0;
+  uint64_t fault_throttle_waits = 0;
+  uint64_t fault_throttle_ns = 0;
   std::string last_move_error;   // the latest refusal of a planned move
+  // The policy thread's own cost. policy_interval_ms is its round interval
+  // (TIERMEM_SAMPLE_INTERVAL_MS), 0 when no policy thread was started; policy_cpu_ns the CPU time
+  // the thread has used, read from its CPU-time clock after each round; policy_round_time the
+  // wall time of each round (bounds from 10 us to 10 s, ten per decade).
+  uint64_t policy_interval_ms = 0;
+  uint64_t policy_cpu_ns = 0;
+  DurationHistogram policy_round_time;
 };
 
 class Runtime {

@@ -1,6 +1,6 @@
 // A small JSON writer for the runtime's own read-outs (stats_json.cc, runtime_counters.cc): no
 // JSON library in the runtime, so the preload library stays small. One object or array at a
-// time; Key/U/B/S write members, Open/Close nest, Raw writes a preformatted value.
+// time; Key/U/B/S/Histogram write members, Open/Close nest, Raw and Numbers write values.
 #pragma once
 
 #include <cinttypes>
@@ -48,6 +48,31 @@ class Json {
     Comma();
     out_ += v;
     comma_ = true;
+  }
+  // An array of unsigned numbers, as a value.
+  template <typename Seq>
+  void Numbers(const Seq& values) {
+    Open('[');
+    for (uint64_t v : values) {
+      char b[32];
+      snprintf(b, sizeof(b), "%" PRIu64, v);
+      Raw(b);
+    }
+    Close(']');
+  }
+  // A histogram member as every read-out writes it: {count, sum_ns, le_ns, buckets}, where
+  // buckets[i] counts events of at most le_ns[i] ns and the last bucket the rest.
+  template <typename Bounds, typename Buckets>
+  void Histogram(const char* k, const Bounds& le_ns, const Buckets& buckets, uint64_t count, uint64_t sum_ns) {
+    Key(k);
+    Open('{');
+    U("count", count);
+    U("sum_ns", sum_ns);
+    Key("le_ns");
+    Numbers(le_ns);
+    Key("buckets");
+    Numbers(buckets);
+    Close('}');
   }
   std::string& str() { return out_; }
 

@@ -30,7 +30,8 @@ struct PageRecord {
   std::atomic<uint8_t> state{0};        // PageState
   std::atomic<uint8_t> tier{0};         // Tier it is bound to (kDram, kCxl, kRemote), or kNoTier
   std::atomic<uint8_t> flags{0};        // PageFlags
-  std::atomic<uint8_t> heat{0};         // decayed access count (policy)
+  std::atomic<uint8_t> stamp{0};        // bumped each time the pager makes the page resident:
+                                        // tells the relief ring's current entry from stale ones
   std::atomic<uint32_t> remote_slot{0}; // slot on the memory server + 1; 0 = none
 };
 static_assert(sizeof(PageRecord) == 8, "PageRecord must stay 8 bytes");

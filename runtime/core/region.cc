@@ -114,7 +114,7 @@ uint64_t Region::AllocRun(uint64_t npages, PageState initial) {
   for (uint64_t i = found; i < found + npages; ++i) {
     PageRecord& r = records_[i];
     r.flags.store(0, std::memory_order_relaxed);
-    r.heat.store(0, std::memory_order_relaxed);
+    r.stamp.store(0, std::memory_order_relaxed);
     r.remote_slot.store(0, std::memory_order_relaxed);
     // No tier counts these bytes until the caller binds the run: a migration working from a
     // stale view that exchanges the tier meanwhile finds kNoTier and moves no bytes.

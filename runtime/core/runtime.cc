@@ -90,6 +90,7 @@ Status Runtime::Impl::Init(const Options& o) {
     }
   }
   SetLogLevel(opts_.log_level);
+  on_remote_full_ = RemoteFullPolicyOf(opts_);
   if (opts_.region_size < (64u << 20)) {
     TM_LOG_WARN("TIERMEM_REGION_SIZE below 64M is too small; using 64M");
     opts_.region_size = 64u << 20;
@@ -111,7 +112,16 @@ Status Runtime::Impl::Init(const Options& o) {
     pc.servers = opts_.remote;
     pc.token = opts_.token;
     pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
+    const char* problem = nullptr;
+    pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch, &problem);
+    if (problem != nullptr) TM_LOG_WARN("TIERMEM_PREFETCH=\"%s\" %s", opts_.prefetch, problem);
     pc.region_of = [this](const void* p) { return RegionOf(p); };
+    pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
+    pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };
+    pc.after_faults = [this] {
+      if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->AfterFaults();
+    };
+    pc.on_full = [this] { NoteRemoteFull(); };
     pc.counters = &sb_->pager;
     pc.server_counters = sb_->servers;
     auto pager = Pager::Start(std::move(pc));
@@ -119,7 +129,22 @@ Status Runtime::Impl::Init(const Options& o) {
       pager_ = std::move(*pager);
     } else {
       tier_absent_[2] = "TIERMEM_REMOTE=" + std::string(opts_.remote) + ": " + pager.status().message();
-      TM_LOG_WARN("remote tier unavailable: %s", tier_absent_[2].c_str());
+      remote_absent_ = true;
+      if (opts_.remote_required) {
+        TM_LOG_ERROR("remote tier unavailable: %s; TIERMEM_REMOTE_REQUIRED=1: exiting (status %d)",
+                     tier_absent_[2].c_str(), kRemoteLostExitCode);
+        ExitRemoteLost();
+      }
+      // Said once, here: what becomes of the DRAM limit without the tier it relied on.
+      const char* limit = "";
+      if (opts_.dram_limit != 0) {
+        limit = on_remote_full_ == RemoteFullPolicy::kFail
+                    ? "; TIERMEM_DRAM_LIMIT stays a cap (TIERMEM_ON_REMOTE_FULL=fail): allocations "
+                      "past it fail with ENOMEM"
+                    : "; TIERMEM_DRAM_LIMIT is not kept (TIERMEM_ON_REMOTE_FULL=overcommit): DRAM "
+                      "grows past it";
+      }
+      TM_LOG_ERROR("remote tier unavailable: %s; running on DRAM only%s", tier_absent_[2].c_str(), limit);
     }
   }
   running_.store(true, std::memory_order_release);
@@ -137,6 +162,7 @@ Status Runtime::Impl::Init(const Options& o) {
                                      preloaded, ProtectTracker::kMaxArmed),
       &sb_->policy);
   if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
+  if (migrator_->running()) live_migrator_.store(migrator_.get(), std::memory_order_release);
   SmallPagesWhileTiering(*regions_[0]);
   TM_LOG_INFO("started: dram nodes %s, cxl nodes %s, region %llu MiB",
               NodeListString(tier_nodes_[0]).c_str(), NodeListString(tier_nodes_[1]).c_str(),
@@ -207,6 +233,7 @@ Status Runtime::Impl::ResolveTiers() {
 
 Status Runtime::Impl::Stop() {
   if (!running_.load(std::memory_order_acquire)) return Status::Ok();
+  live_migrator_.store(nullptr, std::memory_order_release);
   if (migrator_) migrator_->Stop();  // no migration while the runtime goes away
   FinishStats();
   pools_ = {};  // returns their chunks while Free still works
@@ -254,6 +281,9 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
     // A child after fork() has lost the remote tier that kept the parent within its budgets;
     // the budget is the policy's, not the machine's, so the child runs over it in DRAM.
     if (pager_ && pager_->forked_child()) return Tier::kDram;
+    // The remote tier that was to take what DRAM's limit leaves out was not reached at start
+    // (said then): with overcommit the limit is not a cap.
+    if (remote_absent_ && on_remote_full_ == RemoteFullPolicy::kOvercommit) return Tier::kDram;
     return ResourceExhausted("every tier is at its limit (TIERMEM_DRAM_LIMIT/TIERMEM_CXL_LIMIT)");
   }
   if (static_cast<int>(asked) >= kNumTiers) return InvalidArgument("invalid tier value");
@@ -267,6 +297,13 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
                          " is not available: " + tier_absent_[Index(asked)]);
     }
   }
+  // A page allocated on the remote tier is zero-filled into DRAM at its first touch and relies
+  // on evictions to leave; with fail, none is handed out that no server could take.
+  if (asked == Tier::kRemote && on_remote_full_ == RemoteFullPolicy::kFail && !RemoteCanTake(bytes)) {
+    NoteRemoteFull();
+    return ResourceExhausted("the remote tier is full (TIERMEM_ON_REMOTE_FULL=fail): " +
+                             std::to_string(bytes) + " bytes asked");
+  }
   if (!fits(asked)) {
     return ResourceExhausted(
         "tier " + std::string(TierName(asked)) + " is full: limit " +
@@ -275,6 +312,32 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
         std::to_string(bytes) + " asked");
   }
   return asked;
+}
+
+bool Runtime::Impl::RemoteCanTake(uint64_t bytes) const {
+  if (pager_ == nullptr || pager_->Full()) return false;
+  const uint64_t cap = pager_->CapacityPages() * page_size_;
+  const uint64_t limit = tier_limit_[Index(Tier::kDram)];
+  const uint64_t dram = allocated_[Index(Tier::kDram)].load(std::memory_order_relaxed);
+  const uint64_t owed = limit != 0 && dram > limit ? dram - limit : 0;
+  return allocated_[Index(Tier::kRemote)].load(std::memory_order_relaxed) + owed + bytes <= cap;
+}
+
+void Runtime::Impl::NoteRemoteFull() const {
+  // One thread a minute prints; the others return at once (base/once_per.h).
+  if (!remote_full_warning_.Take(os::MonotonicNanos())) return;
+  char servers[512] = "";
+  if (pager_ != nullptr) pager_->DescribeServers(servers, sizeof(servers));
+  const uint64_t limit = tier_limit_[Index(Tier::kDram)];
+  const uint64_t dram = allocated_[Index(Tier::kDram)].load(std::memory_order_relaxed);
+  const bool fail = on_remote_full_ == RemoteFullPolicy::kFail;
+  TM_LOG_WARN("remote tier full: no memory server can take more pages (%s); DRAM holds %llu bytes, "
+              "%llu over its limit of %llu (TIERMEM_DRAM_LIMIT); TIERMEM_ON_REMOTE_FULL=%s: %s",
+              servers, static_cast<unsigned long long>(dram),
+              static_cast<unsigned long long>(limit != 0 && dram > limit ? dram - limit : 0),
+              static_cast<unsigned long long>(limit), fail ? "fail" : "overcommit",
+              fail ? "allocations past the limit fail with ENOMEM"
+                   : "pages stay in DRAM past the limit");
 }
 
 // The policy tracks and moves 4 KiB pages. A transparent huge page moves as a whole
@@ -339,7 +402,10 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   for (uint64_t i = first; i < first + npages; ++i) {
     region->record(i).tier.store(static_cast<uint8_t>(chosen), std::memory_order_relaxed);
   }
-  if (flags & kAllocPin) region->record(first).flags.fetch_or(kPagePinned);
+  // Every page carries the pin, so a victim is checked without finding its run's head.
+  if (flags & kAllocPin) {
+    for (uint64_t i = first; i < first + npages; ++i) region->record(i).flags.fetch_or(kPagePinned);
+  }
   if (migrator_) migrator_->OnAllocate(region, first, npages);  // pages to watch
   allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
   if ((flags & kAllocPopulate) && chosen != Tier::kRemote) {

@@ -23,6 +23,7 @@ std::string CountersJson(const RuntimeCounters& c) {
   j.U("evictions_clean", c.evictions_clean);
   j.U("evictions_untouched", c.evictions_untouched);
   j.U("pages_fetched", c.pages_fetched);
+  j.U("pages_prefetched", c.pages_prefetched);
   j.U("policy_rounds", c.policy_rounds);
   j.U("policy_round_ns", c.policy_round_ns);
   j.U("samples", c.samples);
@@ -34,6 +35,13 @@ std::string CountersJson(const RuntimeCounters& c) {
   j.U("moves_deferred", c.moves_deferred);
   j.U("migrate_calls", c.migrate_calls);
   j.U("migrate_ns", c.migrate_ns);
+  j.U("budget_relief_pages", c.budget_relief_pages);
+  j.U("fault_throttle_waits", c.fault_throttle_waits);
+  j.U("fault_throttle_ns", c.fault_throttle_ns);
+  j.U("policy_interval_ms", c.policy_interval_ms);
+  j.U("policy_cpu_ns", c.policy_cpu_ns);
+  const DurationHistogram& rt = c.policy_round_time;
+  j.Histogram("policy_round_time", rt.le_ns, rt.buckets, rt.count, rt.sum_ns);
   j.S("sampling_mode", c.sampling_mode);
   j.Key("servers");
   j.Open('[');
@@ -56,6 +64,22 @@ std::string CountersJson(const RuntimeCounters& c) {
 
 }  // namespace
 
+double DurationHistogram::QuantileNs(double q) const {
+  if (count == 0 || buckets.empty()) return 0;
+  const double rank = std::clamp(q, 0.0, 1.0) * static_cast<double>(count);
+  double below = 0;  // events in the buckets before b
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const double n = static_cast<double>(buckets[b]);
+    const double lo = b == 0 ? 0.0 : static_cast<double>(le_ns[b - 1]);
+    if (b >= le_ns.size()) return lo;  // the last bucket has no upper bound
+    if (n > 0 && below + n >= rank) {
+      return lo + (static_cast<double>(le_ns[b]) - lo) * (rank - below) / n;
+    }
+    below += n;
+  }
+  return le_ns.empty() ? 0.0 : static_cast<double>(le_ns.back());
+}
+
 Status Runtime::Impl::SetPinned(void* ptr, bool pinned) {
   Region* region = RegionOf(ptr);
   if (region == nullptr || reinterpret_cast<uintptr_t>(ptr) % page_size_ != 0 ||
@@ -63,11 +87,15 @@ Status Runtime::Impl::SetPinned(void* ptr, bool pinned) {
     return InvalidArgument(std::string(pinned ? "Pin(" : "Unpin(") + internal::Hex(ptr) +
                            "): not the start of a live tiermem allocation");
   }
-  PageRecord& rec = region->record(region->PageIndex(ptr));
-  if (pinned) {
-    rec.flags.fetch_or(kPagePinned);
-  } else {
-    rec.flags.fetch_and(static_cast<uint8_t>(~kPagePinned));
+  // Every page of the run carries the pin (the relief ring checks pages, not runs).
+  const uint64_t first = region->PageIndex(ptr), n = region->RunLength(first);
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region->record(i);
+    if (pinned) {
+      rec.flags.fetch_or(kPagePinned);
+    } else {
+      rec.flags.fetch_and(static_cast<uint8_t>(~kPagePinned));
+    }
   }
   return Status::Ok();
 }
@@ -84,6 +112,7 @@ RuntimeCounters Runtime::Impl::Counters() const {
     c.evictions_clean = p.skipped_clean;
     c.evictions_untouched = p.skipped_untouched;
     c.pages_fetched = p.fetched;
+    c.pages_prefetched = p.prefetched;
     for (const PagerServerStats& s : pager_->server_stats()) {
       c.servers.push_back({s.server, s.connected, s.error, s.pages, s.slots, s.written, s.faults,
                            s.fetched, s.full});
@@ -106,6 +135,14 @@ RuntimeCounters Runtime::Impl::Counters() const {
     c.migrate_ns = m.migrate_ns;
     c.last_move_error = m.last_error;
   }
+  c.budget_relief_pages = sb_->policy.relief_pages.load(std::memory_order_relaxed);
+  c.fault_throttle_waits = sb_->policy.throttle_waits.load(std::memory_order_relaxed);
+  c.fault_throttle_ns = sb_->policy.throttle_ns.load(std::memory_order_relaxed);
+  // The policy thread's cost is kept in the stats block only (the thread writes it there).
+  const PolicyCounters& pc = sb_->policy;
+  c.policy_interval_ms = pc.interval_ms.load(std::memory_order_relaxed);
+  c.policy_cpu_ns = pc.cpu_ns.load(std::memory_order_relaxed);
+  c.policy_round_time = pc.round_time.Read();
   return c;
 }
 

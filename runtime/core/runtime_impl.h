@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/numa/numa_backend.h"
+#include "base/once_per.h"
 #include "base/options.h"
 #include "runtime/paging/pager.h"
 #include "runtime/core/region.h"
@@ -80,6 +81,9 @@ class Runtime::Impl final : public PageMover {
   // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.
   Tier TierOfNode(int node) const;
   const std::vector<int>& TierNodes(Tier tier) const override { return tier_nodes_[Index(tier)]; }
+  uint64_t TierPages(Tier tier) const override {
+    return allocated_[Index(tier)].load(std::memory_order_relaxed) / page_size_;
+  }
   size_t page_size() const { return page_size_; }
   // The policy thread, or nullptr before Init / after Stop.
   Migrator* migrator() const { return migrator_.get(); }
@@ -124,12 +128,12 @@ class Runtime::Impl final : public PageMover {
   void CountMoves(uint8_t from, Tier to, uint64_t pages) {
     if (from < kNumTiers && pages != 0) sb_->moves[from][Index(to)].fetch_add(pages, std::memory_order_relaxed);
   }
-  // Where a live page's data is for the move counters: its tier, or DRAM for a page of a remote
-  // run that was faulted back (remote runs are bound to DRAM's nodes).
-  static uint8_t DataTier(const PageRecord& rec);
-  // Counts, as moves to the remote tier, the pages of `from` (their DataTier before an eviction)
-  // that are remote now: pages first, first+stride, ... (n of them).
-  void CountEvicted(Region& region, uint64_t first, uint64_t stride, uint64_t n, const std::vector<uint8_t>& from);
+  // The pager's accounting hooks (PagerConfig::on_resident / on_evicted / after_faults): a
+  // page's tier follows its data, so DRAM's count includes the pages faulted back into it.
+  void OnResident(Region& region, uint64_t first, uint64_t n, bool moved);
+  void OnEvicted(Region& region, uint64_t index);
+  // The policy thread once it runs (the fault handler reads it; set after Migrator::Start).
+  std::atomic<Migrator*> live_migrator_{nullptr};
   void PublishTopology();  // tiers, nodes, limits and servers into the stats block, at start
   void PublishRegion(int n);
   // TIERMEM_STATS (stats_report.cc): the timeline thread and one JSON line of it.
@@ -141,6 +145,18 @@ class Runtime::Impl final : public PageMover {
   std::mutex stats_file_mu_;
   bool stats_reported_ = false;
   uint64_t RemoteCapacityBytes() const;  // what the connected servers offer this process
+  // TIERMEM_ON_REMOTE_FULL (docs/protocol.md, "When the remote tier is full or absent").
+  // RemoteCanTake: whether `bytes` more on the remote tier still fit what the connected servers
+  // hold for this process, counting the pages DRAM holds past its limit, which are owed to
+  // the remote tier. NoteRemoteFull: the warning that no server can take a page, at most once
+  // a minute (kRemoteFullWarnNs); lock-free and allocation-free, so the evicting thread (with
+  // the pager's io lock held) and allocating threads may call it.
+  bool RemoteCanTake(uint64_t bytes) const;
+  void NoteRemoteFull() const;
+  static constexpr uint64_t kRemoteFullWarnNs = 60ull * 1000 * 1000 * 1000;
+  RemoteFullPolicy on_remote_full_ = RemoteFullPolicy::kOvercommit;
+  bool remote_absent_ = false;  // TIERMEM_REMOTE given, but no server was reached at start
+  mutable OncePer remote_full_warning_{kRemoteFullWarnNs};
   std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
 
   // Allocated as the address space grows (a table of 256 Regions would cost every process about

@@ -49,22 +49,18 @@ Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, u
   return Status::Ok();
 }
 
-uint8_t Runtime::Impl::DataTier(const PageRecord& rec) {
-  if (rec.state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal)) return kNoTier;
-  const uint8_t t = rec.tier.load(std::memory_order_relaxed);
-  return t == static_cast<uint8_t>(Tier::kRemote) ? static_cast<uint8_t>(Tier::kDram) : t;
+void Runtime::Impl::OnResident(Region& region, uint64_t first, uint64_t n, bool moved) {
+  uint64_t back = 0;
+  for (uint64_t i = first; i < first + n; ++i) {
+    back += Retag(region.record(i), Tier::kDram) == static_cast<uint8_t>(Tier::kRemote);
+  }
+  if (!moved) return;  // discarded: nothing came back, nothing to queue
+  CountMoves(Index(Tier::kRemote), Tier::kDram, back);
+  if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnResident(&region, first, n);
 }
 
-void Runtime::Impl::CountEvicted(Region& region, uint64_t first, uint64_t stride, uint64_t n,
-                                 const std::vector<uint8_t>& from) {
-  uint64_t out[kNumTiers] = {};
-  for (uint64_t i = 0; i < n; ++i) {
-    const PageRecord& rec = region.record(first + i * stride);
-    if (from[i] < kNumTiers && rec.state.load(std::memory_order_acquire) == static_cast<uint8_t>(PageState::kRemote)) {
-      ++out[from[i]];
-    }
-  }
-  for (int t = 0; t < kNumTiers; ++t) CountMoves(static_cast<uint8_t>(t), Tier::kRemote, out[t]);
+void Runtime::Impl::OnEvicted(Region& region, uint64_t index) {
+  CountMoves(Retag(region.record(index), Tier::kRemote), Tier::kRemote, 1);
 }
 
 uint8_t Runtime::Impl::Retag(PageRecord& rec, Tier tier) {
@@ -90,8 +86,8 @@ StatusOr<MigrateResult> Runtime::Impl::MoveRangeTo(void* ptr, size_t len, Tier t
         return NotSupported("range includes pages on the remote tier, which is not connected");
       }
       // Remote pages come back first (read from memd, installed), then move like the rest.
-      TIERMEM_ASSIGN_OR_RETURN(uint64_t fetched, pager_->FetchBack(*region, first, npages));
-      CountMoves(Index(Tier::kRemote), tier, fetched);  // they end on `tier` with the rest
+      // (Counted as moves into DRAM, where they land, by OnResident; then as DRAM -> CXL below.)
+      TIERMEM_RETURN_IF_ERROR(pager_->FetchBack(*region, first, npages).status());
       break;
     }
   }
@@ -156,11 +152,8 @@ StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
     }
   }
   ReleaseSampled(region->PageAddress(first), npages * page_size_);
-  std::vector<uint8_t> from(npages);
-  for (uint64_t i = 0; i < npages; ++i) from[i] = DataTier(region->record(first + i));
+  // Evicted pages are retagged and counted by OnEvicted, as each becomes remote.
   TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->Evict(*region, first, npages));
-  CountEvicted(*region, first, 1, npages, from);
-  for (uint64_t i = first; i < first + npages; ++i) Retag(region->record(i), Tier::kRemote);
   MigrateResult r;
   r.pages_moved = moved;
   r.pages_already_there = already;
@@ -189,11 +182,7 @@ StatusOr<MigrateResult> Runtime::Impl::EvictPages(const std::vector<char*>& page
       }
       idx.push_back(first);
     }
-    std::vector<uint8_t> from(idx.size());
-    for (size_t k = 0; k < idx.size(); ++k) from[k] = DataTier(region->record(idx[k]));
-    TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->EvictPages(*region, idx));
-    for (size_t k = 0; k < idx.size(); ++k) CountEvicted(*region, idx[k], 1, 1, {from[k]});
-    for (uint64_t k : idx) Retag(region->record(k), Tier::kRemote);
+    TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->EvictPages(*region, idx));  // OnEvicted counts
     r.pages_moved += moved;
     i = j;
   }

@@ -1,42 +1,14 @@
 // ProcessStats as one line of JSON (include/tiermem/stats.hpp): the TIERMEM_STATS file, its
 // timeline lines and `tiermemctl stat --json` all print this, so the keys are the same
 // everywhere. Hand-written (no JSON library in the runtime: the preload library stays small).
-#include <cinttypes>
-#include <cstdio>
 #include <string>
 
 #include "runtime/core/json_writer.h"
 #include "tiermem/stats.hpp"
 
 namespace tiermem {
-namespace {
 
 using internal::Json;
-
-template <typename Numbers>
-void Array(Json& j, const Numbers& values) {
-  j.Open('[');
-  for (uint64_t v : values) {
-    char s[32];
-    snprintf(s, sizeof(s), "%" PRIu64, v);
-    j.Raw(s);
-  }
-  j.Close(']');
-}
-
-void Histogram(Json& j, const char* key, const LatencyHistogram& h) {
-  j.Key(key);
-  j.Open('{');
-  j.U("count", h.count);
-  j.U("sum_ns", h.sum_ns);
-  j.Key("le_ns");
-  Array(j, kHistogramBoundsNs);
-  j.Key("buckets");
-  Array(j, h.buckets);
-  j.Close('}');
-}
-
-}  // namespace
 
 std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   Json j;
@@ -76,17 +48,26 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   j.U("dram_limit_bytes", st.dram_limit_bytes);
   j.Key("moves");
   j.Open('[');
-  for (const auto& row : st.moves) Array(j, row);
+  for (const auto& row : st.moves) j.Numbers(row);
   j.Close(']');
   j.U("remote_faults", st.remote_faults);
   j.U("zero_fills", st.zero_fills);
+  j.U("pages_prefetched", st.pages_prefetched);
   j.U("sampling_faults", st.sampling_faults);
   j.U("pages_evicted", st.pages_evicted);
   j.U("pages_written", st.pages_written);
-  Histogram(j, "fault_latency", st.fault_latency);
-  Histogram(j, "evict_latency", st.evict_latency);
+  j.Histogram("fault_latency", kHistogramBoundsNs, st.fault_latency.buckets, st.fault_latency.count,
+              st.fault_latency.sum_ns);
+  j.Histogram("evict_latency", kHistogramBoundsNs, st.evict_latency.buckets, st.evict_latency.count,
+              st.evict_latency.sum_ns);
   j.U("policy_rounds", st.policy_rounds);
   j.U("policy_round_ns", st.policy_round_ns);
+  j.U("budget_relief_pages", st.budget_relief_pages);
+  j.U("fault_throttle_ns", st.fault_throttle_ns);
+  j.U("policy_interval_ms", st.policy_interval_ms);
+  j.U("policy_cpu_ns", st.policy_cpu_ns);
+  const DurationHistogram& rt = st.policy_round_time;
+  j.Histogram("policy_round_time", rt.le_ns, rt.buckets, rt.count, rt.sum_ns);
   j.S("sampling_mode", st.sampling_mode);
   j.Key("servers");
   j.Open('[');

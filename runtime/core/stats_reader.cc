@@ -187,6 +187,7 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   }
   st.remote_faults = b.pager.faults.load(std::memory_order_relaxed);
   st.zero_fills = b.pager.zero_fills.load(std::memory_order_relaxed);
+  st.pages_prefetched = b.pager.prefetched.load(std::memory_order_relaxed);
   st.pages_evicted = b.pager.evicted.load(std::memory_order_relaxed);
   st.pages_written = b.pager.written.load(std::memory_order_relaxed);
   st.fault_latency = b.pager.fault_latency.Load();
@@ -194,6 +195,11 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.sampling_faults = b.policy.samples.load(std::memory_order_relaxed);
   st.policy_rounds = b.policy.rounds.load(std::memory_order_relaxed);
   st.policy_round_ns = b.policy.round_ns.load(std::memory_order_relaxed);
+  st.budget_relief_pages = b.policy.relief_pages.load(std::memory_order_relaxed);
+  st.fault_throttle_ns = b.policy.throttle_ns.load(std::memory_order_relaxed);
+  st.policy_interval_ms = b.policy.interval_ms.load(std::memory_order_relaxed);
+  st.policy_cpu_ns = b.policy.cpu_ns.load(std::memory_order_relaxed);
+  st.policy_round_time = b.policy.round_time.Read();
   st.sampling_mode.assign(b.policy.mode, strnlen(b.policy.mode, sizeof(b.policy.mode)));
   const uint32_t nservers = std::min<uint32_t>(b.nservers.load(std::memory_order_acquire), kMaxStatsServers);
   for (uint32_t i = 0; i < nservers; ++i) {

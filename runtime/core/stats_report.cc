@@ -36,6 +36,7 @@ void Runtime::Impl::StartStatsTimeline() {
   stats_fd_ = fd;
   timeline_stop_fd_ = *stop;
   const int interval = static_cast<int>(std::min<uint64_t>(opts_.stats_interval_ms, 3'600'000));
+  NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
   timeline_ = std::thread([this, interval] {
     OnRuntimeThreadStart();  // its allocations never come from evictable pages
     while (os::WaitStop(timeline_stop_fd_, interval) == 0) WriteStatsLine();

@@ -4,6 +4,7 @@
 #include "runtime/paging/pager.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -36,6 +37,7 @@ StatusOr<std::unique_ptr<Pager>> Pager::Start(PagerConfig config) {
 
 Status Pager::Init(PagerConfig config) {
   config_ = std::move(config);
+  prefetcher_ = Prefetcher(config_.prefetch_window);
   if (!config_.region_of) return InvalidArgument("pager: no region lookup");
   if (config_.counters != nullptr) c_ = config_.counters;
   TIERMEM_ASSIGN_OR_RETURN(std::vector<remote::Endpoint> eps, remote::ParseEndpointList(config_.servers));
@@ -99,10 +101,13 @@ Status Pager::Init(PagerConfig config) {
                 servers_.size() - connected, servers_.size(), tried.c_str());
   }
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
-  thread_ = std::thread([this] {
-    OnRuntimeThreadStart();  // its own allocations never come from evictable pages
-    FaultLoop();
-  });
+  {
+    NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
+    thread_ = std::thread([this] {
+      OnRuntimeThreadStart();  // its own allocations never come from evictable pages
+      FaultLoop();
+    });
+  }
   TM_LOG_INFO("remote tier: memory servers %s (write-protect tracking %s)", server_.c_str(), wp_ ? "on" : "off");
   return Status::Ok();
 }
@@ -182,6 +187,7 @@ PagerStats Pager::stats() const {
   s.skipped_clean = c_->skipped_clean.load();
   s.skipped_untouched = c_->skipped_untouched.load();
   s.fetched = c_->fetched.load();
+  s.prefetched = c_->prefetched.load();
   return s;
 }
 
@@ -203,6 +209,46 @@ std::vector<PagerServerStats> Pager::server_stats() const {
               s->full_until_ns.load(std::memory_order_relaxed) > now;
   }
   return out;
+}
+
+bool Pager::Full() const {
+  bool any = false;
+  for (const auto& s : servers_) {
+    if (!s->io) continue;
+    any = true;
+    const uint64_t slots = s->c->slots.load(std::memory_order_relaxed);
+    const uint64_t pages = s->c->pages.load(std::memory_order_relaxed);
+    if (!s->refused.load(std::memory_order_relaxed) || pages < slots) return false;
+  }
+  return any;
+}
+
+uint64_t Pager::CapacityPages() const {
+  uint64_t pages = 0;
+  for (const auto& s : servers_) {
+    if (!s->io) continue;
+    const uint64_t cap = s->c->capacity_pages.load(std::memory_order_relaxed);
+    pages += s->quota != 0 && s->quota < cap ? s->quota : cap;
+  }
+  return pages;
+}
+
+void Pager::DescribeServers(char* buf, size_t n) const {
+  if (n == 0) return;
+  buf[0] = '\0';
+  size_t at = 0;
+  for (const auto& s : servers_) {
+    if (!s->io || at + 1 >= n) continue;
+    const uint64_t cap = s->c->capacity_pages.load(std::memory_order_relaxed);
+    const uint64_t quota = s->quota != 0 && s->quota < cap ? s->quota : cap;
+    int w = snprintf(buf + at, n - at, "%s%s: %llu MiB%s, %llu pages used", at == 0 ? "" : "; ",
+                     s->name.c_str(), static_cast<unsigned long long>(quota * kPage >> 20),
+                     quota < cap ? " quota" : "",
+                     static_cast<unsigned long long>(s->c->pages.load(std::memory_order_relaxed)));
+    if (w < 0) break;
+    at += static_cast<size_t>(w);
+    if (at >= n) at = n - 1;
+  }
 }
 
 Status Pager::Register(void* addr, size_t bytes) { return os::UffdRegister(uffd_, addr, bytes, wp_); }
@@ -264,9 +310,11 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si) {
     }
     if (want == 0) {
       s.full_until_ns.store(os::MonotonicNanos() + kFullRetryNs, std::memory_order_relaxed);
+      s.refused.store(true, std::memory_order_relaxed);
       return last;
     }
     if (!r.ok()) return r.status();
+    s.refused.store(false, std::memory_order_relaxed);
     if (next_slot_ + r->count >= (1ull << 32)) {
       return ResourceExhausted("remote tier: more than 2^32 pages on memory servers");
     }
@@ -288,12 +336,17 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement) {
   if (*placement >= servers_.size()) *placement = PickServer();
   for (;;) {
     if (*placement >= servers_.size()) {
+      if (config_.on_full) config_.on_full();
       return ResourceExhausted("remote tier: every memory server is full (" + server_ + ")");
     }
     auto slot = TakeSlotOn(*placement);
     if (slot.ok() || slot.status().code() != StatusCode::kResourceExhausted) return slot;
-    TM_LOG_INFO("remote tier: %s is full, placing on the next server", servers_[*placement]->name.c_str());
+    const size_t full = *placement;
     *placement = PickServer();  // this one is marked full now
+    if (*placement < servers_.size()) {
+      TM_LOG_INFO("remote tier: %s is full, placing on %s", servers_[full]->name.c_str(),
+                  servers_[*placement]->name.c_str());
+    }
   }
 }
 
@@ -350,6 +403,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         Status z = os::UffdZeroPage(uffd_, region.PageAddress(b + i), kPage);
         if (!z.ok()) failure = z;
         rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+        if (config_.on_resident) config_.on_resident(region, b + i, 1, true);
         rec.state.store(S(PageState::kLocal), std::memory_order_release);
         continue;
       }
@@ -373,6 +427,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
       PageRecord& rec = region.record(idx[j]);
       if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
       else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+      if (config_.on_resident) config_.on_resident(region, idx[j], 1, true);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
       servers_[k]->c->fetched.fetch_add(1, std::memory_order_relaxed);
       ++fetched;
@@ -416,6 +471,7 @@ void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
     if (slot1 != 0) GiveSlot(slot1 - 1);
     rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
     if (rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
+      if (config_.on_resident) config_.on_resident(region, i, 1, false);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
     }
   }
@@ -430,24 +486,27 @@ void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
     for (uint64_t i = first; i < first + n; ++i) region.record(i).remote_slot.store(0);
     return;
   }
-  // A fault on this run may still be in flight in the handler thread (which never takes io_mu_):
-  // let it install and mark the page before the run changes hands, or its late "local" mark and
-  // write-protect would land on the next owner's page.
-  for (uint64_t i = first; i < first + n; ++i) {
-    while (region.record(i).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
-      std::this_thread::yield();
-    }
-  }
+  // Each page becomes kReleasing by compare-and-swap from whatever it is, waiting while it is
+  // claimed: a fault on this run may still be in flight in the handler thread (which never takes
+  // io_mu_), or the handler may have claimed it as a neighbour of a first touch nearby (its zero
+  // fill batch): it must install and mark the page before the run changes hands, or its late
+  // "local" mark would land on the next owner's page, and its install would meet an unregistered
+  // range. Once kReleasing, nobody may claim it (an evictor or fetcher with a stale view, the
+  // policy thread, included) until Region::ReleaseRun: had one claimed it, the run could be
+  // handed out again while it works, and its late drop would destroy what the next owner wrote.
   for (uint64_t i = first; i < first + n; ++i) {
     PageRecord& rec = region.record(i);
+    for (uint8_t st = rec.state.load(std::memory_order_acquire);;) {
+      if (st == S(PageState::kInFlight)) {
+        std::this_thread::yield();
+        st = rec.state.load(std::memory_order_acquire);
+        continue;
+      }
+      if (rec.state.compare_exchange_weak(st, S(PageState::kReleasing), std::memory_order_acq_rel)) break;
+    }
     uint32_t slot1 = rec.remote_slot.exchange(0, std::memory_order_relaxed);
     if (slot1 != 0) GiveSlot(slot1 - 1);
     rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-    // Releasing from here on, before io_mu_ is let go: an evictor or fetcher holding a stale
-    // view of these pages (the policy thread) must not claim them between now and
-    // Region::ReleaseRun. Had it claimed them, the run could be handed out again while it works,
-    // and its late drop (MADV_DONTNEED) would destroy what the next owner wrote.
-    rec.state.store(S(PageState::kReleasing), std::memory_order_release);
   }
   char* addr = region.PageAddress(first);
   (void)os::Discard(addr, n * kPage);

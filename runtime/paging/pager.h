@@ -19,7 +19,9 @@
 // - Fault: one handler thread reads userfaultfd events in batches, posts the reads of every
 //   faulted remote page at once (pipelined on its own connection), and installs each page with
 //   UFFDIO_COPY, which wakes every thread waiting on it: concurrent faults on a page are served
-//   once. A page brought in by a read fault is installed write-protected and stays "clean"
+//   once. A fresh page (allocated on kRemote, never written) is zero-filled together with the
+//   fresh pages after it in its run, up to kZeroBatch in one UFFDIO_COPY: first touch of remote
+//   memory costs one handler round trip per batch, not per page. A page brought in by a read fault is installed write-protected and stays "clean"
 //   (kPageRemoteClean): if it is evicted again before anyone writes it, it is not written again.
 //   The first write to it costs one WP fault that marks it dirty.
 // - A fault that cannot be served (server dead or silent beyond TIERMEM_REMOTE_TIMEOUT_MS) prints
@@ -30,7 +32,9 @@
 //   each (one for evictions and control, one for the fault handler) in one session per server.
 //   Each Evict call (a run) places its new pages on one server, the one with the most room left
 //   (its quota minus the pages this process keeps there; ties go round-robin); a server that
-//   refuses an allocation (full) is skipped for a second and placement goes to the next one. A
+//   refuses an allocation (full) is skipped for a second and placement goes to the next one;
+//   when none is left the eviction fails and on_full is called (the runtime warns, and
+//   TIERMEM_ON_REMOTE_FULL decides what DRAM's limit does: docs/protocol.md). A
 //   page's record holds its pager slot, and the pager's range table maps that slot to the server
 //   and memd slot, so a fault always goes to the server that holds the page.
 // - The userfaultfd, eventfd and pagemap calls are in runtime/os (os.h); this file and
@@ -54,6 +58,7 @@
 #include "backends/remote/transport.h"
 #include "base/counters.h"
 #include "runtime/core/region.h"
+#include "runtime/paging/prefetch.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem {
@@ -65,6 +70,28 @@ struct PagerConfig {
   uint64_t slot_chunk = 16384;  // slots asked of memd at a time (64 MiB)
   // Maps a faulting address to its managed region (Runtime::Impl::RegionOf).
   std::function<Region*(const void*)> region_of;
+  // Tier accounting hooks, called while the pages are still claimed (kInFlight), so nobody can
+  // move them on before the core has counted them. Must not allocate, block, or take locks the
+  // program's threads may hold. Optional.
+  // - on_resident: pages [first, first+n) of `region` are local again (kRemote -> kLocal): fetched
+  //   or zero-filled by the fault handler or FetchBack (`moved`), or discarded (`moved` false:
+  //   nothing came back; OnDiscard).
+  // - on_evicted: page `index` of `region` is now on the remote tier (kLocal -> kRemote).
+  std::function<void(Region& region, uint64_t first, uint64_t n, bool moved)> on_resident;
+  std::function<void(Region& region, uint64_t index)> on_evicted;
+  // Called by the fault handler thread after it served a batch of faults and woke their
+  // threads: the core checks DRAM's budget here and may hold the handler back (bounded) while
+  // the policy thread makes room. Optional.
+  std::function<void()> after_faults;
+  // TIERMEM_PREFETCH: the most pages a remote fault fetches ahead along its thread's stream
+  // (prefetch.h); 0: none.
+  uint32_t prefetch_window = 0;
+  // Called when no server can take a page (every connected one refused its last allocation and
+  // has no free slot left): an eviction is about to fail with ResourceExhausted. Runs on the
+  // evicting thread (policy thread, or a thread in Migrate) with the pager's io lock held; must
+  // not allocate, block, or call back into the pager except Full() and DescribeServers().
+  // Optional.
+  std::function<void()> on_full;
   // Where the counters live (the process's stats block); the pager's own when null. `servers`
   // has room for kMaxServers entries.
   PagerCounters* counters = nullptr;
@@ -73,13 +100,14 @@ struct PagerConfig {
 
 struct PagerStats {
   uint64_t faults = 0;           // remote pages fetched by the fault handler
-  uint64_t zero_fills = 0;       // faults served with a zero page (never-written remote pages)
+  uint64_t zero_fills = 0;       // never-written remote pages installed as zeros (batched)
   uint64_t wp_faults = 0;        // first writes to clean pages
   uint64_t evicted = 0;          // pages dropped to the remote tier
   uint64_t written = 0;          // pages written to memd
   uint64_t skipped_clean = 0;    // evictions with no write: the server copy was current
   uint64_t skipped_untouched = 0;// evictions of never-touched pages: nothing to write
   uint64_t fetched = 0;          // pages brought back by FetchBack
+  uint64_t prefetched = 0;       // pages fetched ahead of a fault by the prefetcher
 };
 
 // One memory server of the list, as the pager sees it.
@@ -95,8 +123,13 @@ struct PagerServerStats {
   bool full = false;       // it refused the last allocation (placement skips it for a while)
 };
 
-// The exit status of a process whose remote page could not be fetched.
+// The exit status of a process whose remote page could not be fetched, and of one started with
+// TIERMEM_REMOTE_REQUIRED=1 that reached no server.
 inline constexpr int kRemoteLostExitCode = 75;
+
+// Ends the process with kRemoteLostExitCode at once (files registered with AddExitFile are
+// removed first). The caller has printed the line that says why.
+[[noreturn]] void ExitRemoteLost();
 
 class Pager {
  public:
@@ -135,6 +168,20 @@ class Pager {
   void AfterFork(bool child);
   bool forked_child() const { return forked_child_; }
 
+  // True while no connected server can take a new page: each refused its last slot allocation
+  // (memd at its capacity, or at the quota it gives this process) and has no free slot of its
+  // own. Lock-free and allocation-free (atomics only): any thread, the fault handler and
+  // allocating threads included. A server is asked again after a second (placement) and is no
+  // longer full once it grants slots or pages of it are freed here.
+  bool Full() const;
+  // "tcp://127.0.0.1:7471: 128 MiB, 32768 pages used" for each connected server ("MiB quota"
+  // when the quota memd gives this process is below its capacity), ';'-separated, into buf
+  // (always NUL-terminated, truncated to n). Lock-free and allocation-free, like Full().
+  void DescribeServers(char* buf, size_t n) const;
+  // Pages the connected servers could hold for this process in all: the sum of each one's
+  // quota (memd's capacity when the quota is larger). Lock-free.
+  uint64_t CapacityPages() const;
+
   PagerStats stats() const;  // all servers together
   std::vector<PagerServerStats> server_stats() const;  // one per listed server, in list order
   // The connected servers, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
@@ -154,6 +201,7 @@ class Pager {
     uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
     std::vector<uint64_t> free;              // pager slots held here and unused; io_mu_
     std::atomic<uint64_t> full_until_ns{0};  // refused an allocation: skip until then
+    std::atomic<bool> refused{false};        // the last allocation asked of it was refused
     PagerServerCounters own{};
     PagerServerCounters* c = &own;  // the stats block's entry, or `own`
   };
@@ -225,8 +273,16 @@ class Pager {
   std::thread thread_;
   int pagemap_fd_ = -1;
 
+  // The fault handler's pages fetched ahead, installed after its batch's reads: `at(j)` is
+  // staging page j's destination (region null: not one of them).
+  struct AheadPage {
+    Region* region;
+    uint64_t index;
+  };
+  void InstallAhead(size_t n, const char* staging, const std::function<AheadPage(size_t)>& at);
   PagerCounters own_counters_{};
   PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
+  Prefetcher prefetcher_{0};  // the fault handler thread's (made by Init)
 };
 
 template <typename OnDone>

@@ -154,9 +154,14 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
   }
   auto wake = [&] { for_runs([&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); }); };
   if (!failure.ok()) {
-    // Nothing is dropped: pages go back to local, unprotected, and any waiter retries.
+    // Nothing is dropped: pages go back to local, unprotected, and any waiter retries. A clean
+    // page becomes dirty: once unprotected, a write to it is no longer seen, and the next
+    // eviction would skip it and leave the server's old copy to be faulted back.
     for (size_t i = 0; i < m; ++i) {
-      if (claimed[i]) region.record(idx[i]).state.store(S(PageState::kLocal), std::memory_order_release);
+      if (!claimed[i]) continue;
+      PageRecord& rec = region.record(idx[i]);
+      rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
     }
     if (wp_) for_claimed_runs([&](char* a, size_t len) { (void)os::UffdWriteProtect(uffd_, a, len, false); });
     wake();
@@ -176,6 +181,7 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
     if (!claimed[i]) continue;
     PageRecord& rec = region.record(idx[i]);
     rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+    if (config_.on_evicted) config_.on_evicted(region, idx[i]);
     rec.state.store(S(PageState::kRemote), std::memory_order_release);
     ++w->became_remote;
   }

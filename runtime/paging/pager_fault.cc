@@ -20,7 +20,13 @@ namespace tiermem {
 using pager_internal::Cas;
 using pager_internal::kBatch;
 using pager_internal::kPage;
+using pager_internal::kZeroBatch;
 using pager_internal::S;
+
+void ExitRemoteLost() {
+  RemoveExitFiles();
+  std::_Exit(kRemoteLostExitCode);
+}
 
 void Pager::Fatal(const void* addr, size_t server, const Status& why) {
   const std::string& name = server < servers_.size() ? servers_[server]->name : server_;
@@ -29,6 +35,57 @@ void Pager::Fatal(const void* addr, size_t server, const Status& why) {
                addr, name.c_str(), why.message().c_str(), kRemoteLostExitCode);
   RemoveExitFiles();
   std::_Exit(kRemoteLostExitCode);
+}
+
+void Pager::InstallAhead(size_t n, const char* staging, const std::function<AheadPage(size_t)>& at) {
+  // In runs of one stride (a window is one run): one wake per run, and for a sequential run one
+  // UFFDIO_COPY. A thread that reached one of these pages while it was in flight sleeps until
+  // its run is in; installed and woken page by page, a thread reading through a window slept and
+  // woke once per page (about 8 us each here). The wake covers the run's whole span: a thread
+  // waiting there on a page of no run retries and faults again (its fault is still queued).
+  for (size_t a = 0; a < n;) {
+    const AheadPage first = at(a);
+    if (first.region == nullptr) {
+      ++a;
+      continue;
+    }
+    size_t b = a + 1;
+    int64_t stride = 0;
+    for (; b < n; ++b) {
+      const AheadPage next = at(b);
+      if (next.region != first.region) break;
+      const int64_t step = static_cast<int64_t>(next.index - at(b - 1).index);
+      if (stride == 0) stride = step;
+      if (step != stride || step == 0) break;
+    }
+    Region& region = *first.region;
+    const size_t pages = b - a;
+    // A sequential run that crosses into another mapping cannot be one copy: page by page then
+    // (a page the failed copy installed counts as installed); one that still fails stays remote,
+    // its copy on the server.
+    const bool whole = stride == 1 &&
+        os::UffdCopy(uffd_, region.PageAddress(first.index), staging + a * kPage, pages * kPage, wp_).ok();
+    size_t installed = 0;
+    uint64_t lo = first.index, hi = first.index;
+    for (size_t k = a; k < b; ++k) {
+      const uint64_t index = at(k).index;
+      lo = std::min(lo, index);
+      hi = std::max(hi, index);
+      PageRecord& rec = region.record(index);
+      if (!whole && !os::UffdCopy(uffd_, region.PageAddress(index), staging + k * kPage, kPage, wp_).ok()) {
+        rec.state.store(S(PageState::kRemote), std::memory_order_release);
+        continue;
+      }
+      if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);  // clean until written
+      else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+      if (config_.on_resident) config_.on_resident(region, index, 1, true);
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+      ++installed;
+    }
+    c_->prefetched.fetch_add(installed, std::memory_order_relaxed);
+    Wake(region.PageAddress(lo), (hi - lo + 1) * kPage);
+    a = b;
+  }
 }
 
 void Pager::FaultLoop() {
@@ -40,16 +97,53 @@ void Pager::FaultLoop() {
     std::_Exit(kRemoteLostExitCode);
   }
   auto* staging = static_cast<char*>(mem);
+  // The source of zero fills: never written, so every page of it reads as the zero page.
+  void* zeros = os::Reserve(kZeroBatch * kPage, &err);
+  if (zeros == nullptr) {
+    TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
+    RemoveExitFiles();
+    std::_Exit(kRemoteLostExitCode);
+  }
+  auto resident = [&](Region& region, uint64_t first, uint64_t n) {
+    if (config_.on_resident) config_.on_resident(region, first, n, true);
+  };
   struct Pending {
     Region* region;
     uint64_t index;
     size_t server;
     bool write;
     uint64_t reported_ns;  // when the fault was read from userfaultfd
+    bool ahead;            // fetched ahead by the prefetcher: no thread waits for it
+    bool arrived = false;  // ahead: read, waiting in staging for install_ahead
   };
   std::vector<Pending> pending;
   pending.reserve(kBatch);
   std::vector<size_t> outstanding(servers_.size());
+  // After the remote fault on page `index`: the pages the prefetcher predicts along the thread's
+  // stream (prefetch.h) that are remote with a copy on a server are claimed and their reads
+  // posted behind the fault's own, leaving `reserve` staging pages for the faults still to post.
+  // They are installed as they arrive like the faulted page, whose thread is woken first (a
+  // connection answers in order), so no thread waits for its prefetches.
+  auto fetch_ahead = [&](Region* region, uint64_t index, uint32_t tid, size_t reserve) {
+    const Prefetcher::Ahead a = prefetcher_.OnFault(tid, reinterpret_cast<uintptr_t>(region), index);
+    for (uint32_t k = 1; k <= a.count && pending.size() + reserve < kBatch; ++k) {
+      const int64_t at = static_cast<int64_t>(index) + a.stride * static_cast<int64_t>(k);
+      if (at < 0 || static_cast<uint64_t>(at) >= region->pages()) break;
+      PageRecord& r = region->record(static_cast<uint64_t>(at));
+      if (!Cas(r, PageState::kRemote, PageState::kInFlight)) continue;  // resident, free or busy
+      const uint32_t slot = r.remote_slot.load(std::memory_order_relaxed);
+      SlotRef ref;
+      if (slot == 0 || !Locate(slot - 1, &ref)) {  // never written: its first touch zero-fills it
+        r.state.store(S(PageState::kRemote), std::memory_order_release);
+        continue;
+      }
+      const size_t j = pending.size();
+      pending.push_back(Pending{region, static_cast<uint64_t>(at), ref.server, false, 0, true});
+      Status s = servers_[ref.server]->fault->PostRead(ref.range, ref.slot, staging + j * kPage, j);
+      if (!s.ok()) Fatal(region->PageAddress(static_cast<uint64_t>(at)), ref.server, s);
+      ++outstanding[ref.server];
+    }
+  };
   os::UffdFault faults[64];
   for (;;) {
     auto ready = os::WaitReadable(uffd_, stop_fd_);
@@ -62,7 +156,11 @@ void Pager::FaultLoop() {
     pending.clear();
     std::fill(outstanding.begin(), outstanding.end(), 0);
     // Take every fault queued now (up to kBatch), post the reads, then install as they arrive.
-    while (pending.size() + 64 <= kBatch) {
+    // A batch ends after kBatch pages zero-filled or kBatch faults read: faults served at once
+    // let their threads fault again right away, and a batch that took those too would not reach
+    // after_faults (DRAM's budget check) while a thread streams through fresh memory.
+    size_t read_faults = 0, zero_filled = 0;
+    while (pending.size() + 64 <= kBatch && read_faults < kBatch && zero_filled < kBatch) {
       auto got = os::UffdReadFaults(uffd_, faults, 64);
       if (!got.ok()) {
         TM_LOG_ERROR("remote tier: fault handler: %s", got.status().message().c_str());
@@ -70,6 +168,7 @@ void Pager::FaultLoop() {
         std::_Exit(kRemoteLostExitCode);
       }
       if (*got == 0) break;
+      read_faults += *got;
       for (size_t k = 0; k < *got; ++k) {
         const os::UffdFault& f = faults[k];
         char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
@@ -98,13 +197,45 @@ void Pager::FaultLoop() {
         }
         if (Cas(rec, PageState::kRemote, PageState::kInFlight)) {
           uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
-          if (slot1 == 0) {  // allocated on kRemote, never written: zero
-            Status z = os::UffdZeroPage(uffd_, addr, kPage);
-            if (!z.ok()) Fatal(addr, first_connected_, z);
-            rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-            c_->zero_fills.fetch_add(1, std::memory_order_relaxed);
-            rec.state.store(S(PageState::kLocal), std::memory_order_release);
-            Wake(addr, kPage);
+          if (slot1 == 0) {
+            // Allocated on kRemote, never written: zeros, and so are the fresh pages after it
+            // in its run (claimed here, up to kZeroBatch): one round trip for a batch of first
+            // touches. A page whose claim shows a slot was written out meanwhile: left as it is.
+            uint64_t n = 1;
+            const uint64_t end = std::min<uint64_t>(region->pages(), index + kZeroBatch);
+            while (index + n < end) {
+              PageRecord& next = region->record(index + n);
+              if (next.flags.load(std::memory_order_relaxed) & kPageRunHead) break;  // another run
+              if (!Cas(next, PageState::kRemote, PageState::kInFlight)) break;
+              if (next.remote_slot.load(std::memory_order_relaxed) != 0) {
+                next.state.store(S(PageState::kRemote), std::memory_order_release);
+                break;
+              }
+              ++n;
+            }
+            Status z = os::UffdCopy(uffd_, addr, zeros, n * kPage, false);
+            if (!z.ok()) {
+              // One UFFDIO_COPY must stay inside one mapping: the batch crossed into the next
+              // (another run, bound elsewhere). The fault's own page first, then the neighbours
+              // up to the first that cannot be installed; the rest stay remote, untouched.
+              z = os::UffdCopy(uffd_, addr, zeros, kPage, false);
+              if (!z.ok()) Fatal(addr, first_connected_, z);
+              uint64_t done = 1;
+              while (done < n && os::UffdCopy(uffd_, addr + done * kPage, zeros, kPage, false).ok()) ++done;
+              for (uint64_t i = index + done; i < index + n; ++i) {
+                region->record(i).state.store(S(PageState::kRemote), std::memory_order_release);
+              }
+              n = done;
+            }
+            resident(*region, index, n);
+            for (uint64_t i = index; i < index + n; ++i) {
+              PageRecord& r = region->record(i);
+              r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+              r.state.store(S(PageState::kLocal), std::memory_order_release);
+            }
+            c_->zero_fills.fetch_add(n, std::memory_order_relaxed);
+            zero_filled += n;
+            Wake(addr, n * kPage);
             continue;
           }
           SlotRef ref;
@@ -112,17 +243,28 @@ void Pager::FaultLoop() {
             Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
           }
           size_t j = pending.size();
-          pending.push_back(Pending{region, index, ref.server, f.write, os::MonotonicNanos()});
+          pending.push_back(Pending{region, index, ref.server, f.write, os::MonotonicNanos(), false});
           Status s = servers_[ref.server]->fault->PostRead(ref.range, ref.slot, staging + j * kPage, j);
           if (!s.ok()) Fatal(addr, ref.server, s);
           ++outstanding[ref.server];
+          if (prefetcher_.max_window() > 0) fetch_ahead(region, index, f.tid, *got - k - 1);
           continue;
         }
         // Local (or free) and missing: a fresh page of a registered range, or one another thread
         // has just installed. Claimed like any other, then a zero page, or a wake if it is there.
         bool mine = Cas(rec, PageState::kLocal, PageState::kInFlight);
-        if (!mine && rec.state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
-          continue;  // ours in this batch, or an evictor's or fetcher's: they wake it
+        if (!mine) {
+          const uint8_t st = rec.state.load(std::memory_order_acquire);
+          // Ours in this batch, or an evictor's or fetcher's: they wake it.
+          if (st == S(PageState::kInFlight)) continue;
+          if (st == S(PageState::kRemote) || st == S(PageState::kLocal)) {
+            // Its owner finished between our two claims: an eviction made it remote (dropped,
+            // its data on the server), or a fetch or a failed eviction left it local. A zero page
+            // here would stand in for that data; the thread faults again and is served from the
+            // state the page has now.
+            Wake(addr, kPage);
+            continue;
+          }
         }
         // The page was dropped here (the heap returns empty spans with MADV_DONTNEED) or never
         // touched: it becomes a zero page that is not write-protected, so whatever copy the
@@ -138,6 +280,14 @@ void Pager::FaultLoop() {
     bool ok = Collect(true, outstanding, &cerr, [&](size_t server, const remote::Completion& c) {
       Pending& p = pending[c.cookie];
       char* dst = p.region->PageAddress(p.index);
+      if (p.ahead) {
+        p.server = servers_.size();
+        // A failed read: nobody needs the page yet; it stays remote, and a fault on it meets the
+        // server's trouble.
+        if (c.status.ok()) p.arrived = true;
+        else p.region->record(p.index).state.store(S(PageState::kRemote), std::memory_order_release);
+        return;
+      }
       if (!c.status.ok()) Fatal(dst, server, c.status);
       // Installed write-protected after a read fault: it stays clean until written.
       const bool protect = wp_ && !p.write;
@@ -150,6 +300,7 @@ void Pager::FaultLoop() {
       servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
       c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
       p.server = servers_.size();  // done
+      resident(*p.region, p.index, 1);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
       Wake(dst, kPage);
     });
@@ -160,8 +311,14 @@ void Pager::FaultLoop() {
       }
       Fatal(nullptr, cerr.server, cerr.status);
     }
+    InstallAhead(pending.size(), staging, [&](size_t j) -> AheadPage {
+      const Pending& p = pending[j];
+      return {p.ahead && p.arrived ? p.region : nullptr, p.index};
+    });
+    if (config_.after_faults) config_.after_faults();
   }
   os::Unmap(mem, (kBatch + 1) * kPage);
+  os::Unmap(zeros, kZeroBatch * kPage);
 }
 
 }  // namespace tiermem

@@ -11,6 +11,9 @@ namespace tiermem::pager_internal {
 
 constexpr size_t kPage = remote::kPage;
 constexpr size_t kBatch = 256;  // faults served per round, and pages per eviction window
+// Fresh pages zero-filled by one fault (256 KiB): the first touch of remote memory costs one
+// handler round trip per batch. Larger batches commit more pages that may never be touched.
+constexpr size_t kZeroBatch = 64;
 
 inline uint8_t S(PageState s) { return static_cast<uint8_t>(s); }
 

@@ -37,15 +37,14 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   c.sample_pages = std::min<uint64_t>(o.sample_pages, max_armed);
   c.sample_half_life_ms = std::max<uint64_t>(1, o.sample_half_life_ms);
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
-  // Under the preload library, mode auto runs no policy thread: pages cannot be sampled by
-  // protection (unmodified programs pass heap pointers to read(2) and friends, which would fail
-  // with EFAULT on a protected page), and with remote faults alone ("faults", opt-in) the
-  // policy demotes DRAM's pages first-in first-out, which thrashes when the DRAM limit is far
-  // below the working set (docs/tiering.md). The DRAM budget is kept by placement: the heap
-  // puts new memory on the remote tier once DRAM is at its limit.
-  if (mode == "auto" && preloaded) mode = "off";
+  // Under the preload library, mode auto samples by remote faults only: pages cannot be sampled
+  // by protection (unmodified programs pass heap pointers to read(2) and friends, which would
+  // fail with EFAULT on a protected page), while a fault is seen by the pager, and a system call
+  // touching a remote page waits for it like any access.
+  if (mode == "auto" && preloaded) mode = "faults";
   if (mode == "off" || (!budgets && mode != "protect")) mode = "off";
   if (mode == "auto") mode = "protect";
+  c.relief = o.dram_limit != 0 && has_remote;
   c.mode = mode;
   c.protect_always = std::string(o.sample_mode) == "protect";
   PolicyConfig& pc = c.policy;
@@ -75,11 +74,18 @@ Status Migrator::Start() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     DetectPebs(&stats_.pebs);
   }
-  if (mode == "off") {
+  relief_ = config_.relief;
+  if (mode == "off" && !relief_) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = "off";
     snprintf(counters_->mode, sizeof(counters_->mode), "off");
     return Status::Ok();
+  }
+  if (relief_) {
+    // The slack: the larger of 4 MiB and 1/32 of the budget (docs/tiering.md, "DRAM limit").
+    slack_pages_ = std::max<uint64_t>((4u << 20) / config_.page_size, dram_budget_ / 32);
+    ring_.assign(kRingPages, 0);
+    relief_cv_.emplace();
   }
   protect_always_ = config_.protect_always;
   if (mode == "protect") {
@@ -92,6 +98,7 @@ Status Migrator::Start() {
   }
   protect_ = mode == "protect";
   mode_ = mode;
+  plans_ = mode != "off";
   policy_ = std::make_unique<Policy>(pc);
   // Confirmation of DRAM victims (Round): with a CXL tier, a page sampled one round untouched
   // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
@@ -106,8 +113,10 @@ Status Migrator::Start() {
     stats_.mode = mode_;
   }
   snprintf(counters_->mode, sizeof(counters_->mode), "%s", mode_.c_str());
+  counters_->interval_ms.store(interval_ms_, std::memory_order_relaxed);
   stop_ = false;
   cv_.emplace();
+  NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
   thread_ = std::thread([this] {
     OnRuntimeThreadStart();  // its own allocations never come from evictable pages
     Loop();
@@ -127,6 +136,10 @@ void Migrator::Stop() {
     stop_ = true;
   }
   cv_->notify_all();
+  if (relief_cv_) {
+    std::lock_guard<std::mutex> lock(relief_mu_);
+    relief_cv_->notify_all();  // a fault handler held back by AfterFaults goes on
+  }
   thread_.join();
   if (protect_) ProtectTracker::Get().DisarmAll();
 }
@@ -167,14 +180,27 @@ MigratorStats Migrator::stats() const {
 
 void Migrator::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
+  auto next_round = std::chrono::steady_clock::now();
   while (!stop_) {
+    if (plans_ && std::chrono::steady_clock::now() >= next_round) {
+      lock.unlock();
+      const uint64_t start = os::MonotonicNanos();
+      const bool busy = Round();
+      counters_->round_time.Record(os::MonotonicNanos() - start);  // the policy's cost, per round
+      if (uint64_t cpu; os::ThreadCpuNanos(&cpu) == 0) counters_->cpu_ns.store(cpu, std::memory_order_relaxed);
+      lock.lock();
+      // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
+      // large heap costs little (a round scans every live page record).
+      next_round = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(busy ? interval_ms_ : interval_ms_ * 5);
+    }
+    if (!plans_) next_round = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms_);
+    cv_->wait_until(lock, next_round, [this] { return stop_ || nudged_.load(std::memory_order_acquire); });
+    if (stop_) break;
     lock.unlock();
-    const bool busy = Round();
+    MaybeRelieve();
+    if (uint64_t cpu; os::ThreadCpuNanos(&cpu) == 0) counters_->cpu_ns.store(cpu, std::memory_order_relaxed);
     lock.lock();
-    // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
-    // large heap costs little (a round scans every live page record).
-    const uint64_t wait_ms = busy ? interval_ms_ : interval_ms_ * 5;
-    cv_->wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stop_; });
   }
 }
 
@@ -224,7 +250,7 @@ bool Migrator::Round() {
   ViewIndex& index = index_;  // page key -> views
   index.Clear();
   std::vector<char*> sample_candidates;
-  uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0, cxl_pages = 0;
+  uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0, cxl_pages = 0, remote_unlisted = 0;
   for (size_t ki = 0; ki < known_.size(); ++ki) {
     Region* r = known_[ki].region.load(std::memory_order_acquire);
     if (r == nullptr) break;
@@ -233,8 +259,9 @@ bool Migrator::Round() {
     std::vector<uint8_t>& prev = prev_state_[ki];
     if (prev.size() < end) prev.resize(end, kStateFree);
     bool pinned = false;
-    index.AddRegion(reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page, end);
+    index.AddRegion(r, reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page, end);
     for (uint64_t i = 0; i < end; ++i) {
+      if ((i & 0xffff) == 0xffff) MaybeRelieve();  // a long scan does not hold relief back
       const PageRecord& rec = r->record(i);
       const uint8_t st = rec.state.load(std::memory_order_acquire);
       const uint8_t was = prev[i];
@@ -245,7 +272,8 @@ bool Migrator::Round() {
       const uint64_t key = reinterpret_cast<uintptr_t>(r->PageAddress(i)) / page;
       Tier tier;
       if (st == kStateRemote) {
-        tier = Tier::kRemote;
+        ++lower_pages, ++remote_unlisted;  // counted, not listed (Policy::Plan's `unlisted`)
+        continue;
       } else if (st == kStateLocal) {
         const uint8_t tv = rec.tier.load(std::memory_order_relaxed);
         if (tv >= kNumTiers) continue;  // kNoTier: its run is being freed
@@ -277,6 +305,7 @@ bool Migrator::Round() {
     for (size_t k = 0; k < tracked; ++k) samples[k].weight = w;
   }
   policy_->Record(samples);
+  MaybeRelieve();
   uint64_t cxl_samples = 0;  // for the debug line: accesses caught on the CXL tier
   const bool debug = LogEnabled(LogLevel::kDebug);
   for (size_t k = 0; debug && k < tracked; ++k) {
@@ -291,7 +320,9 @@ bool Migrator::Round() {
   const bool idle = lower_pages == 0 && samples.empty() && pc.budget_pages[0] != 0 &&
                     static_cast<double>(dram_pages) <= pc.high_watermark * static_cast<double>(pc.budget_pages[0]);
   std::vector<PlannedMove> plan;
-  if (!idle) plan = policy_->Plan(views, now, &ps);
+  Policy::TierPageCounts unlisted{};
+  unlisted[static_cast<int>(Tier::kRemote)] = remote_unlisted;
+  if (!idle) plan = policy_->Plan(views, unlisted, now, &ps);
 
   // Second chance for DRAM's victims: while protection sampling runs, a DRAM page is demoted
   // only after it was watched without an access (confirmed cold: a whole round with a CXL tier,
@@ -396,6 +427,7 @@ bool Migrator::Round() {
     std::array<int64_t, kNumTiers> room{};
     {
       std::array<int64_t, kNumTiers> usage{};
+      for (int t = 0; t < kNumTiers; ++t) usage[t] = static_cast<int64_t>(unlisted[t]);
       for (const PageView& v : views) ++usage[static_cast<int>(v.tier)];
       for (const PlannedMove& m : plan) --usage[static_cast<int>(m.from)], ++usage[static_cast<int>(m.to)];
       for (int t = 0; t < kNumTiers; ++t) {
@@ -505,9 +537,9 @@ bool Migrator::Round() {
       if (next.to != prev.to || next.page <= prev.page) return false;
       if (next.page == prev.page + 1) return true;
       if (next.to != Tier::kRemote || next.page - prev.page > kJoinGap) return false;
+      // Remote pages are not listed in the views: their records say.
       for (uint64_t k = prev.page + 1; k < next.page; ++k) {
-        auto it = index.Find(k);
-        if (it == nullptr || views[*it].tier != Tier::kRemote) return false;
+        if (index.Find(k) != nullptr || index.State(k) != kStateRemote) return false;
       }
       return true;
     };

@@ -5,7 +5,8 @@
 //
 // The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it collects the
 // tracker's samples and the remote faults seen since the last round, reads the page records of
-// every live page, asks the Policy for a plan and carries it out through the Runtime
+// every live page (a byte or two each), lists the resident ones (DRAM, CXL) for the Policy with
+// only a count of the remote ones, asks the Policy for a plan and carries it out through the Runtime
 // (Migrate: move_pages for DRAM/CXL, the pager's evict and fetch for the remote tier), then arms
 // the next rotating sample of resident pages.
 //
@@ -14,10 +15,20 @@
 //
 // Modes (TIERMEM_SAMPLE_MODE): protect = protection-fault sampling always on (reads and writes);
 // auto = the same, but only while there is a decision to make (a budget is set, a lower tier
-// exists and DRAM is at least 3/4 full or pages live below it), and never in a program run under
-// the preload library (a system call given a sampled page would fail with EFAULT); faults = no
-// protection sampling, only remote faults (the demotion order is then first-in first-out);
-// off = no thread. The thread is not started at all when no tier has a budget, unless protect.
+// exists and DRAM is at least 3/4 full or pages live below it), and in a program run under the
+// preload library "faults" (a system call given a protected page would fail with EFAULT);
+// faults = no protection sampling, only remote faults; off = no sampling and no plans. The
+// thread is not started at all when no tier has a budget, unless protect.
+//
+// Budget relief (migrator_relief.cc), in every mode with a DRAM budget and a lower tier: pages
+// the pager makes resident (faults, zero fills of first touches, fetches) enter a FIFO ring.
+// When DRAM goes over its budget the fault handler nudges this thread, which evicts from the
+// ring's old end down to the budget without waiting for its round; while DRAM is more than
+// `slack` pages over, the handler waits (at most one interval per batch) for that room, so a
+// program that faults faster than pages can be written out is slowed down instead of running
+// past its limit. The round's plan still decides by heat where samples exist. When the remote
+// tier is full, relief pauses for a second at a time and the handler is not held back: DRAM
+// then runs over its budget (TIERMEM_ON_REMOTE_FULL, the runtime's warning says so).
 //
 // Thread safety: OnAllocate/OnFree are called by Runtime::Impl from any thread (lock-free and
 // allocation-free, so the preload allocator may call them); Start/Stop by the runtime.
@@ -62,14 +73,16 @@ struct MigratorStats {
   std::string last_error;       // the latest refusal of a planned move, for diagnosis
 };
 
-// Page key -> position in a round's page views: dense per region (a round looks up every live
-// page, often several times; a hash map of them was a good part of the policy thread's time).
+// Page key -> position in a round's page views (resident pages only): dense per region (a round
+// looks up pages often several times; a hash map of them was a good part of the policy thread's
+// time).
 class ViewIndex {
  public:
   void Clear() { nspans_ = 0; }
-  void AddRegion(uint64_t first_key, uint64_t pages) {
+  void AddRegion(const Region* region, uint64_t first_key, uint64_t pages) {
     if (spans_.size() <= nspans_) spans_.emplace_back();
     Span& s = spans_[nspans_++];
+    s.region = region;
     s.first = first_key;
     s.at.assign(pages, kNone);
   }
@@ -81,6 +94,16 @@ class ViewIndex {
       if (a >= s.first && a - s.first < s.at.size()) return b >= s.first && b - s.first < s.at.size();
     }
     return false;
+  }
+  // The page's record state now (kFree outside the regions added).
+  uint8_t State(uint64_t key) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (key >= s.first && key - s.first < s.at.size()) {
+        return s.region->record(key - s.first).state.load(std::memory_order_acquire);
+      }
+    }
+    return static_cast<uint8_t>(PageState::kFree);
   }
   const uint32_t* Find(uint64_t key) const {
     for (size_t i = 0; i < nspans_; ++i) {
@@ -96,6 +119,7 @@ class ViewIndex {
  private:
   static constexpr uint32_t kNone = ~0u;
   struct Span {
+    const Region* region = nullptr;
     uint64_t first = 0;
     std::vector<uint32_t> at;
   };
@@ -124,6 +148,13 @@ class Migrator {
 
   void OnAllocate(Region* region, uint64_t first, uint64_t npages);
   void OnFree(Region* region, uint64_t first, uint64_t npages);
+  // Budget relief (migrator_relief.cc). OnResident: the pager made pages [first, first+npages)
+  // resident in DRAM (any thread; a spinlock and no allocation). AfterFaults: from the pager's
+  // fault handler thread after each batch: nudges the thread when DRAM is over its budget and
+  // waits (bounded) while it is more than slack_pages() over.
+  void OnResident(Region* region, uint64_t first, uint64_t npages);
+  void AfterFaults();
+  uint64_t slack_pages() const { return slack_pages_; }
 
   MigratorStats stats() const;
 
@@ -136,6 +167,14 @@ class Migrator {
   void Loop();
   // One round; returns whether it had anything to do (samples armed, moves planned).
   bool Round();
+  // Budget relief on the policy thread: evicts ring pages while DRAM is over its budget;
+  // returns the pages evicted. MaybeRelieve: the same, only when the handler asked for it.
+  uint64_t Relieve();
+  void MaybeRelieve();
+  bool PopVictims(size_t max, std::vector<char*>* out);
+  // Puts popped victims that could not be evicted back at the ring's new end (the ring is
+  // full: dropped), so relief finds them again once the remote tier has room.
+  void RequeueVictims(const std::vector<char*>& pages);
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
@@ -156,6 +195,9 @@ class Migrator {
   std::array<Known, 256> known_;
   std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
   size_t cursor_ = 0;                              // rotating sample position
+  size_t victim_cursor_ = 0;                       // where the next victim window starts
+  static constexpr size_t kVictimWindow = 16;      // pages looked at per victim checked
+  static constexpr size_t kMinVictimWindow = 4096;
   bool armed_ = false;
   std::unordered_set<uint64_t> confirmed_cold_;  // watched for confirm_ns_ (or a round), untouched
   // Without a CXL tier, DRAM pages under watch stay protected from round to round until touched
@@ -167,6 +209,24 @@ class Migrator {
   ViewIndex index_;  // policy thread only
   uint64_t last_armed_ = 0;       // pages armed in the round being collected
   uint64_t last_candidates_ = 0;  // pages they were chosen from
+
+  // Relief: the ring of resident page keys (page address / page size), oldest at ring_tail_.
+  static constexpr size_t kRingPages = size_t{1} << 18;  // 1 GiB of pages; more are dropped
+  std::vector<uint64_t> ring_;  // made by Start when relief is on
+  uint64_t ring_head_ = 0, ring_tail_ = 0;  // under ring_lock_
+  std::atomic_flag ring_lock_ = ATOMIC_FLAG_INIT;
+  bool relief_ = false;          // a DRAM budget and a remote tier: relief on
+  bool plans_ = false;           // rounds run (every mode but off)
+  uint64_t slack_pages_ = 0;
+  std::atomic<bool> nudged_{false};
+  std::atomic<uint64_t> relief_epoch_{0};  // grows after each relief step
+  std::atomic<bool> relief_stuck_{false};  // the last relief found nothing to evict
+  // The remote tier refused the last relief (every server full): no relief, and no holding the
+  // fault handler back, before this time (MonotonicNanos). Without it each fault batch popped
+  // victims, failed to place them, and waited for relief in turn.
+  std::atomic<uint64_t> relief_retry_ns_{0};
+  std::mutex relief_mu_;
+  std::optional<std::condition_variable> relief_cv_;
 
   std::thread thread_;
   std::atomic<bool> started_{false};  // thread_ runs (readable from any thread, unlike thread_)

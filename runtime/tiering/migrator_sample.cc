@@ -46,9 +46,17 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
         n += extra;
       }
       if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
+        // The coldest are looked for in a window of the candidates that rotates from round to
+        // round (a clock hand), kVictimWindow times the pages wanted: ranking every resident
+        // page by heat each round made the round's cost grow with DRAM (a heat lookup and three
+        // hash lookups per page: most of the policy thread's time at 1 GiB).
         std::vector<std::pair<double, char*>> coldest;
-        coldest.reserve(sample_candidates.size());
-        for (char* p : sample_candidates) {
+        const size_t window = std::min(sample_candidates.size(),
+                                       std::max<size_t>(kVictimWindow * victim_share, kMinVictimWindow));
+        coldest.reserve(window);
+        victim_cursor_ %= sample_candidates.size();
+        for (size_t w = 0; w < window; ++w) {
+          char* p = sample_candidates[(victim_cursor_ + w) % sample_candidates.size()];
           const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
           auto it = index.Find(key);
           if (it == nullptr || views[*it].tier != Tier::kDram || watch_since_.count(key) ||
@@ -57,6 +65,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
           }
           coldest.push_back({policy_->Heat(key, now), p});
         }
+        victim_cursor_ += window;
         const size_t want = std::min(victim_share, coldest.size());
         if (want > 0) {
           std::nth_element(coldest.begin(), coldest.begin() + static_cast<long>(want - 1), coldest.end(),

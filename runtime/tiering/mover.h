@@ -28,6 +28,9 @@ struct TieringConfig {
   uint64_t interval_ms = 20;    // one sampling round and one plan per interval
   uint64_t sample_pages = 256;  // pages armed per round
   uint64_t sample_half_life_ms = 200;
+  // Budget relief (migrator.h): a DRAM budget and a remote tier. The thread then runs in every
+  // mode, "off" included (relief only: no sampling, no plans).
+  bool relief = false;
   PolicyConfig policy;          // budgets (pages), tiers present, half-life, rate limit
 };
 
@@ -37,7 +40,7 @@ struct TieringConfig {
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
                                        bool has_remote, bool preloaded, uint64_t max_armed);
 
-// Thread safety: called from the policy thread only, while the runtime runs (the core stops the
+// Thread safety: called from the policy thread only (TierPages: any thread), while the runtime runs (the core stops the
 // thread before it tears anything down). Each call is a whole, synchronous move.
 class PageMover {
  public:
@@ -48,6 +51,8 @@ class PageMover {
   virtual StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages) = 0;
   // NUMA nodes of a tier (empty when absent).
   virtual const std::vector<int>& TierNodes(Tier tier) const = 0;
+  // Pages the tier holds now (allocated there, or faulted back into DRAM). Any thread.
+  virtual uint64_t TierPages(Tier tier) const = 0;
 
  protected:
   ~PageMover() = default;

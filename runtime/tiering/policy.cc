@@ -41,6 +41,12 @@ double Policy::Decayed(const PageHeat& h, uint64_t now_ns) const {
   return h.heat * std::exp2(-dt_ms / config_.half_life_ms);
 }
 
+void Policy::KeepUnlisted(const Entry& e, bool some_unlisted, uint64_t now_ns) {
+  // The stored heat bounds the decayed one: most forgotten pages cost no exp2.
+  if (!some_unlisted || e.h.heat < config_.promote_heat || Decayed(e.h, now_ns) < config_.promote_heat) return;
+  next_.push_back(e);
+}
+
 bool Policy::Settled(const PageHeat& h, uint64_t now_ns) const {
   if (h.moved_ns == 0) return true;
   return now_ns >= h.moved_ns &&
@@ -115,9 +121,9 @@ uint64_t Policy::TakeTokens(uint64_t now_ns, uint64_t wanted) {
   return got;
 }
 
-std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, uint64_t now_ns,
-                                      PlanStats* stats) {
-  std::array<uint64_t, kNumTiers> usage{};
+std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
+                                      uint64_t now_ns, PlanStats* stats) {
+  std::array<uint64_t, kNumTiers> usage = unlisted;
   // Movable pages of each tier with their heat now. The live pages are merged with pages_ (both
   // sorted by page: the policy thread lists them in address order; any other order is sorted
   // here first), and the merge makes the next pages_, so pages no longer listed are forgotten.
@@ -135,15 +141,19 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, uint64_t 
   next_.clear();
   next_.reserve(pages.size());
   size_t j = 0;  // merge cursor in pages_
+  // Heat of pages not listed is kept only where the caller says some live pages are unlisted:
+  // otherwise `pages` is every live page, and one not listed was freed.
+  bool some_unlisted = false;
+  for (uint64_t n : unlisted) some_unlisted |= n > 0;
   for (size_t k = 0; k < pages.size(); ++k) {
     const PageView& v = ascending ? pages[k] : pages[order[k]];
     int t = Idx(v.tier);
     if (t >= kNumTiers) continue;
     if (!next_.empty() && next_.back().page == v.page) continue;  // listed twice: once
     PageHeat h;
-    while (j < pages_.size() && pages_[j].page < v.page) ++j;
+    while (j < pages_.size() && pages_[j].page < v.page) KeepUnlisted(pages_[j++], some_unlisted, now_ns);
     if (j < pages_.size() && pages_[j].page == v.page) {
-      h = pages_[j].h;
+      h = pages_[j++].h;
     } else if (!fresh_.empty()) {
       auto it = fresh_.find(v.page);
       if (it != fresh_.end()) h = it->second;
@@ -162,6 +172,7 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, uint64_t 
     }
     movable[t].items().push_back({v.page, Decayed(h, now_ns)});
   }
+  while (j < pages_.size()) KeepUnlisted(pages_[j++], some_unlisted, now_ns);
   pages_.swap(next_);
   fresh_.clear();
 

@@ -94,12 +94,24 @@ class Policy {
   // Current heat of a page at `now_ns` (0 for an unknown page).
   double Heat(uint64_t page, uint64_t now_ns) const;
 
+  using TierPageCounts = std::array<uint64_t, kNumTiers>;
   // Plans moves for the live pages `pages` (every live page, each once). Pages that are no longer
   // listed are forgotten. The plan is ordered: demotions first (a tier's room is made before it
   // is filled), then promotions. The caller reports what it actually did with Moved(); a planned
   // move that failed is simply not reported.
   std::vector<PlannedMove> Plan(std::span<const PageView> pages, uint64_t now_ns,
-                                PlanStats* stats = nullptr);
+                                PlanStats* stats = nullptr) {
+    return Plan(pages, TierPageCounts{}, now_ns, stats);
+  }
+  // The same, where `pages` lists only the pages the policy may move and `unlisted[t]` counts the
+  // other live pages of tier t: they count against the tier's budget and are never moved. Their
+  // heat is kept while it is at least promote_heat (a hot page evicted by mistake is still known
+  // hot when a fault brings it back, and is not the next victim again), and forgotten once it
+  // has cooled below. The policy thread lists no remote page (they are most of the pages at
+  // large sizes, and one comes back by a fault when touched), so a round's cost follows the
+  // resident pages and the hot ones, not all of memory.
+  std::vector<PlannedMove> Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
+                                uint64_t now_ns, PlanStats* stats = nullptr);
   // Tells the policy that `page` now lives on `tier` (starts its residence time).
   void Moved(uint64_t page, uint64_t now_ns);
   // The program brought `page` back from the remote tier by touching it: it is where it is by
@@ -160,6 +172,9 @@ class Policy {
   };
   double Decayed(const PageHeat& h, uint64_t now_ns) const;
   bool Settled(const PageHeat& h, uint64_t now_ns) const;
+  // Plan's merge: an entry of a page no longer listed goes on to next_ while some live pages are
+  // unlisted and its heat is at least promote_heat, and is forgotten otherwise.
+  void KeepUnlisted(const Entry& e, bool some_unlisted, uint64_t now_ns);
   // The page's state, or nullptr when the policy does not know it.
   PageHeat* Find(uint64_t page);
   const PageHeat* Find(uint64_t page) const;

@@ -36,10 +36,11 @@ start_target 8 4M version
 block=/dev/shm/tiermem.$(id -u).$target_pid
 [ -f "$block" ] || fail "no block $block for a running target"
 set_version() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(8); f.write(struct.pack('<I', int(sys.argv[2])))" "$block" "$1"; }
+version=$(python3 -c "import struct,sys; f=open(sys.argv[1],'rb'); f.seek(8); print(struct.unpack('<I', f.read(4))[0])" "$block")
 set_version 999
 refuses "pid $target_pid:" "$ctl" stat "$target_pid"
 grep -q "999" "$work/err" || fail "the refusal does not name the block's version: $(cat "$work/err")"
-set_version 1
+set_version "$version"
 "$ctl" stat "$target_pid" > /dev/null || fail "stat after restoring the version"
 finish_target version
 

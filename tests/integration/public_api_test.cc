@@ -1,7 +1,9 @@
 // What bench/ and tools/ use instead of the runtime's internals: Options::Set (the option table's
 // one route), Pin/Unpin, Counters, GetProperty, PageNodes and RemoteClient, each checked against
 // what the test did.
+#include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -126,13 +128,11 @@ TEST(PublicRuntime, PageNodesFindsTouchedPagesAndNotUntouchedOnes) {
 TEST(PublicRemote, CountersFollowEvictionsAndFaults) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
-  auto rt = testing::StartRemoteRuntime(memd.url(), "tok");
+  auto rt = testing::StartRemoteRuntime(memd.url(), "tok", "off");  // one fault per page read
   ASSERT_NE(rt, nullptr);
   constexpr size_t kPages = 256;
-  auto p = rt->Allocate(kPages * kPage, Tier::kDram);
-  ASSERT_TRUE(p.ok());
-  auto* base = static_cast<uint8_t*>(*p);
-  for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i);
+  uint8_t* base = testing::AllocateFilledPages(*rt, kPages);
+  ASSERT_NE(base, nullptr);
   const RuntimeCounters c0 = rt->Counters();
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
   const RuntimeCounters c1 = rt->Counters();
@@ -145,6 +145,47 @@ TEST(PublicRemote, CountersFollowEvictionsAndFaults) {
   const RuntimeCounters c2 = rt->Counters();
   EXPECT_EQ(c2.remote_faults - c1.remote_faults, kPages / 2);
   EXPECT_EQ(c2.servers[0].remote_faults, kPages / 2);
+}
+
+// TIERMEM_PREFETCH=auto (the default): a thread reading evicted pages in order, forwards or
+// backwards by a stride, takes a fault for a few pages in each window only; pages read at
+// random fetch next to nothing ahead. Every page comes back intact either way.
+TEST(PublicRemote, PrefetchingFollowsSequentialAndStridedReads) {
+  MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
+  auto rt = testing::StartRemoteRuntime(memd.url(), "tok");
+  ASSERT_NE(rt, nullptr);
+  constexpr size_t kPages = 2048;
+  uint8_t* base = testing::AllocateFilledPages(*rt, kPages);
+  ASSERT_NE(base, nullptr);
+  auto read_back = [&](const std::vector<size_t>& order, uint64_t* faults, uint64_t* ahead) {
+    ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
+    const RuntimeCounters c0 = rt->Counters();
+    size_t bad = 0;
+    for (size_t i : order) bad += CheckPage(base + i * kPage, i) ? 0 : 1;
+    EXPECT_EQ(bad, 0u);
+    const RuntimeCounters c1 = rt->Counters();
+    *faults = c1.remote_faults - c0.remote_faults;
+    *ahead = c1.pages_prefetched - c0.pages_prefetched;
+  };
+  std::vector<size_t> seq, stride, random;
+  for (size_t i = 0; i < kPages; ++i) seq.push_back(i);
+  for (size_t i = kPages; i-- > 0;) {
+    if (i % 3 == 0) stride.push_back(i);  // every third page, downwards
+  }
+  random = seq;
+  std::shuffle(random.begin(), random.end(), std::mt19937_64(5));
+  uint64_t faults = 0, ahead = 0;
+  read_back(seq, &faults, &ahead);
+  EXPECT_LT(faults, kPages / 16) << "prefetched " << ahead;
+  EXPECT_GE(faults + ahead, kPages) << "every page read came back by a fault or ahead of one";
+  read_back(stride, &faults, &ahead);
+  EXPECT_LT(faults, stride.size() / 8) << "prefetched " << ahead;
+  EXPECT_GE(faults + ahead, stride.size());
+  read_back(random, &faults, &ahead);
+  EXPECT_GE(faults + ahead, kPages);
+  EXPECT_LT(ahead, kPages / 20) << "random reads have no trend";
+  (void)rt->Free(base);
 }
 
 TEST(PublicRemote, ClientWritesAndReadsPagesAndReportsTheServer) {

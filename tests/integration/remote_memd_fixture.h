@@ -84,12 +84,26 @@ inline bool CheckPage(const uint8_t* p, uint64_t page, uint64_t client = 1) {
   return true;
 }
 
+// `pages` pages allocated on DRAM by `rt`, page i filled with FillPage(.., i); null (and a test
+// failure) when the allocation fails.
+inline uint8_t* AllocateFilledPages(Runtime& rt, size_t pages) {
+  auto p = rt.Allocate(pages * 4096, Tier::kDram);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (!p.ok()) return nullptr;
+  auto* base = static_cast<uint8_t*>(*p);
+  for (size_t i = 0; i < pages; ++i) FillPage(base + i * 4096, i);
+  return base;
+}
+
 // A runtime whose remote tier is `servers` (TIERMEM_REMOTE syntax), with a 3 s fault timeout.
-inline std::unique_ptr<Runtime> StartRemoteRuntime(const std::string& servers, const std::string& token = "") {
+// `prefetch` is TIERMEM_PREFETCH: tests that count one fault per page touched in order turn it off.
+inline std::unique_ptr<Runtime> StartRemoteRuntime(const std::string& servers, const std::string& token = "",
+                                                   const std::string& prefetch = "auto") {
   Options o;
   o.Set("remote", servers);
   o.Set("token", token);
   o.Set("remote_timeout_ms", 3000);
+  o.Set("prefetch", prefetch);
   auto rt = Runtime::Start(o);
   EXPECT_TRUE(rt.ok()) << rt.status().ToString();
   if (!rt.ok()) return nullptr;

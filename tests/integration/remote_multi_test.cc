@@ -23,8 +23,9 @@ using testing::MemdProcess;
 
 constexpr size_t kPage = 4096;
 
+// Prefetching off: the tests count one fault per page read back in order.
 std::unique_ptr<Runtime> StartWith(const std::string& servers) {
-  return testing::StartRemoteRuntime(servers);
+  return testing::StartRemoteRuntime(servers, "", "off");
 }
 
 // memd's own count of the pages its sessions hold, asked on a connection of the test's own.

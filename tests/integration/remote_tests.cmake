@@ -10,3 +10,8 @@ tiermem_add_gtest(NAME remote_integration_test LABEL integration TIMEOUT 600 SOU
 target_compile_definitions(remote_integration_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
 add_dependencies(remote_integration_test tiermem-memd)
 target_link_libraries(remote_integration_test PRIVATE tiermem_memd_child)  # MemdProcess (remote_memd_fixture.h)
+# A full memory server through the C++ API (TIERMEM_ON_REMOTE_FULL): its own small binary.
+tiermem_add_gtest(NAME remote_full_test LABEL integration TIMEOUT 120 SOURCES remote_full_test.cc)
+target_compile_definitions(remote_full_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
+add_dependencies(remote_full_test tiermem-memd)
+target_link_libraries(remote_full_test PRIVATE tiermem_memd_child)

@@ -62,13 +62,11 @@ TEST(StatsBlock, PublishedWhileRunningAndRemovedAtStop) {
 TEST(StatsBlock, RemoteCountersMovesAndCapacityAgree) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
-  auto rt = testing::StartRemoteRuntime(memd.url(), "tok");
+  auto rt = testing::StartRemoteRuntime(memd.url(), "tok", "off");  // one fault per page read
   ASSERT_NE(rt, nullptr);
   constexpr size_t kPages = 200;
-  auto p = rt->Allocate(kPages * kPage, Tier::kDram);
-  ASSERT_TRUE(p.ok());
-  auto* base = static_cast<uint8_t*>(*p);
-  for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i);
+  uint8_t* base = testing::AllocateFilledPages(*rt, kPages);
+  ASSERT_NE(base, nullptr);
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
   for (size_t i = 0; i < kPages / 4; ++i) ASSERT_NE(base[i * kPage + 8], 0xEE);  // fault a quarter back
   // The faulted pages are resident in DRAM again; evict all once more: only they move.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +15,9 @@
 #include "remote_memd_fixture.h"
 #include "runtime/tiering/migrator.h"
 #include "runtime/core/runtime_impl.h"
+#include "base/os.h"
 #include "test_util.h"
+#include "tiermem/stats.hpp"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -134,6 +137,61 @@ TEST(TieringTest, NoBudgetMeansNoPolicyThread) {
   ASSERT_TRUE(rt.ok());
   EXPECT_FALSE(ImplOf(**rt)->migrator()->running());
   EXPECT_EQ(ImplOf(**rt)->migrator()->stats().mode, "off");
+  const RuntimeCounters c = (*rt)->Counters();
+  EXPECT_EQ(c.policy_interval_ms, 0u);
+  EXPECT_EQ(c.policy_cpu_ns, 0u);
+  EXPECT_EQ(c.policy_round_time.count, 0u);
+}
+
+// The policy thread's cost: each round lands in the round-time histogram (which encloses the
+// round's own timing), its CPU clock is read after each round, and Counters(), the stats block
+// and both JSON forms report the same figures.
+TEST(TieringTest, PolicyCostIsCountedEveryRound) {
+  setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
+  setenv("TIERMEM_SAMPLE_INTERVAL_MS", "5", 1);
+  const uint64_t t_start = os::MonotonicNanos();
+  auto rt = Runtime::Start();
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  Migrator* m = ImplOf(**rt)->migrator();
+  ASSERT_TRUE(m->running());
+  const size_t bytes = 8 << 20;
+  auto p = (*rt)->Allocate(bytes, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  testing::FillPattern(static_cast<char*>(*p), bytes, 9);  // pages for the rounds to scan and arm
+  EXPECT_TRUE(WaitFor([&] { return m->stats().rounds >= 20; }, 30)) << m->stats().rounds << " rounds";
+  m->Stop();  // no round in flight while the figures are compared
+  const uint64_t lifetime_ns = os::MonotonicNanos() - t_start;
+  const RuntimeCounters c = (*rt)->Counters();
+  EXPECT_EQ(c.policy_interval_ms, 5u);
+  EXPECT_EQ(c.policy_round_time.count, c.policy_rounds);
+  EXPECT_GE(c.policy_round_time.sum_ns, c.policy_round_ns);
+  ASSERT_EQ(c.policy_round_time.buckets.size(), c.policy_round_time.le_ns.size() + 1);
+  uint64_t in_buckets = 0;
+  for (uint64_t b : c.policy_round_time.buckets) in_buckets += b;
+  EXPECT_EQ(in_buckets, c.policy_rounds);
+  EXPECT_GT(c.policy_cpu_ns, 0u);
+  EXPECT_LE(c.policy_cpu_ns, lifetime_ns) << "one thread cannot use more CPU time than it lived";
+  EXPECT_LE(c.policy_round_time.QuantileNs(0.5), c.policy_round_time.QuantileNs(0.99));
+  auto st = ReadProcessStats(getpid());
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->policy_interval_ms, 5u);
+  EXPECT_EQ(st->policy_cpu_ns, c.policy_cpu_ns);
+  EXPECT_EQ(st->policy_round_time.count, c.policy_round_time.count);
+  EXPECT_EQ(st->policy_round_time.buckets, c.policy_round_time.buckets);
+  const std::string line = ProcessStatsJson(*st);
+  EXPECT_NE(line.find("\"policy_cpu_ns\":" + std::to_string(c.policy_cpu_ns)), std::string::npos) << line;
+  EXPECT_NE(line.find("\"policy_interval_ms\":5,"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"policy_round_time\":{\"count\":" + std::to_string(c.policy_rounds)), std::string::npos)
+      << line;
+  std::string counters;
+  ASSERT_TRUE((*rt)->GetProperty("tiermem.counters.json", &counters));
+  EXPECT_NE(counters.find("\"policy_round_time\":{\"count\":" + std::to_string(c.policy_rounds)), std::string::npos)
+      << counters;
+  EXPECT_EQ(testing::CheckPattern(static_cast<char*>(*p), bytes, 9), SIZE_MAX);
+  ASSERT_TRUE((*rt)->Free(*p).ok());
+  ASSERT_TRUE((*rt)->Stop().ok());
 }
 
 // DRAM budget of 2 MiB + remote: a hot set of 64 pages touched all the time ends in DRAM, the
@@ -244,6 +302,67 @@ TEST(TieringTest, EvictPagesTakesScatteredPagesAndKeepsData) {
   ASSERT_TRUE((*rt)->Stop().ok());
   memd.Stop();
 }
+
+
+// A DRAM limit is a limit: memory placed on the remote tier and then touched comes into DRAM,
+// and pages faulted back push others out, so DRAM's pages stay within the limit plus the
+// documented slack (the larger of 4 MiB and 1/32 of the limit, and one batch of the fault
+// handler: 256 pages and a zero fill of 64, when relief was slower than its wait) while a 64 MiB allocation is
+// written and read back under a 16 MiB limit; every byte comes back. In every sampling mode,
+// "off" included (budget relief runs without sampling).
+class DramLimitTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DramLimitTest, HoldsWhileRemoteMemoryIsTouched) {
+  testing::MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "256M"})) << memd.Log();
+  setenv("TIERMEM_SAMPLE_MODE", GetParam(), 1);
+  Options o;
+  const uint64_t limit = 16 << 20;
+  o.Set("dram_limit", limit);
+  o.Set("remote", memd.url());
+  auto rt = Runtime::Start(o);
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!(*rt)->HasTier(Tier::kRemote)) GTEST_SKIP() << "remote tier not available";
+  const uint64_t slack = std::max<uint64_t>(4 << 20, limit / 32) + (256 + 64) * kPage;
+  const size_t bytes = 64 << 20;
+  auto p = (*rt)->Allocate(bytes, Tier::kRemote);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  char* base = static_cast<char*>(*p);
+  uint64_t peak = 0;
+  auto dram = [&] {
+    for (const TierStats& t : (*rt)->Stats()) {
+      if (t.tier == Tier::kDram) return t.allocated_bytes;
+    }
+    return uint64_t{0};
+  };
+  for (size_t off = 0; off < bytes; off += 64 * kPage) {
+    testing::FillPattern(base + off, 64 * kPage, 7 + off / (64 * kPage));
+    peak = std::max(peak, dram());
+  }
+  const uint64_t after_fill = dram();
+  for (size_t off = 0; off < bytes; off += 64 * kPage) {
+    ASSERT_EQ(testing::CheckPattern(base + off, 64 * kPage, 7 + off / (64 * kPage)), SIZE_MAX)
+        << "data lost at offset " << off;
+    peak = std::max(peak, dram());
+  }
+  const RuntimeCounters c = (*rt)->Counters();
+  EXPECT_LE(peak, limit + slack) << "DRAM peaked at " << peak << " bytes; after the fill "
+                                 << after_fill << "; relief " << c.budget_relief_pages
+                                 << " pages, throttle waits " << c.fault_throttle_waits << " ("
+                                 << c.fault_throttle_ns / 1000000 << " ms), evicted " << c.pages_evicted;
+  EXPECT_GT(c.pages_evicted, (bytes - limit - slack) / kPage) << "the excess went to memd";
+  EXPECT_GT(c.remote_faults, 0u) << "the read pass faulted pages back";
+  EXPECT_GT(c.budget_relief_pages, 0u);
+  // First touches were zero-filled in batches: far fewer handler round trips than pages.
+  EXPECT_GE(c.zero_fills, bytes / kPage / 2);
+  ASSERT_TRUE((*rt)->Free(base).ok());
+  ASSERT_TRUE((*rt)->Stop().ok());
+  memd.Stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DramLimitTest, ::testing::Values("faults", "off", "protect"),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace
 }  // namespace tiermem

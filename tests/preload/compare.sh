@@ -5,7 +5,8 @@
 #   MODE plain:  the preload library with no configuration (DRAM only).
 #   MODE remote: a tiermem-memd on loopback (port chosen by the kernel) and TIERMEM_DRAM_LIMIT
 #                small enough that most of the heap is placed on the remote tier;
-#                TIERMEM_STATS=stderr shows where the pages went.
+#                TIERMEM_STATS=stderr shows where the pages went. MEMD_CAPACITY sets memd's
+#                --capacity (2G by default; smaller than the heap fills the remote tier).
 # Exit 77 (ctest: skipped) when a program the command needs is missing (REQUIRE="git sqlite3").
 set -u
 mode=$1 lib=$2 memd=$3
@@ -26,7 +27,7 @@ rc=$?
 
 extra=()
 if [ "$mode" = remote ]; then
-  "$memd" --listen 127.0.0.1:0 --port-file "$work/port" --capacity 2G 2> "$work/memd.log" &
+  "$memd" --listen 127.0.0.1:0 --port-file "$work/port" --capacity "${MEMD_CAPACITY:-2G}" 2> "$work/memd.log" &
   memd_pid=$!
   for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
   [ -s "$work/port" ] || { echo "FAIL: tiermem-memd did not start"; cat "$work/memd.log"; exit 1; }

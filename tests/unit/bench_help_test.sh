@@ -27,11 +27,19 @@ done
 # Bad values: out of range, not a size, not in the list.
 for args in "gups --size 4M" "gups --rounds 21" "gups --seconds 1" "kv --size 8M" "kv --setups dram,bogus" \
             "compare --reps 0" "compare --size 12Q" "malloc --runs 0" "malloc --workloads bogus" \
-            "remote-fault --pages -1" "remote-fault --transport bogus" "gups --kernel --node0-free x"; do
+            "remote-fault --pages -1" "remote-fault --transport bogus" "gups --kernel --node0-free x" \
+            "preload-hotset --size 1M" "preload-hotset --setups plain,bogus" "memcached --keys 10" \
+            "memcached --connections 0"; do
   # shellcheck disable=SC2086
   timeout 20 "$bench" $args >/dev/null 2>&1
   rc=$?
   [ "$rc" = 2 ] || bad "'$args' exited $rc, not 2"
+done
+
+# Every malloc workload is named in its --help (the ones not run by default are only found there).
+mhelp=$("$bench" malloc --help 2>&1)
+for w in small prodcons larson realloc mixed fanin large_touch thread_churn small_loop factor; do
+  printf '%s\n' "$mhelp" | grep -q "$w" || bad "malloc --help does not name the workload $w"
 done
 
 [ "$fail" = 0 ] && echo "PASS: $(printf '%s\n' $subs | wc -l) subcommands and gups --kernel"

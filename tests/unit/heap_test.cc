@@ -315,6 +315,45 @@ TEST_F(HeapTest, ThreadExitReturnsItsCacheAndEmptySpansGoBack) {
   EXPECT_LE(heap_->Usage().span_bytes, 8u << 20);
 }
 
+// The figures behind the preload library's mallctl("stats.allocated") and friends.
+TEST_F(HeapTest, FootprintCountsLiveBlocksAndNotTheCallersFreeOnes) {
+  const alloc::HeapFootprint before = core().Footprint();
+  std::vector<void*> small;
+  for (int i = 0; i < 20000; ++i) small.push_back(heap_->Allocate(100));  // class 112
+  void* large = heap_->Allocate(3 << 20);
+  const alloc::HeapFootprint live = core().Footprint();
+  EXPECT_EQ(live.small_block_bytes, before.small_block_bytes + 20000 * 112);
+  EXPECT_EQ(live.stats.large_bytes, before.stats.large_bytes + (3 << 20));
+  EXPECT_GE(live.stats.span_bytes, live.small_block_bytes);
+  EXPECT_GE(live.stats.segment_bytes, live.stats.span_bytes + live.dirty_bytes);
+  for (void* p : small) heap_->Free(p);
+  heap_->Free(large);
+  // In this thread's cache, the transfer cache or back in their spans: none counts.
+  const alloc::HeapFootprint after = core().Footprint();
+  EXPECT_EQ(after.small_block_bytes, before.small_block_bytes);
+  EXPECT_EQ(after.stats.large_bytes, before.stats.large_bytes);
+}
+
+TEST_F(HeapTest, UsableSizeForIsWhatAnAllocationGives) {
+  const size_t page = core().runtime()->page_size();
+  for (size_t align : {0ul, 16ul, 32ul, 64ul, 256ul, 4096ul, 65536ul, 1ul << 20}) {
+    for (size_t n = 0; n <= 300000; n += n < 4096 ? 1 : 1531) {
+      void* p = align == 0 ? heap_->Allocate(n) : heap_->AllocateAligned(align, n);
+      ASSERT_NE(p, nullptr);
+      const size_t want = alloc::HeapCore::UsableSizeFor(n, align, page);
+      if (n <= alloc::kMaxSmall && align <= alloc::kGranule) {
+        ASSERT_EQ(heap_->UsableSize(p), want) << n << " " << align;
+      } else {  // a page run may come from the run cache, a little larger
+        ASSERT_GE(heap_->UsableSize(p), want) << n << " " << align;
+        ASSERT_GE(want, n);
+      }
+      heap_->Free(p);
+    }
+  }
+  EXPECT_EQ(alloc::HeapCore::UsableSizeFor(SIZE_MAX / 2, 0, page), 0u);
+  EXPECT_EQ(alloc::HeapCore::UsableSizeFor(100, size_t{1} << 63, page), 0u);
+}
+
 TEST_F(HeapTest, TwoHeapsOnOneRuntimeFreeEachOthersBlocks) {
   auto other = Heap::Create(*rt_, Tier::kAuto);
   ASSERT_TRUE(other.ok());

@@ -1,4 +1,5 @@
 #include "base/options.h"
+#include "tiermem/options.hpp"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -118,6 +119,35 @@ TEST(OptionsFromEnv, BadValueWarnsOnceAndKeepsDefault) {
   size_t lines = 0;
   for (char c : warnings) lines += c == '\n';
   EXPECT_EQ(lines, 4u) << warnings;
+}
+
+// An option with a fixed set of values (TIERMEM_ON_REMOTE_FULL): one of them applies, anything
+// else warns once and keeps the default, like a bad value of any other kind.
+TEST(OptionsFromEnv, ChoiceOptionTakesOnlyItsValues) {
+  OptionValues v;
+  LoadDefaultOptions(&v);
+  EXPECT_EQ(RemoteFullPolicyOf(v), RemoteFullPolicy::kOvercommit);
+  EXPECT_FALSE(v.remote_required);
+  setenv("TIERMEM_ON_REMOTE_FULL", "fail", 1);
+  setenv("TIERMEM_REMOTE_REQUIRED", "1", 1);
+  std::string warnings = LoadCapturingWarnings(&v);
+  EXPECT_EQ(warnings, "");
+  EXPECT_EQ(RemoteFullPolicyOf(v), RemoteFullPolicy::kFail);
+  EXPECT_TRUE(v.remote_required);
+  for (const char* bad : {"Fail", "overcommitx", "fai", "", "overcommit|fail"}) {
+    setenv("TIERMEM_ON_REMOTE_FULL", bad, 1);
+    warnings = LoadCapturingWarnings(&v);
+    EXPECT_EQ(RemoteFullPolicyOf(v), RemoteFullPolicy::kOvercommit) << bad;
+    EXPECT_NE(warnings.find("TIERMEM_ON_REMOTE_FULL=\"" + std::string(bad) +
+                            "\" is not a valid value; using the default \"overcommit\""),
+              std::string::npos)
+        << warnings;
+  }
+  unsetenv("TIERMEM_ON_REMOTE_FULL");
+  unsetenv("TIERMEM_REMOTE_REQUIRED");
+  // The API's Options are checked against the same table.
+  EXPECT_TRUE(Options().Set("on_remote_full", "overcommit").status().ok());
+  EXPECT_FALSE(Options().Set("on_remote_full", "sometimes").status().ok());
 }
 
 }  // namespace

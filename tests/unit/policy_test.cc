@@ -84,6 +84,62 @@ TEST(PolicyTest, DemotesColdestDramPagesToRemoteWhenNoCxl) {
   EXPECT_TRUE(p.Plan(sim.Views(), 3 * kMs).empty()) << "a tier at its budget is left alone";
 }
 
+// The policy thread lists no remote page, only their count: they still fill the remote tier's
+// budget, and unlisted DRAM pages count against DRAM's.
+TEST(PolicyTest, UnlistedPagesCountAgainstTheirTiersBudget) {
+  PolicyConfig c = Config(4, 0, false, true);
+  c.budget_pages[static_cast<int>(Tier::kRemote)] = 100;
+  Sim sim;
+  for (uint64_t i = 0; i < 6; ++i) sim.tier[i] = Tier::kDram;
+  Policy::TierPageCounts unlisted{};
+  unlisted[static_cast<int>(Tier::kRemote)] = 100;
+  Policy full(c);
+  EXPECT_TRUE(full.Plan(sim.Views(), unlisted, kMs).empty()) << "remote is full of unlisted pages";
+  Policy empty(c);
+  auto plan = empty.Plan(sim.Views(), Policy::TierPageCounts{}, kMs);
+  ASSERT_EQ(plan.size(), 2u);
+  for (auto& m : plan) EXPECT_EQ(m.to, Tier::kRemote);
+  // 3 listed + 3 unlisted DRAM pages against a budget of 4: two of the listed ones leave.
+  Sim small;
+  for (uint64_t i = 0; i < 3; ++i) small.tier[i] = Tier::kDram;
+  Policy::TierPageCounts dram_unlisted{};
+  dram_unlisted[static_cast<int>(Tier::kDram)] = 3;
+  Policy p(c);
+  EXPECT_EQ(p.Plan(small.Views(), dram_unlisted, kMs).size(), 2u);
+}
+
+// A page that leaves the listed pages (evicted to remote: the policy thread lists no remote
+// page) keeps its heat while it is hot, so when a fault brings it back it is not the coldest
+// DRAM page; a cool one is forgotten.
+TEST(PolicyTest, HotPagesKeepTheirHeatWhileUnlisted) {
+  Policy p(Config(10, 0, false, true));
+  std::vector<AccessSample> s;
+  for (int k = 0; k < 4; ++k) s.push_back({5, false, 10 * kMs});  // page 5: heat 4
+  s.push_back({6, false, 10 * kMs});                               // page 6: heat 1
+  p.Record(s);
+  Sim sim;
+  for (uint64_t i = 0; i < 8; ++i) sim.tier[i] = Tier::kDram;
+  p.Plan(sim.Views(), 10 * kMs);
+  EXPECT_NEAR(p.Heat(5, 10 * kMs), 4.0, 1e-6);
+  // Pages 5 and 6 go remote and are unlisted for a round: 5 is still hot (4 halved once = 2),
+  // 6 has cooled below promote_heat and is forgotten.
+  sim.tier.erase(5), sim.tier.erase(6);
+  Policy::TierPageCounts unlisted{};
+  unlisted[static_cast<int>(Tier::kRemote)] = 2;
+  p.Plan(sim.Views(), unlisted, 110 * kMs);
+  EXPECT_NEAR(p.Heat(5, 110 * kMs), 2.0, 1e-5);
+  EXPECT_EQ(p.Heat(6, 110 * kMs), 0.0);
+  // Page 5 faulted back: listed again, with its heat; once it has cooled, unlisted again, it is
+  // forgotten too.
+  sim.tier[5] = Tier::kDram;
+  p.Plan(sim.Views(), 120 * kMs);
+  EXPECT_GT(p.Heat(5, 120 * kMs), 1.5);
+  sim.tier.erase(5);
+  p.Plan(sim.Views(), unlisted, 400 * kMs);
+  EXPECT_EQ(p.Heat(5, 400 * kMs), 0.0);
+  EXPECT_EQ(p.tracked_pages(), 6u) << "the listed pages only";
+}
+
 TEST(PolicyTest, DemotionCascadesDramToCxlToRemote) {
   Policy p(Config(4, 4, true, true));
   Sim sim;

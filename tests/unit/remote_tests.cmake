@@ -1,2 +1,4 @@
 # Remote tier unit tests (included from tests/unit/CMakeLists.txt).
 tiermem_add_gtest(NAME remote_unit_test LABEL unit SOURCES remote_protocol_test.cc)
+# The pager's prefetcher (pure: synthetic fault streams).
+tiermem_add_gtest(NAME prefetch_unit_test LABEL unit SOURCES prefetch_test.cc)

@@ -83,6 +83,30 @@ TEST(TiermemctlFormat, HistogramsAreCumulativeInSeconds) {
   EXPECT_NE(t.find("tiermem_remote_fault_duration_seconds_count{pid=\"11\"} 8\n"), std::string::npos);
 }
 
+TEST(TiermemctlFormat, PolicyRoundsAreAHistogramWithTheirOwnBounds) {
+  ProcessStats s = Block(11, 100);
+  s.policy_cpu_ns = 250'000'000;
+  s.policy_round_time.le_ns = {1'000'000, 10'000'000, 100'000'000};
+  s.policy_round_time.buckets = {1, 2, 0, 1};
+  s.policy_round_time.count = 4;
+  s.policy_round_time.sum_ns = 300'000'000;
+  Exposition e;
+  e.Add(s);
+  e.Add(Block(12, 100));  // read from no block: no round samples
+  std::string t = e.Text();
+  EXPECT_NE(t.find("tiermem_policy_cpu_seconds_total{pid=\"11\"} 0.25\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("# TYPE tiermem_policy_round_duration_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(t.find("tiermem_policy_round_duration_seconds_bucket{pid=\"11\",le=\"0.001\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("tiermem_policy_round_duration_seconds_bucket{pid=\"11\",le=\"0.1\"} 3\n"), std::string::npos);
+  EXPECT_NE(t.find("tiermem_policy_round_duration_seconds_bucket{pid=\"11\",le=\"+Inf\"} 4\n"), std::string::npos);
+  EXPECT_NE(t.find("tiermem_policy_round_duration_seconds_sum{pid=\"11\"} 0.3\n"), std::string::npos);
+  EXPECT_EQ(t.find("tiermem_policy_round_duration_seconds_count{pid=\"12\"}"), std::string::npos);
+  auto j = ProcessStatsToJson(s);
+  EXPECT_EQ(j["policy_cpu_ns"], 250'000'000u);
+  EXPECT_EQ(j["policy_round_time"]["le_ns"].size(), 3u);
+  EXPECT_EQ(j["policy_round_time"]["buckets"][3], 1u);
+}
+
 TEST(TiermemctlFormat, RatesPerSecondAndResets) {
   ProcessStats a = Block(11, 100), b = Block(11, 600);
   b.moves[0][2] += 1000;

@@ -66,17 +66,29 @@ void Exposition::AddGauge(const std::string& name, const std::string& help, doub
 
 void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
                            const LatencyHistogram& h) {
+  Histogram(name, help, labels, kHistogramBoundsNs.data(), kHistogramBoundsNs.size(), h.buckets.data(), h.sum_ns);
+}
+
+void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
+                           const DurationHistogram& h) {
+  if (h.buckets.size() != h.le_ns.size() + 1) return;  // not read from a block: nothing to show
+  Histogram(name, help, labels, h.le_ns.data(), h.le_ns.size(), h.buckets.data(), h.sum_ns);
+}
+
+// `buckets` has bounds + 1 entries, the last one the events above every bound.
+void Exposition::Histogram(const std::string& name, const std::string& help, const Labels& labels,
+                           const uint64_t* le_ns, size_t bounds, const uint64_t* buckets, uint64_t sum_ns) {
   Family& f = Get(name, help, "histogram");
   uint64_t cumulative = 0;
-  for (int i = 0; i < kHistogramBuckets; ++i) {
-    cumulative += h.buckets[size_t(i)];
+  for (size_t i = 0; i <= bounds; ++i) {
+    cumulative += buckets[i];
     Labels l = labels;
-    l.emplace_back("le", i < kHistogramBuckets - 1 ? Number(double(kHistogramBoundsNs[size_t(i)]) / 1e9) : "+Inf");
+    l.emplace_back("le", i < bounds ? Number(double(le_ns[i]) / 1e9) : "+Inf");
     f.lines.push_back(name + "_bucket" + Render(l) + " " + Number(double(cumulative)));
   }
   // _count is the +Inf bucket, as the format requires: the block's own count may be an event
   // ahead of the buckets it was read with.
-  f.lines.push_back(name + "_sum" + Render(labels) + " " + Number(double(h.sum_ns) / 1e9));
+  f.lines.push_back(name + "_sum" + Render(labels) + " " + Number(double(sum_ns) / 1e9));
   f.lines.push_back(name + "_count" + Render(labels) + " " + Number(double(cumulative)));
 }
 
@@ -117,6 +129,8 @@ void Exposition::Add(const ProcessStats& s) {
          double(s.remote_faults));
   Sample("tiermem_zero_fills_total", "First touches of remote-tier pages, served with zeros.", "counter", p,
          double(s.zero_fills));
+  Sample("tiermem_pages_prefetched_total", "Pages fetched ahead of remote faults.", "counter", p,
+         double(s.pages_prefetched));
   Sample("tiermem_sampling_faults_total", "Accesses caught by the access sampler.", "counter", p,
          double(s.sampling_faults));
   Sample("tiermem_pages_evicted_total", "Pages evicted to memory servers.", "counter", p, double(s.pages_evicted));
@@ -128,6 +142,10 @@ void Exposition::Add(const ProcessStats& s) {
   Sample("tiermem_policy_rounds_total", "Rounds of the tiering policy.", "counter", p, double(s.policy_rounds));
   Sample("tiermem_policy_round_seconds_total", "Time spent in policy rounds.", "counter", p,
          double(s.policy_round_ns) / 1e9);
+  Sample("tiermem_policy_cpu_seconds_total", "CPU time of the policy thread.", "counter", p,
+         double(s.policy_cpu_ns) / 1e9);
+  Histogram("tiermem_policy_round_duration_seconds", "Policy rounds: wall time of each (scan, plan, migrate, arm).",
+            p, s.policy_round_time);
   for (const ServerSnapshot& v : s.servers) {
     Labels l = {{"pid", pid}, {"server", v.address}};
     Sample("tiermem_server_up", "Whether the memory server is connected and answering.", "gauge", l, v.up ? 1 : 0);

@@ -1,7 +1,7 @@
 // Prometheus text exposition (format 0.0.4) of processes' stats blocks. Every family is written
 // once with its # HELP and # TYPE, then the samples of every process added (label pid); byte
 // figures are *_bytes, counters *_total, latency histograms *_seconds with cumulative
-// _bucket{le=...}, _sum and _count from kHistogramBoundsNs.
+// _bucket{le=...}, _sum and _count (bounds from kHistogramBoundsNs, or the histogram's own).
 #pragma once
 
 #include <map>
@@ -32,8 +32,13 @@ class Exposition {
   Family& Get(const std::string& name, const std::string& help, const std::string& type);
   void Sample(const std::string& name, const std::string& help, const std::string& type, const Labels& labels,
               double value);
+  // A histogram over kHistogramBoundsNs, and one that carries its own bounds.
   void Histogram(const std::string& name, const std::string& help, const Labels& labels,
                  const LatencyHistogram& h);
+  void Histogram(const std::string& name, const std::string& help, const Labels& labels,
+                 const DurationHistogram& h);
+  void Histogram(const std::string& name, const std::string& help, const Labels& labels, const uint64_t* le_ns,
+                 size_t bounds, const uint64_t* buckets, uint64_t sum_ns);
 
   std::vector<std::string> order_;
   std::map<std::string, Family> families_;

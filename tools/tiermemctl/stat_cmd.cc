@@ -53,12 +53,19 @@ void PrintBlock(const ProcessStats& s) {
   }
   std::printf("\nremote faults    %llu (%s)\n", (unsigned long long)s.remote_faults, Latency(s.fault_latency).c_str());
   std::printf("zero fills       %llu\n", (unsigned long long)s.zero_fills);
+  std::printf("prefetched       %llu pages\n", (unsigned long long)s.pages_prefetched);
   std::printf("sampling faults  %llu (mode %s)\n", (unsigned long long)s.sampling_faults,
               s.sampling_mode.empty() ? "-" : s.sampling_mode.c_str());
   std::printf("pages evicted    %llu, written %llu (windows: %s)\n", (unsigned long long)s.pages_evicted,
               (unsigned long long)s.pages_written, Latency(s.evict_latency).c_str());
-  std::printf("policy rounds    %llu, %.1f ms in all\n", (unsigned long long)s.policy_rounds,
+  std::printf("policy rounds    %llu, %.1f ms in all", (unsigned long long)s.policy_rounds,
               double(s.policy_round_ns) / 1e6);
+  if (s.policy_round_time.count > 0) {
+    const DurationHistogram& h = s.policy_round_time;
+    std::printf("; CPU %.1f ms; a round p50 %.2f ms, p99 %.2f ms (interval %llu ms)", double(s.policy_cpu_ns) / 1e6,
+                h.QuantileNs(0.5) / 1e6, h.QuantileNs(0.99) / 1e6, (unsigned long long)s.policy_interval_ms);
+  }
+  std::printf("\n");
   if (!s.servers.empty()) {
     std::printf("\n%-28s %-4s %12s %12s %10s %10s %8s\n", "server", "up", "held", "slots", "written", "faults",
                 "debt");

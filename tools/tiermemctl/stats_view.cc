@@ -15,15 +15,6 @@ double Per(uint64_t before, uint64_t after, double seconds) {
   return double(after - before) / seconds;
 }
 
-// The same form as the runtime's timeline lines (TIERMEM_STATS_INTERVAL_MS): bucket i counts
-// events of at most le_ns[i]; the last bucket, the rest.
-nlohmann::json HistogramToJson(const LatencyHistogram& h) {
-  return {{"count", h.count},
-          {"sum_ns", h.sum_ns},
-          {"le_ns", kHistogramBoundsNs},
-          {"buckets", h.buckets}};
-}
-
 }  // namespace
 
 StatusOr<ProcessStats> ReadForDisplay(int pid, bool allow_stale) {
@@ -103,61 +94,9 @@ nlohmann::json RatesToJson(const Rates& r) {
 }
 
 nlohmann::json ProcessStatsToJson(const ProcessStats& s) {
-  nlohmann::json tiers = nlohmann::json::array();
-  for (const TierSnapshot& t : s.tiers) {
-    tiers.push_back({{"tier", std::string(TierName(t.tier))},
-                     {"available", t.available},
-                     {"capacity_bytes", t.capacity_bytes},
-                     {"limit_bytes", t.limit_bytes},
-                     {"allocated_bytes", t.allocated_bytes},
-                     {"pages", t.pages}});
-  }
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const NodeSnapshot& n : s.nodes) {
-    nodes.push_back({{"node", n.node}, {"tier", std::string(TierName(n.tier))}, {"resident_bytes", n.resident_bytes}});
-  }
-  nlohmann::json moves = nlohmann::json::array();
-  for (const auto& row : s.moves) moves.push_back(row);
-  nlohmann::json servers = nlohmann::json::array();
-  for (const ServerSnapshot& v : s.servers) {
-    servers.push_back({{"address", v.address},
-                       {"up", v.up},
-                       {"bytes_held", v.bytes_held},
-                       {"slots", v.slots},
-                       {"pages_written", v.pages_written},
-                       {"remote_faults", v.remote_faults},
-                       {"replication_debt_pages", v.replication_debt_pages}});
-  }
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  return {{"t_ns", uint64_t(now.tv_sec) * 1'000'000'000ull + uint64_t(now.tv_nsec)},
-          {"pid", s.pid},
-          {"command", s.command},
-          {"layout_version", s.layout_version},
-          {"stale", s.stale},
-          {"started_unix_ns", s.started_unix_ns},
-          {"page_size", s.page_size},
-          {"tiers", tiers},
-          {"nodes", nodes},
-          {"resident_bytes", s.resident_bytes},
-          {"dram_resident_bytes", s.dram_resident_bytes},
-          {"dram_limit_bytes", s.dram_limit_bytes},
-          {"moves", moves},
-          {"remote_faults", s.remote_faults},
-          {"zero_fills", s.zero_fills},
-          {"sampling_faults", s.sampling_faults},
-          {"pages_evicted", s.pages_evicted},
-          {"pages_written", s.pages_written},
-          {"fault_latency", HistogramToJson(s.fault_latency)},
-          {"evict_latency", HistogramToJson(s.evict_latency)},
-          {"policy_rounds", s.policy_rounds},
-          {"policy_round_ns", s.policy_round_ns},
-          {"sampling_mode", s.sampling_mode},
-          {"servers", servers},
-          {"heap_segment_bytes", s.heap_segment_bytes},
-          {"heap_span_bytes", s.heap_span_bytes},
-          {"heap_large_bytes", s.heap_large_bytes},
-          {"heap_large_count", s.heap_large_count}};
+  return nlohmann::json::parse(ProcessStatsJson(s, uint64_t(now.tv_sec) * 1'000'000'000ull + uint64_t(now.tv_nsec)));
 }
 
 std::string HumanBytes(uint64_t bytes) {

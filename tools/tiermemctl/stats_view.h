@@ -31,8 +31,8 @@ struct Rates {
 };
 Rates ComputeRates(const ProcessStats& before, const ProcessStats& after, double seconds);
 
-// The block as the runtime's timeline writes it (the same keys, t_ns the time of this call), so
-// `stat --json --interval` output is a timeline `plot` draws.
+// The block as the runtime's timeline writes it (ProcessStatsJson, t_ns the time of this call),
+// so `stat --json --interval` output is a timeline `plot` draws.
 nlohmann::json ProcessStatsToJson(const ProcessStats& s);
 nlohmann::json RatesToJson(const Rates& r);
 

@@ -1,0 +1,82 @@
+#include "runtime/paging/prefetch.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tiermem {
+
+uint32_t Prefetcher::WindowFromOption(const char* value, const char** problem) {
+  *problem = nullptr;
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return kAutoWindow;
+  if (std::strcmp(value, "off") == 0) return 0;
+  uint64_t n = 0;
+  const char* c = value;
+  for (; *c >= '0' && *c <= '9' && n <= kMaxWindow; ++c) n = n * 10 + static_cast<uint64_t>(*c - '0');
+  if (c == value || (*c != '\0' && n <= kMaxWindow)) {
+    *problem = "is not auto, off or a number of pages; using auto";
+    return kAutoWindow;
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(n, kMaxWindow));
+}
+
+Prefetcher::Stream& Prefetcher::Find(uint32_t tid, uintptr_t region) {
+  Stream* oldest = &streams_[0];
+  for (Stream& s : streams_) {
+    if (s.used != 0 && s.tid == tid && s.region == region) return s;
+    if (s.used < oldest->used) oldest = &s;
+  }
+  *oldest = Stream{};
+  oldest->tid = tid;
+  oldest->region = region;
+  return *oldest;
+}
+
+int64_t Prefetcher::Trend(const Stream& s) {
+  const uint32_t n = std::min<uint32_t>(s.ndeltas, kHistory);
+  if (n < 2) return 0;
+  int64_t candidate = 0;
+  uint32_t votes = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (votes == 0) candidate = s.deltas[i];
+    votes += s.deltas[i] == candidate ? 1 : -1u;
+  }
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < n; ++i) count += s.deltas[i] == candidate;
+  return count * 2 > n ? candidate : 0;
+}
+
+Prefetcher::Ahead Prefetcher::OnFault(uint32_t tid, uintptr_t region, uint64_t index) {
+  if (max_window_ == 0) return {};
+  Stream& s = Find(tid, region);
+  const bool fresh = s.used == 0;
+  s.used = ++clock_;
+  if (fresh) {
+    s.last = index;
+    return {};
+  }
+  const int64_t delta = static_cast<int64_t>(index - s.last);
+  if (delta == 0) return {};  // the same page again (another access of one fault): no step
+  s.deltas[s.next] = delta;
+  s.next = (s.next + 1) % kHistory;
+  s.ndeltas = std::min<uint32_t>(s.ndeltas + 1, kHistory);
+  const int64_t trend = Trend(s);
+  if (trend == 0 || trend > kMaxStride || trend < -kMaxStride) {
+    s.depth = kStartDepth;
+    s.window = 0;
+    s.last = index;
+    return {};
+  }
+  if (s.window > 0) {
+    if (delta == trend) {
+      s.depth = std::min(s.depth * 2, max_window_);  // the whole window was used
+    } else {
+      s.depth = std::max<uint32_t>(s.depth / 2, 1);  // off the step: the window was partly wasted
+    }
+  }
+  const uint32_t count = std::min(s.depth, max_window_);
+  s.window = count;
+  s.last = index + static_cast<uint64_t>(trend * static_cast<int64_t>(count));
+  return {trend, count};
+}
+
+}  // namespace tiermem

@@ -1,0 +1,75 @@
+// The pager's prefetcher: finds sequential and strided streams in the remote faults of each
+// thread and says which pages to fetch ahead (Leap, ATC'20: the majority trend of a window of
+// recent faults).
+//
+// Pure: no OS calls, no clock; the fault handler thread feeds it every remote fault it serves
+// (the faulting thread's id from userfaultfd, the page's region and index) and fetches what it
+// returns. Model, per stream (a thread in one region):
+// - The deltas between its last kHistory faults; a delta that is more than half of them is the
+//   trend (Boyer-Moore majority vote). Pages fetched ahead count as the stream's accesses: a
+//   thread that reads through a window faults next just past it, one trend step on.
+// - A fault with a trend asks for the next `depth` pages along it. The depth starts at
+//   kStartDepth, doubles (up to the window given, TIERMEM_PREFETCH) each time the thread faults
+//   exactly where the last window ended (it used the whole window), halves when a fault breaks
+//   the trend's step, and a fault with no trend asks for nothing and resets it.
+// - Streams are kept for kStreams threads, the least recently faulting replaced first.
+//
+// Thread safety: none; the fault handler thread owns it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace tiermem {
+
+class Prefetcher {
+ public:
+  static constexpr size_t kHistory = 8;
+  static constexpr size_t kStreams = 32;
+  static constexpr uint32_t kStartDepth = 4;
+  static constexpr int64_t kMaxStride = 512;  // pages (2 MiB): larger jumps are not a stream
+
+  // `max_window`: the most pages one fault asks for; 0 turns prefetching off.
+  explicit Prefetcher(uint32_t max_window) : max_window_(max_window) {}
+
+  // Pages to fetch: index + stride * k for k = 1..count (the caller skips those that are not
+  // remote, or outside the region).
+  struct Ahead {
+    int64_t stride = 0;
+    uint32_t count = 0;
+  };
+  // A remote fault on page `index` of the region `region` by thread `tid` (0: unknown, one
+  // stream for every thread of the region).
+  Ahead OnFault(uint32_t tid, uintptr_t region, uint64_t index);
+
+  uint32_t max_window() const { return max_window_; }
+
+  static constexpr uint32_t kAutoWindow = 32;
+  static constexpr uint32_t kMaxWindow = 128;  // half a fault batch's staging
+  // TIERMEM_PREFETCH's value as a window: "auto" kAutoWindow, "off" or "0" none, N up to
+  // kMaxWindow (larger is capped). Anything else: kAutoWindow, and `*problem` says why.
+  static uint32_t WindowFromOption(const char* value, const char** problem);
+
+ private:
+  struct Stream {
+    uint32_t tid = 0;
+    uintptr_t region = 0;
+    uint64_t used = 0;          // last use (a counter), 0: free
+    uint64_t last = 0;          // the last page accessed: faulted, or the end of a window
+    uint32_t window = 0;        // pages asked for by the last fault
+    uint32_t depth = kStartDepth;
+    std::array<int64_t, kHistory> deltas{};
+    uint32_t ndeltas = 0;       // deltas recorded, up to kHistory (ring at ndeltas % kHistory)
+    uint32_t next = 0;          // ring position of the next delta
+  };
+  Stream& Find(uint32_t tid, uintptr_t region);
+  // The majority delta of the stream's history, 0 when there is none.
+  static int64_t Trend(const Stream& s);
+
+  uint32_t max_window_;
+  uint64_t clock_ = 0;
+  std::array<Stream, kStreams> streams_{};
+};
+
+}  // namespace tiermem

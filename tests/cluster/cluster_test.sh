@@ -1,0 +1,123 @@
+#!/bin/bash
+# cluster_test.sh CASE MEMD TIERMEMCTL PRELOAD_LIB PATTERN: tests on the multi-host bed
+# (cluster.sh): a client and three memory hosts in their own network namespaces. PATTERN
+# (pattern.c) stores 24 MiB (12 in slow) under the preload library with TIERMEM_DRAM_LIMIT=4M,
+# waits, then reads every byte back and checks it.
+#   placement     every one of the three memds holds written pages of the client (tiermemctl memd
+#                 asked from the client's namespace while the program waits), and every byte
+#                 verifies.
+#   server_loss   the same; then host 2's memd is killed (SIGKILL) before the read-back: the
+#                 program exits 75 with one error line naming 10.77.0.2:7471.
+#   link_cut      the same with host 2's link taken down instead (silence, not a reset): exit 75
+#                 and the one line once TIERMEM_REMOTE_TIMEOUT_MS (2000 here) has passed.
+#   slow          host 2's link slowed (cluster_slow: netem 10 ms each way, or tbf 4 Mbit/s)
+#                 before the read-back: every byte verifies.
+#   unreachable   host 2's link is down from the start: one warning names it, the pages go to
+#                 hosts 1 and 3, and every byte verifies.
+# Exit 77 (ctest: skipped) when namespaces cannot be made.
+set -u
+case=$1 memd=$2 ctl=$3 lib=$4 prog=$5
+source "$(dirname "$0")/cluster.sh"
+
+fail() {
+  echo "FAIL ($case): $*"
+  echo "--- stdout"; cat "$CLUSTER_WORK/out" 2> /dev/null
+  echo "--- stderr"; head -40 "$CLUSTER_WORK/err" 2> /dev/null
+  local k
+  for k in $(seq "$CLUSTER_N"); do echo "--- memd $k"; tail -5 "$(cluster_memd_log "$k")"; done
+  exit 1
+}
+
+mib=24
+start_program() {  # the program (mib MiB) in the client namespace, in the background; sets prog_pid
+  rm -f "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go"
+  cluster_exec_client timeout -s KILL 50 env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" \
+    TIERMEM_DRAM_LIMIT=4M TIERMEM_REMOTE_TIMEOUT_MS=2000 LD_PRELOAD="$lib" \
+    "$prog" "$mib" "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go" > "$CLUSTER_WORK/out" 2> "$CLUSTER_WORK/err" &
+  prog_pid=$!
+  cluster_track "$prog_pid"
+  for _ in $(seq 600); do
+    [ -e "$CLUSTER_WORK/ready" ] && return 0
+    kill -0 "$prog_pid" 2> /dev/null || break
+    sleep 0.05
+  done
+  fail "the program did not finish writing"
+}
+
+finish_program() {  # let the program read back; sets rc
+  touch "$CLUSTER_WORK/go"
+  wait "$prog_pid"
+  rc=$?
+}
+
+written_pages() {  # written_pages K: pages the client (not tiermemctl itself) keeps on host K
+  cluster_exec_client "$ctl" memd --json "$(cluster_addr "$1")" |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(sum(c["written_pages"] or 0 for c in j["clients"] if not c["self"]))'
+}
+
+expect_on_hosts() {  # expect_on_hosts K...: each host holds pages of the client
+  local k n
+  for k in "$@"; do
+    n=$(written_pages "$k")
+    [ -n "$n" ] && [ "$n" -gt 0 ] || fail "memd on host $k holds no page of the client ('$n')"
+    echo "host $k ($(cluster_addr "$k")): $n pages of the client"
+  done
+}
+
+expect_one_line() {  # expect_one_line GREP GLOB: stderr has one line matching GREP, and it is GLOB
+  local n line
+  n=$(grep -c -- "$1" "$CLUSTER_WORK/err")
+  [ "$n" -eq 1 ] || fail "$n lines with '$1' on stderr, expected one"
+  line=$(grep -- "$1" "$CLUSTER_WORK/err")
+  # shellcheck disable=SC2053 # $2 is a glob
+  [[ $line == $2 ]] || fail "the line is not '$2': $line"
+  echo "one line: $line"
+}
+
+expect_verified() {
+  [ "$rc" -eq 0 ] || fail "exit $rc"
+  grep -q "^verified $((mib << 20)) bytes, 0 bad words" "$CLUSTER_WORK/out" || fail "data did not verify"
+  grep "^verified" "$CLUSTER_WORK/out"
+}
+
+cluster_up 3 "$memd" 64M
+case $case in
+  placement)
+    start_program "$(cluster_remote)"
+    expect_on_hosts 1 2 3
+    finish_program
+    expect_verified
+    ;;
+  server_loss|link_cut)
+    start_program "$(cluster_remote)"
+    expect_on_hosts 1 2 3
+    if [ "$case" = server_loss ]; then cluster_kill 2; else cluster_cut 2; fi
+    finish_program
+    [ "$rc" -eq 75 ] || fail "exit $rc, expected 75"
+    grep -q "^verified" "$CLUSTER_WORK/out" && fail "the program read back as if nothing was lost"
+    expect_one_line "error" "*memory server tcp://$(cluster_addr 2):*"
+    ;;
+  slow)
+    mib=12  # host 2's third of it, about 4 MiB, takes some 8 s at 4 Mbit/s
+    start_program "$(cluster_remote)"
+    expect_on_hosts 1 2 3
+    cluster_slow 2 10ms || fail "cannot slow host 2's link"
+    start=$(date +%s%N)
+    finish_program
+    echo "read back in $((($(date +%s%N) - start) / 1000000)) ms with host 2 slowed"
+    expect_verified
+    ;;
+  unreachable)
+    cluster_cut 2
+    start_program "$(cluster_remote)"
+    expect_one_line "tiermem" "*1 of 3 memory servers unreachable*$(cluster_addr 2)*"
+    expect_on_hosts 1 3
+    finish_program
+    expect_verified
+    ;;
+  *)
+    echo "unknown case $case"
+    exit 2
+    ;;
+esac
+echo "OK ($case)"
