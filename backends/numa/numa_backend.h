@@ -38,6 +38,9 @@ class NumaBackend {
 
   // Moves [addr, addr+bytes) to `nodes` (pages spread round-robin over them) and binds it there.
   static StatusOr<MoveStats> MoveRange(void* addr, size_t bytes, const std::vector<int>& nodes);
+  // The same for scattered pages (page addresses, ascending, each page-aligned): each run of
+  // adjacent pages is bound with one mbind, and the moves share move_pages calls.
+  static StatusOr<MoveStats> MovePages(const std::vector<char*>& pages, const std::vector<int>& nodes);
   // Binds [addr, addr+bytes) to `nodes` (MPOL_BIND) for future faults; moves nothing.
   static Status BindRange(void* addr, size_t bytes, const std::vector<int>& nodes);
   // node_out[i] = node of page i of the range, or -1 when not resident. Allocation-free apart

@@ -94,7 +94,7 @@ struct ProcessStats {
 
   uint64_t policy_rounds = 0;
   uint64_t policy_round_ns = 0;     // time spent in rounds, all together
-  uint64_t budget_relief_pages = 0; // pages evicted because DRAM was over its limit
+  uint64_t budget_relief_pages = 0; // pages moved out of DRAM (to CXL when it has room, else remote) because DRAM was over its limit
   uint64_t fault_throttle_ns = 0;   // time the fault handler waited for that room
   uint64_t policy_interval_ms = 0;  // the policy thread's round interval; 0: none was started
   uint64_t policy_cpu_ns = 0;       // its CPU time, up to its latest round

@@ -21,6 +21,9 @@ enum PageFlags : uint8_t {
   kPageRunHead = 1u << 0,    // first page of an allocation (Free must point here)
   kPagePinned = 1u << 1,     // the automatic policy leaves it where it is
   kPageRemoteClean = 1u << 2,// the copy on the server equals the local page (no write-back needed)
+  kPageAhead = 1u << 3,      // made resident by the prefetcher, not by an access, and no access
+                             // seen since (a write fault or a sampled access clears it, and so
+                             // does an eviction): not a fault sample, and relief's first victim
 };
 
 // PageRecord::tier of a page whose bytes no tier counts any more (its run is being freed).

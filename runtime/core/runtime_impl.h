@@ -54,6 +54,7 @@ class Runtime::Impl final : public PageMover {
   // Migrate to kRemote of scattered live pages (page addresses, ascending): the pager shares
   // its round trips among them (the policy thread's demotions of scattered cold pages).
   StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages) override;
+  StatusOr<MigrateResult> MovePages(const std::vector<char*>& pages, Tier tier) override;
   StatusOr<MigrateResult> MigrateToNode(void* ptr, size_t len, int node);
   StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;
   bool HasTier(Tier tier) const;

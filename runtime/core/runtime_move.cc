@@ -189,6 +189,50 @@ StatusOr<MigrateResult> Runtime::Impl::EvictPages(const std::vector<char*>& page
   return r;
 }
 
+StatusOr<MigrateResult> Runtime::Impl::MovePages(const std::vector<char*>& pages, Tier tier) {
+  MigrateResult r;
+  if (pages.empty()) return r;
+  if (tier != Tier::kDram && tier != Tier::kCxl) return InvalidArgument("MovePages: a NUMA tier (dram or cxl)");
+  if (!HasTier(tier)) {
+    return Unavailable("MovePages: tier " + std::string(TierName(tier)) + " is not available: " +
+                       tier_absent_[Index(tier)]);
+  }
+  std::vector<char*> local;
+  std::vector<PageRecord*> recs;
+  local.reserve(pages.size());
+  recs.reserve(pages.size());
+  uint64_t incoming = 0;
+  for (char* p : pages) {
+    Region* region;
+    uint64_t first, n;
+    TIERMEM_RETURN_IF_ERROR(CheckRange(p, page_size_, &region, &first, &n));
+    PageRecord& rec = region->record(first);
+    if (rec.state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal)) {
+      ++r.pages_not_resident;
+      continue;
+    }
+    incoming += rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(tier) ? page_size_ : 0;
+    local.push_back(p);
+    recs.push_back(&rec);
+  }
+  const uint64_t limit = tier_limit_[Index(tier)];
+  if (limit != 0 && allocated_[Index(tier)].load() + incoming > limit) {
+    return ResourceExhausted("tier " + std::string(TierName(tier)) + " is full: limit " +
+                             std::to_string(limit) + " bytes, " +
+                             std::to_string(allocated_[Index(tier)].load()) +
+                             " allocated, the move would add " + std::to_string(incoming));
+  }
+  for (char* p : local) ReleaseSampled(p, page_size_);
+  TIERMEM_ASSIGN_OR_RETURN(MoveStats ms, NumaBackend::MovePages(local, tier_nodes_[Index(tier)]));
+  for (PageRecord* rec : recs) Retag(*rec, tier);
+  r.pages_moved = ms.moved;
+  r.pages_already_there = ms.already_there;
+  r.pages_not_resident += ms.not_resident;
+  r.pages_failed = ms.failed;
+  CountMoves(Index(tier == Tier::kDram ? Tier::kCxl : Tier::kDram), tier, ms.moved);
+  return r;
+}
+
 StatusOr<MigrateResult> Runtime::Impl::MigrateToNode(void* ptr, size_t len, int node) {
   const NumaNode* n = topo_.Node(node);
   if (n == nullptr) {

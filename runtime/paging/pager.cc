@@ -469,7 +469,7 @@ void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
     PageRecord& rec = region.record(i);
     uint32_t slot1 = rec.remote_slot.exchange(0, std::memory_order_relaxed);
     if (slot1 != 0) GiveSlot(slot1 - 1);
-    rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
     if (rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
       if (config_.on_resident) config_.on_resident(region, i, 1, false);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
@@ -506,7 +506,7 @@ void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
     }
     uint32_t slot1 = rec.remote_slot.exchange(0, std::memory_order_relaxed);
     if (slot1 != 0) GiveSlot(slot1 - 1);
-    rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
   }
   char* addr = region.PageAddress(first);
   (void)os::Discard(addr, n * kPage);

@@ -181,6 +181,7 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
     if (!claimed[i]) continue;
     PageRecord& rec = region.record(idx[i]);
     rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);  // back only by a fault or a fetch
     if (config_.on_evicted) config_.on_evicted(region, idx[i]);
     rec.state.store(S(PageState::kRemote), std::memory_order_release);
     ++w->became_remote;

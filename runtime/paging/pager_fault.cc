@@ -78,6 +78,7 @@ void Pager::InstallAhead(size_t n, const char* staging, const std::function<Ahea
       }
       if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);  // clean until written
       else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+      rec.flags.fetch_or(kPageAhead, std::memory_order_relaxed);  // before on_resident reads it
       if (config_.on_resident) config_.on_resident(region, index, 1, true);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
       ++installed;
@@ -185,7 +186,7 @@ void Pager::FaultLoop() {
           // evicted: wait for the eviction to finish (it wakes us; we fault again).
           // Claim it first, so an evictor cannot take it between our check and the unprotect.
           if (Cas(rec, PageState::kLocal, PageState::kInFlight)) {
-            rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+            rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
             c_->wp_faults.fetch_add(1, std::memory_order_relaxed);
             (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
             rec.state.store(S(PageState::kLocal), std::memory_order_release);

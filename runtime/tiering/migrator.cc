@@ -81,10 +81,12 @@ Status Migrator::Start() {
     snprintf(counters_->mode, sizeof(counters_->mode), "off");
     return Status::Ok();
   }
+  log_.assign(kLogPages, 0);
   if (relief_) {
     // The slack: the larger of 4 MiB and 1/32 of the budget (docs/tiering.md, "DRAM limit").
     slack_pages_ = std::max<uint64_t>((4u << 20) / config_.page_size, dram_budget_ / 32);
     ring_.assign(kRingPages, 0);
+    ahead_ring_.assign(kAheadRingPages, 0);
     relief_cv_.emplace();
   }
   protect_always_ = config_.protect_always;
@@ -244,6 +246,14 @@ bool Migrator::Round() {
     }
   }
   const uint64_t tracked = samples.size();
+  // A sampled access is an access: a page fetched ahead and caught in use is no longer relief's
+  // first victim.
+  for (const AccessSample& a : samples) {
+    char* addr = reinterpret_cast<char*>(a.page * page);
+    if (Region* r = RegionOf(addr)) {
+      r->record(r->PageIndex(addr)).flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);
+    }
+  }
 
   // Page records of every live page.
   std::vector<PageView> views;
@@ -255,17 +265,12 @@ bool Migrator::Round() {
     Region* r = known_[ki].region.load(std::memory_order_acquire);
     if (r == nullptr) break;
     const uint64_t end = std::min(known_[ki].end.load(std::memory_order_acquire), r->pages());
-    if (prev_state_.size() <= ki) prev_state_.resize(ki + 1);
-    std::vector<uint8_t>& prev = prev_state_[ki];
-    if (prev.size() < end) prev.resize(end, kStateFree);
     bool pinned = false;
     index.AddRegion(r, reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page, end);
     for (uint64_t i = 0; i < end; ++i) {
       if ((i & 0xffff) == 0xffff) MaybeRelieve();  // a long scan does not hold relief back
       const PageRecord& rec = r->record(i);
       const uint8_t st = rec.state.load(std::memory_order_acquire);
-      const uint8_t was = prev[i];
-      prev[i] = st;
       if (st == kStateFree) continue;
       const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
       if (flags & kPageRunHead) pinned = (flags & kPagePinned) != 0;
@@ -279,11 +284,6 @@ bool Migrator::Round() {
         if (tv >= kNumTiers) continue;  // kNoTier: its run is being freed
         tier = static_cast<Tier>(tv);
         if (tier == Tier::kRemote) tier = Tier::kDram;  // faulted back in: remote pages land in DRAM
-        if (was == kStateRemote) {
-          samples.push_back({key, false, now});
-          policy_->FaultedBack(key);
-          ++fault_samples;
-        }
         if (!pinned) sample_candidates.push_back(r->PageAddress(i));
       } else {
         continue;  // in flight: the pager owns it this round
@@ -296,6 +296,21 @@ bool Migrator::Round() {
       }
       index.Set(key, static_cast<uint32_t>(views.size()));
       views.push_back({key, tier, pinned});
+    }
+  }
+  // Pages the pager brought back since the last round (the fault log): a sample each, whether
+  // the page is still here or already gone again. Pages fetched ahead by the prefetcher are not:
+  // nobody touched them yet, and counting them gave streams of cold pages the heat of the hot
+  // set they then pushed out.
+  {
+    std::vector<uint64_t>& log = fault_log_scratch_;
+    TakeFaultLog(&log);
+    for (uint64_t e : log) {
+      if (e & kLogAhead) continue;
+      const uint64_t key = e & kLogKeyMask;
+      samples.push_back({key, false, now});
+      policy_->FaultedBack(key);
+      ++fault_samples;
     }
   }
   // Sampled accesses stand for the pages not sampled this round: weight = candidates per armed

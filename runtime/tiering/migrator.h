@@ -23,7 +23,9 @@
 // Budget relief (migrator_relief.cc), in every mode with a DRAM budget and a lower tier: pages
 // the pager makes resident (faults, zero fills of first touches, fetches) enter a FIFO ring.
 // When DRAM goes over its budget the fault handler nudges this thread, which evicts from the
-// ring's old end down to the budget without waiting for its round; while DRAM is more than
+// ring's old end down to the budget without waiting for its round (pages the prefetcher fetched
+// and nobody touched first; a page the policy holds hot gets a second chance at the ring's new
+// end, once per entry the ring held, so the limit still holds); while DRAM is more than
 // `slack` pages over, the handler waits (at most one interval per batch) for that room, so a
 // program that faults faster than pages can be written out is slowed down instead of running
 // past its limit. The round's plan still decides by heat where samples exist. When the remote
@@ -171,10 +173,22 @@ class Migrator {
   // returns the pages evicted. MaybeRelieve: the same, only when the handler asked for it.
   uint64_t Relieve();
   void MaybeRelieve();
-  bool PopVictims(size_t max, std::vector<char*>* out);
+  // Whether `pages` relief victims fit on the CXL tier below its low watermark.
+  bool ReliefRoomOnCxl(size_t pages) const;
+  // A page popped from a ring; `spared`: its entry was requeued by a second chance already.
+  struct Victim {
+    char* addr;
+    bool spared;
+  };
+  // Up to `max` victims: first the pages fetched ahead that nobody touched since (kPageAhead),
+  // oldest first, then the ring's oldest. False when there are none.
+  bool PopVictims(size_t max, std::vector<Victim>* out);
+  // The known region holding `addr`, or null (freed, or not managed).
+  Region* RegionOf(const char* addr) const;
   // Puts popped victims that could not be evicted back at the ring's new end (the ring is
   // full: dropped), so relief finds them again once the remote tier has room.
-  void RequeueVictims(const std::vector<char*>& pages);
+  // `spared`: they were given a second chance (their entries say so).
+  void RequeueVictims(const std::vector<char*>& pages, bool spared);
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
@@ -193,7 +207,6 @@ class Migrator {
   uint64_t sample_pages_ = 256;
   uint64_t dram_budget_ = 0;
   std::array<Known, 256> known_;
-  std::vector<std::vector<uint8_t>> prev_state_;  // policy thread only
   size_t cursor_ = 0;                              // rotating sample position
   size_t victim_cursor_ = 0;                       // where the next victim window starts
   static constexpr size_t kVictimWindow = 16;      // pages looked at per victim checked
@@ -214,6 +227,25 @@ class Migrator {
   static constexpr size_t kRingPages = size_t{1} << 18;  // 1 GiB of pages; more are dropped
   std::vector<uint64_t> ring_;  // made by Start when relief is on
   uint64_t ring_head_ = 0, ring_tail_ = 0;  // under ring_lock_
+  // The fault log: every page the pager made resident, as a ring entry (the key, the stamp, and
+  // kLogAhead for a page fetched ahead), newest at log_head_; lossy (the oldest are overwritten,
+  // kLogPages a round is far more than the pager serves in one). Each round reads the entries
+  // since log_read_ as fault samples, so a page that came back and left again between two rounds
+  // is still seen.
+  static constexpr size_t kLogPages = size_t{1} << 16;
+  static constexpr uint64_t kLogAhead = uint64_t{1} << 52;  // keys are < 2^52
+  static constexpr uint64_t kLogKeyMask = kLogAhead - 1;
+  std::vector<uint64_t> log_;   // made by Start
+  std::vector<uint64_t> fault_log_scratch_;  // the round's copy (policy thread)
+  uint64_t log_head_ = 0;       // under ring_lock_
+  uint64_t log_read_ = 0;       // policy thread only
+  // Entries since the last call, oldest first (policy thread).
+  void TakeFaultLog(std::vector<uint64_t>* out);
+  // The same entries for the pages the prefetcher installed (kPageAhead), which relief takes
+  // before the ring's: they are in both, and whichever is popped first finds the other stale.
+  static constexpr size_t kAheadRingPages = size_t{1} << 16;
+  std::vector<uint64_t> ahead_ring_;
+  uint64_t ahead_head_ = 0, ahead_tail_ = 0;  // under ring_lock_
   std::atomic_flag ring_lock_ = ATOMIC_FLAG_INIT;
   bool relief_ = false;          // a DRAM budget and a remote tier: relief on
   bool plans_ = false;           // rounds run (every mode but off)

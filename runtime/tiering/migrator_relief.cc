@@ -5,7 +5,8 @@
 //
 // Why FIFO: the ring holds pages in the order they came back, so its old end is the pages
 // resident longest without a fault; under remote-fault sampling that is all the policy knows
-// of them. Each entry carries the page's residency stamp (PageRecord::stamp), so an entry of a
+// of them. Pages the prefetcher fetched ahead go first while nobody is seen touching them
+// (kPageAhead; a second, smaller ring): a wrong guess leaves before a page that was used. Each entry carries the page's residency stamp (PageRecord::stamp), so an entry of a
 // page that was evicted and came back since is skipped (its newer entry counts).
 #include <algorithm>
 #include <chrono>
@@ -20,7 +21,8 @@ namespace {
 
 constexpr size_t kReliefBatch = 1024;  // pages per EvictPages call
 constexpr int kStampShift = 56;        // ring entry: key | stamp << 56 (keys are < 2^52)
-constexpr uint64_t kKeyMask = (uint64_t{1} << kStampShift) - 1;
+constexpr uint64_t kSparedBit = uint64_t{1} << 53;  // requeued by a second chance (keys < 2^52)
+constexpr uint64_t kKeyMask = (uint64_t{1} << 52) - 1;
 // After the remote tier refused (every server full), relief tries again this much later: a
 // refusal costs the pager a few round trips to each server, and pages keep faulting in.
 constexpr uint64_t kReliefFullRetryNs = 1000ull * 1000 * 1000;
@@ -42,18 +44,34 @@ class SpinGuard {
 }  // namespace
 
 void Migrator::OnResident(Region* region, uint64_t first, uint64_t npages) {
-  if (!relief_ || !running()) return;
+  if (!running()) return;
   const size_t page = config_.page_size;
   SpinGuard g(ring_lock_);
   for (uint64_t i = first; i < first + npages; ++i) {
     PageRecord& rec = region->record(i);
     const uint8_t stamp = static_cast<uint8_t>(rec.stamp.load(std::memory_order_relaxed) + 1);
     rec.stamp.store(stamp, std::memory_order_relaxed);
-    if (ring_head_ - ring_tail_ >= kRingPages) continue;  // full: found by the round's plan
     const uint64_t key = reinterpret_cast<uintptr_t>(region->PageAddress(i)) / page;
-    ring_[ring_head_++ % kRingPages] = key | uint64_t{stamp} << kStampShift;
+    const uint64_t entry = key | uint64_t{stamp} << kStampShift;
+    const bool ahead = (rec.flags.load(std::memory_order_relaxed) & kPageAhead) != 0;
+    log_[log_head_++ % kLogPages] = ahead ? entry | kLogAhead : entry;
+    if (!relief_) continue;
+    if (ahead && ahead_head_ - ahead_tail_ < kAheadRingPages) {
+      ahead_ring_[ahead_head_++ % kAheadRingPages] = entry;
+    }
+    if (ring_head_ - ring_tail_ >= kRingPages) continue;  // full: found by the round's plan
+    ring_[ring_head_++ % kRingPages] = entry;
   }
-  relief_stuck_.store(false, std::memory_order_relaxed);  // there is something to evict again
+  if (relief_) relief_stuck_.store(false, std::memory_order_relaxed);  // something to evict again
+}
+
+void Migrator::TakeFaultLog(std::vector<uint64_t>* out) {
+  out->clear();
+  SpinGuard g(ring_lock_);
+  // The entries since the last read that are still there (a lossy log: the oldest overwritten).
+  const uint64_t from = std::max(log_read_, log_head_ > kLogPages ? log_head_ - kLogPages : 0);
+  for (uint64_t i = from; i < log_head_; ++i) out->push_back(log_[i % kLogPages]);
+  log_read_ = log_head_;
 }
 
 void Migrator::AfterFaults() {
@@ -80,51 +98,54 @@ void Migrator::AfterFaults() {
   counters_->throttle_ns.fetch_add(os::MonotonicNanos() - t0, std::memory_order_relaxed);
 }
 
-bool Migrator::PopVictims(size_t max, std::vector<char*>* out) {
+Region* Migrator::RegionOf(const char* addr) const {
+  for (const Known& k : known_) {
+    Region* r = k.region.load(std::memory_order_acquire);
+    if (r == nullptr) break;
+    if (r->Contains(addr)) return r;
+  }
+  return nullptr;
+}
+
+bool Migrator::PopVictims(size_t max, std::vector<Victim>* out) {
   const size_t page = config_.page_size;
   SpinGuard g(ring_lock_);
-  while (out->size() < max && ring_tail_ != ring_head_) {
-    const uint64_t e = ring_[ring_tail_++ % kRingPages];
-    char* addr = reinterpret_cast<char*>((e & kKeyMask) * page);
-    Region* region = nullptr;
-    for (const Known& k : known_) {
-      Region* r = k.region.load(std::memory_order_acquire);
-      if (r == nullptr) break;
-      if (r->Contains(addr)) {
-        region = r;
-        break;
+  // Pops entries of one ring while they last; `need` flags a victim must still have.
+  auto drain = [&](std::vector<uint64_t>& ring, uint64_t& tail, uint64_t head, uint8_t need) {
+    while (out->size() < max && tail != head) {
+      const uint64_t e = ring[tail++ % ring.size()];
+      char* addr = reinterpret_cast<char*>((e & kKeyMask) * page);
+      Region* region = RegionOf(addr);
+      if (region == nullptr) continue;
+      const PageRecord& rec = region->record(region->PageIndex(addr));
+      const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
+      // Still the residency this entry was made for, in DRAM, and movable.
+      if (rec.stamp.load(std::memory_order_relaxed) != static_cast<uint8_t>(e >> kStampShift) ||
+          rec.state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal) ||
+          rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(Tier::kDram) ||
+          (flags & kPagePinned) || (flags & need) != need) {
+        continue;
       }
+      out->push_back({addr, (e & kSparedBit) != 0});
     }
-    if (region == nullptr) continue;
-    const PageRecord& rec = region->record(region->PageIndex(addr));
-    // Still the residency this entry was made for, in DRAM, and movable.
-    if (rec.stamp.load(std::memory_order_relaxed) != static_cast<uint8_t>(e >> kStampShift) ||
-        rec.state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal) ||
-        rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(Tier::kDram) ||
-        (rec.flags.load(std::memory_order_relaxed) & kPagePinned)) {
-      continue;
-    }
-    out->push_back(addr);
-  }
+  };
+  drain(ahead_ring_, ahead_tail_, ahead_head_, kPageAhead);
+  drain(ring_, ring_tail_, ring_head_, 0);
   return !out->empty();
 }
 
-void Migrator::RequeueVictims(const std::vector<char*>& pages) {
+void Migrator::RequeueVictims(const std::vector<char*>& pages, bool spared) {
   const size_t page = config_.page_size;
   SpinGuard g(ring_lock_);
   for (char* addr : pages) {
     if (ring_head_ - ring_tail_ >= kRingPages) break;
-    for (const Known& k : known_) {
-      Region* r = k.region.load(std::memory_order_acquire);
-      if (r == nullptr) break;
-      if (!r->Contains(addr)) continue;
-      // The page's current stamp: the entry stands for the residency it still has (a page
-      // evicted and back since has a newer stamp and entry, and this one is skipped).
-      const uint8_t stamp = r->record(r->PageIndex(addr)).stamp.load(std::memory_order_relaxed);
-      const uint64_t key = reinterpret_cast<uintptr_t>(addr) / page;
-      ring_[ring_head_++ % kRingPages] = key | uint64_t{stamp} << kStampShift;
-      break;
-    }
+    Region* r = RegionOf(addr);
+    if (r == nullptr) continue;
+    // The page's current stamp: the entry stands for the residency it still has (a page
+    // evicted and back since has a newer stamp and entry, and this one is skipped).
+    const uint8_t stamp = r->record(r->PageIndex(addr)).stamp.load(std::memory_order_relaxed);
+    const uint64_t key = reinterpret_cast<uintptr_t>(addr) / page;
+    ring_[ring_head_++ % kRingPages] = key | uint64_t{stamp} << kStampShift | (spared ? kSparedBit : 0);
   }
 }
 
@@ -133,7 +154,22 @@ uint64_t Migrator::Relieve() {
   const uint64_t target = dram_budget_ > slack_pages_ / 2 ? dram_budget_ - slack_pages_ / 2 : 0;
   const size_t page = config_.page_size;
   uint64_t evicted = 0;
-  std::vector<char*> batch;
+  std::vector<Victim> popped;
+  std::vector<char*> batch, spared;
+  // Second chance: a victim the policy holds hot (Policy::SparedFromRelief) goes back to the
+  // ring's new end instead. Under remote-fault sampling a resident page is never seen, so heat
+  // cannot tell a page still in use from one that was used once: each residency gets one second
+  // chance (CLOCK's one bit), and a page in use that is evicted after it comes back at its next
+  // touch, hot again. Under access sampling the heat is current, and a page stays while it is
+  // caught in use. Either way at most as many pages are spared in one relief as the ring held
+  // entries when it began; past that, hot pages are evicted too (the limit is kept before the
+  // heat), and the loop ends: each turn pops at least one entry, and no more are requeued.
+  uint64_t spare_left;
+  {
+    SpinGuard g(ring_lock_);
+    spare_left = ring_head_ - ring_tail_;
+  }
+  uint64_t spared_total = 0;
   if (os::MonotonicNanos() < relief_retry_ns_.load(std::memory_order_acquire)) {
     relief_stuck_.store(true, std::memory_order_release);  // the remote tier is full: wait
     std::lock_guard<std::mutex> lock(relief_mu_);
@@ -143,16 +179,48 @@ uint64_t Migrator::Relieve() {
   for (;;) {
     const uint64_t usage = mover_->TierPages(Tier::kDram);
     if (usage <= target) break;
-    batch.clear();
-    if (!PopVictims(std::min<uint64_t>(usage - target, kReliefBatch), &batch)) {
+    popped.clear();
+    if (!PopVictims(std::min<uint64_t>(usage - target, kReliefBatch), &popped)) {
       // Nothing left in the ring: DRAM's other pages are the plan's (by heat, next round).
       relief_stuck_.store(true, std::memory_order_release);
       break;
     }
+    const uint64_t now = os::MonotonicNanos();
+    batch.clear();
+    spared.clear();
+    for (const Victim& v : popped) {
+      if (spare_left > 0 && (protect_ || !v.spared) &&
+          policy_->SparedFromRelief(reinterpret_cast<uintptr_t>(v.addr) / page, now, protect_)) {
+        --spare_left;
+        spared.push_back(v.addr);
+      } else {
+        batch.push_back(v.addr);
+      }
+    }
+    if (!spared.empty()) {
+      RequeueVictims(spared, true);
+      spared_total += spared.size();
+    }
     std::sort(batch.begin(), batch.end());
     batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+    if (batch.empty()) continue;
     if (protect_) {
       for (char* p : batch) ProtectTracker::Get().Release(p, page);
+    }
+    // With a CXL tier that has room, the victims go there: the plan then sends the coldest of
+    // CXL on to remote (by heat, which the ring knows nothing of), so a warm page that faulted
+    // back is not sent remote again behind the plan's back. A refusal sends them remote.
+    if (ReliefRoomOnCxl(batch.size())) {
+      auto m = mover_->MovePages(batch, Tier::kCxl);
+      if (m.ok() && m->pages_failed == 0) {
+        evicted += m->pages_moved + m->pages_already_there;
+        relief_stuck_.store(false, std::memory_order_release);
+        relief_epoch_.fetch_add(1, std::memory_order_acq_rel);
+        std::lock_guard<std::mutex> lock(relief_mu_);
+        relief_cv_->notify_all();
+        continue;
+      }
+      if (!m.ok()) TM_LOG_DEBUG("tiering: budget relief to cxl: %s", m.status().ToString().c_str());
     }
     auto r = mover_->EvictPages(batch);
     if (!r.ok()) {
@@ -162,7 +230,7 @@ uint64_t Migrator::Relieve() {
         TM_LOG_DEBUG("tiering: budget relief: %s", r.status().ToString().c_str());
         if (r.status().code() == StatusCode::kResourceExhausted) {
           // Every server is full (the runtime has said so): keep the victims, pause relief.
-          RequeueVictims(batch);
+          RequeueVictims(batch, false);
           relief_retry_ns_.store(os::MonotonicNanos() + kReliefFullRetryNs, std::memory_order_release);
         }
         relief_stuck_.store(true, std::memory_order_release);
@@ -175,6 +243,12 @@ uint64_t Migrator::Relieve() {
     } else {
       evicted += r->pages_moved;
     }
+    // Under remote-fault sampling nothing was seen of these pages while they were here: their
+    // heat is carried to now undecayed, so the time to their next fault decides how hot they
+    // come back (Policy::Evicted). Access sampling saw them, and their heat stands.
+    if (!protect_) {
+      for (char* p : batch) policy_->Evicted(reinterpret_cast<uintptr_t>(p) / page, now);
+    }
     relief_stuck_.store(false, std::memory_order_release);
     relief_epoch_.fetch_add(1, std::memory_order_acq_rel);
     std::lock_guard<std::mutex> lock(relief_mu_);
@@ -185,8 +259,8 @@ uint64_t Migrator::Relieve() {
     relief_cv_->notify_all();
   }
   counters_->relief_pages.fetch_add(evicted, std::memory_order_relaxed);
-  TM_LOG_DEBUG("tiering: budget relief: %llu pages evicted, dram %llu pages (budget %llu)%s",
-               static_cast<unsigned long long>(evicted),
+  TM_LOG_DEBUG("tiering: budget relief: %llu pages evicted, %llu hot ones spared, dram %llu pages (budget %llu)%s",
+               static_cast<unsigned long long>(evicted), static_cast<unsigned long long>(spared_total),
                static_cast<unsigned long long>(mover_->TierPages(Tier::kDram)),
                static_cast<unsigned long long>(dram_budget_),
                relief_stuck_.load() ? ", nothing left to evict" : "");
@@ -195,6 +269,15 @@ uint64_t Migrator::Relieve() {
     stats_.demotions += evicted;  // demotions of the policy thread, like the plan's
   }
   return evicted;
+}
+
+bool Migrator::ReliefRoomOnCxl(size_t pages) const {
+  const PolicyConfig& pc = policy_->config();
+  const int c = static_cast<int>(Tier::kCxl);
+  if (!pc.present[c]) return false;
+  if (pc.budget_pages[c] == 0) return true;
+  return static_cast<double>(mover_->TierPages(Tier::kCxl) + pages) <=
+         pc.low_watermark * static_cast<double>(pc.budget_pages[c]);
 }
 
 void Migrator::MaybeRelieve() {

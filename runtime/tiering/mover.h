@@ -49,6 +49,10 @@ class PageMover {
   // Evicts scattered live pages (page addresses, ascending) to the remote tier, sharing round
   // trips among them.
   virtual StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages) = 0;
+  // Moves scattered live pages (page addresses, ascending) to a NUMA tier (kDram or kCxl),
+  // sharing move_pages calls among them; pages not resident here (remote, in flight) are
+  // counted as not resident and left where they are.
+  virtual StatusOr<MigrateResult> MovePages(const std::vector<char*>& pages, Tier tier) = 0;
   // NUMA nodes of a tier (empty when absent).
   virtual const std::vector<int>& TierNodes(Tier tier) const = 0;
   // Pages the tier holds now (allocated there, or faulted back into DRAM). Any thread.

@@ -43,7 +43,7 @@ double Policy::Decayed(const PageHeat& h, uint64_t now_ns) const {
 
 void Policy::KeepUnlisted(const Entry& e, bool some_unlisted, uint64_t now_ns) {
   // The stored heat bounds the decayed one: most forgotten pages cost no exp2.
-  if (!some_unlisted || e.h.heat < config_.promote_heat || Decayed(e.h, now_ns) < config_.promote_heat) return;
+  if (!some_unlisted || e.h.heat < config_.forget_heat || Decayed(e.h, now_ns) < config_.forget_heat) return;
   next_.push_back(e);
 }
 
@@ -106,6 +106,10 @@ void Policy::Moved(uint64_t page, uint64_t now_ns) {
   h.moved_ns = now_ns == 0 ? 1 : now_ns;
 }
 
+void Policy::Evicted(uint64_t page, uint64_t now_ns) {
+  if (PageHeat* h = Find(page); h != nullptr && now_ns > h->updated_ns) h->updated_ns = now_ns;
+}
+
 void Policy::FaultedBack(uint64_t page) {
   if (PageHeat* h = Find(page)) h->moved_ns = 0;
 }
@@ -156,7 +160,10 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const Tie
       h = pages_[j++].h;
     } else if (!fresh_.empty()) {
       auto it = fresh_.find(v.page);
-      if (it != fresh_.end()) h = it->second;
+      if (it != fresh_.end()) {
+        h = it->second;
+        fresh_.erase(it);  // taken: what is left are pages sampled but not listed
+      }
     }
     next_.push_back({v.page, h});
     ++usage[t];
@@ -173,6 +180,18 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const Tie
     movable[t].items().push_back({v.page, Decayed(h, now_ns)});
   }
   while (j < pages_.size()) KeepUnlisted(pages_[j++], some_unlisted, now_ns);
+  // Pages sampled since the last plan and not listed (a page that faulted back and was evicted
+  // again in between) are kept like the others not listed, merged in page order.
+  if (some_unlisted && !fresh_.empty()) {
+    const size_t listed = next_.size();
+    for (const auto& [page, h] : fresh_) KeepUnlisted({page, h}, true, now_ns);
+    if (next_.size() > listed) {
+      std::sort(next_.begin() + static_cast<ptrdiff_t>(listed), next_.end(),
+                [](const Entry& a, const Entry& b) { return a.page < b.page; });
+      std::inplace_merge(next_.begin(), next_.begin() + static_cast<ptrdiff_t>(listed), next_.end(),
+                         [](const Entry& a, const Entry& b) { return a.page < b.page; });
+    }
+  }
   pages_.swap(next_);
   fresh_.clear();
 

@@ -45,6 +45,8 @@ struct PolicyConfig {
   double low_watermark = 0.95;   // ... down to this share; promotions fill up to it
   double half_life_ms = 200;     // heat halves in this time without accesses
   double promote_heat = 1.5;     // heat at which a page on a lower tier is promoted
+  double forget_heat = 0.25;     // an unlisted page's heat is kept while at least this (two
+                                 // half-lives after one access): see Plan
   double swap_margin = 1.0;      // a promotion into a full tier must beat its coldest page by this
   double min_residence_ms = 500; // a moved page stays where it went at least this long
   double max_moves_per_s = 50000;// token bucket rate (pages per second)
@@ -93,6 +95,24 @@ class Policy {
   void Record(std::span<const AccessSample> samples);
   // Current heat of a page at `now_ns` (0 for an unknown page).
   double Heat(uint64_t page, uint64_t now_ns) const;
+  // The caller evicted `page` at `now_ns` from a tier where its accesses were not sampled
+  // (remote-fault sampling sees a page only when it faults back): its heat is carried to
+  // `now_ns` undecayed, so what decides how hot it comes back is the time from its eviction to
+  // its next fault (the kernel's refault distance, in time), not how long it sat unobserved.
+  // An unknown page is left unknown.
+  void Evicted(uint64_t page, uint64_t now_ns);
+  // Whether budget relief, which evicts the pages the pager brought back in the order they came,
+  // gives this DRAM page a second chance at `now_ns`: its heat is at least promote_heat.
+  // `resident_sampled`: accesses to resident pages are sampled (protection sampling), and the
+  // heat is taken decayed, as it is now. Otherwise (remote-fault sampling) a resident page is
+  // never seen, its heat could only fall while it is in use, and the heat is taken as it was at
+  // its last sample, undecayed: a page that faulted back within about a half-life of its
+  // eviction (Evicted). How often one page is spared is relief's (migrator_relief.cc).
+  bool SparedFromRelief(uint64_t page, uint64_t now_ns, bool resident_sampled) const {
+    const PageHeat* h = Find(page);
+    if (h == nullptr) return false;
+    return (resident_sampled ? Decayed(*h, now_ns) : static_cast<double>(h->heat)) >= config_.promote_heat;
+  }
 
   using TierPageCounts = std::array<uint64_t, kNumTiers>;
   // Plans moves for the live pages `pages` (every live page, each once). Pages that are no longer
@@ -105,9 +125,11 @@ class Policy {
   }
   // The same, where `pages` lists only the pages the policy may move and `unlisted[t]` counts the
   // other live pages of tier t: they count against the tier's budget and are never moved. Their
-  // heat is kept while it is at least promote_heat (a hot page evicted by mistake is still known
-  // hot when a fault brings it back, and is not the next victim again), and forgotten once it
-  // has cooled below. The policy thread lists no remote page (they are most of the pages at
+  // heat is kept while it is at least forget_heat (a hot page evicted by mistake is still known
+  // hot when a fault brings it back, and is not the next victim again; a page that faults back
+  // twice within two half-lives comes back hot, though under remote-fault sampling it is never
+  // seen while resident), and forgotten once it has cooled below: the pages kept are those
+  // sampled lately, so their number follows the samples, not memory. The policy thread lists no remote page (they are most of the pages at
   // large sizes, and one comes back by a fault when touched), so a round's cost follows the
   // resident pages and the hot ones, not all of memory.
   std::vector<PlannedMove> Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,

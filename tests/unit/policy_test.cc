@@ -121,23 +121,51 @@ TEST(PolicyTest, HotPagesKeepTheirHeatWhileUnlisted) {
   for (uint64_t i = 0; i < 8; ++i) sim.tier[i] = Tier::kDram;
   p.Plan(sim.Views(), 10 * kMs);
   EXPECT_NEAR(p.Heat(5, 10 * kMs), 4.0, 1e-6);
-  // Pages 5 and 6 go remote and are unlisted for a round: 5 is still hot (4 halved once = 2),
-  // 6 has cooled below promote_heat and is forgotten.
+  // Pages 5 and 6 go remote and are unlisted: their heat is kept while it is at least
+  // forget_heat (0.25), so 5 is still hot after a half-life (4 halved once = 2) and 6 is warm.
   sim.tier.erase(5), sim.tier.erase(6);
   Policy::TierPageCounts unlisted{};
   unlisted[static_cast<int>(Tier::kRemote)] = 2;
   p.Plan(sim.Views(), unlisted, 110 * kMs);
   EXPECT_NEAR(p.Heat(5, 110 * kMs), 2.0, 1e-5);
-  EXPECT_EQ(p.Heat(6, 110 * kMs), 0.0);
-  // Page 5 faulted back: listed again, with its heat; once it has cooled, unlisted again, it is
-  // forgotten too.
+  EXPECT_NEAR(p.Heat(6, 110 * kMs), 0.5, 1e-5);
+  // Three half-lives after its one access, 6 has cooled below forget_heat and is forgotten.
+  p.Plan(sim.Views(), unlisted, 310 * kMs);
+  EXPECT_NEAR(p.Heat(5, 310 * kMs), 0.5, 1e-5);
+  EXPECT_EQ(p.Heat(6, 310 * kMs), 0.0);
+  // Page 5 faulted back: listed again, with its heat and the fault's; once it has cooled,
+  // unlisted again, it is forgotten too.
   sim.tier[5] = Tier::kDram;
-  p.Plan(sim.Views(), 120 * kMs);
-  EXPECT_GT(p.Heat(5, 120 * kMs), 1.5);
+  p.Record(std::vector<AccessSample>{{5, false, 320 * kMs}});
+  p.Plan(sim.Views(), 320 * kMs);
+  EXPECT_GT(p.Heat(5, 320 * kMs), 1.4);
   sim.tier.erase(5);
-  p.Plan(sim.Views(), unlisted, 400 * kMs);
-  EXPECT_EQ(p.Heat(5, 400 * kMs), 0.0);
+  p.Plan(sim.Views(), unlisted, 800 * kMs);
+  EXPECT_EQ(p.Heat(5, 800 * kMs), 0.0);
   EXPECT_EQ(p.tracked_pages(), 6u) << "the listed pages only";
+}
+
+// Relief's second chance: a page faulted back twice within a half-life is spared, and stays
+// spared while nothing more is seen of it (a resident page is not sampled by faults); one fault,
+// or a fault after a long pause, is not spared.
+TEST(PolicyTest, PagesFaultedBackTwiceAreSparedFromRelief) {
+  Policy p(Config(10, 0, false, true));
+  p.Record(std::vector<AccessSample>{{1, false, 10 * kMs}, {2, false, 10 * kMs}, {2, false, 20 * kMs}});
+  EXPECT_FALSE(p.SparedFromRelief(1, 20 * kMs, false)) << "one fault: heat 1";
+  EXPECT_TRUE(p.SparedFromRelief(2, 20 * kMs, false)) << "two faults 10 ms apart: heat about 2";
+  EXPECT_TRUE(p.SparedFromRelief(2, 500 * kMs, false)) << "not seen since, under fault sampling";
+  EXPECT_FALSE(p.SparedFromRelief(2, 500 * kMs, true)) << "not seen since, under access sampling";
+  EXPECT_FALSE(p.SparedFromRelief(3, 20 * kMs, false)) << "unknown";
+  p.Record(std::vector<AccessSample>{{2, false, 1000 * kMs}});
+  EXPECT_FALSE(p.SparedFromRelief(2, 1000 * kMs, false)) << "its next fault ten half-lives later: heat about 1";
+  // Evicted after a long stay unobserved: the heat it had when it came is carried to the
+  // eviction, and a fault soon after makes it hot again.
+  p.Evicted(2, 5000 * kMs);
+  EXPECT_NEAR(p.Heat(2, 5000 * kMs), 1.0, 0.01);
+  p.Record(std::vector<AccessSample>{{2, false, 5050 * kMs}});
+  EXPECT_TRUE(p.SparedFromRelief(2, 5050 * kMs, false)) << "faulted back half a half-life after its eviction";
+  p.Evicted(7, 5000 * kMs);
+  EXPECT_EQ(p.Heat(7, 5000 * kMs), 0.0) << "an unknown page stays unknown";
 }
 
 TEST(PolicyTest, DemotionCascadesDramToCxlToRemote) {
