@@ -30,11 +30,10 @@ for p in chase rand64 seq page4k; do
 done
 ! grep -q '"note"' /tmp/compare.json || fail "compare left a note (a tier's memory failed its data check?)"
 
-# Prefetching is off for these runs: on this random-update workload it brought hot pages' DRAM
-# share down (median 0.756 and 0.896 with it, 0.969 without, k612 guest, 2026-12-02); the
-# placement asserted here is the policy's. docs/results/NOTES.md says more.
+# With the defaults, prefetching included (TIERMEM_PREFETCH=auto; set it in the guest's
+# environment to compare).
 run_tiermem() {  # $1: gtest filter, $2: JSON file
-  TIERMEM_PREFETCH=${TIERMEM_PREFETCH:-off} QEMU_TIERING_SECONDS=$warmup QEMU_TIERING_MEASURE_SECONDS=$measure QEMU_TIERING_JSON=$2 \
+  QEMU_TIERING_SECONDS=$warmup QEMU_TIERING_MEASURE_SECONDS=$measure QEMU_TIERING_JSON=$2 \
     tiering_full_test --gtest_color=no --gtest_filter="$1"
 }
 rc=0
