@@ -20,7 +20,6 @@ constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
 constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
 
 constexpr uint64_t kHotRecheck = 25;  // a page caught in use is watched again after 25 confirm times
-constexpr uint64_t kJoinGap = 256;    // evictions join across this many remote pages (1 MiB)
 
 }  // namespace
 
@@ -422,178 +421,10 @@ bool Migrator::Round() {
     held_total = held;
   }
 
-  // Block expansion: a demotion victim takes along the cold pages of its aligned block (same
-  // source tier, not hot, not pinned) and is joined across pages already on the destination, so
-  // scattered victims become contiguous runs: one Migrate call (one pager round trip, one
-  // move_pages) per run instead of per page. Pages already on the destination are no-ops.
-  struct Move {
-    uint64_t page;
-    Tier from, to;
-    bool noop;
-  };
-  std::vector<Move> moves;
-  {
-    std::unordered_map<uint64_t, bool> planned;
-    for (const PlannedMove& m : plan) planned[m.page] = true;
-    for (const PlannedMove& m : plan) moves.push_back({m.page, m.from, m.to, false});
-    const double hot = policy_->config().promote_heat;
-    // Room left on each destination after the plan: expansion never pushes a tier past its
-    // budget (the runtime would refuse the whole run).
-    std::array<int64_t, kNumTiers> room{};
-    {
-      std::array<int64_t, kNumTiers> usage{};
-      for (int t = 0; t < kNumTiers; ++t) usage[t] = static_cast<int64_t>(unlisted[t]);
-      for (const PageView& v : views) ++usage[static_cast<int>(v.tier)];
-      for (const PlannedMove& m : plan) --usage[static_cast<int>(m.from)], ++usage[static_cast<int>(m.to)];
-      for (int t = 0; t < kNumTiers; ++t) {
-        const uint64_t b = policy_->config().budget_pages[t];
-        room[t] = b == 0 ? INT64_MAX / 2 : static_cast<int64_t>(static_cast<double>(b) * policy_->config().low_watermark) - usage[t];
-      }
-    }
-    for (const PlannedMove& m : plan) {
-      if (m.to <= m.from) continue;  // promotions are not expanded
-      const uint64_t block = m.page & ~(kBlockPages - 1);
-      for (uint64_t k = block; k < block + kBlockPages; ++k) {
-        if (planned.count(k)) continue;
-        auto it = index.Find(k);
-        if (it == nullptr) continue;
-        const PageView& v = views[*it];
-        if (v.pinned) continue;
-        if (v.tier == m.to) {
-          moves.push_back({k, v.tier, m.to, true});
-        } else if (v.tier == m.from && room[static_cast<int>(m.to)] > 0 &&
-                   (!protect_ || confirmed_cold_.count(k)) && policy_->Heat(k, now) < hot) {
-          moves.push_back({k, m.from, m.to, false});
-          --room[static_cast<int>(m.to)];
-        } else {
-          continue;
-        }
-        planned[k] = true;
-      }
-    }
-  }
-  // Carry the moves out in runs of adjacent pages with the same destination.
-  std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
-    return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
-  });
-  uint64_t demoted = 0, promoted = 0, failed = 0, calls = 0, migrate_ns = 0;
+  std::vector<Move> moves = ExpandBlocks(plan, views, unlisted, now);
   std::unordered_set<uint64_t> moved_now;
-  std::string last_error;
-  auto account = [&](size_t k, bool ok) {
-    if (moves[k].noop) return;
-    if (!ok) {
-      ++failed;
-      return;
-    }
-    policy_->Moved(moves[k].page, now);
-    if (moves[k].to > moves[k].from) {
-      ++demoted;
-    } else {
-      ++promoted;
-    }
-  };
-  auto note_error = [&](Tier to, char* addr, size_t len, const Status& st) {
-    last_error = std::string("migrate to ") + std::string(TierName(to)) + ": " + st.ToString();
-    TM_LOG_DEBUG("tiering: migrate %p+%zu to %s: %s", static_cast<void*>(addr), len,
-                 std::string(TierName(to)).c_str(), st.ToString().c_str());
-  };
-  // Evictions (moves to remote) of every run go to the pager in one call, which shares its
-  // round trips among them: scattered victims (cold pages faulted in at random) cost one call
-  // each before, ~75-140 us apiece here, and the policy thread could not keep DRAM within its
-  // budget while GUPS faulted ~10k pages per second.
-  std::vector<size_t> evict;                          // indices into moves
-  std::vector<std::pair<char*, size_t>> evict_runs;  // their runs
-  auto flush_evictions = [&] {
-    if (evict.empty()) return;
-    std::vector<char*> pages;
-    for (size_t k : evict) pages.push_back(reinterpret_cast<char*>(moves[k].page * page));
-    if (protect_) {
-      // Protection is lifted over spans of victims with no other watched page between them
-      // (one mprotect for many: the pages between are accessible already, or remote).
-      std::vector<uint64_t> kept;
-      kept.reserve(watch_since_.size());
-      for (const auto& kv : watch_since_) kept.push_back(kv.first);
-      std::sort(kept.begin(), kept.end());
-      for (size_t a = 0; a < evict.size();) {
-        size_t b = a + 1;
-        while (b < evict.size()) {
-          const uint64_t lo = moves[evict[b - 1]].page, hi = moves[evict[b]].page;
-          auto w = std::upper_bound(kept.begin(), kept.end(), lo);
-          if ((w != kept.end() && *w < hi) || !index.SameRegion(lo, hi)) break;
-          ++b;
-        }
-        const uint64_t first = moves[evict[a]].page, last = moves[evict[b - 1]].page;
-        tracker.Release(reinterpret_cast<char*>(first * page), (last - first + 1) * page);
-        a = b;
-      }
-    }
-    const uint64_t t_call = os::MonotonicNanos();
-    auto r = mover_->EvictPages(pages);
-    migrate_ns += os::MonotonicNanos() - t_call;
-    ++calls;
-    for (auto& [addr, len] : evict_runs) {
-      // Pages demoted from CXL keep the CXL node binding of their range; when the program
-      // touches them again they should come back into DRAM (they are hot then), so rebind.
-      if (!r.ok() || !cxl) break;
-      Status b = NumaBackend::BindRange(addr, len, mover_->TierNodes(Tier::kDram));
-      if (!b.ok()) TM_LOG_DEBUG("tiering: rebinding %p+%zu to DRAM: %s", static_cast<void*>(addr), len,
-                                b.ToString().c_str());
-    }
-    for (size_t k : evict) account(k, r.ok());
-    if (!r.ok()) note_error(Tier::kRemote, pages[0], page, r.status());
-    evict.clear();
-    evict_runs.clear();
-  };
-  for (size_t i = 0; i < moves.size();) {
-    // A run joins adjacent pages, and for evictions also the next victim past a gap of pages
-    // that are all remote already (skipped by the pager): scattered victims (cold pages faulted
-    // in at random) take one pager call for many instead of one each.
-    auto joins = [&](const Move& prev, const Move& next) {
-      if (next.to != prev.to || next.page <= prev.page) return false;
-      if (next.page == prev.page + 1) return true;
-      if (next.to != Tier::kRemote || next.page - prev.page > kJoinGap) return false;
-      // Remote pages are not listed in the views: their records say.
-      for (uint64_t k = prev.page + 1; k < next.page; ++k) {
-        if (index.Find(k) != nullptr || index.State(k) != kStateRemote) return false;
-      }
-      return true;
-    };
-    size_t j = i + 1;
-    while (j < moves.size() && joins(moves[j - 1], moves[j])) ++j;
-    // Runs of no-ops alone are not worth a call.
-    bool any = false;
-    for (size_t k = i; k < j; ++k) any |= !moves[k].noop;
-    if (!any) {
-      i = j;
-      continue;
-    }
-    char* addr = reinterpret_cast<char*>(moves[i].page * page);
-    const size_t len = (moves[j - 1].page - moves[i].page + 1) * page;
-    // Released (by Runtime::Migrate, or in flush_evictions): no longer watched, and not armed again this round
-    // (the views predate the move).
-    for (size_t k = i; k < j; ++k) {
-      moved_now.insert(moves[k].page);
-      watch_since_.erase(moves[k].page);
-      hot_until_.erase(moves[k].page);  // back in DRAM later only by a fault: a fresh page
-    }
-    if (moves[i].to == Tier::kRemote) {
-      for (size_t k = i; k < j; ++k) {
-        if (!moves[k].noop) evict.push_back(k);
-      }
-      evict_runs.push_back({addr, len});
-      i = j;
-      continue;
-    }
-    flush_evictions();  // demotions make room before anything moves up (Migrate lifts sampling)
-    const uint64_t t_call = os::MonotonicNanos();
-    auto r = mover_->Migrate(addr, len, moves[i].to);
-    migrate_ns += os::MonotonicNanos() - t_call;
-    ++calls;
-    for (size_t k = i; k < j; ++k) account(k, r.ok());
-    if (!r.ok()) note_error(moves[i].to, addr, len, r.status());
-    i = j;
-  }
-  flush_evictions();
+  const Executed ex = Execute(moves, cxl, now, &moved_now);
+  const uint64_t demoted = ex.demoted, promoted = ex.promoted, failed = ex.failed;
 
   const uint64_t armed = ArmNextSample(now, views, sample_candidates, dram_pages, lower_pages, fault_samples, moved_now);
   // One line per round at TIERMEM_LOG=debug: what the round saw, planned and did (diagnosis of
@@ -618,14 +449,14 @@ bool Migrator::Round() {
   stats_.promotions += promoted;
   stats_.failed += failed;
   stats_.deferred += ps.deferred;
-  stats_.migrate_calls += calls;
-  stats_.migrate_ns += migrate_ns;
+  stats_.migrate_calls += ex.calls;
+  stats_.migrate_ns += ex.migrate_ns;
   const uint64_t round_ns = os::MonotonicNanos() - now;
   stats_.round_ns += round_ns;
   counters_->rounds.fetch_add(1, std::memory_order_relaxed);
   counters_->round_ns.fetch_add(round_ns, std::memory_order_relaxed);
   counters_->samples.fetch_add(tracked, std::memory_order_relaxed);
-  if (!last_error.empty()) stats_.last_error = last_error;
+  if (!ex.last_error.empty()) stats_.last_error = ex.last_error;
   return armed > 0 || !plan.empty() || ps.deferred > 0 || fault_samples > 0;
 }
 

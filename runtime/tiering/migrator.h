@@ -190,6 +190,30 @@ class Migrator {
   // `spared`: they were given a second chance (their entries say so).
   void RequeueVictims(const std::vector<char*>& pages, bool spared);
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
+  // One page's move as the round carries it out; `noop`: already on its destination (it only
+  // joins a run).
+  struct Move {
+    uint64_t page;
+    Tier from, to;
+    bool noop;
+  };
+  // Block expansion (migrator_moves.cc): a demotion victim takes along the cold pages of its
+  // aligned block (same source tier, not hot, not pinned; under protection sampling confirmed
+  // cold) and is joined across pages already on the destination, so scattered victims become
+  // contiguous runs: one Migrate call (one pager round trip, one move_pages) per run instead of
+  // per page. Expansion never pushes a destination past its budget. Reads index_ (this round's).
+  std::vector<Move> ExpandBlocks(const std::vector<PlannedMove>& plan, const std::vector<PageView>& views,
+                                 const Policy::TierPageCounts& unlisted, uint64_t now);
+  struct Executed {
+    uint64_t demoted = 0, promoted = 0, failed = 0;
+    uint64_t calls = 0, migrate_ns = 0;  // mover calls and the time in them
+    std::string last_error;              // the latest refusal ("" when none)
+  };
+  // Carries `moves` out (sorted here: demotions first) in runs of adjacent pages with one
+  // destination, evictions of the whole round in one EvictPages call; reports each move to the
+  // policy (Moved) and adds the pages it touched to `moved` (not armed again this round).
+  // `cxl`: a CXL tier exists (ranges evicted to remote are rebound to DRAM's nodes).
+  Executed Execute(std::vector<Move>& moves, bool cxl, uint64_t now, std::unordered_set<uint64_t>* moved);
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
                          const std::vector<char*>& sample_candidates, uint64_t dram_pages,

@@ -6,8 +6,10 @@
 // Why FIFO: the ring holds pages in the order they came back, so its old end is the pages
 // resident longest without a fault; under remote-fault sampling that is all the policy knows
 // of them. Pages the prefetcher fetched ahead go first while nobody is seen touching them
-// (kPageAhead; a second, smaller ring): a wrong guess leaves before a page that was used. Each entry carries the page's residency stamp (PageRecord::stamp), so an entry of a
-// page that was evicted and came back since is skipped (its newer entry counts).
+// (kPageAhead; a second, smaller ring): a wrong guess leaves before a page that was used. Each
+// entry carries the page's residency stamp (PageRecord::stamp), so an entry of a page that was
+// evicted and came back since is skipped (its newer entry counts). A page the policy holds hot
+// gets a second chance (Relieve), and with room on CXL the victims go there, not remote.
 #include <algorithm>
 #include <chrono>
 
