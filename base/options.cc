@@ -45,6 +45,11 @@ const OptionSpec kTable[] = {
                   "when DRAM is at its limit and the remote tier cannot take pages (every server "
                   "full, or none reachable): overcommit (DRAM grows past the limit, with a warning) "
                   "or fail (allocations past the limit fail with ENOMEM)"),
+    TM_OPT("TIERMEM_REPLICAS", OptionKind::kUint, "1", replicas,
+           "copies of each evicted page, on distinct memory servers (1-4; 2 advised with 3 or more "
+           "servers): a fault reads the fastest, and a server lost takes no page with it"),
+    TM_OPT("TIERMEM_REPAIR_RATE", OptionKind::kUint, "50000", repair_rate,
+           "pages per second copied to restore the replicas a lost memory server held"),
     TM_OPT("TIERMEM_REGION_SIZE", OptionKind::kSize, "64G", region_size,
            "address space reserved per managed region (more regions are added as needed)"),
     TM_OPT("TIERMEM_ALLOW_FALLBACK", OptionKind::kBool, "0", allow_fallback,

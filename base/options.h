@@ -30,6 +30,8 @@ struct OptionValues {
   char prefetch[16];       // auto | off | N (the largest window, in pages)
   bool remote_required;    // no server reachable at start: exit 75 instead of running on DRAM
   char on_remote_full[16]; // "overcommit" or "fail" (RemoteFullPolicy)
+  uint64_t replicas;       // copies of each evicted page, on distinct servers
+  uint64_t repair_rate;    // pages per second copied to restore replicas of a lost server
   uint64_t region_size;    // address space reserved per managed region
   bool allow_fallback;
   char stats[256];         // "", "stderr" or a path

@@ -18,12 +18,16 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <csignal>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/cli.h"
 #include "bench/compare_util.h"
+#include "bench/memd_child.h"
 #include "bench/subcommands.h"
 #include "tiermem/remote.hpp"
 #include "tiermem/tiermem.hpp"
@@ -92,6 +96,91 @@ constexpr size_t kStride = 4;  // --pattern stride: pages between touches
   return Status::Ok();
 }
 
+struct Tiered {
+  double p50 = 0, p99 = 0, evict_rate = 0, access_gbps = 0;
+  uint64_t faults = 0, prefetched = 0, servers_lost = 0, failovers = 0;
+  size_t verified = 0;
+  double rereplication_s = 0;  // kill to no page short of a replica (with `kill`)
+};
+
+// One tiered pass: a runtime on `url` with `replicas`, pages evicted, touched in `pattern`'s
+// order, checked. With `kill`, the memd holding the most of this run's copies is killed (SIGKILL)
+// right after the eviction, and after the touches the pass waits (at most 60 s) until every page
+// has its replicas again.
+Status RunTiered(const std::string& url, const std::string& token, const std::string& prefetch,
+                 const std::string& pattern, size_t pages, size_t replicas,
+                 std::vector<std::unique_ptr<MemdChild>>* kill, Tiered* out) {
+  Options o;
+  o.Set("remote", url);
+  o.Set("token", token);
+  o.Set("prefetch", prefetch);
+  o.Set("replicas", static_cast<uint64_t>(replicas));
+  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Start(o));
+  if (!rt->HasTier(Tier::kRemote)) return Unavailable(rt->Stats()[2].absent_reason);
+  TIERMEM_ASSIGN_OR_RETURN(void* mem, rt->Allocate(pages * kPage, Tier::kDram));
+  auto* base = static_cast<uint8_t*>(mem);
+  for (size_t i = 0; i < pages; ++i) Fill(base + i * kPage, i);
+  auto t0 = Clock::now();
+  TIERMEM_ASSIGN_OR_RETURN(MigrateResult m, rt->Migrate(base, pages * kPage, Tier::kRemote));
+  const double evict_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (m.pages_moved != pages) return Internal("eviction: not every page moved");
+  Clock::time_point killed;
+  if (kill != nullptr) {
+    const RuntimeCounters c = rt->Counters();
+    size_t victim = 0;
+    for (size_t k = 1; k < c.servers.size() && k < kill->size(); ++k) {
+      if (c.servers[k].pages > c.servers[victim].pages) victim = k;
+    }
+    (*kill)[victim]->Stop(SIGKILL);
+    killed = Clock::now();
+  }
+  std::vector<size_t> order;
+  order.reserve(pages);
+  if (pattern == "stride") {
+    for (size_t pass = 0; pass < kStride; ++pass) {
+      for (size_t i = pass; i < pages; i += kStride) order.push_back(i);
+    }
+  } else {
+    for (size_t i = 0; i < pages; ++i) order.push_back(i);
+    if (pattern == "random") std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
+  }
+  std::vector<double> lat;
+  lat.reserve(pages);
+  const RuntimeCounters before = rt->Counters();
+  const auto loop0 = Clock::now();
+  for (size_t i : order) {
+    volatile uint8_t* p = base + i * kPage + (i % 64) * 8;
+    auto f0 = Clock::now();
+    (void)*p;  // the fault, unless the page was fetched ahead
+    lat.push_back(Us(Clock::now() - f0));
+  }
+  const double loop_s = std::chrono::duration<double>(Clock::now() - loop0).count();
+  RuntimeCounters after = rt->Counters();
+  out->faults = after.remote_faults - before.remote_faults;
+  out->prefetched = after.pages_prefetched - before.pages_prefetched;
+  out->access_gbps = double(pages * kPage) / loop_s / 1e9;
+  out->verified = 0;
+  for (size_t i = 0; i < pages; ++i) out->verified += Check(base + i * kPage, i) ? 1 : 0;
+  out->p50 = Percentile(lat, 0.5);
+  out->p99 = Percentile(lat, 0.99);
+  out->evict_rate = double(pages) / evict_s;
+  if (kill != nullptr) {
+    // The pages are local now, but their slots (and copies) stay until freed: the repair
+    // restores them all the same.
+    for (int i = 0; i < 6000; ++i) {
+      after = rt->Counters();
+      if (after.remote_servers_down > 0 && after.remote_degraded_pages == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    out->rereplication_s = std::chrono::duration<double>(Clock::now() - killed).count();
+    if (after.remote_degraded_pages != 0) return DeadlineExceeded("replicas not restored within 60 s");
+  }
+  out->servers_lost = after.remote_servers_down;
+  out->failovers = after.remote_failovers;
+  (void)rt->Free(base);
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RemoteFault(int argc, char** argv) {
@@ -121,111 +210,110 @@ int RemoteFault(int argc, char** argv) {
         return "";
       })
       ->capture_default_str();
+  size_t nservers = 1, replicas = 1;
+  bool kill_one = false;
+  AddCount(app, "--servers", nservers, ParseUint, "1", "16", "memds to start (on --host, ports chosen by the kernel)");
+  AddCount(app, "--replicas", replicas, ParseUint, "1", "4",
+           "TIERMEM_REPLICAS for the tiered run (with more than 1, a pass with one replica runs first on the same servers)");
+  AddSwitch(app, "--kill-one", kill_one,
+            "kill (SIGKILL) the memd with the most copies right after the eviction, and time the repair");
   AddSwitch(app, "--json", json, "print one JSON object");
   app.footer(
       "JSON keys (--json): pages, pattern, prefetch, verified_pages, fault_p50_us, fault_p99_us (per\n"
       "  touch, faulting or not), raw_roundtrip_p50_us, evict_pages_per_s, raw_write_pages_per_s,\n"
       "  access_gbps (the touch loop's bytes over its time), raw_stream_gbps (the bare transport's\n"
-      "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page\n"
+      "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page, servers,\n"
+      "  replicas, servers_lost; with --kill-one rereplication_s (kill to every page with its replicas\n"
+      "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
+      "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica\n"
       "Environment: TIERMEM_TOKEN (the token when --token is not given); TIERMEM_BENCH_MEMD_LOG=1\n"
       "  shows the started memd's log on stderr.");
   if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
   if (pages == 0) pages = 1;
   if (token.empty() && getenv("TIERMEM_TOKEN") != nullptr) token = getenv("TIERMEM_TOKEN");
 
-  MemdChild memd;
-  std::string url;
+  if (replicas < 1 || replicas > nservers || (kill_one && replicas < 2) || (!server.empty() && (nservers > 1 || kill_one))) {
+    fprintf(stderr, "tiermem-bench remote-fault: --replicas must be 1 to --servers (%zu)%s%s\n", nservers,
+            kill_one ? "; --kill-one needs --replicas 2 or more" : "",
+            server.empty() ? "" : "; --servers and --kill-one start their own memds (no --server)");
+    return 2;
+  }
+  std::vector<std::unique_ptr<MemdChild>> memds;
+  std::string url, first_url;
   if (!server.empty()) {
-    url = (server.find("://") == std::string::npos ? transport + "://" : "") + server;
+    url = first_url = (server.find("://") == std::string::npos ? transport + "://" : "") + server;
   } else {
     if (memd_path.empty()) memd_path = MemdBinary();
-    uint64_t capacity = (uint64_t(pages) + 65536 + 16384 * 2) * kPage * 2;
-    MemdChildOptions mo;
-    mo.binary = memd_path;
-    mo.host = host;
-    mo.args = {"--capacity", std::to_string(capacity >> 20) + "M"};
-    if (!token.empty()) mo.token = token;
-    mo.allow_no_token = false;  // beyond loopback, a memd started here needs a token
-    if (!memd.Start(mo)) {
-      fprintf(stderr, "tiermem-bench remote-fault: could not start %s on %s\n", memd_path.c_str(), host.c_str());
-      return 1;
+    // Room for the raw pass, the one-replica pass and the pass itself on each server.
+    uint64_t capacity = (uint64_t(pages) * 2 + 65536 + 16384 * 2) * kPage * 2;
+    for (size_t k = 0; k < nservers; ++k) {
+      MemdChildOptions mo;
+      mo.binary = memd_path;
+      mo.host = host;
+      mo.args = {"--capacity", std::to_string(capacity >> 20) + "M"};
+      if (!token.empty()) mo.token = token;
+      mo.allow_no_token = false;  // beyond loopback, a memd started here needs a token
+      auto& m = memds.emplace_back(std::make_unique<MemdChild>());
+      if (!m->Start(mo)) {
+        fprintf(stderr, "tiermem-bench remote-fault: could not start %s on %s\n", memd_path.c_str(), host.c_str());
+        return 1;
+      }
+      url += (k == 0 ? "" : ",") + m->Url(transport);
     }
-    url = memd.Url(transport);
+    first_url = memds[0]->Url(transport);
   }
 
   // The raw stream keeps as many reads in flight as the prefetcher's window (auto: 32 pages;
   // with --prefetch off, auto's, so that runs with and without compare against the same stream).
   const size_t window = prefetch == "auto" || prefetch == "off" ? 32 : std::min<size_t>(std::stoul(prefetch), 128);
   Raw raw;
-  Status s = MeasureRaw(url, token, pages, window, &raw);
+  Status s = MeasureRaw(first_url, token, pages, window, &raw);
   if (!s.ok()) {
-    fprintf(stderr, "tiermem-bench remote-fault: raw transport on %s: %s\n", url.c_str(), s.ToString().c_str());
+    fprintf(stderr, "tiermem-bench remote-fault: raw transport on %s: %s\n", first_url.c_str(), s.ToString().c_str());
     return 1;
   }
 
-  Options o;
-  o.Set("remote", url);
-  o.Set("token", token);
-  o.Set("prefetch", prefetch);
-  auto rt = Runtime::Start(o);
-  if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) {
-    fprintf(stderr, "tiermem-bench remote-fault: %s\n",
-            rt.ok() ? (*rt)->Stats()[2].absent_reason.c_str() : rt.status().ToString().c_str());
-    return 1;
-  }
-  auto mem = (*rt)->Allocate(pages * kPage, Tier::kDram);
-  if (!mem.ok()) {
-    fprintf(stderr, "tiermem-bench remote-fault: %s\n", mem.status().ToString().c_str());
-    return 1;
-  }
-  auto* base = static_cast<uint8_t*>(*mem);
-  for (size_t i = 0; i < pages; ++i) Fill(base + i * kPage, i);
-  auto t0 = Clock::now();
-  auto m = (*rt)->Migrate(base, pages * kPage, Tier::kRemote);
-  double evict_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!m.ok() || m->pages_moved != pages) {
-    fprintf(stderr, "tiermem-bench remote-fault: eviction: %s\n", m.ok() ? "not every page moved" : m.status().ToString().c_str());
-    return 1;
-  }
-  std::vector<size_t> order;
-  order.reserve(pages);
-  if (pattern == "stride") {
-    for (size_t pass = 0; pass < kStride; ++pass) {
-      for (size_t i = pass; i < pages; i += kStride) order.push_back(i);
+  // With replicas, the same run on the same servers with one replica first: the side-by-side
+  // figures (fault p50 and eviction rate) of replication's cost.
+  Tiered one;
+  if (replicas > 1) {
+    s = RunTiered(url, token, prefetch, pattern, pages, 1, nullptr, &one);
+    if (!s.ok()) {
+      fprintf(stderr, "tiermem-bench remote-fault: one replica: %s\n", s.ToString().c_str());
+      return 1;
     }
-  } else {
-    for (size_t i = 0; i < pages; ++i) order.push_back(i);
-    if (pattern == "random") std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
   }
-  std::vector<double> lat;
-  lat.reserve(pages);
-  const RuntimeCounters before = (*rt)->Counters();
-  const auto loop0 = Clock::now();
-  for (size_t i : order) {
-    volatile uint8_t* p = base + i * kPage + (i % 64) * 8;
-    auto f0 = Clock::now();
-    (void)*p;  // the fault, unless the page was fetched ahead
-    lat.push_back(Us(Clock::now() - f0));
+  Tiered t;
+  s = RunTiered(url, token, prefetch, pattern, pages, replicas, kill_one ? &memds : nullptr, &t);
+  if (!s.ok()) {
+    fprintf(stderr, "tiermem-bench remote-fault: %s\n", s.ToString().c_str());
+    return 1;
   }
-  const double loop_s = std::chrono::duration<double>(Clock::now() - loop0).count();
-  const RuntimeCounters after = (*rt)->Counters();
-  const uint64_t faults = after.remote_faults - before.remote_faults;
-  const uint64_t prefetched = after.pages_prefetched - before.pages_prefetched;
-  const double access_gbps = double(pages * kPage) / loop_s / 1e9;
-  size_t verified = 0;
-  for (size_t i = 0; i < pages; ++i) verified += Check(base + i * kPage, i) ? 1 : 0;
-  const double p50 = Percentile(lat, 0.5), p99 = Percentile(lat, 0.99);
-  const double evict_rate = double(pages) / evict_s;
+  const double p50 = t.p50, p99 = t.p99;
+  const double evict_rate = t.evict_rate;
+  const double access_gbps = t.access_gbps;
+  const uint64_t faults = t.faults, prefetched = t.prefetched;
+  const size_t verified = t.verified;
   if (json) {
     printf("{\"pages\":%zu,\"pattern\":\"%s\",\"prefetch\":\"%s\",\"verified_pages\":%zu,\"fault_p50_us\":%.2f,"
            "\"fault_p99_us\":%.2f,\"raw_roundtrip_p50_us\":%.2f,\"evict_pages_per_s\":%.0f,"
            "\"raw_write_pages_per_s\":%.0f,\"access_gbps\":%.4f,\"raw_stream_gbps\":%.4f,\"faults\":%llu,"
-           "\"prefetched\":%llu,\"faults_per_page\":%.4f}\n",
+           "\"prefetched\":%llu,\"faults_per_page\":%.4f,\"servers\":%zu,\"replicas\":%zu,\"servers_lost\":%llu",
            pages, pattern.c_str(), prefetch.c_str(), verified, p50, p99, raw.roundtrip_p50_us, evict_rate,
            raw.write_pages_per_s, access_gbps, raw.stream_gbps, static_cast<unsigned long long>(faults),
-           static_cast<unsigned long long>(prefetched), double(faults) / double(pages));
+           static_cast<unsigned long long>(prefetched), double(faults) / double(pages), nservers, replicas,
+           static_cast<unsigned long long>(t.servers_lost));
+    if (kill_one) printf(",\"rereplication_s\":%.3f,\"failovers\":%llu", t.rereplication_s,
+                         static_cast<unsigned long long>(t.failovers));
+    if (replicas > 1) {
+      printf(",\"one_replica_fault_p50_us\":%.2f,\"one_replica_evict_pages_per_s\":%.0f,"
+             "\"fault_p50_vs_one_replica\":%.3f,\"evict_rate_vs_one_replica\":%.3f",
+             one.p50, one.evict_rate, one.p50 > 0 ? p50 / one.p50 : 0.0,
+             one.evict_rate > 0 ? evict_rate / one.evict_rate : 0.0);
+    }
+    printf("}\n");
   } else {
-    printf("remote-fault over %s (%zu pages)\n", url.c_str(), pages);
+    printf("remote-fault over %s (%zu pages, %zu replica%s)\n", url.c_str(), pages, replicas, replicas == 1 ? "" : "s");
     printf("  fault           p50 %8.2f us   p99 %8.2f us   (%.2fx the raw round trip)\n", p50, p99,
            raw.roundtrip_p50_us > 0 ? p50 / raw.roundtrip_p50_us : 0.0);
     printf("  raw round trip  p50 %8.2f us\n", raw.roundtrip_p50_us);
@@ -234,9 +322,16 @@ int RemoteFault(int argc, char** argv) {
     printf("  touches (%s)    %.3f GB/s, %llu faults, %llu pages prefetched (raw read stream %.3f GB/s)\n",
            pattern.c_str(), access_gbps, static_cast<unsigned long long>(faults),
            static_cast<unsigned long long>(prefetched), raw.stream_gbps);
+    if (replicas > 1) {
+      printf("  one replica     fault p50 %8.2f us, eviction %10.0f pages/s (same servers, same run)\n", one.p50,
+             one.evict_rate);
+    }
+    if (kill_one) {
+      printf("  server killed   after the eviction: %llu failovers, replicas restored in %.3f s\n",
+             static_cast<unsigned long long>(t.failovers), t.rereplication_s);
+    }
     printf("  verified        %zu of %zu pages\n", verified, pages);
   }
-  (void)(*rt)->Free(base);
   return verified == pages ? 0 : 1;
 }
 

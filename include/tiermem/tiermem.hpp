@@ -78,6 +78,8 @@ struct RemoteServerCounters {
   uint64_t remote_faults = 0;  // pages fetched from it by the fault handler
   uint64_t pages_fetched = 0;  // pages brought back from it other than by faults (fork, FetchBack)
   bool full = false;           // it refused the last allocation
+  bool down = false;           // marked down after a failure (TIERMEM_REPLICAS: docs/protocol.md)
+  std::string down_reason;     // why
 };
 
 // A histogram of durations that carries its bounds: buckets[i] counts events of at most le_ns[i]
@@ -106,6 +108,12 @@ struct RuntimeCounters {
   uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write
   uint64_t pages_fetched = 0;        // pages brought back other than by faults
   uint64_t pages_prefetched = 0;     // pages fetched ahead of faults (TIERMEM_PREFETCH)
+  // Replicas (TIERMEM_REPLICAS): servers marked down, reads that turned to another replica,
+  // page copies made to restore lost replicas, and pages in use with a replica missing now.
+  uint64_t remote_servers_down = 0;
+  uint64_t remote_failovers = 0;
+  uint64_t remote_repaired_pages = 0;
+  uint64_t remote_degraded_pages = 0;
   std::vector<RemoteServerCounters> servers;
   // Automatic tiering (the policy thread).
   std::string sampling_mode = "off";  // in effect: protect, faults or off

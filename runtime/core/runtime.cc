@@ -112,6 +112,8 @@ Status Runtime::Impl::Init(const Options& o) {
     pc.servers = opts_.remote;
     pc.token = opts_.token;
     pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
+    pc.replicas = static_cast<uint32_t>(std::min<uint64_t>(opts_.replicas, 1000));
+    pc.repair_rate = opts_.repair_rate;
     const char* problem = nullptr;
     pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch, &problem);
     if (problem != nullptr) TM_LOG_WARN("TIERMEM_PREFETCH=\"%s\" %s", opts_.prefetch, problem);

@@ -24,6 +24,10 @@ std::string CountersJson(const RuntimeCounters& c) {
   j.U("evictions_untouched", c.evictions_untouched);
   j.U("pages_fetched", c.pages_fetched);
   j.U("pages_prefetched", c.pages_prefetched);
+  j.U("remote_servers_down", c.remote_servers_down);
+  j.U("remote_failovers", c.remote_failovers);
+  j.U("remote_repaired_pages", c.remote_repaired_pages);
+  j.U("remote_degraded_pages", c.remote_degraded_pages);
   j.U("policy_rounds", c.policy_rounds);
   j.U("policy_round_ns", c.policy_round_ns);
   j.U("samples", c.samples);
@@ -55,6 +59,8 @@ std::string CountersJson(const RuntimeCounters& c) {
     j.U("remote_faults", s.remote_faults);
     j.U("pages_fetched", s.pages_fetched);
     j.B("full", s.full);
+    j.B("down", s.down);
+    if (s.down) j.S("down_reason", s.down_reason);
     j.Close('}');
   }
   j.Close(']');
@@ -113,9 +119,13 @@ RuntimeCounters Runtime::Impl::Counters() const {
     c.evictions_untouched = p.skipped_untouched;
     c.pages_fetched = p.fetched;
     c.pages_prefetched = p.prefetched;
+    c.remote_servers_down = p.servers_down;
+    c.remote_failovers = p.failovers;
+    c.remote_repaired_pages = p.repaired_pages;
+    c.remote_degraded_pages = p.degraded_pages;
     for (const PagerServerStats& s : pager_->server_stats()) {
       c.servers.push_back({s.server, s.connected, s.error, s.pages, s.slots, s.written, s.faults,
-                           s.fetched, s.full});
+                           s.fetched, s.full, s.down, s.down_reason});
     }
   }
   if (migrator_ != nullptr) {

@@ -23,11 +23,6 @@ using pager_internal::kBatch;
 using pager_internal::kPage;
 using pager_internal::S;
 
-namespace {
-// A server that refused an allocation is not asked again for this long (unless it has free
-// slots of its own): placement goes to the next one meanwhile.
-constexpr uint64_t kFullRetryNs = 1000ull * 1000 * 1000;
-}  // namespace
 
 StatusOr<std::unique_ptr<Pager>> Pager::Start(PagerConfig config) {
   std::unique_ptr<Pager> p(new Pager());
@@ -41,6 +36,17 @@ Status Pager::Init(PagerConfig config) {
   if (!config_.region_of) return InvalidArgument("pager: no region lookup");
   if (config_.counters != nullptr) c_ = config_.counters;
   TIERMEM_ASSIGN_OR_RETURN(std::vector<remote::Endpoint> eps, remote::ParseEndpointList(config_.servers));
+  // Checked before anything is opened or connected: a bad count starts nothing.
+  if (config_.replicas < 1 || config_.replicas > kMaxReplicas) {
+    return InvalidArgument("TIERMEM_REPLICAS=" + std::to_string(config_.replicas) + ": must be 1 to " +
+                           std::to_string(kMaxReplicas));
+  }
+  if (config_.replicas > eps.size()) {
+    return InvalidArgument("TIERMEM_REPLICAS=" + std::to_string(config_.replicas) + " needs at least " +
+                           std::to_string(config_.replicas) + " memory servers; TIERMEM_REMOTE lists " +
+                           std::to_string(eps.size()));
+  }
+  replicas_ = config_.replicas;
   auto uffd = os::UffdOpen();
   if (!uffd.ok()) {
     return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
@@ -100,6 +106,11 @@ Status Pager::Init(PagerConfig config) {
     TM_LOG_WARN("remote tier: %zu of %zu memory servers unreachable, pages go to the others: %s",
                 servers_.size() - connected, servers_.size(), tried.c_str());
   }
+  if (connected < replicas_) {
+    TM_LOG_WARN("remote tier: %zu memory servers reachable, fewer than TIERMEM_REPLICAS=%u: no page "
+                "can be evicted until enough of them answer",
+                connected, replicas_);
+  }
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
   {
     NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
@@ -107,8 +118,13 @@ Status Pager::Init(PagerConfig config) {
       OnRuntimeThreadStart();  // its own allocations never come from evictable pages
       FaultLoop();
     });
+    repair_thread_ = std::thread([this] {
+      OnRuntimeThreadStart();
+      RepairLoop();
+    });
   }
-  TM_LOG_INFO("remote tier: memory servers %s (write-protect tracking %s)", server_.c_str(), wp_ ? "on" : "off");
+  TM_LOG_INFO("remote tier: memory servers %s, %u replica%s of each page (write-protect tracking %s)",
+              server_.c_str(), replicas_, replicas_ == 1 ? "" : "s", wp_ ? "on" : "off");
   return Status::Ok();
 }
 
@@ -158,11 +174,20 @@ Pager::~Pager() {
     // The fault thread and the server connections belong to the parent: the thread does not
     // exist here, and a goodbye on the shared sockets would end the parent's session.
     new (&thread_) std::thread();
+    new (&repair_thread_) std::thread();
     for (auto& s : servers_) {
       (void)s->io.release();
       (void)s->fault.release();
     }
     return;
+  }
+  if (repair_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(repair_mu_);
+      repair_stop_.store(true, std::memory_order_relaxed);
+    }
+    repair_cv_.notify_one();
+    repair_thread_.join();
   }
   if (thread_.joinable()) {
     os::EventFdSignal(stop_fd_);
@@ -188,6 +213,16 @@ PagerStats Pager::stats() const {
   s.skipped_untouched = c_->skipped_untouched.load();
   s.fetched = c_->fetched.load();
   s.prefetched = c_->prefetched.load();
+  s.servers_down = servers_down_.load(std::memory_order_relaxed);
+  s.repaired_pages = repaired_.load(std::memory_order_relaxed);
+  s.failovers = failovers_.load(std::memory_order_relaxed);
+  {
+    // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    for (const auto& r : ranges_) {
+      if (!Healthy(*r)) s.degraded_pages += r->used.load(std::memory_order_relaxed);
+    }
+  }
   return s;
 }
 
@@ -207,38 +242,44 @@ std::vector<PagerServerStats> Pager::server_stats() const {
     st.fetched = s->c->fetched.load(std::memory_order_relaxed);
     st.full = st.connected && st.pages == st.slots &&
               s->full_until_ns.load(std::memory_order_relaxed) > now;
+    st.down = s->down.load(std::memory_order_acquire);
+    if (st.down) st.down_reason = s->down_reason;
   }
   return out;
 }
 
 bool Pager::Full() const {
-  bool any = false;
-  for (const auto& s : servers_) {
-    if (!s->io) continue;
-    any = true;
-    const uint64_t slots = s->c->slots.load(std::memory_order_relaxed);
-    const uint64_t pages = s->c->pages.load(std::memory_order_relaxed);
-    if (!s->refused.load(std::memory_order_relaxed) || pages < slots) return false;
+  // Full when fewer than `replicas` usable servers could take a page.
+  uint32_t able = 0;
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    if (!Usable(k)) continue;
+    const Server& s = *servers_[k];
+    const uint64_t slots = s.c->slots.load(std::memory_order_relaxed);
+    const uint64_t pages = s.c->pages.load(std::memory_order_relaxed);
+    if (!s.refused.load(std::memory_order_relaxed) || pages < slots) ++able;
   }
-  return any;
+  return able < replicas_;
 }
 
 uint64_t Pager::CapacityPages() const {
+  // Each page takes `replicas` slots.
   uint64_t pages = 0;
-  for (const auto& s : servers_) {
-    if (!s->io) continue;
-    const uint64_t cap = s->c->capacity_pages.load(std::memory_order_relaxed);
-    pages += s->quota != 0 && s->quota < cap ? s->quota : cap;
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    if (!Usable(k)) continue;
+    const Server& s = *servers_[k];
+    const uint64_t cap = s.c->capacity_pages.load(std::memory_order_relaxed);
+    pages += s.quota != 0 && s.quota < cap ? s.quota : cap;
   }
-  return pages;
+  return pages / replicas_;
 }
 
 void Pager::DescribeServers(char* buf, size_t n) const {
   if (n == 0) return;
   buf[0] = '\0';
   size_t at = 0;
-  for (const auto& s : servers_) {
-    if (!s->io || at + 1 >= n) continue;
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    const auto& s = servers_[k];
+    if (!Usable(k) || at + 1 >= n) continue;
     const uint64_t cap = s->c->capacity_pages.load(std::memory_order_relaxed);
     const uint64_t quota = s->quota != 0 && s->quota < cap ? s->quota : cap;
     int w = snprintf(buf + at, n - at, "%s%s: %llu MiB%s, %llu pages used", at == 0 ? "" : "; ",
@@ -254,109 +295,6 @@ void Pager::DescribeServers(char* buf, size_t n) const {
 Status Pager::Register(void* addr, size_t bytes) { return os::UffdRegister(uffd_, addr, bytes, wp_); }
 
 void Pager::Wake(void* addr, size_t bytes) { os::UffdWake(uffd_, addr, bytes); }
-
-// ---- slots and placement ----
-
-bool Pager::Locate(uint64_t slot, SlotRef* out) const {
-  std::lock_guard<std::mutex> lock(slots_mu_);
-  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), slot,
-                             [](uint64_t s, const Range& r) { return s < r.first; });
-  if (it == ranges_.begin()) return false;
-  --it;
-  if (slot >= it->first + it->memd.count) return false;
-  out->server = it->server;
-  out->range = it->memd;
-  out->slot = it->memd.first + (slot - it->first);
-  return true;
-}
-
-size_t Pager::PickServer() {
-  const size_t n = servers_.size();
-  const uint64_t now = os::MonotonicNanos();
-  size_t best = n;
-  uint64_t best_room = 0;
-  for (size_t k = 0; k < n; ++k) {
-    const size_t i = (next_pick_ + k) % n;
-    Server& s = *servers_[i];
-    if (!s.io) continue;
-    if (s.free.empty() && s.full_until_ns.load(std::memory_order_relaxed) > now) continue;
-    const uint64_t used = s.c->pages.load(std::memory_order_relaxed);
-    const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
-    const uint64_t room = cap > used ? cap - used : 0;
-    if (best == n || room > best_room) {
-      best = i;
-      best_room = room;
-    }
-  }
-  if (best != n) next_pick_ = (best + 1) % n;
-  return best;
-}
-
-StatusOr<uint64_t> Pager::TakeSlotOn(size_t si) {
-  Server& s = *servers_[si];
-  if (s.free.empty()) {
-    // Ask memd for a chunk of slots; when it refuses (capacity or quota), ask for less, down
-    // to one page, before calling the server full.
-    const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
-    uint64_t want = config_.slot_chunk;
-    if (s.quota != 0) want = std::min(want, s.quota > held ? s.quota - held : 0);
-    Status last = ResourceExhausted("memory server " + s.name + ": quota reached");
-    StatusOr<remote::SlotRange> r = last;
-    while (want > 0) {
-      r = s.io->AllocSlots(want);
-      if (r.ok() || r.status().code() != StatusCode::kResourceExhausted) break;
-      last = r.status();
-      want /= 2;
-    }
-    if (want == 0) {
-      s.full_until_ns.store(os::MonotonicNanos() + kFullRetryNs, std::memory_order_relaxed);
-      s.refused.store(true, std::memory_order_relaxed);
-      return last;
-    }
-    if (!r.ok()) return r.status();
-    s.refused.store(false, std::memory_order_relaxed);
-    if (next_slot_ + r->count >= (1ull << 32)) {
-      return ResourceExhausted("remote tier: more than 2^32 pages on memory servers");
-    }
-    {
-      std::lock_guard<std::mutex> lock(slots_mu_);
-      ranges_.push_back(Range{next_slot_, si, *r});
-    }
-    for (uint64_t k = r->count; k > 0; --k) s.free.push_back(next_slot_ + k - 1);
-    next_slot_ += r->count;
-    s.c->slots.fetch_add(r->count, std::memory_order_relaxed);
-  }
-  uint64_t slot = s.free.back();
-  s.free.pop_back();
-  s.c->pages.fetch_add(1, std::memory_order_relaxed);
-  return slot;
-}
-
-StatusOr<uint64_t> Pager::TakeSlot(size_t* placement) {
-  if (*placement >= servers_.size()) *placement = PickServer();
-  for (;;) {
-    if (*placement >= servers_.size()) {
-      if (config_.on_full) config_.on_full();
-      return ResourceExhausted("remote tier: every memory server is full (" + server_ + ")");
-    }
-    auto slot = TakeSlotOn(*placement);
-    if (slot.ok() || slot.status().code() != StatusCode::kResourceExhausted) return slot;
-    const size_t full = *placement;
-    *placement = PickServer();  // this one is marked full now
-    if (*placement < servers_.size()) {
-      TM_LOG_INFO("remote tier: %s is full, placing on %s", servers_[full]->name.c_str(),
-                  servers_[*placement]->name.c_str());
-    }
-  }
-}
-
-void Pager::GiveSlot(uint64_t slot) {
-  SlotRef ref;
-  if (!Locate(slot, &ref)) return;
-  Server& s = *servers_[ref.server];
-  s.free.push_back(slot);
-  s.c->pages.fetch_sub(1, std::memory_order_relaxed);
-}
 
 // ---- evict, adopt, fetch back ----
 
@@ -388,6 +326,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
   if (mem == nullptr) return ErrnoToStatus(-err, "mmap staging buffer");
   auto* staging = static_cast<char*>(mem);
   std::vector<uint64_t> idx(kBatch);
+  std::vector<ReadReq> reqs(kBatch);
   std::vector<size_t> outstanding(servers_.size());
   uint64_t fetched = 0;
   Status failure;
@@ -407,43 +346,31 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         rec.state.store(S(PageState::kLocal), std::memory_order_release);
         continue;
       }
-      SlotRef ref;
-      if (!Locate(slot1 - 1, &ref)) {
+      ReadReq& r = reqs[posted];
+      r = ReadReq{};
+      if (!Locate(slot1 - 1, &r.ref)) {
         Fatal(region.PageAddress(b + i), first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
       }
+      r.buf = staging + posted * kPage;
       idx[posted] = b + i;
-      Status s = servers_[ref.server]->io->PostRead(ref.range, ref.slot, staging + posted * kPage, posted);
-      if (!s.ok()) Fatal(region.PageAddress(b + i), ref.server, s);
-      ++outstanding[ref.server];
+      if (!PostReplicaRead(false, r, posted, outstanding)) FatalAll(region.PageAddress(b + i), r.ref, r.last);
       ++posted;
     }
-    CollectError cerr;
-    bool ok = Collect(false, outstanding, &cerr, [&](size_t k, const remote::Completion& c) {
-      const uint64_t j = c.cookie;
-      void* dst = region.PageAddress(idx[j]);
-      if (!c.status.ok()) Fatal(dst, k, c.status);
-      Status cs = os::UffdCopy(uffd_, dst, staging + j * kPage, kPage, wp_);
-      if (!cs.ok()) Fatal(dst, k, cs);
-      PageRecord& rec = region.record(idx[j]);
-      if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
-      else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-      if (config_.on_resident) config_.on_resident(region, idx[j], 1, true);
-      rec.state.store(S(PageState::kLocal), std::memory_order_release);
-      servers_[k]->c->fetched.fetch_add(1, std::memory_order_relaxed);
-      ++fetched;
-    });
-    if (!ok) {
-      // Name a page of that server that is still waiting.
-      for (size_t j = 0; j < posted; ++j) {
-        PageRecord& rec = region.record(idx[j]);
-        SlotRef ref;
-        if (rec.state.load(std::memory_order_acquire) == S(PageState::kInFlight) &&
-            Locate(rec.remote_slot.load(std::memory_order_relaxed) - 1, &ref) && ref.server == cerr.server) {
-          Fatal(region.PageAddress(idx[j]), cerr.server, cerr.status);
-        }
-      }
-      Fatal(region.PageAddress(b), cerr.server, cerr.status);
-    }
+    CollectReads(
+        false, outstanding, posted, [&](size_t j) { return j < posted ? &reqs[j] : nullptr; },
+        [&](size_t j, size_t k) {
+          void* dst = region.PageAddress(idx[j]);
+          Status cs = os::UffdCopy(uffd_, dst, reqs[j].buf, kPage, wp_);
+          if (!cs.ok()) Fatal(dst, k, cs);
+          PageRecord& rec = region.record(idx[j]);
+          if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+          else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+          if (config_.on_resident) config_.on_resident(region, idx[j], 1, true);
+          rec.state.store(S(PageState::kLocal), std::memory_order_release);
+          servers_[k]->c->fetched.fetch_add(1, std::memory_order_relaxed);
+          ++fetched;
+        },
+        [&](size_t j) { FatalAll(region.PageAddress(idx[j]), reqs[j].ref, reqs[j].last); });
     Wake(region.PageAddress(b), m * kPage);
   }
   os::Unmap(mem, kBatch * kPage);

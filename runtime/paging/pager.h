@@ -37,6 +37,19 @@
 //   TIERMEM_ON_REMOTE_FULL decides what DRAM's limit does: docs/protocol.md). A
 //   page's record holds its pager slot, and the pager's range table maps that slot to the server
 //   and memd slot, so a fault always goes to the server that holds the page.
+// - Replicas (TIERMEM_REPLICAS=N, PagerConfig::replicas): slots are taken from memd in ranges,
+//   and with N > 1 each range is a group of N equal ranges on N distinct servers (the first with
+//   the most room, the others the next roomiest). A pager slot therefore names N memd slots, one
+//   per server; an eviction writes the page to all N and drops it only when all N acknowledged.
+//   A fault reads one replica (the server with the lowest recent read latency) and turns to
+//   another when that one fails or stays silent past the timeout; the process ends (exit 75, one
+//   line naming the page's servers) only when no replica of a page it needs is left.
+// - A server that fails (connection lost, timeout, an error reply) is marked down with one
+//   warning naming it: it gets no new pages and no more requests. Pages that had a replica there
+//   are copied from a survivor to another server by the repair thread (pager_repair.cc, rate
+//   TIERMEM_REPAIR_RATE) until each has N replicas again; a range being repaired receives the
+//   evictions' writes while it is filled, so no write is missed. Free slots of a range with a
+//   down member are not handed out (new evictions go to healthy groups).
 // - The userfaultfd, eventfd and pagemap calls are in runtime/os (os.h); this file and
 //   pager_fault.cc (the handler thread) are policy.
 //
@@ -47,6 +60,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +71,7 @@
 
 #include "backends/remote/transport.h"
 #include "base/counters.h"
+#include "base/os.h"
 #include "runtime/core/region.h"
 #include "runtime/paging/prefetch.h"
 #include "tiermem/status.hpp"
@@ -92,6 +107,11 @@ struct PagerConfig {
   // not allocate, block, or call back into the pager except Full() and DescribeServers().
   // Optional.
   std::function<void()> on_full;
+  // TIERMEM_REPLICAS: copies of each evicted page, on distinct servers (1..kMaxReplicas, and at
+  // most the number of servers listed: Start refuses more, naming both numbers).
+  uint32_t replicas = 1;
+  // TIERMEM_REPAIR_RATE: pages per second the repair thread copies to restore lost replicas.
+  uint64_t repair_rate = 50000;
   // Where the counters live (the process's stats block); the pager's own when null. `servers`
   // has room for kMaxServers entries.
   PagerCounters* counters = nullptr;
@@ -108,6 +128,10 @@ struct PagerStats {
   uint64_t skipped_untouched = 0;// evictions of never-touched pages: nothing to write
   uint64_t fetched = 0;          // pages brought back by FetchBack
   uint64_t prefetched = 0;       // pages fetched ahead of a fault by the prefetcher
+  uint64_t servers_down = 0;     // servers marked down since start
+  uint64_t repaired_pages = 0;   // page copies made by the repair thread (replicas restored)
+  uint64_t degraded_pages = 0;   // pages in use with fewer than `replicas` copies now
+  uint64_t failovers = 0;        // reads that turned to another replica
 };
 
 // One memory server of the list, as the pager sees it.
@@ -121,7 +145,12 @@ struct PagerServerStats {
   uint64_t faults = 0;     // pages fetched from it by the fault handler
   uint64_t fetched = 0;    // pages brought back from it by FetchBack
   bool full = false;       // it refused the last allocation (placement skips it for a while)
+  bool down = false;       // marked down after a failure: no new pages, no requests
+  std::string down_reason; // why
 };
+
+// The most copies TIERMEM_REPLICAS may ask for.
+inline constexpr uint32_t kMaxReplicas = 4;
 
 // The exit status of a process whose remote page could not be fetched, and of one started with
 // TIERMEM_REMOTE_REQUIRED=1 that reached no server.
@@ -199,24 +228,55 @@ class Pager {
     std::unique_ptr<remote::Transport> io;     // evictions, FetchBack, slot control; io_mu_
     std::unique_ptr<remote::Transport> fault;  // the handler thread's own
     uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
-    std::vector<uint64_t> free;              // pager slots held here and unused; io_mu_
+    uint64_t free_slots = 0;                 // unused slots of ranges it leads; io_mu_
+    size_t fill = SIZE_MAX;                  // the range it leads that TakeSlotOn takes from; io_mu_
     std::atomic<uint64_t> full_until_ns{0};  // refused an allocation: skip until then
     std::atomic<bool> refused{false};        // the last allocation asked of it was refused
+    std::atomic<bool> down{false};           // failed: no requests, no placements (MarkDown)
+    bool down_counted = false;               // its pages were taken off the counters; io_mu_
+    std::atomic<uint64_t> read_ns{0};        // recent read latency (EWMA; fault thread writes)
+    std::string down_reason;                 // set once, before `down`
     PagerServerCounters own{};
     PagerServerCounters* c = &own;  // the stats block's entry, or `own`
   };
-  // A pager slot's place: a memd range of one server, and the memd slot in it.
-  struct SlotRef {
-    size_t server = 0;
-    remote::SlotRange range;
-    uint64_t slot = 0;
-  };
-  // Pager slots are numbered across servers: each range memd hands out gets the next
-  // `count` pager slots. Records store pager slot + 1 (0 = none).
-  struct Range {
-    uint64_t first = 0;  // first pager slot
+  // One copy of a range: memd slots on one server.
+  struct Member {
     size_t server = 0;
     remote::SlotRange memd;
+  };
+  // A pager slot's places: one memd slot on each member of its range (`offset` into each).
+  // `join`: a replacement member being filled by the repair thread (written, never read).
+  struct SlotRef {
+    uint32_t n = 0;
+    Member m[kMaxReplicas];
+    bool has_join = false;
+    Member join;
+    uint64_t offset = 0;
+    size_t range = 0;  // index in ranges_
+    uint64_t slot(uint32_t i) const { return m[i].memd.first + offset; }
+  };
+  // Pager slots are numbered across servers: each range (group) memd hands out gets the next
+  // `count` pager slots. Records store pager slot + 1 (0 = none). Members and join change only
+  // with io_mu_ and slots_mu_ held; free, used and the vector's growth need io_mu_ (growth
+  // slots_mu_ too; a Range never moves).
+  struct Range {
+    uint64_t first = 0;  // first pager slot
+    uint64_t count = 0;
+    uint32_t n = 0;      // members
+    Member m[kMaxReplicas];
+    bool has_join = false;
+    Member join;
+    std::vector<uint64_t> free;       // unused pager slots of it; io_mu_
+    std::atomic<uint64_t> used{0};    // slots of it in use (written with io_mu_)
+  };
+  // A page read that turns to another replica when its server fails.
+  struct ReadReq {
+    SlotRef ref;
+    uint32_t tried = 0;        // bit i: member i was asked
+    size_t server = SIZE_MAX;  // the server asked now; SIZE_MAX: answered, or not posted
+    char* buf = nullptr;       // where the page goes
+    uint64_t posted_ns = 0;    // when it was posted (the server's read latency)
+    Status last;               // the latest failure
   };
   // Where the completions of requests posted to several servers are collected.
   struct CollectError {
@@ -228,12 +288,41 @@ class Pager {
   Status Init(PagerConfig config);
   void FaultLoop();
   [[noreturn]] void Fatal(const void* addr, size_t server, const Status& why);
-  // Slot management. TakeSlot/GiveSlot/PickServer run with io_mu_ held.
-  size_t PickServer();  // servers_.size() when every server is full or unreachable
-  StatusOr<uint64_t> TakeSlotOn(size_t server);
-  StatusOr<uint64_t> TakeSlot(size_t* placement);  // moves *placement on when a server is full
+  // No replica of the page at `addr` could be read: names every server of it.
+  [[noreturn]] void FatalAll(const void* addr, const SlotRef& ref, const Status& why);
+  // Slot management (pager_slots.cc). TakeSlot/GiveSlot/PickServer/NewRange run with io_mu_
+  // held.
+  // servers_.size() when every server is full, down or unreachable. With `with_free_only_not`:
+  // only servers that lead groups with free slots, and are not marked there.
+  size_t PickServer(const std::vector<uint8_t>* with_free_only_not = nullptr);
+  // *lead_refused: `server` itself could not take the page (full or down), so placement may try
+  // the next; otherwise the replicas could not be placed anywhere.
+  StatusOr<uint64_t> TakeSlotOn(size_t server, bool* lead_refused);
+  // Moves *placement on when a server is full; on_full is called when none can take the page
+  // (unless !announce_full: the caller has a fallback).
+  StatusOr<uint64_t> TakeSlot(size_t* placement, bool announce_full = true);
   void GiveSlot(uint64_t slot);
+  // A new range led by `lead` and its replicas on the roomiest other servers; its index.
+  // ResourceExhausted when `lead` refused (*lead_refused) or too few others could take it.
+  StatusOr<size_t> NewRange(size_t lead, bool* lead_refused);
   bool Locate(uint64_t slot, SlotRef* out) const;  // takes slots_mu_
+  bool Healthy(const Range& r) const;              // every member up
+  bool Usable(size_t server) const { return servers_[server]->io && !servers_[server]->down.load(std::memory_order_acquire); }
+  // The member of `ref` to read from: up, not in `tried` (bit i: member i), lowest recent read
+  // latency. -1 when none is left.
+  int PickReplica(const SlotRef& ref, uint32_t tried) const;
+  // "tcp://a:7471, tcp://b:7471": the servers of a slot's members.
+  std::string MemberNames(const SlotRef& ref) const;
+  // Marks `server` down (first call only): one warning unless `quiet`, and the repair thread is
+  // told. Any thread; lock-free apart from the log line and the repair thread's wake-up.
+  void MarkDown(size_t server, const Status& why, bool quiet = false);
+  // A read of a page from `server` took `ns` (fault thread): its latency estimate.
+  void NoteReadLatency(size_t server, uint64_t ns);
+  // The repair thread (pager_repair.cc): restores the replicas of ranges with a down member.
+  void RepairLoop();
+  bool RepairOne();  // one range; false when none needs it (or none can be done now)
+  void Probe();      // a stats request to each usable server: one that fails is marked down
+  Status CopyRange(size_t range, const Member& to, const std::vector<uint8_t>& in_use);
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
   StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
@@ -246,13 +335,24 @@ class Pager {
     std::vector<size_t> outstanding, written;
     size_t placement;        // chosen at the first page that needs a new slot
     uint64_t became_remote = 0;
+    bool server_lost = false;  // the last window failed because a server failed (now down)
   };
   Status EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
+  Status EvictWindowRetrying(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
   // Polls the io (or fault) connections of the servers with outstanding[server] > 0 until every
   // request came back, calling on_done(server, completion) for each. Blocks on one
   // server only when no other has anything ready. Fails on a poll error or a timeout.
   template <typename OnDone>
   bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done);
+  // Posts `r` (cookie `cookie`) to its best replica not yet tried, on the fault or io connection;
+  // a server whose post fails is marked down and the next is tried. False when none is left.
+  bool PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t cookie, std::vector<size_t>& outstanding);
+  // Collect for reads with failover: a read whose server fails is posted to another replica.
+  // req(j) is the request of cookie j (nullptr: none); on_done(j, server) for each page read;
+  // on_lost(j) for a read no replica could serve (r.last says why).
+  template <typename Req, typename OnDone, typename OnLost>
+  void CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
+                    OnDone&& on_done, OnLost&& on_lost);
   static constexpr const char* kForkedMessage =
       "the remote tier is not available in a child process (fork): its fault handler and server "
       "connection belong to the parent";
@@ -268,9 +368,16 @@ class Pager {
   size_t next_pick_ = 0;  // round-robin start among equals; io_mu_
   std::mutex io_mu_;
   mutable std::mutex slots_mu_;  // ranges_ (read by the fault thread)
-  std::vector<Range> ranges_;    // sorted by first (pager slots only grow)
+  std::vector<std::unique_ptr<Range>> ranges_;  // sorted by first (pager slots only grow)
   uint64_t next_slot_ = 0;       // io_mu_ and slots_mu_
+  uint32_t replicas_ = 1;
+  std::atomic<uint64_t> servers_down_{0}, repaired_{0}, failovers_{0};
   std::thread thread_;
+  std::thread repair_thread_;
+  std::mutex repair_mu_;
+  std::condition_variable repair_cv_;
+  bool repair_wanted_ = false;             // repair_mu_
+  std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held
   int pagemap_fd_ = -1;
 
   // The fault handler's pages fetched ahead, installed after its batch's reads: `at(j)` is
@@ -326,6 +433,48 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
         *err = CollectError{first_busy, got.status()};
         return false;
       }
+    }
+  }
+}
+
+template <typename Req, typename OnDone, typename OnLost>
+void Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
+                         OnDone&& on_done, OnLost&& on_lost) {
+  // With one replica a failed server is fatal to the read: the caller's one error line says so.
+  const bool quiet = replicas_ == 1;
+  std::vector<size_t> retry;
+  for (;;) {
+    retry.clear();
+    CollectError cerr;
+    const bool ok = Collect(fault_conn, outstanding, &cerr, [&](size_t k, const remote::Completion& c) {
+      ReadReq* r = req(c.cookie);
+      if (r == nullptr || r->server != k) return;
+      r->server = SIZE_MAX;
+      if (c.status.ok()) {
+        NoteReadLatency(k, os::MonotonicNanos() - r->posted_ns);
+        on_done(c.cookie, k);
+        return;
+      }
+      r->last = c.status;
+      MarkDown(k, c.status, quiet);
+      retry.push_back(c.cookie);
+    });
+    if (!ok) {
+      // The connection failed as a whole: everything still out on it goes elsewhere.
+      MarkDown(cerr.server, cerr.status, quiet);
+      outstanding[cerr.server] = 0;
+      for (size_t j = 0; j < n; ++j) {
+        ReadReq* r = req(j);
+        if (r == nullptr || r->server != cerr.server) continue;
+        r->server = SIZE_MAX;
+        r->last = cerr.status;
+        retry.push_back(j);
+      }
+    }
+    if (ok && retry.empty()) return;
+    for (size_t j : retry) {
+      failovers_.fetch_add(1, std::memory_order_relaxed);
+      if (!PostReplicaRead(fault_conn, *req(j), j, outstanding)) on_lost(j);
     }
   }
 }

@@ -3,6 +3,7 @@
 // pager.cc, which keeps connection, slots and placement, fetching back, free/discard and fork.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,7 @@ StatusOr<uint64_t> Pager::Evict(Region& region, uint64_t first, uint64_t n) {
     const uint64_t m = std::min<uint64_t>(kBatch, first + n - b);
     for (uint64_t i = 0; i < m; ++i) idx[i] = b + i;
     const uint64_t t0 = os::MonotonicNanos();
-    TIERMEM_RETURN_IF_ERROR(EvictWindow(region, idx.data(), m, &w));
+    TIERMEM_RETURN_IF_ERROR(EvictWindowRetrying(region, idx.data(), m, &w));
     c_->evict_latency.Record(os::MonotonicNanos() - t0);
   }
   c_->evicted.fetch_add(w.became_remote, std::memory_order_relaxed);
@@ -47,11 +48,21 @@ StatusOr<uint64_t> Pager::EvictPages(Region& region, const std::vector<uint64_t>
   EvictScratch w(servers_.size());
   for (size_t b = 0; b < pages.size(); b += kBatch) {
     const uint64_t t0 = os::MonotonicNanos();
-    TIERMEM_RETURN_IF_ERROR(EvictWindow(region, pages.data() + b, std::min(kBatch, pages.size() - b), &w));
+    TIERMEM_RETURN_IF_ERROR(EvictWindowRetrying(region, pages.data() + b, std::min(kBatch, pages.size() - b), &w));
     c_->evict_latency.Record(os::MonotonicNanos() - t0);
   }
   c_->evicted.fetch_add(w.became_remote, std::memory_order_relaxed);
   return w.became_remote;
+}
+
+Status Pager::EvictWindowRetrying(Region& region, const uint64_t* idx, size_t m, EvictScratch* w) {
+  // A window that failed because a server went down is tried again on the others (a server is
+  // marked down once, so this ends).
+  for (;;) {
+    Status s = EvictWindow(region, idx, m, w);
+    if (s.ok() || !w->server_lost) return s;
+    w->placement = servers_.size();
+  }
 }
 
 Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w) {
@@ -102,6 +113,7 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
   std::fill(written.begin(), written.end(), 0);
   Status failure;
   std::string failure_server;
+  size_t failed_server = SIZE_MAX;  // the server whose write failed: marked down
   for (size_t i = 0; i < m; ++i) {
     if (!claimed[i]) continue;
     PageRecord& rec = region.record(idx[i]);
@@ -112,6 +124,30 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
       rec.remote_slot.store(0, std::memory_order_relaxed);
       c_->skipped_untouched.fetch_add(1, std::memory_order_relaxed);
       continue;
+    }
+    SlotRef ref;
+    if (slot1 != 0) {
+      if (!Locate(slot1 - 1, &ref)) {
+        failure = Internal("remote tier: page slot " + std::to_string(slot1 - 1) + " has no server");
+        break;
+      }
+      // A slot with a replica on a down server: the page moves to a healthy group when one has
+      // room (written again even when clean), so it has all its replicas once dropped. When
+      // none has, it stays and is written to the members that are up; the repair thread
+      // restores the rest.
+      if (!Healthy(*ranges_[ref.range])) {
+        auto fresh = TakeSlot(&placement, /*announce_full=*/false);
+        if (fresh.ok()) {
+          GiveSlot(slot1 - 1);
+          slot1 = uint32_t(*fresh + 1);
+          rec.remote_slot.store(slot1, std::memory_order_relaxed);
+          rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);  // not there yet
+          if (!Locate(slot1 - 1, &ref)) {
+            failure = Internal("remote tier: page slot " + std::to_string(slot1 - 1) + " has no server");
+            break;
+          }
+        }
+      }
     }
     if (wp_ && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
       c_->skipped_clean.fetch_add(1, std::memory_order_relaxed);
@@ -125,32 +161,56 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
       }
       slot1 = uint32_t(*s + 1);
       rec.remote_slot.store(slot1, std::memory_order_relaxed);
+      if (!Locate(slot1 - 1, &ref)) {
+        failure = Internal("remote tier: page slot " + std::to_string(slot1 - 1) + " has no server");
+        break;
+      }
     }
-    SlotRef ref;
-    if (!Locate(slot1 - 1, &ref)) {
-      failure = Internal("remote tier: page slot " + std::to_string(slot1 - 1) + " has no server");
+    // To every member, and to a replacement being filled (join): all must acknowledge.
+    auto post = [&](const Member& mem) {
+      if (!Usable(mem.server)) return true;  // down: the repair thread restores this copy
+      Server& srv = *servers_[mem.server];
+      Status s = srv.io->PostWrite(mem.memd, mem.memd.first + ref.offset, region.PageAddress(idx[i]), i);
+      if (!s.ok()) {
+        failure = s;
+        failure_server = srv.name;
+        failed_server = mem.server;
+        return false;
+      }
+      ++outstanding[mem.server];
+      ++written[mem.server];
+      return true;
+    };
+    const size_t before = std::accumulate(written.begin(), written.end(), size_t{0});
+    bool posted = true;
+    for (uint32_t r = 0; r < ref.n && posted; ++r) posted = post(ref.m[r]);
+    if (posted && ref.has_join) posted = post(ref.join);
+    if (!posted) break;
+    if (std::accumulate(written.begin(), written.end(), size_t{0}) == before) {
+      // Every server of its group is down and no healthy group had room: it stays local.
+      failure = Unavailable("no memory server of the page's replicas is up (" + MemberNames(ref) + ")");
       break;
     }
-    Server& srv = *servers_[ref.server];
-    Status s = srv.io->PostWrite(ref.range, ref.slot, region.PageAddress(idx[i]), i);
-    if (!s.ok()) {
-      failure = s;
-      failure_server = srv.name;
-      break;
-    }
-    ++outstanding[ref.server];
-    ++written[ref.server];
   }
   CollectError err;
   bool collected = Collect(false, outstanding, &err, [&](size_t k, const remote::Completion& c) {
     if (!c.status.ok() && failure.ok()) {
       failure = c.status;
       failure_server = servers_[k]->name;
+      failed_server = k;
     }
   });
   if (!collected && failure.ok()) {
     failure = err.status;
     failure_server = servers_[err.server]->name;
+    failed_server = err.server;
+  }
+  // A server that failed a write is down: the caller may try the window again, and the pages
+  // then go to healthy groups.
+  w->server_lost = false;
+  if (failed_server < servers_.size()) {
+    MarkDown(failed_server, failure);
+    w->server_lost = true;
   }
   auto wake = [&] { for_runs([&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); }); };
   if (!failure.ok()) {

@@ -111,11 +111,11 @@ void Pager::FaultLoop() {
   struct Pending {
     Region* region;
     uint64_t index;
-    size_t server;
     bool write;
     uint64_t reported_ns;  // when the fault was read from userfaultfd
     bool ahead;            // fetched ahead by the prefetcher: no thread waits for it
     bool arrived = false;  // ahead: read, waiting in staging for install_ahead
+    ReadReq rr{};          // its read, with the replicas tried
   };
   std::vector<Pending> pending;
   pending.reserve(kBatch);
@@ -139,10 +139,14 @@ void Pager::FaultLoop() {
         continue;
       }
       const size_t j = pending.size();
-      pending.push_back(Pending{region, static_cast<uint64_t>(at), ref.server, false, 0, true});
-      Status s = servers_[ref.server]->fault->PostRead(ref.range, ref.slot, staging + j * kPage, j);
-      if (!s.ok()) Fatal(region->PageAddress(static_cast<uint64_t>(at)), ref.server, s);
-      ++outstanding[ref.server];
+      Pending& p = pending.emplace_back(Pending{region, static_cast<uint64_t>(at), false, 0, true});
+      p.rr.ref = ref;
+      p.rr.buf = staging + j * kPage;
+      // No replica to read from: nobody needs the page yet; a fault on it meets the trouble.
+      if (!PostReplicaRead(true, p.rr, j, outstanding)) {
+        r.state.store(S(PageState::kRemote), std::memory_order_release);
+        pending.pop_back();
+      }
     }
   };
   os::UffdFault faults[64];
@@ -239,15 +243,13 @@ void Pager::FaultLoop() {
             Wake(addr, n * kPage);
             continue;
           }
-          SlotRef ref;
-          if (!Locate(slot1 - 1, &ref)) {
+          size_t j = pending.size();
+          Pending& p = pending.emplace_back(Pending{region, index, f.write, os::MonotonicNanos(), false});
+          if (!Locate(slot1 - 1, &p.rr.ref)) {
             Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
           }
-          size_t j = pending.size();
-          pending.push_back(Pending{region, index, ref.server, f.write, os::MonotonicNanos(), false});
-          Status s = servers_[ref.server]->fault->PostRead(ref.range, ref.slot, staging + j * kPage, j);
-          if (!s.ok()) Fatal(addr, ref.server, s);
-          ++outstanding[ref.server];
+          p.rr.buf = staging + j * kPage;
+          if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
           if (prefetcher_.max_window() > 0) fetch_ahead(region, index, f.tid, *got - k - 1);
           continue;
         }
@@ -277,41 +279,38 @@ void Pager::FaultLoop() {
         Wake(addr, kPage);
       }
     }
-    CollectError cerr;
-    bool ok = Collect(true, outstanding, &cerr, [&](size_t server, const remote::Completion& c) {
-      Pending& p = pending[c.cookie];
-      char* dst = p.region->PageAddress(p.index);
-      if (p.ahead) {
-        p.server = servers_.size();
-        // A failed read: nobody needs the page yet; it stays remote, and a fault on it meets the
-        // server's trouble.
-        if (c.status.ok()) p.arrived = true;
-        else p.region->record(p.index).state.store(S(PageState::kRemote), std::memory_order_release);
-        return;
-      }
-      if (!c.status.ok()) Fatal(dst, server, c.status);
-      // Installed write-protected after a read fault: it stays clean until written.
-      const bool protect = wp_ && !p.write;
-      Status cs = os::UffdCopy(uffd_, dst, staging + c.cookie * kPage, kPage, protect);
-      if (!cs.ok()) Fatal(dst, server, cs);
-      PageRecord& rec = p.region->record(p.index);
-      if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
-      else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-      c_->faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
-      servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
-      c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
-      p.server = servers_.size();  // done
-      resident(*p.region, p.index, 1);
-      rec.state.store(S(PageState::kLocal), std::memory_order_release);
-      Wake(dst, kPage);
-    });
-    if (!ok) {
-      // Name a page of the failed server that is still waiting.
-      for (const Pending& p : pending) {
-        if (p.server == cerr.server) Fatal(p.region->PageAddress(p.index), cerr.server, cerr.status);
-      }
-      Fatal(nullptr, cerr.server, cerr.status);
-    }
+    CollectReads(
+        true, outstanding, pending.size(), [&](size_t j) { return j < pending.size() ? &pending[j].rr : nullptr; },
+        [&](size_t j, size_t server) {
+          Pending& p = pending[j];
+          if (p.ahead) {
+            p.arrived = true;
+            return;
+          }
+          char* dst = p.region->PageAddress(p.index);
+          // Installed write-protected after a read fault: it stays clean until written.
+          const bool protect = wp_ && !p.write;
+          Status cs = os::UffdCopy(uffd_, dst, p.rr.buf, kPage, protect);
+          if (!cs.ok()) Fatal(dst, server, cs);
+          PageRecord& rec = p.region->record(p.index);
+          if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+          else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+          c_->faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
+          servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
+          c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
+          resident(*p.region, p.index, 1);
+          rec.state.store(S(PageState::kLocal), std::memory_order_release);
+          Wake(dst, kPage);
+        },
+        [&](size_t j) {
+          Pending& p = pending[j];
+          // A prefetch no replica could serve: nobody needs the page yet; it stays remote.
+          if (p.ahead) {
+            p.region->record(p.index).state.store(S(PageState::kRemote), std::memory_order_release);
+            return;
+          }
+          FatalAll(p.region->PageAddress(p.index), p.rr.ref, p.rr.last);
+        });
     InstallAhead(pending.size(), staging, [&](size_t j) -> AheadPage {
       const Pending& p = pending[j];
       return {p.ahead && p.arrived ? p.region : nullptr, p.index};

@@ -14,6 +14,11 @@
 #                 before the read-back: every byte verifies.
 #   unreachable   host 2's link is down from the start: one warning names it, the pages go to
 #                 hosts 1 and 3, and every byte verifies.
+#   replicated_server_loss  TIERMEM_REPLICAS=2: host 2's memd killed while the program waits; the
+#                 pager finds it down (its once-a-second probe), one warning names it, the pages
+#                 that had a copy there are copied to the other two hosts until they hold as many
+#                 copies as the three did (the time it took is printed), and every byte verifies.
+#   replicated_link_cut     the same with host 2's link cut (found once the probe times out).
 # Exit 77 (ctest: skipped) when namespaces cannot be made.
 set -u
 case=$1 memd=$2 ctl=$3 lib=$4 prog=$5
@@ -29,9 +34,10 @@ fail() {
 }
 
 mib=24
+replicas=1
 start_program() {  # the program (mib MiB) in the client namespace, in the background; sets prog_pid
   rm -f "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go"
-  cluster_exec_client timeout -s KILL 50 env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" \
+  cluster_exec_client timeout -s KILL 50 env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" TIERMEM_REPLICAS=$replicas \
     TIERMEM_DRAM_LIMIT=4M TIERMEM_REMOTE_TIMEOUT_MS=2000 LD_PRELOAD="$lib" \
     "$prog" "$mib" "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go" > "$CLUSTER_WORK/out" 2> "$CLUSTER_WORK/err" &
   prog_pid=$!
@@ -114,6 +120,36 @@ case $case in
     expect_on_hosts 1 3
     finish_program
     expect_verified
+    ;;
+  replicated_server_loss|replicated_link_cut)
+    replicas=2
+    start_program "$(cluster_remote)"
+    # The DRAM limit's relief goes on evicting for a while after the program is done writing:
+    # the count of copies is taken once it held still for a second.
+    before=-1 same=0
+    for _ in $(seq 100); do
+      now=0
+      for k in 1 2 3; do now=$((now + $(written_pages "$k"))); done
+      if [ "$now" -eq "$before" ]; then same=$((same + 1)); else same=0; fi
+      before=$now
+      [ "$same" -ge 5 ] && break
+      sleep 0.2
+    done
+    [ "$before" -ge 8192 ] || fail "only $before page copies on the three hosts (2 x 16 MiB expected at least)"
+    echo "$before page copies on the three hosts"
+    if [ "$case" = replicated_server_loss ]; then cluster_kill 2; else cluster_cut 2; fi
+    start=$(date +%s%N)
+    after=0
+    for _ in $(seq 150); do  # 30 s
+      after=$(($(written_pages 1) + $(written_pages 3)))
+      [ "$after" -ge "$before" ] && break
+      sleep 0.2
+    done
+    [ "$after" -ge "$before" ] || fail "hosts 1 and 3 hold $after page copies, not the $before there were"
+    echo "replicas restored in $((($(date +%s%N) - start) / 1000000)) ms: $after page copies on hosts 1 and 3"
+    finish_program
+    expect_verified
+    expect_one_line "is down" "*memory server tcp://$(cluster_addr 2) is down*"
     ;;
   *)
     echo "unknown case $case"

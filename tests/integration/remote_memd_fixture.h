@@ -97,13 +97,15 @@ inline uint8_t* AllocateFilledPages(Runtime& rt, size_t pages) {
 
 // A runtime whose remote tier is `servers` (TIERMEM_REMOTE syntax), with a 3 s fault timeout.
 // `prefetch` is TIERMEM_PREFETCH: tests that count one fault per page touched in order turn it off.
+// `replicas` is TIERMEM_REPLICAS.
 inline std::unique_ptr<Runtime> StartRemoteRuntime(const std::string& servers, const std::string& token = "",
-                                                   const std::string& prefetch = "auto") {
+                                                   const std::string& prefetch = "auto", int replicas = 1) {
   Options o;
   o.Set("remote", servers);
   o.Set("token", token);
   o.Set("remote_timeout_ms", 3000);
   o.Set("prefetch", prefetch);
+  o.Set("replicas", replicas);
   auto rt = Runtime::Start(o);
   EXPECT_TRUE(rt.ok()) << rt.status().ToString();
   if (!rt.ok()) return nullptr;

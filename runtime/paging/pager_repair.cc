@@ -1,0 +1,241 @@
+// The pager's repair thread. While idle it asks each server for its stats once a second (with
+// TIERMEM_REPLICAS > 1), so a server that died while nobody used it is found too. After a memory
+// server is marked down, each range that had a member there gets a replacement on another
+// server, filled from a surviving member, so every page has TIERMEM_REPLICAS copies again.
+// Rate-limited (PagerConfig::repair_rate), one range at a time, io_mu_ held a chunk at a time so
+// evictions and FetchBack go on in between.
+//
+// Why no write is missed: the replacement joins the range (Range::join) before the copy starts,
+// and from then on every eviction that writes a slot of the range writes it there too. A chunk is
+// read from the survivor and written to the replacement with io_mu_ held, so no eviction writes
+// a slot of that chunk in between: what the replacement ends with is the latest copy. Slots free
+// when the copy starts are not copied (a page placed there later is written to the replacement
+// by its eviction).
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/log.h"
+#include "base/os.h"
+#include "runtime/paging/pager.h"
+#include "runtime/paging/pager_internal.h"
+
+namespace tiermem {
+
+using pager_internal::kPage;
+
+namespace {
+constexpr uint64_t kRepairChunk = 64;  // pages copied per io_mu_ hold
+}  // namespace
+
+void Pager::RepairLoop() {
+  std::unique_lock<std::mutex> lock(repair_mu_);
+  while (!repair_stop_.load(std::memory_order_relaxed)) {
+    // Woken by MarkDown; once a second besides, for repairs that could not be done yet (no
+    // server had room for a replacement).
+    const bool woken = repair_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+      return repair_wanted_ || repair_stop_.load(std::memory_order_relaxed);
+    });
+    repair_wanted_ = false;
+    if (repair_stop_.load(std::memory_order_relaxed)) break;
+    lock.unlock();
+    if (!woken) Probe();
+    if (servers_down_.load(std::memory_order_relaxed) == 0) {
+      lock.lock();
+      continue;
+    }
+    while (!repair_stop_.load(std::memory_order_relaxed) && RepairOne()) {
+    }
+    lock.lock();
+  }
+}
+
+void Pager::Probe() {
+  // With one replica a lost server's pages cannot be saved, and its loss is met (and reported)
+  // by the first fault on one of them: no probing then.
+  if (replicas_ == 1) return;
+  for (size_t k = 0; k < servers_.size() && !repair_stop_.load(std::memory_order_relaxed); ++k) {
+    if (!Usable(k)) continue;
+    std::lock_guard<std::mutex> io(io_mu_);
+    if (forked_child_) return;
+    auto st = servers_[k]->io->Stats();
+    if (!st.ok()) MarkDown(k, st.status());
+  }
+}
+
+bool Pager::RepairOne() {
+  std::unique_lock<std::mutex> io(io_mu_);
+  if (forked_child_) return false;
+  // A down server's copies are gone: off the counters, once.
+  for (auto& s : servers_) {
+    if (s->down.load(std::memory_order_acquire) && !s->down_counted) {
+      s->down_counted = true;
+      s->c->pages.store(0, std::memory_order_relaxed);
+      s->c->slots.store(0, std::memory_order_relaxed);
+    }
+  }
+  // A range with a down member and a surviving one (a range with none left cannot be copied:
+  // a fault on its pages ends the process, naming its servers).
+  size_t ri = SIZE_MAX;
+  uint32_t bad = 0;
+  for (size_t i = 0; i < ranges_.size() && ri == SIZE_MAX; ++i) {
+    const Range& r = *ranges_[i];
+    if (r.n < 2 || r.has_join) continue;
+    uint32_t down = r.n, up = 0;
+    for (uint32_t m = 0; m < r.n; ++m) {
+      if (Usable(r.m[m].server)) ++up;
+      else if (down == r.n) down = m;
+    }
+    if (down < r.n && up > 0) {
+      ri = i;
+      bad = down;
+    }
+  }
+  if (ri == SIZE_MAX) return false;
+  Range& r = *ranges_[ri];
+  // The replacement: the roomiest usable server that is not a member and grants the count.
+  std::vector<std::pair<uint64_t, size_t>> order;
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    if (!Usable(k)) continue;
+    bool member = false;
+    for (uint32_t m = 0; m < r.n; ++m) member = member || r.m[m].server == k;
+    if (member) continue;
+    const Server& o = *servers_[k];
+    const uint64_t used = o.c->pages.load(std::memory_order_relaxed);
+    const uint64_t cap = o.quota != 0 ? o.quota : ~uint64_t(0);
+    order.emplace_back(cap > used ? cap - used : 0, k);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  Member to;
+  bool found = false;
+  for (const auto& [room, k] : order) {
+    auto got = servers_[k]->io->AllocSlots(r.count);
+    if (got.ok()) {
+      to = Member{k, *got};
+      found = true;
+      break;
+    }
+    if (got.status().code() != StatusCode::kResourceExhausted) MarkDown(k, got.status());
+  }
+  if (!found) return false;  // again in a second
+  Server& dst = *servers_[to.server];
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    r.join = to;
+    r.has_join = true;
+  }
+  dst.c->slots.fetch_add(r.count, std::memory_order_relaxed);
+  dst.c->pages.fetch_add(r.used.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  std::vector<uint8_t> in_use(r.count, 1);
+  for (uint64_t slot : r.free) in_use[slot - r.first] = 0;
+  const size_t lost = r.m[bad].server;
+  io.unlock();
+  Status st = CopyRange(ri, to, in_use);
+  io.lock();
+  if (!st.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(slots_mu_);
+      r.has_join = false;
+    }
+    if (!dst.down_counted) {
+      dst.c->slots.fetch_sub(r.count, std::memory_order_relaxed);
+      dst.c->pages.fetch_sub(r.used.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      if (Usable(to.server)) (void)dst.io->FreeSlots(to.memd);
+    }
+    if (st.code() != StatusCode::kAborted) {
+      TM_LOG_WARN("remote tier: restoring the replicas of %llu pages on %s failed: %s",
+                  static_cast<unsigned long long>(r.used.load(std::memory_order_relaxed)),
+                  dst.name.c_str(), st.message().c_str());
+    }
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    r.m[bad] = to;
+    r.has_join = false;
+  }
+  if (bad == 0) {  // the range's lead changes: so does whose free slots they count as
+    servers_[lost]->free_slots -= std::min<uint64_t>(servers_[lost]->free_slots, r.free.size());
+    dst.free_slots += r.free.size();
+  }
+  TM_LOG_INFO("remote tier: %llu pages of %s have their replicas again (on %s)",
+              static_cast<unsigned long long>(r.used.load(std::memory_order_relaxed)),
+              servers_[lost]->name.c_str(), dst.name.c_str());
+  return true;
+}
+
+Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>& in_use) {
+  int err = 0;
+  void* mem = os::Reserve(kRepairChunk * kPage, &err);
+  if (mem == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
+  auto* buf = static_cast<char*>(mem);
+  const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
+  const uint64_t start = os::MonotonicNanos();
+  uint64_t copied = 0;
+  Status result;
+  const uint64_t count = in_use.size();
+  for (uint64_t off = 0; off < count && result.ok();) {
+    if (repair_stop_.load(std::memory_order_relaxed)) {
+      result = Aborted("stopping");
+      break;
+    }
+    const uint64_t end = std::min(count, off + kRepairChunk);
+    {
+      std::lock_guard<std::mutex> io(io_mu_);
+      if (forked_child_) {
+        result = Aborted("forked");
+        break;
+      }
+      const Range& r = *ranges_[ri];
+      int src = -1;
+      for (uint32_t m = 0; m < r.n && src < 0; ++m) {
+        if (Usable(r.m[m].server)) src = static_cast<int>(m);
+      }
+      if (src < 0) {
+        result = DataLoss("no surviving replica to copy from");
+        break;
+      }
+      const Member& from = r.m[src];
+      Server& fs = *servers_[from.server];
+      Server& ts = *servers_[to.server];
+      bool retry = false;
+      // Runs of slots in use within the chunk: one read and one write of each.
+      for (uint64_t a = off; a < end && result.ok() && !retry;) {
+        if (!in_use[a]) {
+          ++a;
+          continue;
+        }
+        uint64_t b = a + 1;
+        while (b < end && in_use[b]) ++b;
+        Status rs = remote::ReadPagesSync(*fs.io, from.memd, from.memd.first + a, buf, b - a);
+        if (!rs.ok()) {
+          MarkDown(from.server, rs);  // and read the chunk from another member
+          retry = true;
+          break;
+        }
+        Status ws = remote::WritePagesSync(*ts.io, to.memd, to.memd.first + a, buf, b - a);
+        if (!ws.ok()) {
+          MarkDown(to.server, ws);
+          result = ws;
+          break;
+        }
+        ts.c->written.fetch_add(b - a, std::memory_order_relaxed);
+        copied += b - a;
+        repaired_.fetch_add(b - a, std::memory_order_relaxed);
+        a = b;
+      }
+      if (retry) continue;
+    }
+    off = end;
+    // The rate: `copied` pages may take copied/rate seconds at the least.
+    const uint64_t due = start + copied * 1'000'000'000ull / rate;
+    const uint64_t now = os::MonotonicNanos();
+    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+  }
+  os::Unmap(mem, kRepairChunk * kPage);
+  return result;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,330 @@
+// The pager's slots and placement: ranges of memd slots (one per replica), which server gets a
+// new page, which replica a read goes to, and marking a failed server down. Split from
+// pager.cc; the repair of lost replicas is in pager_repair.cc.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "base/os.h"
+#include "runtime/paging/pager.h"
+#include "runtime/paging/pager_internal.h"
+
+namespace tiermem {
+
+namespace {
+// A server that refused an allocation is not asked again for this long (unless it has free
+// slots of its own): placement goes to the next one meanwhile.
+constexpr uint64_t kFullRetryNs = 1000ull * 1000 * 1000;
+}  // namespace
+
+bool Pager::Locate(uint64_t slot, SlotRef* out) const {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), slot,
+                             [](uint64_t s, const std::unique_ptr<Range>& r) { return s < r->first; });
+  if (it == ranges_.begin()) return false;
+  --it;
+  const Range& r = **it;
+  if (slot >= r.first + r.count) return false;
+  out->n = r.n;
+  std::copy(r.m, r.m + r.n, out->m);
+  out->has_join = r.has_join;
+  out->join = r.join;
+  out->offset = slot - r.first;
+  out->range = static_cast<size_t>(it - ranges_.begin());
+  return true;
+}
+
+bool Pager::Healthy(const Range& r) const {
+  for (uint32_t i = 0; i < r.n; ++i) {
+    if (!Usable(r.m[i].server)) return false;
+  }
+  return true;
+}
+
+int Pager::PickReplica(const SlotRef& ref, uint32_t tried) const {
+  int best = -1;
+  uint64_t best_ns = 0;
+  for (uint32_t i = 0; i < ref.n; ++i) {
+    if ((tried >> i) & 1u) continue;
+    const size_t k = ref.m[i].server;
+    if (!Usable(k)) continue;
+    const uint64_t ns = servers_[k]->read_ns.load(std::memory_order_relaxed);
+    if (best < 0 || ns < best_ns) {
+      best = static_cast<int>(i);
+      best_ns = ns;
+    }
+  }
+  if (best >= 0) return best;
+  // Last resort, a member marked down: the failure that marked it may have been its other
+  // connection's (an eviction's timeout), and its copy may still be read.
+  for (uint32_t i = 0; i < ref.n; ++i) {
+    if (!((tried >> i) & 1u) && servers_[ref.m[i].server]->io) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string Pager::MemberNames(const SlotRef& ref) const {
+  std::string out;
+  for (uint32_t i = 0; i < ref.n; ++i) out += (i == 0 ? "" : ", ") + servers_[ref.m[i].server]->name;
+  return out;
+}
+
+void Pager::NoteReadLatency(size_t server, uint64_t ns) {
+  // An estimate for choosing among replicas: 1/8 of each new reading. Only the fault thread
+  // writes it.
+  std::atomic<uint64_t>& r = servers_[server]->read_ns;
+  const uint64_t old = r.load(std::memory_order_relaxed);
+  r.store(old == 0 ? ns : old - old / 8 + ns / 8, std::memory_order_relaxed);
+}
+
+void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
+  Server& s = *servers_[server];
+  {
+    // The reason is written once, by the first caller, before `down` says it is there.
+    std::lock_guard<std::mutex> lock(repair_mu_);
+    if (s.down.load(std::memory_order_relaxed)) return;
+    s.down_reason = why.message();
+    s.down.store(true, std::memory_order_release);
+    repair_wanted_ = true;
+  }
+  repair_cv_.notify_one();
+  s.c->up.store(0, std::memory_order_relaxed);
+  servers_down_.fetch_add(1, std::memory_order_relaxed);
+  if (quiet) return;
+  if (replicas_ > 1) {
+    TM_LOG_WARN("remote tier: memory server %s is down (%s): its pages are read from their other "
+                "replicas and copied to the remaining servers",
+                s.name.c_str(), why.message().c_str());
+  } else {
+    TM_LOG_WARN("remote tier: memory server %s is down (%s): new pages go to the others; a fault "
+                "on a page kept there ends the process (TIERMEM_REPLICAS=1)",
+                s.name.c_str(), why.message().c_str());
+  }
+}
+
+size_t Pager::PickServer(const std::vector<uint8_t>* with_free_only_not) {
+  const size_t n = servers_.size();
+  const uint64_t now = os::MonotonicNanos();
+  size_t best = n;
+  uint64_t best_room = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (next_pick_ + k) % n;
+    Server& s = *servers_[i];
+    if (!Usable(i)) continue;
+    if (with_free_only_not != nullptr && ((*with_free_only_not)[i] || s.free_slots == 0)) continue;
+    if (s.free_slots == 0 && s.full_until_ns.load(std::memory_order_relaxed) > now) continue;
+    const uint64_t used = s.c->pages.load(std::memory_order_relaxed);
+    const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
+    const uint64_t room = cap > used ? cap - used : 0;
+    if (best == n || room > best_room) {
+      best = i;
+      best_room = room;
+    }
+  }
+  if (best != n) next_pick_ = (best + 1) % n;
+  return best;
+}
+
+StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
+  *lead_refused = false;
+  Server& s = *servers_[lead];
+  // Ask memd for a chunk of slots; when it refuses (capacity or quota), or too few other servers
+  // grant the same count for the replicas, ask for less, down to one page, before calling the
+  // lead full (or the replicas unplaceable).
+  const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
+  uint64_t want = config_.slot_chunk;
+  if (s.quota != 0) want = std::min(want, s.quota > held ? s.quota - held : 0);
+  Status last = ResourceExhausted("memory server " + s.name + ": quota reached");
+  bool lead_granted = false;
+  auto owned = std::make_unique<Range>();
+  Range& range = *owned;
+  for (; want > 0; want /= 2) {
+    auto r = s.io->AllocSlots(want);
+    if (!r.ok()) {
+      if (r.status().code() == StatusCode::kResourceExhausted) {
+        last = r.status();
+        continue;
+      }
+      MarkDown(lead, r.status());
+      *lead_refused = true;  // placement moves on
+      return r.status();
+    }
+    lead_granted = true;
+    range.count = r->count;
+    range.n = 1;
+    range.m[0] = Member{lead, *r};
+    if (replicas_ == 1) break;
+    // The other replicas: the roomiest usable servers that grant the same count.
+    std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
+    for (size_t k = 0; k < servers_.size(); ++k) {
+      if (k == lead || !Usable(k)) continue;
+      const Server& o = *servers_[k];
+      const uint64_t used = o.c->pages.load(std::memory_order_relaxed);
+      const uint64_t cap = o.quota != 0 ? o.quota : ~uint64_t(0);
+      order.emplace_back(cap > used ? cap - used : 0, k);
+    }
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [room, k] : order) {
+      if (range.n == replicas_) break;
+      auto got = servers_[k]->io->AllocSlots(range.count);
+      if (got.ok()) {
+        range.m[range.n++] = Member{k, *got};
+      } else {
+        last = got.status();
+        if (got.status().code() != StatusCode::kResourceExhausted) MarkDown(k, got.status());
+      }
+    }
+    if (range.n == replicas_) break;
+    for (uint32_t i = 0; i < range.n; ++i) (void)servers_[range.m[i].server]->io->FreeSlots(range.m[i].memd);
+    range.n = 0;
+  }
+  if (want == 0) {
+    if (!lead_granted) {
+      s.full_until_ns.store(os::MonotonicNanos() + kFullRetryNs, std::memory_order_relaxed);
+      s.refused.store(true, std::memory_order_relaxed);
+      *lead_refused = true;
+      return last;
+    }
+    return ResourceExhausted("remote tier: fewer than " + std::to_string(replicas_) +
+                             " memory servers can take pages (TIERMEM_REPLICAS=" +
+                             std::to_string(replicas_) + "): " + last.message());
+  }
+  s.refused.store(false, std::memory_order_relaxed);
+  for (uint32_t i = 1; i < range.n; ++i) servers_[range.m[i].server]->refused.store(false, std::memory_order_relaxed);
+  if (next_slot_ + range.count >= (1ull << 32)) {
+    for (uint32_t i = 0; i < range.n; ++i) (void)servers_[range.m[i].server]->io->FreeSlots(range.m[i].memd);
+    return ResourceExhausted("remote tier: more than 2^32 pages on memory servers");
+  }
+  range.first = next_slot_;
+  range.free.reserve(range.count);
+  for (uint64_t k = range.count; k > 0; --k) range.free.push_back(next_slot_ + k - 1);
+  next_slot_ += range.count;
+  for (uint32_t i = 0; i < range.n; ++i) {
+    servers_[range.m[i].server]->c->slots.fetch_add(range.count, std::memory_order_relaxed);
+  }
+  s.free_slots += range.count;
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  ranges_.push_back(std::move(owned));
+  return ranges_.size() - 1;
+}
+
+StatusOr<uint64_t> Pager::TakeSlotOn(size_t si, bool* lead_refused) {
+  *lead_refused = false;
+  Server& s = *servers_[si];
+  // The range it fills now, or another healthy one it leads with free slots, or a new one.
+  auto fits = [&](size_t i) {
+    return i < ranges_.size() && ranges_[i]->m[0].server == si && !ranges_[i]->free.empty() && Healthy(*ranges_[i]);
+  };
+  if (!fits(s.fill)) {
+    s.fill = SIZE_MAX;
+    if (s.free_slots > 0) {
+      for (size_t i = 0; i < ranges_.size(); ++i) {
+        if (fits(i)) {
+          s.fill = i;
+          break;
+        }
+      }
+    }
+    if (s.fill == SIZE_MAX) {
+      auto got = NewRange(si, lead_refused);
+      if (!got.ok()) return got.status();
+      s.fill = *got;
+    }
+  }
+  Range& r = *ranges_[s.fill];
+  const uint64_t slot = r.free.back();
+  r.free.pop_back();
+  --s.free_slots;
+  r.used.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < r.n; ++i) servers_[r.m[i].server]->c->pages.fetch_add(1, std::memory_order_relaxed);
+  if (r.has_join) servers_[r.join.server]->c->pages.fetch_add(1, std::memory_order_relaxed);
+  return slot;
+}
+
+StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
+  std::vector<uint8_t> no_new_group;  // leads that could not form a new group (replicas)
+  if (*placement >= servers_.size() || !Usable(*placement)) *placement = PickServer();
+  for (;;) {
+    if (*placement >= servers_.size()) {
+      if (announce_full && config_.on_full) config_.on_full();
+      return ResourceExhausted("remote tier: every memory server is full (" + server_ + ")");
+    }
+    bool lead_refused = false;
+    auto slot = TakeSlotOn(*placement, &lead_refused);
+    if (slot.ok()) return slot;
+    if (!lead_refused) {
+      // Not the lead's fault: too few other servers could take a new group with it. A server
+      // that leads a group with free slots can still take the page; none left: the tier is full.
+      if (no_new_group.empty()) no_new_group.assign(servers_.size(), 0);
+      no_new_group[*placement] = 1;
+      const size_t next = PickServer(&no_new_group);
+      if (next < servers_.size()) {
+        *placement = next;
+        continue;
+      }
+      if (slot.status().code() == StatusCode::kResourceExhausted && announce_full && config_.on_full) config_.on_full();
+      return slot.status();
+    }
+    const size_t full = *placement;
+    *placement = PickServer();  // this one is marked full (or down) now
+    if (*placement < servers_.size()) {
+      TM_LOG_INFO("remote tier: %s is full, placing on %s", servers_[full]->name.c_str(),
+                  servers_[*placement]->name.c_str());
+    }
+  }
+}
+
+void Pager::GiveSlot(uint64_t slot) {
+  SlotRef ref;
+  if (!Locate(slot, &ref)) return;
+  Range& r = *ranges_[ref.range];
+  r.free.push_back(slot);
+  r.used.fetch_sub(1, std::memory_order_relaxed);
+  ++servers_[r.m[0].server]->free_slots;
+  // A down server's pages were taken off its count when the repair thread noticed it.
+  for (uint32_t i = 0; i < r.n; ++i) {
+    Server& s = *servers_[r.m[i].server];
+    if (!s.down_counted) s.c->pages.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (r.has_join && !servers_[r.join.server]->down_counted) {
+    servers_[r.join.server]->c->pages.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t cookie, std::vector<size_t>& outstanding) {
+  for (;;) {
+    const int i = PickReplica(r.ref, r.tried);
+    if (i < 0) {
+      if (r.last.ok()) {  // every member was down before this read
+        const Server& s = *servers_[r.ref.m[0].server];
+        r.last = Unavailable(std::string(r.ref.n > 1 ? "every replica's server is down" : "the server is down") +
+                             (s.down.load(std::memory_order_acquire) ? " (" + s.down_reason + ")" : ""));
+      }
+      return false;
+    }
+    r.tried |= 1u << i;
+    const size_t k = r.ref.m[i].server;
+    Server& s = *servers_[k];
+    remote::Transport& t = fault_conn ? *s.fault : *s.io;
+    Status st = t.PostRead(r.ref.m[i].memd, r.ref.slot(static_cast<uint32_t>(i)), r.buf, cookie);
+    if (st.ok()) {
+      r.server = k;
+      r.posted_ns = os::MonotonicNanos();
+      ++outstanding[k];
+      return true;
+    }
+    r.last = st;
+    MarkDown(k, st, replicas_ == 1);
+  }
+}
+
+void Pager::FatalAll(const void* addr, const SlotRef& ref, const Status& why) {
+  if (ref.n <= 1) Fatal(addr, ref.n == 1 ? ref.m[0].server : first_connected_, why);
+  TM_LOG_ERROR("remote tier: the page at %p could not be fetched from any of its memory servers "
+               "(%s): %s; exiting (status %d) rather than hand the program a zero page",
+               addr, MemberNames(ref).c_str(), why.message().c_str(), kRemoteLostExitCode);
+  ExitRemoteLost();
+}
+
+}  // namespace tiermem

@@ -1,0 +1,248 @@
+// Replicated remote memory (TIERMEM_REPLICAS=2 over three memds on loopback): each evicted page
+// is on two servers; a server killed mid-run loses no page (faults turn to the other replica,
+// threads faulting meanwhile included); the repair thread gives every page its second replica
+// back, so a second server lost after the repair still loses nothing; bad counts are refused
+// before anything connects.
+//
+// Server b is the roomiest in each test, so the first range of slots is led by b and holds all
+// the data: its replica is on a. Reads start at b (the lead; later the faster of the two), so
+// b's loss is met by reads, and by the next eviction that writes there.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/remote/transport.h"
+#include "runtime/core/runtime_impl.h"
+#include "runtime/paging/pager.h"
+#include "tests/integration/remote_memd_fixture.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+using testing::CheckPage;
+using testing::FillPage;
+using testing::MemdProcess;
+
+constexpr size_t kPage = 4096;
+
+// Three memds on TCP (b twice the size of a and c, `small` MiB each) and a runtime over them
+// with two replicas and prefetching off.
+struct Three {
+  MemdProcess a, b, c;
+  std::unique_ptr<Runtime> rt;
+  bool Start(int small) {
+    const std::string s = std::to_string(small) + "M", l = std::to_string(2 * small) + "M";
+    if (!a.Start({"--capacity", s, "--no-rdma"}) || !b.Start({"--capacity", l, "--no-rdma"}) ||
+        !c.Start({"--capacity", s, "--no-rdma"})) {
+      return false;
+    }
+    rt = testing::StartRemoteRuntime(a.url() + "," + b.url() + "," + c.url(), "", "off", 2);
+    return rt != nullptr;
+  }
+};
+
+// Sessions memd has now, asked on a connection of the test's own (which counts as one).
+uint32_t MemdSessions(const MemdProcess& memd) {
+  auto ep = remote::ParseEndpoint(memd.url());
+  EXPECT_TRUE(ep.ok());
+  auto t = remote::MakeTransport(*ep);
+  EXPECT_TRUE(t.ok());
+  Status s = (*t)->Connect("", 3000);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  auto st = (*t)->Stats();
+  (*t)->Close();
+  return st.ok() ? st->sessions : 0;
+}
+
+// Waits (at most 20 s) until no page in use has fewer copies than asked.
+bool WaitRepaired(Pager& pager) {
+  for (int i = 0; i < 400; ++i) {
+    if (pager.stats().degraded_pages == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+struct Data {
+  uint8_t* base = nullptr;
+  size_t pages = 0;
+};
+
+// `runs` runs of `pages` patterned pages each (pattern index: run * pages + i), evicted.
+std::vector<Data> FillAndEvict(Runtime& rt, size_t runs, size_t pages) {
+  std::vector<Data> out;
+  for (size_t r = 0; r < runs; ++r) {
+    auto p = rt.Allocate(pages * kPage, Tier::kDram);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return out;
+    Data d{static_cast<uint8_t*>(*p), pages};
+    for (size_t i = 0; i < pages; ++i) FillPage(d.base + i * kPage, r * pages + i);
+    auto m = rt.Migrate(d.base, pages * kPage, Tier::kRemote);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (m.ok()) {
+      EXPECT_EQ(m->pages_moved, pages);
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+size_t BadPages(const std::vector<Data>& data) {
+  size_t bad = 0;
+  for (size_t r = 0; r < data.size(); ++r) {
+    for (size_t i = 0; i < data[r].pages; ++i) bad += CheckPage(data[r].base + i * kPage, r * data[r].pages + i) ? 0 : 1;
+  }
+  return bad;
+}
+
+TEST(RemoteReplicas, EveryPageIsOnTwoServersAndOutlivesTwoLossesWithARepairBetween) {
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "a dead RDMA peer is detected after the NIC's retries; TCP covers it";
+  Three m;
+  ASSERT_TRUE(m.Start(64));
+  auto& rt = m.rt;
+  MemdProcess &a = m.a, &b = m.b;
+  Pager& pager = *ImplOf(*rt)->pager();
+  constexpr size_t kRuns = 6, kPages = 512;
+  std::vector<Data> data = FillAndEvict(*rt, kRuns, kPages);
+  ASSERT_EQ(data.size(), kRuns);
+  auto st = pager.server_stats();
+  ASSERT_EQ(st.size(), 3u);
+  uint64_t copies = 0, written = 0;
+  for (const auto& s : st) {
+    copies += s.pages;
+    written += s.written;
+    EXPECT_LE(s.pages, kRuns * kPages);  // never two copies of a page on one server
+  }
+  EXPECT_EQ(copies, 2 * kRuns * kPages);
+  EXPECT_EQ(written, 2 * kRuns * kPages);
+  EXPECT_EQ(pager.stats().evicted, kRuns * kPages);
+
+  EXPECT_EQ(st[1].pages, kRuns * kPages);
+  EXPECT_EQ(st[0].pages, kRuns * kPages);
+
+  // Server b is lost: every page reads back intact from its other replica.
+  b.Stop(SIGKILL);
+  EXPECT_EQ(BadPages(data), 0u);
+
+  // Evicted again (dirty): b is down by now (a read or these writes met it), the pages go to
+  // healthy groups, and the repair restores the rest: all pages on a and c, two copies each.
+  for (Data& d : data) {
+    for (size_t i = 0; i < d.pages; ++i) d.base[i * kPage + 8] ^= 0x5A;
+    auto m = rt->Migrate(d.base, d.pages * kPage, Tier::kRemote);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->pages_moved, d.pages);
+  }
+  st = pager.server_stats();
+  EXPECT_TRUE(st[1].down) << "b was not marked down";
+  EXPECT_FALSE(st[0].down);
+  EXPECT_FALSE(st[2].down);
+  EXPECT_EQ(pager.stats().servers_down, 1u);
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  st = pager.server_stats();
+  EXPECT_EQ(st[0].pages, kRuns * kPages);
+  EXPECT_EQ(st[2].pages, kRuns * kPages);
+
+  // Server a is lost too: c alone has every page.
+  a.Stop(SIGKILL);
+  for (Data& d : data) {
+    for (size_t i = 0; i < d.pages; ++i) d.base[i * kPage + 8] ^= 0x5A;
+  }
+  EXPECT_EQ(BadPages(data), 0u);
+  EXPECT_EQ(pager.stats().servers_down, 2u);
+  for (Data& d : data) EXPECT_TRUE(rt->Free(d.base).ok());
+}
+
+TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
+  // Repair without new evictions: pages evicted once, one server lost, the repair copies each
+  // page that had a replica there from the survivor to the third server; a second loss (of a
+  // survivor) after that loses nothing.
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  Three m;
+  ASSERT_TRUE(m.Start(64));
+  auto& rt = m.rt;
+  MemdProcess &a = m.a, &b = m.b;
+  Pager& pager = *ImplOf(*rt)->pager();
+  constexpr size_t kRuns = 4, kPages = 1024;
+  std::vector<Data> data = FillAndEvict(*rt, kRuns, kPages);
+  ASSERT_EQ(data.size(), kRuns);
+  const auto before = pager.server_stats();
+  ASSERT_GT(before[1].pages, 0u);
+  b.Stop(SIGKILL);
+  // Nothing touches the data: an eviction of a new page (its slot comes from the range b leads)
+  // finds b gone.
+  for (int i = 0; i < 100 && !pager.server_stats()[1].down; ++i) {
+    auto p = rt->Allocate(kPage, Tier::kRemote);
+    ASSERT_TRUE(p.ok());
+    memset(*p, 1, kPage);
+    (void)rt->Migrate(*p, kPage, Tier::kRemote);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(pager.server_stats()[1].down);
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  EXPECT_GE(pager.stats().repaired_pages, before[1].pages - kRuns);
+  // Which survivor to lose does not matter now; a goes.
+  a.Stop(SIGKILL);
+  EXPECT_EQ(BadPages(data), 0u);
+}
+
+TEST(RemoteReplicas, ThreadsFaultingWhileAServerDiesAllReadTheirData) {
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  Three m;
+  ASSERT_TRUE(m.Start(128));
+  auto& rt = m.rt;
+  constexpr size_t kRuns = 8, kPages = 1024;  // 32 MiB
+  std::vector<Data> data = FillAndEvict(*rt, kRuns, kPages);
+  ASSERT_EQ(data.size(), kRuns);
+  // Eight threads read pages at random (each a page at most once: a page read is local after);
+  // b dies when about a third of the reads are done.
+  std::atomic<size_t> reads{0}, bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t) * 7919 + 1);
+      for (int k = 0; k < 1500; ++k) {
+        const size_t r = rng() % kRuns, i = rng() % kPages;
+        if (!CheckPage(data[r].base + i * kPage, r * kPages + i)) bad.fetch_add(1);
+        reads.fetch_add(1);
+      }
+    });
+  }
+  while (reads.load() < 4000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  m.b.Stop(SIGKILL);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(BadPages(data), 0u);
+}
+
+TEST(RemoteReplicas, MoreReplicasThanServersIsRefusedBeforeAnythingConnects) {
+  MemdProcess a, b;
+  ASSERT_TRUE(a.Start({"--capacity", "16M", "--no-rdma"}));
+  ASSERT_TRUE(b.Start({"--capacity", "16M", "--no-rdma"}));
+  for (uint32_t replicas : {3u, 0u, kMaxReplicas + 1}) {
+    PagerConfig pc;
+    pc.servers = a.url() + "," + b.url();
+    pc.replicas = replicas;
+    pc.region_of = [](const void*) -> Region* { return nullptr; };
+    auto p = Pager::Start(std::move(pc));
+    ASSERT_FALSE(p.ok()) << replicas;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find("TIERMEM_REPLICAS=" + std::to_string(replicas)), std::string::npos)
+        << p.status().message();
+    if (replicas == 3) {
+      EXPECT_NE(p.status().message().find("lists 2"), std::string::npos) << p.status().message();
+    }
+  }
+  EXPECT_EQ(MemdSessions(a), 1u);  // the test's own connection only
+  EXPECT_EQ(MemdSessions(b), 1u);
+}
+
+}  // namespace
+}  // namespace tiermem
