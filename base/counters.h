@@ -77,6 +77,11 @@ struct PagerCounters {
   std::atomic<uint64_t> skipped_untouched;  // evictions of never-touched pages
   std::atomic<uint64_t> fetched;            // pages brought back other than by faults
   std::atomic<uint64_t> prefetched;         // pages fetched ahead of faults (TIERMEM_PREFETCH)
+  // Replicas (TIERMEM_REPLICAS, docs/protocol.md).
+  std::atomic<uint64_t> servers_down;       // servers marked down
+  std::atomic<uint64_t> failovers;          // reads that turned to another replica
+  std::atomic<uint64_t> repaired;           // page copies made to restore replicas
+  std::atomic<uint64_t> degraded;           // pages in use short of a replica (the repair thread's last count)
   AtomicHistogram fault_latency;            // report to install, per fault
   AtomicHistogram evict_latency;            // per eviction window
 };
@@ -92,7 +97,8 @@ struct PagerServerCounters {
   std::atomic<uint64_t> faults;
   std::atomic<uint64_t> fetched;
   std::atomic<uint64_t> capacity_pages;  // what it said it has (hello)
-  std::atomic<uint32_t> up;              // connected
+  std::atomic<uint32_t> up;              // connected and not marked down
+  std::atomic<uint64_t> debt;            // pages whose copy here was lost and is not yet restored elsewhere
 };
 
 // The tiered heap (allocator/), all heaps of a runtime together.

@@ -26,7 +26,7 @@ namespace tiermem {
 
 // The layout version of the block this build writes and reads. A block of another version is
 // refused with NotSupported naming both versions.
-inline constexpr uint32_t kStatsLayoutVersion = 3;
+inline constexpr uint32_t kStatsLayoutVersion = 4;
 
 // Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
 // last bucket counts the rest.
@@ -64,7 +64,7 @@ struct ServerSnapshot {
   uint64_t slots = 0;           // slots held there (pages), used or free
   uint64_t pages_written = 0;
   uint64_t remote_faults = 0;
-  uint64_t replication_debt_pages = 0;  // pages short of their replicas (0: one copy is asked)
+  uint64_t replication_debt_pages = 0;  // pages whose copy here was lost (server down) and is not yet restored elsewhere
 };
 
 struct ProcessStats {
@@ -91,6 +91,11 @@ struct ProcessStats {
   uint64_t pages_written = 0;
   LatencyHistogram fault_latency;   // remote fault: userfaultfd report to the page installed
   LatencyHistogram evict_latency;   // one eviction window: write posted to acknowledged and dropped
+  // Replicas (TIERMEM_REPLICAS): the same names and meanings as in RuntimeCounters.
+  uint64_t remote_servers_down = 0;    // memory servers marked down
+  uint64_t remote_failovers = 0;       // reads that turned to another replica
+  uint64_t remote_repaired_pages = 0;  // page copies made to restore replicas
+  uint64_t remote_degraded_pages = 0;  // pages short of a replica now (updated at least once a second)
 
   uint64_t policy_rounds = 0;
   uint64_t policy_round_ns = 0;     // time spent in rounds, all together

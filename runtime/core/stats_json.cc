@@ -56,6 +56,10 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   j.U("sampling_faults", st.sampling_faults);
   j.U("pages_evicted", st.pages_evicted);
   j.U("pages_written", st.pages_written);
+  j.U("remote_servers_down", st.remote_servers_down);
+  j.U("remote_failovers", st.remote_failovers);
+  j.U("remote_repaired_pages", st.remote_repaired_pages);
+  j.U("remote_degraded_pages", st.remote_degraded_pages);
   j.Histogram("fault_latency", kHistogramBoundsNs, st.fault_latency.buckets, st.fault_latency.count,
               st.fault_latency.sum_ns);
   j.Histogram("evict_latency", kHistogramBoundsNs, st.evict_latency.buckets, st.evict_latency.count,

@@ -190,6 +190,10 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.pages_prefetched = b.pager.prefetched.load(std::memory_order_relaxed);
   st.pages_evicted = b.pager.evicted.load(std::memory_order_relaxed);
   st.pages_written = b.pager.written.load(std::memory_order_relaxed);
+  st.remote_servers_down = b.pager.servers_down.load(std::memory_order_relaxed);
+  st.remote_failovers = b.pager.failovers.load(std::memory_order_relaxed);
+  st.remote_repaired_pages = b.pager.repaired.load(std::memory_order_relaxed);
+  st.remote_degraded_pages = b.pager.degraded.load(std::memory_order_relaxed);
   st.fault_latency = b.pager.fault_latency.Load();
   st.evict_latency = b.pager.evict_latency.Load();
   st.sampling_faults = b.policy.samples.load(std::memory_order_relaxed);
@@ -211,6 +215,7 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
     s.slots = c.slots.load(std::memory_order_relaxed);
     s.pages_written = c.written.load(std::memory_order_relaxed);
     s.remote_faults = c.faults.load(std::memory_order_relaxed);
+    s.replication_debt_pages = c.debt.load(std::memory_order_relaxed);
     st.servers.push_back(std::move(s));
   }
   st.heap_segment_bytes = b.heap.segment_bytes.load(std::memory_order_relaxed);

@@ -79,6 +79,13 @@ std::string Runtime::Impl::StatsReportText() const {
            c.remote_faults, c.zero_fills, c.pages_evicted, c.pages_written, c.sampling_mode.c_str(),
            c.policy_rounds, c.demotions, c.promotions);
   out += line;
+  if (c.remote_servers_down + c.remote_failovers + c.remote_repaired_pages > 0) {
+    snprintf(line, sizeof(line),
+             "tiermem stats: replicas: %" PRIu64 " servers down, %" PRIu64 " failovers, %" PRIu64
+             " page copies restored, %" PRIu64 " pages short of a replica\n",
+             c.remote_servers_down, c.remote_failovers, c.remote_repaired_pages, c.remote_degraded_pages);
+    out += line;
+  }
   return out;
 }
 

@@ -213,9 +213,9 @@ PagerStats Pager::stats() const {
   s.skipped_untouched = c_->skipped_untouched.load();
   s.fetched = c_->fetched.load();
   s.prefetched = c_->prefetched.load();
-  s.servers_down = servers_down_.load(std::memory_order_relaxed);
-  s.repaired_pages = repaired_.load(std::memory_order_relaxed);
-  s.failovers = failovers_.load(std::memory_order_relaxed);
+  s.servers_down = c_->servers_down.load(std::memory_order_relaxed);
+  s.repaired_pages = c_->repaired.load(std::memory_order_relaxed);
+  s.failovers = c_->failovers.load(std::memory_order_relaxed);
   {
     // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).
     std::lock_guard<std::mutex> lock(slots_mu_);

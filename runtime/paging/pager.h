@@ -151,6 +151,8 @@ struct PagerServerStats {
 
 // The most copies TIERMEM_REPLICAS may ask for.
 inline constexpr uint32_t kMaxReplicas = 4;
+// Slots per group of replicas at most (16 MiB of pages; PagerConfig::slot_chunk with one copy).
+inline constexpr uint64_t kReplicaRangeSlots = 4096;
 
 // The exit status of a process whose remote page could not be fetched, and of one started with
 // TIERMEM_REMOTE_REQUIRED=1 that reached no server.
@@ -294,6 +296,8 @@ class Pager {
   // held.
   // servers_.size() when every server is full, down or unreachable. With `with_free_only_not`:
   // only servers that lead groups with free slots, and are not marked there.
+  // Pages a server can still take, for placement (under slots_mu_ or io_mu_).
+  uint64_t Room(size_t k) const;
   size_t PickServer(const std::vector<uint8_t>* with_free_only_not = nullptr);
   // *lead_refused: `server` itself could not take the page (full or down), so placement may try
   // the next; otherwise the replicas could not be placed anywhere.
@@ -321,7 +325,10 @@ class Pager {
   // The repair thread (pager_repair.cc): restores the replicas of ranges with a down member.
   void RepairLoop();
   bool RepairOne();  // one range; false when none needs it (or none can be done now)
-  void Probe();      // a stats request to each usable server: one that fails is marked down
+  void Probe();
+  // Publishes the pages short of a replica, per lost server and in all (PagerCounters::degraded,
+  // PagerServerCounters::debt); the repair thread calls it after each change it makes.
+  void CountDebt();      // a stats request to each usable server: one that fails is marked down
   Status CopyRange(size_t range, const Member& to, const std::vector<uint8_t>& in_use);
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
@@ -371,7 +378,6 @@ class Pager {
   std::vector<std::unique_ptr<Range>> ranges_;  // sorted by first (pager slots only grow)
   uint64_t next_slot_ = 0;       // io_mu_ and slots_mu_
   uint32_t replicas_ = 1;
-  std::atomic<uint64_t> servers_down_{0}, repaired_{0}, failovers_{0};
   std::thread thread_;
   std::thread repair_thread_;
   std::mutex repair_mu_;
@@ -473,7 +479,7 @@ void Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
     }
     if (ok && retry.empty()) return;
     for (size_t j : retry) {
-      failovers_.fetch_add(1, std::memory_order_relaxed);
+      c_->failovers.fetch_add(1, std::memory_order_relaxed);
       if (!PostReplicaRead(fault_conn, *req(j), j, outstanding)) on_lost(j);
     }
   }

@@ -42,12 +42,12 @@ void Pager::RepairLoop() {
     if (repair_stop_.load(std::memory_order_relaxed)) break;
     lock.unlock();
     if (!woken) Probe();
-    if (servers_down_.load(std::memory_order_relaxed) == 0) {
+    if (c_->servers_down.load(std::memory_order_relaxed) == 0) {
       lock.lock();
       continue;
     }
-    while (!repair_stop_.load(std::memory_order_relaxed) && RepairOne()) {
-    }
+    CountDebt();
+    while (!repair_stop_.load(std::memory_order_relaxed) && RepairOne()) CountDebt();
     lock.lock();
   }
 }
@@ -63,6 +63,26 @@ void Pager::Probe() {
     auto st = servers_[k]->io->Stats();
     if (!st.ok()) MarkDown(k, st.status());
   }
+}
+
+void Pager::CountDebt() {
+  std::vector<uint64_t> debt(servers_.size(), 0);
+  uint64_t degraded = 0;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    for (const auto& r : ranges_) {
+      const uint64_t used = r->used.load(std::memory_order_relaxed);
+      bool short_of_one = false;
+      for (uint32_t m = 0; m < r->n; ++m) {
+        if (Usable(r->m[m].server)) continue;
+        debt[r->m[m].server] += used;
+        short_of_one = true;
+      }
+      if (short_of_one) degraded += used;
+    }
+  }
+  for (size_t k = 0; k < servers_.size(); ++k) servers_[k]->c->debt.store(debt[k], std::memory_order_relaxed);
+  c_->degraded.store(degraded, std::memory_order_relaxed);
 }
 
 bool Pager::RepairOne() {
@@ -102,10 +122,7 @@ bool Pager::RepairOne() {
     bool member = false;
     for (uint32_t m = 0; m < r.n; ++m) member = member || r.m[m].server == k;
     if (member) continue;
-    const Server& o = *servers_[k];
-    const uint64_t used = o.c->pages.load(std::memory_order_relaxed);
-    const uint64_t cap = o.quota != 0 ? o.quota : ~uint64_t(0);
-    order.emplace_back(cap > used ? cap - used : 0, k);
+    order.emplace_back(Room(k), k);
   }
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   Member to;
@@ -223,7 +240,7 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
         }
         ts.c->written.fetch_add(b - a, std::memory_order_relaxed);
         copied += b - a;
-        repaired_.fetch_add(b - a, std::memory_order_relaxed);
+        c_->repaired.fetch_add(b - a, std::memory_order_relaxed);
         a = b;
       }
       if (retry) continue;

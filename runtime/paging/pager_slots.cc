@@ -90,7 +90,7 @@ void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
   }
   repair_cv_.notify_one();
   s.c->up.store(0, std::memory_order_relaxed);
-  servers_down_.fetch_add(1, std::memory_order_relaxed);
+  c_->servers_down.fetch_add(1, std::memory_order_relaxed);
   if (quiet) return;
   if (replicas_ > 1) {
     TM_LOG_WARN("remote tier: memory server %s is down (%s): its pages are read from their other "
@@ -101,6 +101,16 @@ void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
                 "on a page kept there ends the process (TIERMEM_REPLICAS=1)",
                 s.name.c_str(), why.message().c_str());
   }
+}
+
+uint64_t Pager::Room(size_t k) const {
+  // With replicas, slots held count (a range's slots are held on every member from the start,
+  // and new groups must go where they still fit); with one copy, pages in use, as the slots a
+  // server holds free are used before any new ones.
+  const Server& s = *servers_[k];
+  const uint64_t used = replicas_ > 1 ? s.c->slots.load(std::memory_order_relaxed) : s.c->pages.load(std::memory_order_relaxed);
+  const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
+  return cap > used ? cap - used : 0;
 }
 
 size_t Pager::PickServer(const std::vector<uint8_t>* with_free_only_not) {
@@ -114,9 +124,7 @@ size_t Pager::PickServer(const std::vector<uint8_t>* with_free_only_not) {
     if (!Usable(i)) continue;
     if (with_free_only_not != nullptr && ((*with_free_only_not)[i] || s.free_slots == 0)) continue;
     if (s.free_slots == 0 && s.full_until_ns.load(std::memory_order_relaxed) > now) continue;
-    const uint64_t used = s.c->pages.load(std::memory_order_relaxed);
-    const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
-    const uint64_t room = cap > used ? cap - used : 0;
+    const uint64_t room = Room(i);
     if (best == n || room > best_room) {
       best = i;
       best_room = room;
@@ -134,6 +142,12 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   // lead full (or the replicas unplaceable).
   const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
   uint64_t want = config_.slot_chunk;
+  if (replicas_ > 1) {
+    // Smaller groups, so copies spread over every pairing of servers (and a lost server's
+    // pages are restored from, and to, several) rather than two servers filling in step.
+    want = std::min(want, kReplicaRangeSlots);
+    if (s.quota != 0) want = std::min(want, std::max<uint64_t>(s.quota / 4, 256));
+  }
   if (s.quota != 0) want = std::min(want, s.quota > held ? s.quota - held : 0);
   Status last = ResourceExhausted("memory server " + s.name + ": quota reached");
   bool lead_granted = false;
@@ -159,10 +173,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
     for (size_t k = 0; k < servers_.size(); ++k) {
       if (k == lead || !Usable(k)) continue;
-      const Server& o = *servers_[k];
-      const uint64_t used = o.c->pages.load(std::memory_order_relaxed);
-      const uint64_t cap = o.quota != 0 ? o.quota : ~uint64_t(0);
-      order.emplace_back(cap > used ? cap - used : 0, k);
+      order.emplace_back(Room(k), k);
     }
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (const auto& [room, k] : order) {
@@ -244,7 +255,12 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si, bool* lead_refused) {
 
 StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
   std::vector<uint8_t> no_new_group;  // leads that could not form a new group (replicas)
-  if (*placement >= servers_.size() || !Usable(*placement)) *placement = PickServer();
+  // With replicas a new group is led by the roomiest server (so leads, which reads try first
+  // among equals, rotate too); with one copy the placement stays until its server is full.
+  if (*placement >= servers_.size() || !Usable(*placement) ||
+      (replicas_ > 1 && servers_[*placement]->free_slots == 0)) {
+    *placement = PickServer();
+  }
   for (;;) {
     if (*placement >= servers_.size()) {
       if (announce_full && config_.on_full) config_.on_full();

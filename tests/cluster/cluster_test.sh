@@ -19,6 +19,11 @@
 #                 that had a copy there are copied to the other two hosts until they hold as many
 #                 copies as the three did (the time it took is printed), and every byte verifies.
 #   replicated_link_cut     the same with host 2's link cut (found once the probe times out).
+#   replicated_slow         TIERMEM_REPLICAS=2, the program run twice: once as it is, once with
+#                 host 2 slowed (cluster_slow 5ms) before the read-back, prefetching off so each
+#                 page read back is a fault. Faults read the replica
+#                 that answered fastest: host 2 serves under 10% of the slowed run's faults (about
+#                 a third when nothing is slow); both read-back times are printed.
 # Exit 77 (ctest: skipped) when namespaces cannot be made.
 set -u
 case=$1 memd=$2 ctl=$3 lib=$4 prog=$5
@@ -35,9 +40,12 @@ fail() {
 
 mib=24
 replicas=1
+prefetch=auto
 start_program() {  # the program (mib MiB) in the client namespace, in the background; sets prog_pid
   rm -f "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go"
+  rm -f "$CLUSTER_WORK/stats.json"
   cluster_exec_client timeout -s KILL 50 env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" TIERMEM_REPLICAS=$replicas \
+    TIERMEM_STATS="$CLUSTER_WORK/stats.json" TIERMEM_PREFETCH=$prefetch \
     TIERMEM_DRAM_LIMIT=4M TIERMEM_REMOTE_TIMEOUT_MS=2000 LD_PRELOAD="$lib" \
     "$prog" "$mib" "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go" > "$CLUSTER_WORK/out" 2> "$CLUSTER_WORK/err" &
   prog_pid=$!
@@ -78,6 +86,36 @@ expect_one_line() {  # expect_one_line GREP GLOB: stderr has one line matching G
   # shellcheck disable=SC2053 # $2 is a glob
   [[ $line == $2 ]] || fail "the line is not '$2': $line"
   echo "one line: $line"
+}
+
+wait_copies_still() {  # sets copies: page copies on the three hosts, once that held still for a second
+  # The DRAM limit's relief goes on evicting for a while after the program is done writing.
+  local before=-1 same=0 now k
+  for _ in $(seq 100); do
+    now=0
+    for k in 1 2 3; do now=$((now + $(written_pages "$k"))); done
+    if [ "$now" -eq "$before" ]; then same=$((same + 1)); else same=0; fi
+    before=$now
+    [ "$same" -ge 5 ] && break
+    sleep 0.2
+  done
+  copies=$before
+}
+
+faults_share() {  # faults_share K: percent of the program's faults host K served, and the total
+  python3 -c '
+import json, sys
+j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+total = sum(s["remote_faults"] for s in j["servers"])
+mine = sum(s["remote_faults"] for s in j["servers"] if s["address"].endswith("//" + sys.argv[2]))
+print(0 if total == 0 else 100 * mine // total, total)' "$CLUSTER_WORK/stats.json" "$(cluster_addr "$1")"
+}
+
+timed_read_back() {  # sets ms: finish_program's time
+  local start
+  start=$(date +%s%N)
+  finish_program
+  ms=$((($(date +%s%N) - start) / 1000000))
 }
 
 expect_verified() {
@@ -124,17 +162,8 @@ case $case in
   replicated_server_loss|replicated_link_cut)
     replicas=2
     start_program "$(cluster_remote)"
-    # The DRAM limit's relief goes on evicting for a while after the program is done writing:
-    # the count of copies is taken once it held still for a second.
-    before=-1 same=0
-    for _ in $(seq 100); do
-      now=0
-      for k in 1 2 3; do now=$((now + $(written_pages "$k"))); done
-      if [ "$now" -eq "$before" ]; then same=$((same + 1)); else same=0; fi
-      before=$now
-      [ "$same" -ge 5 ] && break
-      sleep 0.2
-    done
+    wait_copies_still
+    before=$copies
     [ "$before" -ge 8192 ] || fail "only $before page copies on the three hosts (2 x 16 MiB expected at least)"
     echo "$before page copies on the three hosts"
     if [ "$case" = replicated_server_loss ]; then cluster_kill 2; else cluster_cut 2; fi
@@ -150,6 +179,24 @@ case $case in
     finish_program
     expect_verified
     expect_one_line "is down" "*memory server tcp://$(cluster_addr 2) is down*"
+    ;;
+  replicated_slow)
+    replicas=2 prefetch=off  # a fault per page read back: the faults tell which server served it
+    start_program "$(cluster_remote)"
+    wait_copies_still
+    timed_read_back
+    expect_verified
+    read -r share total <<< "$(faults_share 2)"
+    echo "nothing slowed: read back in $ms ms; host 2 served $share% of $total faults"
+    start_program "$(cluster_remote)"
+    wait_copies_still
+    cluster_slow 2 5ms || fail "cannot slow host 2's link"
+    timed_read_back
+    expect_verified
+    read -r share total <<< "$(faults_share 2)"
+    echo "host 2 slowed: read back in $ms ms; host 2 served $share% of $total faults"
+    [ "$total" -gt 1000 ] || fail "only $total faults: the read-back did not come from the servers"
+    [ "$share" -lt 10 ] || fail "host 2 served $share% of the faults while slowed"
     ;;
   *)
     echo "unknown case $case"

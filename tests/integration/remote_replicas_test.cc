@@ -22,6 +22,7 @@
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tiermem/stats.hpp"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -188,6 +189,21 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
   ASSERT_TRUE(pager.server_stats()[1].down);
   ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
   EXPECT_GE(pager.stats().repaired_pages, before[1].pages - kRuns);
+  // The stats block (what tiermemctl stat shows) says the same; its count of pages short of a
+  // replica is published by the repair thread after each range it restores.
+  StatusOr<ProcessStats> ps = ReadProcessStats(getpid());
+  for (int i = 0; i < 100 && ps.ok() && ps->remote_degraded_pages != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ps = ReadProcessStats(getpid());
+  }
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_EQ(ps->remote_servers_down, 1u);
+  EXPECT_EQ(ps->remote_degraded_pages, 0u);
+  EXPECT_EQ(ps->remote_repaired_pages, pager.stats().repaired_pages);
+  ASSERT_EQ(ps->servers.size(), 3u);
+  EXPECT_FALSE(ps->servers[1].up);
+  EXPECT_TRUE(ps->servers[0].up);
+  EXPECT_EQ(ps->servers[1].replication_debt_pages, 0u);
   // Which survivor to lose does not matter now; a goes.
   a.Stop(SIGKILL);
   EXPECT_EQ(BadPages(data), 0u);

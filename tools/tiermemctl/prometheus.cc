@@ -135,6 +135,14 @@ void Exposition::Add(const ProcessStats& s) {
          double(s.sampling_faults));
   Sample("tiermem_pages_evicted_total", "Pages evicted to memory servers.", "counter", p, double(s.pages_evicted));
   Sample("tiermem_pages_written_total", "Pages written to memory servers.", "counter", p, double(s.pages_written));
+  Sample("tiermem_remote_servers_down", "Memory servers marked down (TIERMEM_REPLICAS).", "gauge", p,
+         double(s.remote_servers_down));
+  Sample("tiermem_remote_failovers_total", "Reads that turned to another replica.", "counter", p,
+         double(s.remote_failovers));
+  Sample("tiermem_remote_repaired_pages_total", "Page copies made to restore replicas.", "counter", p,
+         double(s.remote_repaired_pages));
+  Sample("tiermem_remote_degraded_pages", "Pages in use short of a replica.", "gauge", p,
+         double(s.remote_degraded_pages));
   Histogram("tiermem_remote_fault_duration_seconds",
             "Remote faults: from the userfaultfd report to the page installed.", p, s.fault_latency);
   Histogram("tiermem_evict_duration_seconds",

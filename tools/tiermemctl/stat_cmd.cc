@@ -58,6 +58,11 @@ void PrintBlock(const ProcessStats& s) {
               s.sampling_mode.empty() ? "-" : s.sampling_mode.c_str());
   std::printf("pages evicted    %llu, written %llu (windows: %s)\n", (unsigned long long)s.pages_evicted,
               (unsigned long long)s.pages_written, Latency(s.evict_latency).c_str());
+  if (s.remote_servers_down + s.remote_failovers + s.remote_repaired_pages > 0) {
+    std::printf("replicas         %llu servers down, %llu failovers, %llu page copies restored, %llu pages short of a replica\n",
+                (unsigned long long)s.remote_servers_down, (unsigned long long)s.remote_failovers,
+                (unsigned long long)s.remote_repaired_pages, (unsigned long long)s.remote_degraded_pages);
+  }
   std::printf("policy rounds    %llu, %.1f ms in all", (unsigned long long)s.policy_rounds,
               double(s.policy_round_ns) / 1e6);
   if (s.policy_round_time.count > 0) {
