@@ -107,9 +107,14 @@ struct Tiered {
 // order, checked. With `kill`, the memd holding the most of this run's copies is killed (SIGKILL)
 // right after the eviction, and a watcher thread times the repair (at most 60 s) while the touches
 // fault from the survivors.
-Status RunTiered(const std::string& url, const std::string& token, const std::string& prefetch,
-                 const std::string& pattern, size_t pages, size_t replicas,
-                 std::vector<std::unique_ptr<MemdChild>>* kill, Tiered* out) {
+struct PassArgs {
+  std::string url, token, prefetch, pattern;
+  size_t pages = 0, replicas = 1, threads = 1;
+};
+
+Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kill, Tiered* out) {
+  const std::string &url = a.url, &token = a.token, &prefetch = a.prefetch, &pattern = a.pattern;
+  const size_t pages = a.pages, replicas = a.replicas;
   Options o;
   o.Set("remote", url);
   o.Set("token", token);
@@ -160,16 +165,31 @@ Status RunTiered(const std::string& url, const std::string& token, const std::st
     for (size_t i = 0; i < pages; ++i) order.push_back(i);
     if (pattern == "random") std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
   }
-  std::vector<double> lat;
-  lat.reserve(pages);
+  // The touches, split in `threads` interleaved shares of the order (thread t takes every
+  // threads-th touch from t), each thread timing its own.
+  std::vector<std::vector<double>> lats(a.threads);
+  auto touch = [&](size_t t) {
+    lats[t].reserve(pages / a.threads + 1);
+    for (size_t k = t; k < order.size(); k += a.threads) {
+      const size_t i = order[k];
+      volatile uint8_t* p = base + i * kPage + (i % 64) * 8;
+      auto f0 = Clock::now();
+      (void)*p;  // the fault, unless the page was fetched ahead
+      lats[t].push_back(Us(Clock::now() - f0));
+    }
+  };
   const RuntimeCounters before = rt->Counters();
   const auto loop0 = Clock::now();
-  for (size_t i : order) {
-    volatile uint8_t* p = base + i * kPage + (i % 64) * 8;
-    auto f0 = Clock::now();
-    (void)*p;  // the fault, unless the page was fetched ahead
-    lat.push_back(Us(Clock::now() - f0));
+  if (a.threads == 1) {
+    touch(0);
+  } else {
+    std::vector<std::thread> th;
+    for (size_t t = 0; t < a.threads; ++t) th.emplace_back(touch, t);
+    for (auto& x : th) x.join();
   }
+  std::vector<double> lat;
+  lat.reserve(pages);
+  for (const auto& l : lats) lat.insert(lat.end(), l.begin(), l.end());
   const double loop_s = std::chrono::duration<double>(Clock::now() - loop0).count();
   RuntimeCounters after = rt->Counters();
   out->faults = after.remote_faults - before.remote_faults;
@@ -223,8 +243,9 @@ int RemoteFault(int argc, char** argv) {
         return "";
       })
       ->capture_default_str();
-  size_t nservers = 1, replicas = 1;
+  size_t nservers = 1, replicas = 1, threads = 1;
   bool kill_one = false;
+  AddCount(app, "--threads", threads, ParseUint, "1", "64", "threads touching the pages (each a share of the order)");
   AddCount(app, "--servers", nservers, ParseUint, "1", "16", "memds to start (on --host, ports chosen by the kernel)");
   AddCount(app, "--replicas", replicas, ParseUint, "1", "4",
            "TIERMEM_REPLICAS for the tiered run (with more than 1, a pass with one replica runs first on the same servers)");
@@ -236,7 +257,7 @@ int RemoteFault(int argc, char** argv) {
       "  touch, faulting or not), raw_roundtrip_p50_us, evict_pages_per_s, raw_write_pages_per_s,\n"
       "  access_gbps (the touch loop's bytes over its time), raw_stream_gbps (the bare transport's\n"
       "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page, servers,\n"
-      "  replicas, servers_lost; with --kill-one rereplication_s (kill to every page with its replicas\n"
+      "  replicas, threads, servers_lost; with --kill-one rereplication_s (kill to every page with its replicas\n"
       "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
       "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica\n"
       "Environment: TIERMEM_TOKEN (the token when --token is not given); TIERMEM_BENCH_MEMD_LOG=1\n"
@@ -288,16 +309,19 @@ int RemoteFault(int argc, char** argv) {
 
   // With replicas, the same run on the same servers with one replica first: the side-by-side
   // figures (fault p50 and eviction rate) of replication's cost.
+  const PassArgs pass{url, token, prefetch, pattern, pages, replicas, threads};
   Tiered one;
   if (replicas > 1) {
-    s = RunTiered(url, token, prefetch, pattern, pages, 1, nullptr, &one);
+    PassArgs one_copy = pass;
+    one_copy.replicas = 1;
+    s = RunTiered(one_copy, nullptr, &one);
     if (!s.ok()) {
       fprintf(stderr, "tiermem-bench remote-fault: one replica: %s\n", s.ToString().c_str());
       return 1;
     }
   }
   Tiered t;
-  s = RunTiered(url, token, prefetch, pattern, pages, replicas, kill_one ? &memds : nullptr, &t);
+  s = RunTiered(pass, kill_one ? &memds : nullptr, &t);
   if (!s.ok()) {
     fprintf(stderr, "tiermem-bench remote-fault: %s\n", s.ToString().c_str());
     return 1;
@@ -311,10 +335,10 @@ int RemoteFault(int argc, char** argv) {
     printf("{\"pages\":%zu,\"pattern\":\"%s\",\"prefetch\":\"%s\",\"verified_pages\":%zu,\"fault_p50_us\":%.2f,"
            "\"fault_p99_us\":%.2f,\"raw_roundtrip_p50_us\":%.2f,\"evict_pages_per_s\":%.0f,"
            "\"raw_write_pages_per_s\":%.0f,\"access_gbps\":%.4f,\"raw_stream_gbps\":%.4f,\"faults\":%llu,"
-           "\"prefetched\":%llu,\"faults_per_page\":%.4f,\"servers\":%zu,\"replicas\":%zu,\"servers_lost\":%llu",
+           "\"prefetched\":%llu,\"faults_per_page\":%.4f,\"servers\":%zu,\"replicas\":%zu,\"threads\":%zu,\"servers_lost\":%llu",
            pages, pattern.c_str(), prefetch.c_str(), verified, p50, p99, raw.roundtrip_p50_us, evict_rate,
            raw.write_pages_per_s, access_gbps, raw.stream_gbps, static_cast<unsigned long long>(faults),
-           static_cast<unsigned long long>(prefetched), double(faults) / double(pages), nservers, replicas,
+           static_cast<unsigned long long>(prefetched), double(faults) / double(pages), nservers, replicas, threads,
            static_cast<unsigned long long>(t.servers_lost));
     if (kill_one) printf(",\"rereplication_s\":%.3f,\"failovers\":%llu", t.rereplication_s,
                          static_cast<unsigned long long>(t.failovers));

@@ -150,6 +150,15 @@ def remote_fault_rows(r):
              f"eviction at {evict:.1f}% of the bare write stream")]
 
 
+def remote_replicas_rows(r):
+    d = r.data
+    return [(f"remote tier with {d['replicas']} replicas over {d['servers']} memds, one killed (SIGKILL) "
+             f"after the eviction; {d.get('threads', 1)} threads faulting",
+             f"{d['verified_pages']} of {d['pages']} pages verified; replicas restored in "
+             f"{d['rereplication_s']:.1f} s; fault p50 {d['fault_p50_vs_one_replica']:.2f}x and eviction "
+             f"rate {d['evict_rate_vs_one_replica']:.2f}x one replica's (same servers, same run)")]
+
+
 def remote_prefetch_rows(r):
     runs = {(x["pattern"], x["prefetch"]): x for x in r.data["runs"]}
     rows = []
@@ -201,7 +210,11 @@ def is_dict_with(*keys):
 # (file name pattern, which files qualify, rows of the table)
 HEADLINES = [
     (r"^compare\.(json|txt)$", is_dict_with("results"), compare_rows),
-    (r"^remote-fault.*\.json$", is_dict_with("fault_p50_us", "raw_roundtrip_p50_us"), remote_fault_rows),
+    (r"^remote-fault.*\.json$",
+     lambda r: is_dict_with("fault_p50_us", "raw_roundtrip_p50_us")(r) and r.data.get("replicas", 1) == 1,
+     remote_fault_rows),
+    (r"^remote-fault-replicas.*\.json$", is_dict_with("rereplication_s", "fault_p50_vs_one_replica"),
+     remote_replicas_rows),
     (r"^remote-fault-prefetch.*\.json$", is_dict_with("runs"), remote_prefetch_rows),
     (r"^gups-full.*\.json$", is_dict_with("tiered_vs_oracle", "tracking_speed_ratio"), gups_rows),
     (r"^kv-.*\.json$", is_dict_with("results", "table_bytes"), kv_rows),
