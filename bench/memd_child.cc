@@ -52,7 +52,7 @@ bool MemdChild::Start(const MemdChildOptions& options) {
   if (options.log_to_file) log_file_ = dir_ + "/memd.log";
   // Everything the child needs is built before fork(): the child only redirects and execs.
   std::vector<std::string> argv = {options.binary.empty() ? MemdBinary() : options.binary, "--listen",
-                                   host_ + ":0", "--port-file", port_file};
+                                   host_ + ":" + std::to_string(options.port), "--port-file", port_file};
   if (options.allow_no_token && host_.rfind("127.", 0) != 0) argv.push_back("--allow-no-token");
   argv.insert(argv.end(), options.args.begin(), options.args.end());
   std::vector<char*> cargv;

@@ -24,6 +24,7 @@ std::string MemdBinary();
 struct MemdChildOptions {
   std::string binary;               // empty: MemdBinary()
   std::string host = "127.0.0.1";
+  uint16_t port = 0;                // 0: the kernel picks one
   // Beyond 127.* and without a token, memd refuses to listen unless given --allow-no-token
   // (isolated test networks, e.g. the QEMU guests' 10.9.0.2): pass it there.
   bool allow_no_token = true;

@@ -70,6 +70,7 @@ Status Pager::Init(PagerConfig config) {
   for (const auto& ep : eps) {
     auto srv = std::make_unique<Server>();
     srv->name = ep.ToString();
+    srv->ep = ep;
     if (config_.server_counters != nullptr && servers_.size() < kMaxStatsServers) {
       srv->c = &config_.server_counters[servers_.size()];
     }
@@ -85,6 +86,7 @@ Status Pager::Init(PagerConfig config) {
         srv->c->up.store(1, std::memory_order_relaxed);
         srv->io = std::move(*io);
         srv->fault = std::move(*fault);
+        srv->connected.store(true, std::memory_order_release);
         // Busy-polling the TCP fault connection (SetBusyPoll) saves a sleep and a wake-up per
         // fault on an idle machine but starves memd on a loaded 2-core one (p99 in milliseconds
         // seen here), so it is left at the transport's default (off for TCP; RDMA spins briefly
@@ -233,7 +235,7 @@ std::vector<PagerServerStats> Pager::server_stats() const {
   for (const auto& s : servers_) {
     PagerServerStats& st = out.emplace_back();
     st.server = s->name;
-    st.connected = s->io != nullptr;
+    st.connected = s->connected.load(std::memory_order_acquire);
     st.error = s->error;
     st.pages = s->c->pages.load(std::memory_order_relaxed);
     st.slots = s->c->slots.load(std::memory_order_relaxed);
@@ -243,7 +245,7 @@ std::vector<PagerServerStats> Pager::server_stats() const {
     st.full = st.connected && st.pages == st.slots &&
               s->full_until_ns.load(std::memory_order_relaxed) > now;
     st.down = s->down.load(std::memory_order_acquire);
-    if (st.down) st.down_reason = s->down_reason;
+    if (st.down) st.down_reason = DownReason(out.size() - 1);
   }
   return out;
 }

@@ -226,9 +226,15 @@ class Pager {
  private:
   struct Server {
     std::string name;                        // as listed
-    std::string error;                       // why it is not connected
+    remote::Endpoint ep;                     // what `name` says, to connect again (Rejoin)
+    std::string error;                       // why it was not reached at start
+    // Set with the connections (at start, or by Rejoin with io_mu_ held), before `connected`
+    // says so; a server not connected, or down, is touched by no thread but io_mu_'s holder.
     std::unique_ptr<remote::Transport> io;     // evictions, FetchBack, slot control; io_mu_
     std::unique_ptr<remote::Transport> fault;  // the handler thread's own
+    std::vector<std::unique_ptr<remote::Transport>> retired;  // closed, kept: a rejoin's old ones
+    std::atomic<bool> connected{false};
+    std::atomic<uint32_t> gen{0};            // sessions so far: a Member of an older one is gone
     uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
     uint64_t free_slots = 0;                 // unused slots of ranges it leads; io_mu_
     size_t fill = SIZE_MAX;                  // the range it leads that TakeSlotOn takes from; io_mu_
@@ -237,7 +243,7 @@ class Pager {
     std::atomic<bool> down{false};           // failed: no requests, no placements (MarkDown)
     bool down_counted = false;               // its pages were taken off the counters; io_mu_
     std::atomic<uint64_t> read_ns{0};        // recent read latency (EWMA; fault thread writes)
-    std::string down_reason;                 // set once, before `down`
+    std::string down_reason;                 // repair_mu_ (DownReason)
     PagerServerCounters own{};
     PagerServerCounters* c = &own;  // the stats block's entry, or `own`
   };
@@ -245,6 +251,7 @@ class Pager {
   struct Member {
     size_t server = 0;
     remote::SlotRange memd;
+    uint32_t gen = 0;  // the server's session (Server::gen) the slots belong to
   };
   // A pager slot's places: one memd slot on each member of its range (`offset` into each).
   // `join`: a replacement member being filled by the repair thread (written, never read).
@@ -311,7 +318,17 @@ class Pager {
   StatusOr<size_t> NewRange(size_t lead, bool* lead_refused);
   bool Locate(uint64_t slot, SlotRef* out) const;  // takes slots_mu_
   bool Healthy(const Range& r) const;              // every member up
-  bool Usable(size_t server) const { return servers_[server]->io && !servers_[server]->down.load(std::memory_order_acquire); }
+  bool Usable(size_t server) const {
+    return servers_[server]->connected.load(std::memory_order_acquire) && !servers_[server]->down.load(std::memory_order_acquire);
+  }
+  // A member whose copy may be read: its server is usable and still in the member's session.
+  bool Readable(const Member& m) const {
+    return Usable(m.server) && servers_[m.server]->gen.load(std::memory_order_acquire) == m.gen;
+  }
+  Member MemberOn(size_t server, const remote::SlotRange& r) const {
+    return Member{server, r, servers_[server]->gen.load(std::memory_order_relaxed)};
+  }
+  std::string DownReason(size_t server) const;
   // The member of `ref` to read from: up, not in `tried` (bit i: member i), lowest recent read
   // latency. -1 when none is left.
   int PickReplica(const SlotRef& ref, uint32_t tried) const;
@@ -326,6 +343,11 @@ class Pager {
   void RepairLoop();
   bool RepairOne();  // one range; false when none needs it (or none can be done now)
   void Probe();
+  // Connects again, once a second, to each server that is down (or was not reached at start)
+  // and that no range lists any more (its copies are restored elsewhere): a new session, and it
+  // takes new placements. Repair thread.
+  void Rejoin();
+  bool Listed(size_t server) const;  // some range (or a join) has a member there
   // Publishes the pages short of a replica, per lost server and in all (PagerCounters::degraded,
   // PagerServerCounters::debt); the repair thread calls it after each change it makes.
   void CountDebt();      // a stats request to each usable server: one that fails is marked down
@@ -380,7 +402,7 @@ class Pager {
   uint32_t replicas_ = 1;
   std::thread thread_;
   std::thread repair_thread_;
-  std::mutex repair_mu_;
+  mutable std::mutex repair_mu_;
   std::condition_variable repair_cv_;
   bool repair_wanted_ = false;             // repair_mu_
   std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held

@@ -41,7 +41,10 @@ void Pager::RepairLoop() {
     repair_wanted_ = false;
     if (repair_stop_.load(std::memory_order_relaxed)) break;
     lock.unlock();
-    if (!woken) Probe();
+    if (!woken) {
+      Probe();
+      Rejoin();
+    }
     if (c_->servers_down.load(std::memory_order_relaxed) == 0) {
       lock.lock();
       continue;
@@ -62,6 +65,84 @@ void Pager::Probe() {
     if (forked_child_) return;
     auto st = servers_[k]->io->Stats();
     if (!st.ok()) MarkDown(k, st.status());
+  }
+}
+
+std::string Pager::DownReason(size_t server) const {
+  std::lock_guard<std::mutex> lock(repair_mu_);
+  return servers_[server]->down_reason;
+}
+
+bool Pager::Listed(size_t server) const {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  for (const auto& r : ranges_) {
+    for (uint32_t m = 0; m < r->n; ++m) {
+      if (r->m[m].server == server) return true;
+    }
+    if (r->has_join && r->join.server == server) return true;
+  }
+  return false;
+}
+
+void Pager::Rejoin() {
+  for (size_t k = 0; k < servers_.size() && !repair_stop_.load(std::memory_order_relaxed); ++k) {
+    Server& s = *servers_[k];
+    const bool was_connected = s.connected.load(std::memory_order_acquire);
+    if (was_connected && !s.down.load(std::memory_order_acquire)) continue;
+    // A range that still lists it holds copies there that are gone (a new session starts
+    // empty): it waits until the repair has moved them all.
+    if (was_connected && Listed(k)) continue;
+    // New connections, made without the eviction lock (a silent host costs up to a second).
+    const uint32_t timeout = std::min<uint32_t>(config_.timeout_ms == 0 ? 1000 : config_.timeout_ms, 1000);
+    auto io = remote::MakeTransport(s.ep);
+    if (!io.ok() || !(*io)->Connect(config_.token, timeout).ok()) continue;
+    remote::SessionTicket ticket = (*io)->ticket();
+    auto fault = remote::MakeTransport(s.ep);
+    if (!fault.ok() || !(*fault)->Connect(config_.token, timeout, &ticket).ok()) {
+      (*io)->Close();
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      if (forked_child_) {
+        (*fault)->Close();
+        (*io)->Close();
+        return;
+      }
+      // Nothing but this lock's holder touches a server that is down or not connected, and no
+      // range lists it: its state starts again.
+      if (s.io) {
+        s.io->Close();
+        s.retired.push_back(std::move(s.io));
+      }
+      if (s.fault) {
+        s.fault->Close();
+        s.retired.push_back(std::move(s.fault));
+      }
+      s.io = std::move(*io);
+      s.fault = std::move(*fault);
+      s.quota = s.io->quota_pages();
+      s.free_slots = 0;
+      s.fill = SIZE_MAX;
+      s.down_counted = false;
+      s.full_until_ns.store(0, std::memory_order_relaxed);
+      s.refused.store(false, std::memory_order_relaxed);
+      s.read_ns.store(0, std::memory_order_relaxed);
+      s.c->capacity_pages.store(s.io->capacity_pages(), std::memory_order_relaxed);
+      s.c->pages.store(0, std::memory_order_relaxed);
+      s.c->slots.store(0, std::memory_order_relaxed);
+      s.c->debt.store(0, std::memory_order_relaxed);
+      s.gen.fetch_add(1, std::memory_order_release);
+      if (was_connected) {
+        std::lock_guard<std::mutex> rl(repair_mu_);
+        s.down.store(false, std::memory_order_release);
+        c_->servers_down.fetch_sub(1, std::memory_order_relaxed);
+      } else {
+        s.connected.store(true, std::memory_order_release);
+      }
+      s.c->up.store(1, std::memory_order_relaxed);
+    }
+    TM_LOG_WARN("remote tier: memory server %s answers again: it takes new pages (a new session)", s.name.c_str());
   }
 }
 
@@ -130,7 +211,7 @@ bool Pager::RepairOne() {
   for (const auto& [room, k] : order) {
     auto got = servers_[k]->io->AllocSlots(r.count);
     if (got.ok()) {
-      to = Member{k, *got};
+      to = MemberOn(k, *got);
       found = true;
       break;
     }

@@ -48,7 +48,7 @@ int Pager::PickReplica(const SlotRef& ref, uint32_t tried) const {
   for (uint32_t i = 0; i < ref.n; ++i) {
     if ((tried >> i) & 1u) continue;
     const size_t k = ref.m[i].server;
-    if (!Usable(k)) continue;
+    if (!Readable(ref.m[i])) continue;
     const uint64_t ns = servers_[k]->read_ns.load(std::memory_order_relaxed);
     if (best < 0 || ns < best_ns) {
       best = static_cast<int>(i);
@@ -59,7 +59,11 @@ int Pager::PickReplica(const SlotRef& ref, uint32_t tried) const {
   // Last resort, a member marked down: the failure that marked it may have been its other
   // connection's (an eviction's timeout), and its copy may still be read.
   for (uint32_t i = 0; i < ref.n; ++i) {
-    if (!((tried >> i) & 1u) && servers_[ref.m[i].server]->io) return static_cast<int>(i);
+    const Server& s = *servers_[ref.m[i].server];
+    if (!((tried >> i) & 1u) && s.connected.load(std::memory_order_acquire) &&
+        s.gen.load(std::memory_order_acquire) == ref.m[i].gen) {
+      return static_cast<int>(i);
+    }
   }
   return -1;
 }
@@ -167,7 +171,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     lead_granted = true;
     range.count = r->count;
     range.n = 1;
-    range.m[0] = Member{lead, *r};
+    range.m[0] = MemberOn(lead, *r);
     if (replicas_ == 1) break;
     // The other replicas: the roomiest usable servers that grant the same count.
     std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
@@ -180,7 +184,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
       if (range.n == replicas_) break;
       auto got = servers_[k]->io->AllocSlots(range.count);
       if (got.ok()) {
-        range.m[range.n++] = Member{k, *got};
+        range.m[range.n++] = MemberOn(k, *got);
       } else {
         last = got.status();
         if (got.status().code() != StatusCode::kResourceExhausted) MarkDown(k, got.status());
@@ -315,7 +319,7 @@ bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t cookie, std::v
       if (r.last.ok()) {  // every member was down before this read
         const Server& s = *servers_[r.ref.m[0].server];
         r.last = Unavailable(std::string(r.ref.n > 1 ? "every replica's server is down" : "the server is down") +
-                             (s.down.load(std::memory_order_acquire) ? " (" + s.down_reason + ")" : ""));
+                             (s.down.load(std::memory_order_acquire) ? " (" + DownReason(r.ref.m[0].server) + ")" : ""));
       }
       return false;
     }

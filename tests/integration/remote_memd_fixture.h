@@ -27,8 +27,10 @@ namespace tiermem::testing {
 class MemdProcess {
  public:
   // Extra arguments, e.g. {"--capacity", "2G"}. `token` goes through TIERMEM_TOKEN.
-  bool Start(std::vector<std::string> args, const std::string& token = "") {
+  // `port` 0: the kernel picks one (a memd started again on its old port: pass port()).
+  bool Start(std::vector<std::string> args, const std::string& token = "", uint16_t port = 0) {
     bench::MemdChildOptions o;
+    o.port = port;
     // In a QEMU guest the build path does not exist: TIERMEM_TEST_MEMD, or memd from PATH.
     o.binary = getenv("TIERMEM_TEST_MEMD") ? getenv("TIERMEM_TEST_MEMD") : TIERMEM_MEMD_PATH;
     if (access(o.binary.c_str(), X_OK) != 0) o.binary = "tiermem-memd";

@@ -104,6 +104,18 @@ size_t BadPages(const std::vector<Data>& data) {
   return bad;
 }
 
+// Evicts single new pages until server `k` is found down (an eviction meets it), at most 2 s.
+bool EvictUntilDown(Runtime& rt, Pager& pager, size_t k) {
+  for (int i = 0; i < 100 && !pager.server_stats()[k].down; ++i) {
+    auto p = rt.Allocate(kPage, Tier::kRemote);
+    if (!p.ok()) return false;
+    memset(*p, 1, kPage);
+    (void)rt.Migrate(*p, kPage, Tier::kRemote);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pager.server_stats()[k].down;
+}
+
 TEST(RemoteReplicas, EveryPageIsOnTwoServersAndOutlivesTwoLossesWithARepairBetween) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "a dead RDMA peer is detected after the NIC's retries; TCP covers it";
   Three m;
@@ -179,14 +191,7 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
   b.Stop(SIGKILL);
   // Nothing touches the data: an eviction of a new page (its slot comes from the range b leads)
   // finds b gone.
-  for (int i = 0; i < 100 && !pager.server_stats()[1].down; ++i) {
-    auto p = rt->Allocate(kPage, Tier::kRemote);
-    ASSERT_TRUE(p.ok());
-    memset(*p, 1, kPage);
-    (void)rt->Migrate(*p, kPage, Tier::kRemote);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(pager.server_stats()[1].down);
+  ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
   ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
   EXPECT_GE(pager.stats().repaired_pages, before[1].pages - kRuns);
   // The stats block (what tiermemctl stat shows) says the same; its count of pages short of a
@@ -206,6 +211,35 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
   EXPECT_EQ(ps->servers[1].replication_debt_pages, 0u);
   // Which survivor to lose does not matter now; a goes.
   a.Stop(SIGKILL);
+  EXPECT_EQ(BadPages(data), 0u);
+}
+
+TEST(RemoteReplicas, AServerThatComesBackTakesNewPagesOnceItsCopiesAreRestored) {
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  Three m;
+  ASSERT_TRUE(m.Start(64));
+  Runtime& rt = *m.rt;
+  Pager& pager = *ImplOf(rt)->pager();
+  std::vector<Data> data = FillAndEvict(rt, 2, 512);
+  ASSERT_EQ(data.size(), 2u);
+  const uint16_t port = m.b.port();
+  m.b.Stop(SIGKILL);
+  ASSERT_TRUE(EvictUntilDown(rt, pager, 1));
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  // b again, on its old address: the repair thread connects within a second or two (a new
+  // session: nothing of the old one is read).
+  ASSERT_TRUE(m.b.Start({"--capacity", "128M", "--no-rdma"}, "", port));
+  for (int i = 0; i < 100 && pager.server_stats()[1].down; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_FALSE(pager.server_stats()[1].down) << "b did not come back";
+  EXPECT_EQ(pager.stats().servers_down, 0u);
+  EXPECT_EQ(pager.server_stats()[1].pages, 0u);
+  // New pages go there too (b is the roomiest), and they are real copies: with a lost as well,
+  // every page still reads back.
+  std::vector<Data> more = FillAndEvict(rt, 4, 1024);
+  ASSERT_EQ(more.size(), 4u);
+  EXPECT_GT(pager.server_stats()[1].pages, 0u);
+  m.a.Stop(SIGKILL);
+  EXPECT_EQ(BadPages(more), 0u);
   EXPECT_EQ(BadPages(data), 0u);
 }
 
