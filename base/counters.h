@@ -78,7 +78,7 @@ struct PagerCounters {
   std::atomic<uint64_t> fetched;            // pages brought back other than by faults
   std::atomic<uint64_t> prefetched;         // pages fetched ahead of faults (TIERMEM_PREFETCH)
   // Replicas (TIERMEM_REPLICAS, docs/protocol.md).
-  std::atomic<uint64_t> servers_down;       // servers marked down
+  std::atomic<uint64_t> servers_down;       // servers down now (marked down, not back again)
   std::atomic<uint64_t> failovers;          // reads that turned to another replica
   std::atomic<uint64_t> repaired;           // page copies made to restore replicas
   std::atomic<uint64_t> degraded;           // pages in use short of a replica (the repair thread's last count)

@@ -92,7 +92,7 @@ struct ProcessStats {
   LatencyHistogram fault_latency;   // remote fault: userfaultfd report to the page installed
   LatencyHistogram evict_latency;   // one eviction window: write posted to acknowledged and dropped
   // Replicas (TIERMEM_REPLICAS): the same names and meanings as in RuntimeCounters.
-  uint64_t remote_servers_down = 0;    // memory servers marked down
+  uint64_t remote_servers_down = 0;    // memory servers down now
   uint64_t remote_failovers = 0;       // reads that turned to another replica
   uint64_t remote_repaired_pages = 0;  // page copies made to restore replicas
   uint64_t remote_degraded_pages = 0;  // pages short of a replica now (updated at least once a second)

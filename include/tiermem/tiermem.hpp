@@ -108,7 +108,7 @@ struct RuntimeCounters {
   uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write
   uint64_t pages_fetched = 0;        // pages brought back other than by faults
   uint64_t pages_prefetched = 0;     // pages fetched ahead of faults (TIERMEM_PREFETCH)
-  // Replicas (TIERMEM_REPLICAS): servers marked down, reads that turned to another replica,
+  // Replicas (TIERMEM_REPLICAS): servers down now, reads that turned to another replica,
   // page copies made to restore lost replicas, and pages in use with a replica missing now.
   uint64_t remote_servers_down = 0;
   uint64_t remote_failovers = 0;

@@ -128,7 +128,7 @@ struct PagerStats {
   uint64_t skipped_untouched = 0;// evictions of never-touched pages: nothing to write
   uint64_t fetched = 0;          // pages brought back by FetchBack
   uint64_t prefetched = 0;       // pages fetched ahead of a fault by the prefetcher
-  uint64_t servers_down = 0;     // servers marked down since start
+  uint64_t servers_down = 0;     // servers down now (marked down, not back again)
   uint64_t repaired_pages = 0;   // page copies made by the repair thread (replicas restored)
   uint64_t degraded_pages = 0;   // pages in use with fewer than `replicas` copies now
   uint64_t failovers = 0;        // reads that turned to another replica
@@ -329,8 +329,9 @@ class Pager {
     return Member{server, r, servers_[server]->gen.load(std::memory_order_relaxed)};
   }
   std::string DownReason(size_t server) const;
-  // The member of `ref` to read from: up, not in `tried` (bit i: member i), lowest recent read
-  // latency. -1 when none is left.
+  // The member of `ref` to read from: readable, not in `tried` (bit i: member i), among those
+  // with about the lowest recent read latency in turn (now and then the slowest, to measure it
+  // again). -1 when none is left.
   int PickReplica(const SlotRef& ref, uint32_t tried) const;
   // "tcp://a:7471, tcp://b:7471": the servers of a slot's members.
   std::string MemberNames(const SlotRef& ref) const;
@@ -403,6 +404,7 @@ class Pager {
   std::thread thread_;
   std::thread repair_thread_;
   mutable std::mutex repair_mu_;
+  mutable std::atomic<uint32_t> pick_seq_{0};  // PickReplica's turn
   std::condition_variable repair_cv_;
   bool repair_wanted_ = false;             // repair_mu_
   std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held

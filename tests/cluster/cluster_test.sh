@@ -18,7 +18,8 @@
 #                 pager finds it down (its once-a-second probe), one warning names it, the pages
 #                 that had a copy there are copied to the other two hosts until they hold as many
 #                 copies as the three did (the time it took is printed), and every byte verifies.
-#   replicated_link_cut     the same with host 2's link cut (found once the probe times out).
+#   replicated_link_cut     the same with host 2's link cut (found once the probe times out);
+#                 then the link is back up, and host 2 is connected again (one warning says so).
 #   replicated_slow         TIERMEM_REPLICAS=2, the program run twice: once as it is, once with
 #                 host 2 slowed (cluster_slow 5ms) before the read-back, prefetching off so each
 #                 page read back is a fault. Faults read the replica
@@ -176,6 +177,14 @@ case $case in
     done
     [ "$after" -ge "$before" ] || fail "hosts 1 and 3 hold $after page copies, not the $before there were"
     echo "replicas restored in $((($(date +%s%N) - start) / 1000000)) ms: $after page copies on hosts 1 and 3"
+    if [ "$case" = replicated_link_cut ]; then
+      cluster_uncut 2
+      for _ in $(seq 100); do  # 10 s
+        grep -q "answers again" "$CLUSTER_WORK/err" && break
+        sleep 0.1
+      done
+      expect_one_line "answers again" "*memory server tcp://$(cluster_addr 2) answers again*"
+    fi
     finish_program
     expect_verified
     expect_one_line "is down" "*memory server tcp://$(cluster_addr 2) is down*"

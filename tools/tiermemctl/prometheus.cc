@@ -135,7 +135,7 @@ void Exposition::Add(const ProcessStats& s) {
          double(s.sampling_faults));
   Sample("tiermem_pages_evicted_total", "Pages evicted to memory servers.", "counter", p, double(s.pages_evicted));
   Sample("tiermem_pages_written_total", "Pages written to memory servers.", "counter", p, double(s.pages_written));
-  Sample("tiermem_remote_servers_down", "Memory servers marked down (TIERMEM_REPLICAS).", "gauge", p,
+  Sample("tiermem_remote_servers_down", "Memory servers down now (TIERMEM_REPLICAS).", "gauge", p,
          double(s.remote_servers_down));
   Sample("tiermem_remote_failovers_total", "Reads that turned to another replica.", "counter", p,
          double(s.remote_failovers));
