@@ -102,11 +102,18 @@ void Pager::NoteReadLatency(size_t server, uint64_t ns) {
 
 void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
   Server& s = *servers_[server];
+  // The reason without the server's name where the message starts with it ("tcp://h:p: memory
+  // server tcp://h:p: no reply"): the warning names the server once.
+  std::string reason = why.message();
+  for (const std::string& prefix : {s.name + ": ", "memory server " + s.name + ": "}) {
+    if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());
+  }
+  if (reason.empty()) reason = why.message();
   {
-    // The reason is written once, by the first caller, before `down` says it is there.
+    // Written by the first caller only.
     std::lock_guard<std::mutex> lock(repair_mu_);
     if (s.down.load(std::memory_order_relaxed)) return;
-    s.down_reason = why.message();
+    s.down_reason = reason;
     s.down.store(true, std::memory_order_release);
     repair_wanted_ = true;
   }
@@ -117,11 +124,11 @@ void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
   if (replicas_ > 1) {
     TM_LOG_WARN("remote tier: memory server %s is down (%s): its pages are read from their other "
                 "replicas and copied to the remaining servers",
-                s.name.c_str(), why.message().c_str());
+                s.name.c_str(), reason.c_str());
   } else {
     TM_LOG_WARN("remote tier: memory server %s is down (%s): new pages go to the others; a fault "
                 "on a page kept there ends the process (TIERMEM_REPLICAS=1)",
-                s.name.c_str(), why.message().c_str());
+                s.name.c_str(), reason.c_str());
   }
 }
 
