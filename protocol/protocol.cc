@@ -3,8 +3,14 @@
 #include <cstring>
 #include <string>
 
+#include "protocol/wire.h"
+
 namespace tiermem::remote::proto {
 namespace {
+
+using wire::Get16;
+using wire::Get32;
+using wire::Get64;
 
 constexpr uint32_t kHelloFixed = 32;
 constexpr uint32_t kHelloOkSize = 48;
@@ -15,42 +21,10 @@ constexpr uint32_t kFreeSize = 16;
 constexpr uint32_t kStatsOkSize = 40;
 constexpr uint32_t kReadSize = 12;
 constexpr uint32_t kClientsSize = 8;
+constexpr uint32_t kReadPartSize = 16;
 constexpr uint32_t kClientsOkFixed = 32;
 constexpr uint32_t kClientEntrySize = 40 + 64;  // fixed fields, then the peer, zero-padded
 static_assert(kClientsOkFixed + kMaxClientsPerMessage * kClientEntrySize <= kMaxPayload);
-
-void Put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v); p[1] = uint8_t(v >> 8); }
-void Put32(uint8_t* p, uint32_t v) { for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i)); }
-void Put64(uint8_t* p, uint64_t v) { for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i)); }
-uint16_t Get16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-uint32_t Get32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-uint64_t Get64(const uint8_t* p) { return uint64_t(Get32(p)) | uint64_t(Get32(p + 4)) << 32; }
-
-// Appends to a vector with little-endian helpers.
-class Writer {
- public:
-  explicit Writer(std::vector<uint8_t>* out) : out_(out) {}
-  void U8(uint8_t v) { out_->push_back(v); }
-  void U16(uint16_t v) { size_t n = Grow(2); Put16(out_->data() + n, v); }
-  void U32(uint32_t v) { size_t n = Grow(4); Put32(out_->data() + n, v); }
-  void U64(uint64_t v) { size_t n = Grow(8); Put64(out_->data() + n, v); }
-  void Bytes(const void* p, size_t len) {
-    if (len == 0) return;
-    size_t n = Grow(len);
-    std::memcpy(out_->data() + n, p, len);
-  }
-  void Zeros(size_t len) { Grow(len); }
-
- private:
-  size_t Grow(size_t by) {
-    size_t n = out_->size();
-    out_->resize(n + by, 0);
-    return n;
-  }
-  std::vector<uint8_t>* out_;
-};
 
 Status Bad(MsgType t, const std::string& what) {
   return InvalidArgument(std::string("protocol: ") + MsgTypeName(t) + ": " + what);
@@ -109,6 +83,49 @@ Status ParseClientsOk(const uint8_t* p, size_t n, Body* out) {
   return Status::Ok();
 }
 
+// A part of one page: 1..kPageSize bytes that end inside the page.
+Status CheckPart(MsgType t, uint32_t offset, uint32_t length) {
+  if (length == 0 || length > kPageSize) {
+    return Bad(t, "length " + std::to_string(length) + " outside 1.." + std::to_string(kPageSize));
+  }
+  if (uint64_t(offset) + length > kPageSize) {
+    return Bad(t, "bytes [" + std::to_string(offset) + ", +" + std::to_string(length) + ") end past the page");
+  }
+  return Status::Ok();
+}
+
+// read_part: u64 slot, u32 offset, u32 length.
+Status ParseReadPart(const uint8_t* p, size_t n, Body* out) {
+  const MsgType t = MsgType::kReadPart;
+  TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kReadPartSize));
+  ReadPart m{Get64(p), Get32(p + 8), Get32(p + 12)};
+  TIERMEM_RETURN_IF_ERROR(CheckPart(t, m.offset, m.length));
+  *out = m;
+  return Status::Ok();
+}
+
+// read_part_ok: u32 length, then exactly that many bytes.
+Status ParseReadPartOk(const uint8_t* p, size_t n, Body* out) {
+  const MsgType t = MsgType::kReadPartOk;
+  if (n < kReadPartOkFixed) return Bad(t, "truncated (" + std::to_string(n) + " bytes)");
+  ReadPartOk m{p + kReadPartOkFixed, Get32(p)};
+  TIERMEM_RETURN_IF_ERROR(CheckPart(t, 0, m.length));
+  TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kReadPartOkFixed + size_t(m.length)));
+  *out = m;
+  return Status::Ok();
+}
+
+// write_part: u64 slot, u32 offset, u32 length, then exactly that many bytes.
+Status ParseWritePart(const uint8_t* p, size_t n, Body* out) {
+  const MsgType t = MsgType::kWritePart;
+  if (n < kWritePartFixed) return Bad(t, "truncated (" + std::to_string(n) + " bytes)");
+  WritePart m{Get64(p), Get32(p + 8), Get32(p + 12), p + kWritePartFixed};
+  TIERMEM_RETURN_IF_ERROR(CheckPart(t, m.offset, m.length));
+  TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, kWritePartFixed + size_t(m.length)));
+  *out = m;
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* MsgTypeName(MsgType type) {
@@ -130,6 +147,9 @@ const char* MsgTypeName(MsgType type) {
     case MsgType::kWriteOk: return "write_ok";
     case MsgType::kClients: return "clients";
     case MsgType::kClientsOk: return "clients_ok";
+    case MsgType::kReadPart: return "read_part";
+    case MsgType::kReadPartOk: return "read_part_ok";
+    case MsgType::kWritePart: return "write_part";
   }
   return "unknown";
 }
@@ -148,6 +168,9 @@ uint32_t MaxPayload(MsgType type) {
     case MsgType::kWrite: return kWriteFixed + kMaxPagesPerMessage * kPageSize;
     case MsgType::kClients: return kClientsSize;
     case MsgType::kClientsOk: return kClientsOkFixed + kMaxClientsPerMessage * kClientEntrySize;
+    case MsgType::kReadPart: return kReadPartSize;
+    case MsgType::kReadPartOk: return kReadPartOkFixed + kPageSize;
+    case MsgType::kWritePart: return kWritePartFixed + kPageSize;
     case MsgType::kFreeOk:
     case MsgType::kStats:
     case MsgType::kGoodbye:
@@ -316,6 +339,9 @@ Status ParseBody(const Header& h, const uint8_t* p, size_t n, Body* out) {
       return Status::Ok();
     }
     case MsgType::kClientsOk: return ParseClientsOk(p, n, out);
+    case MsgType::kReadPart: return ParseReadPart(p, n, out);
+    case MsgType::kReadPartOk: return ParseReadPartOk(p, n, out);
+    case MsgType::kWritePart: return ParseWritePart(p, n, out);
     case MsgType::kFreeOk: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = FreeOk{}; return Status::Ok();
     case MsgType::kStats: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = Stats{}; return Status::Ok();
     case MsgType::kGoodbye: TIERMEM_RETURN_IF_ERROR(NeedExact(t, n, 0)); *out = Goodbye{}; return Status::Ok();
@@ -338,109 +364,6 @@ Status ParseMessage(const uint8_t* p, size_t n, Message* out) {
 
 MsgType TypeOf(const Body& body) {
   return MsgType(body.index() + 1);  // the variant's order is the type numbering
-}
-
-void EncodeHeader(MsgType type, uint32_t length, uint64_t request_id, uint8_t out[kHeaderSize]) {
-  Put32(out, kMagic);
-  Put16(out + 4, kVersion);
-  Put16(out + 6, uint16_t(type));
-  Put32(out + 8, length);
-  Put32(out + 12, 0);
-  Put64(out + 16, request_id);
-}
-
-void EncodeWriteFixed(uint64_t slot, uint32_t count, uint8_t out[kWriteFixed]) {
-  Put64(out, slot);
-  Put32(out + 8, count);
-}
-
-void EncodeReadOkFixed(uint32_t count, uint8_t out[kReadOkFixed]) { Put32(out, count); }
-
-void Encode(uint64_t request_id, const Body& body, std::vector<uint8_t>* out) {
-  size_t start = out->size();
-  out->resize(start + kHeaderSize);
-  Writer w(out);
-  std::visit(
-      [&](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, Hello>) {
-          size_t len = m.token.size() < kMaxTokenBytes ? m.token.size() : kMaxTokenBytes;
-          w.U32(m.page_size);
-          w.U8(uint8_t(m.data_path));
-          w.U8(0);
-          w.U16(uint16_t(len));
-          w.U64(m.join_session);
-          w.Bytes(m.join_secret, kSecretBytes);
-          w.Bytes(m.token.data(), len);
-        } else if constexpr (std::is_same_v<T, HelloOk>) {
-          w.U64(m.session);
-          w.Bytes(m.secret, kSecretBytes);
-          w.U64(m.capacity_pages);
-          w.U64(m.quota_pages);
-          w.U32(m.page_size);
-          w.U8(m.rdma_available);
-          w.Zeros(3);
-        } else if constexpr (std::is_same_v<T, Error>) {
-          size_t len = m.text.size() < kMaxErrorText ? m.text.size() : kMaxErrorText;
-          w.U16(m.code);
-          w.U16(uint16_t(len));
-          w.Bytes(m.text.data(), len);
-        } else if constexpr (std::is_same_v<T, Alloc>) {
-          w.U64(m.count);
-        } else if constexpr (std::is_same_v<T, AllocOk>) {
-          w.U64(m.first_slot);
-          w.U64(m.count);
-          w.U64(m.remote_addr);
-          w.U32(m.rkey);
-          w.U32(0);
-        } else if constexpr (std::is_same_v<T, Free>) {
-          w.U64(m.first_slot);
-          w.U64(m.count);
-        } else if constexpr (std::is_same_v<T, StatsOk>) {
-          w.U64(m.capacity_pages);
-          w.U64(m.used_pages);
-          w.U64(m.session_pages);
-          w.U64(m.quota_pages);
-          w.U32(m.sessions);
-          w.U32(m.connections);
-        } else if constexpr (std::is_same_v<T, Read>) {
-          w.U64(m.slot);
-          w.U32(m.count);
-        } else if constexpr (std::is_same_v<T, ReadOk>) {
-          w.U32(m.count);
-          w.Bytes(m.data, size_t(m.count) * kPageSize);
-        } else if constexpr (std::is_same_v<T, Write>) {
-          w.U64(m.slot);
-          w.U32(m.count);
-          w.Bytes(m.data, size_t(m.count) * kPageSize);
-        } else if constexpr (std::is_same_v<T, Clients>) {
-          w.U64(m.after_session);
-        } else if constexpr (std::is_same_v<T, ClientsOk>) {
-          size_t count = m.entries.size() < kMaxClientsPerMessage ? m.entries.size() : kMaxClientsPerMessage;
-          w.U64(m.capacity_pages);
-          w.U64(m.reserved_pages);
-          w.U64(m.written_pages);
-          w.U32(m.total > count ? m.total : uint32_t(count));
-          w.U32(uint32_t(count));
-          for (size_t i = 0; i < count; ++i) {
-            const ClientEntry& c = m.entries[i];
-            size_t len = c.peer.size() < kMaxPeerText ? c.peer.size() : kMaxPeerText;
-            w.U64(c.session);
-            w.U64(c.slots);
-            w.U64(c.written_pages);
-            w.U64(c.quota_pages);
-            w.U32(c.connections);
-            w.U8(uint8_t(c.data_path));
-            w.U8(c.written_known ? 1 : 0);
-            w.U8(uint8_t(len));
-            w.U8(0);
-            w.Bytes(c.peer.data(), len);
-            w.Zeros(64 - len);
-          }
-        }
-      },
-      body);
-  EncodeHeader(TypeOf(body), uint32_t(out->size() - start - kHeaderSize), request_id, out->data() + start);
 }
 
 bool ConstantTimeEqual(const void* a, size_t na, const void* b, size_t nb) {

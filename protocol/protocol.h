@@ -64,8 +64,14 @@ enum class MsgType : uint16_t {
   // reports as "this server does not list clients".
   kClients = 16,
   kClientsOk = 17,
+  // Added in memd's third release, still protocol version 1: part of one page (a piece of an
+  // erasure-coded page). A server that predates them refuses them as an unknown type (error,
+  // then it closes the connection). write_part is answered with write_ok.
+  kReadPart = 18,
+  kReadPartOk = 19,
+  kWritePart = 20,
 };
-inline constexpr MsgType kLastMsgType = MsgType::kClientsOk;
+inline constexpr MsgType kLastMsgType = MsgType::kWritePart;
 const char* MsgTypeName(MsgType type);  // "hello", ... or "unknown"
 
 // What kind of data path the client will use: the server registers memory for RDMA clients.
@@ -135,6 +141,22 @@ struct Write {
   const uint8_t* data = nullptr;  // count * kPageSize bytes, points into the parsed buffer
 };
 struct WriteOk {};
+// `length` bytes at byte `offset` of one slot: 1 <= length, offset + length <= kPageSize.
+struct ReadPart {
+  uint64_t slot = 0;
+  uint32_t offset = 0;
+  uint32_t length = 0;
+};
+struct ReadPartOk {
+  const uint8_t* data = nullptr;  // length bytes, points into the parsed buffer
+  uint32_t length = 0;
+};
+struct WritePart {
+  uint64_t slot = 0;
+  uint32_t offset = 0;
+  uint32_t length = 0;
+  const uint8_t* data = nullptr;  // length bytes, points into the parsed buffer
+};
 // Lists the server's sessions with id > after_session, in id order (0: from the first). A
 // reply carries at most kMaxClientsPerMessage; the client asks again after the last id it got
 // while `total` says more follow.
@@ -161,8 +183,10 @@ struct ClientsOk {
   std::vector<ClientEntry> entries;
 };
 
+// In type order: TypeOf is the index + 1.
 using Body = std::variant<Hello, HelloOk, Error, Alloc, AllocOk, Free, FreeOk, Stats, StatsOk,
-                          Goodbye, GoodbyeOk, Read, ReadOk, Write, WriteOk, Clients, ClientsOk>;
+                          Goodbye, GoodbyeOk, Read, ReadOk, Write, WriteOk, Clients, ClientsOk,
+                          ReadPart, ReadPartOk, WritePart>;
 
 struct Message {
   Header header;
@@ -179,8 +203,8 @@ Status ParseBody(const Header& h, const uint8_t* payload, size_t n, Body* out);
 // Header + body in one buffer of exactly n bytes (what the fuzzer calls).
 Status ParseMessage(const uint8_t* p, size_t n, Message* out);
 
-// Appends one encoded message to `out`. Page data of ReadOk/Write is copied in; use
-// EncodeHeader + the raw pages to avoid the copy (what the TCP paths do).
+// Appends one encoded message to `out`. Page data of ReadOk/Write/ReadPartOk/WritePart is copied
+// in; use EncodeHeader + the fixed part + the raw bytes to avoid the copy (what the TCP paths do).
 void Encode(uint64_t request_id, const Body& body, std::vector<uint8_t>* out);
 void EncodeHeader(MsgType type, uint32_t length, uint64_t request_id, uint8_t out[kHeaderSize]);
 // The payload bytes before the pages of a Write (slot, count) and a ReadOk (count).
@@ -188,6 +212,12 @@ inline constexpr uint32_t kWriteFixed = 12;
 inline constexpr uint32_t kReadOkFixed = 4;
 void EncodeWriteFixed(uint64_t slot, uint32_t count, uint8_t out[kWriteFixed]);
 void EncodeReadOkFixed(uint32_t count, uint8_t out[kReadOkFixed]);
+// The payload bytes before the data of a WritePart (slot, offset, length) and a ReadPartOk
+// (length).
+inline constexpr uint32_t kWritePartFixed = 16;
+inline constexpr uint32_t kReadPartOkFixed = 4;
+void EncodeWritePartFixed(uint64_t slot, uint32_t offset, uint32_t length, uint8_t out[kWritePartFixed]);
+void EncodeReadPartOkFixed(uint32_t length, uint8_t out[kReadPartOkFixed]);
 
 MsgType TypeOf(const Body& body);
 

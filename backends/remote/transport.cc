@@ -48,6 +48,14 @@ StatusOr<std::vector<Endpoint>> ParseEndpointList(const std::string& text) {
   return out;
 }
 
+Status CheckPart(uint32_t offset, uint32_t length) {
+  if (length == 0 || uint64_t(offset) + length > kPage) {
+    return InvalidArgument("part of a page: bytes [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                           ") are not a non-empty range inside the page (" + std::to_string(kPage) + " bytes)");
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<Transport>> MakeTransport(const Endpoint& endpoint) {
   if (endpoint.kind == Endpoint::Kind::kTcp) {
     return std::unique_ptr<Transport>(new TcpTransport(endpoint));

@@ -11,7 +11,13 @@
 //   a second connection joins the same session (same slots) with Join(), so e.g. a fault
 //   handler and an evicting thread each get their own.
 // - A posted buffer belongs to the transport until its completion is returned by Poll: the page
-//   of a PostWrite must not change, the page of a PostRead is written at most until then.
+//   of a PostWrite must not change, the page of a PostRead is written at most until then. The
+//   same holds for the bytes of PostWritePart / PostReadPart.
+// - Part requests (PostWritePart, PostReadPart) move `length` bytes at a byte `offset` of one
+//   slot (a piece of an erasure-coded page). A memd that predates them refuses the message as
+//   an unknown type and closes the connection: the connection fails, and every in-flight
+//   request completes with NotSupported naming the server (over RDMA the NIC moves the bytes
+//   and any memd serves them).
 // - Control calls (AllocSlots, FreeSlots, Stats, Clients) are synchronous; completions of data requests
 //   that arrive meanwhile are kept for the next Poll.
 // - Failure: a broken connection or a timeout fails every in-flight request (each gets a
@@ -92,6 +98,14 @@ class Transport {
   // when the request could not be posted at all (connection already failed).
   virtual Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) = 0;
   virtual Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) = 0;
+  // Posts the write/read of `length` bytes at byte `offset` of `slot` of `range` (0 < length,
+  // offset + length <= kPage). Same ownership rules as PostWrite/PostRead: `data` belongs to the
+  // transport until the completion is returned by Poll. InvalidArgument for a bad offset/length
+  // (nothing is posted then).
+  virtual Status PostWritePart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
+                               const void* data, uint64_t cookie) = 0;
+  virtual Status PostReadPart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
+                              void* data, uint64_t cookie) = 0;
 
   // Returns up to `max` completions; waits up to timeout_ms (0 = do not wait, -1 = the
   // connection's timeout) for at least one when any request is in flight. A request not
@@ -111,6 +125,10 @@ class Transport {
   uint64_t quota_pages_ = 0;
   uint64_t capacity_pages_ = 0;
 };
+
+// InvalidArgument unless 0 < length and offset + length <= kPage (what PostWritePart and
+// PostReadPart accept).
+Status CheckPart(uint32_t offset, uint32_t length);
 
 // A transport of the endpoint's kind. RDMA is NotSupported in builds without it.
 StatusOr<std::unique_ptr<Transport>> MakeTransport(const Endpoint& endpoint);

@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   clients.entries[1].data_path = DataPath::kRdma;
   clients.entries[1].written_known = 0;
   bodies.push_back(clients);
+  bodies.push_back(ReadPart{3, 1024, 1024});
+  bodies.push_back(ReadPartOk{page, 1024});
+  bodies.push_back(WritePart{3, 3072, 1024, page});
   int n = 0;
   for (const Body& b : bodies) {
     std::vector<uint8_t> buf;

@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/remote/transport.h"
 #include "bench/memd_child.h"
 #include "tiermem/tiermem.hpp"
 
@@ -73,10 +75,51 @@ class MemdProcess {
   bench::MemdChild memd_;
 };
 
+// A transport connected to `memd` (a test failure unless `status` is given to take the result).
+inline std::unique_ptr<remote::Transport> Connected(const MemdProcess& memd, const std::string& token = "",
+                                                    Status* status = nullptr) {
+  auto ep = remote::ParseEndpoint(memd.url());
+  EXPECT_TRUE(ep.ok());
+  auto t = remote::MakeTransport(*ep);
+  EXPECT_TRUE(t.ok());
+  Status s = (*t)->Connect(token, 5000);
+  if (status != nullptr) {
+    *status = s;
+  } else {
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  return std::move(*t);
+}
+
 // The pattern of page `page` of client `client`: every 8-byte word differs.
 inline void FillPage(uint8_t* p, uint64_t page, uint64_t client = 1) {
   auto* w = reinterpret_cast<uint64_t*>(p);
   for (size_t i = 0; i < 4096 / 8; ++i) w[i] = (client << 56) ^ (page * 0x9E3779B97F4A7C15ull) ^ i;
+}
+
+// Two sessions of one memd for isolation tests: each holds `slots` slots, and the first slot of
+// a's holds FillPage(.., 0, 0xA). ok is false (with a test failure) when any step failed.
+struct TwoSessions {
+  std::unique_ptr<remote::Transport> a, b;
+  remote::SlotRange ra, rb;
+  bool ok = false;
+};
+inline TwoSessions StartTwoSessions(const MemdProcess& memd, uint64_t slots) {
+  TwoSessions s;
+  s.a = Connected(memd);
+  s.b = Connected(memd);
+  auto ra = s.a->AllocSlots(slots);
+  auto rb = s.b->AllocSlots(slots);
+  EXPECT_TRUE(ra.ok() && rb.ok());
+  if (!ra.ok() || !rb.ok()) return s;
+  s.ra = *ra;
+  s.rb = *rb;
+  std::vector<uint8_t> page(4096);
+  FillPage(page.data(), 0, 0xA);
+  Status w = remote::WritePagesSync(*s.a, s.ra, s.ra.first, page.data(), 1);
+  EXPECT_TRUE(w.ok()) << w.ToString();
+  s.ok = w.ok();
+  return s;
 }
 inline bool CheckPage(const uint8_t* p, uint64_t page, uint64_t client = 1) {
   auto* w = reinterpret_cast<const uint64_t*>(p);

@@ -24,6 +24,7 @@ namespace tiermem::remote {
 namespace {
 
 using testing::CheckPage;
+using testing::Connected;
 using testing::FillPage;
 using testing::MemdProcess;
 
@@ -33,21 +34,6 @@ Status RdmaPresentForTests() {
 #else
   return Unavailable("no RDMA support in this build");
 #endif
-}
-
-std::unique_ptr<Transport> Connected(const MemdProcess& memd, const std::string& token = "",
-                                     Status* status = nullptr) {
-  auto ep = ParseEndpoint(memd.url());
-  EXPECT_TRUE(ep.ok());
-  auto t = MakeTransport(*ep);
-  EXPECT_TRUE(t.ok());
-  Status s = (*t)->Connect(token, 5000);
-  if (status != nullptr) {
-    *status = s;
-  } else {
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  return std::move(*t);
 }
 
 int RawConnect(uint16_t port) {
@@ -125,14 +111,12 @@ TEST(RemoteTcp, AClientCannotReachAnotherClientsSlots) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP checks; RemoteData.RdmaKeysIsolateClients covers RDMA";
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
-  auto a = Connected(memd);
-  auto b = Connected(memd);
-  auto ra = a->AllocSlots(4);
-  auto rb = b->AllocSlots(4);
-  ASSERT_TRUE(ra.ok() && rb.ok());
-  std::vector<uint8_t> page(kPage);
-  FillPage(page.data(), 0, 0xA);
-  ASSERT_TRUE(WritePagesSync(*a, *ra, ra->first, page.data(), 1).ok());
+  auto two = testing::StartTwoSessions(memd, 4);
+  ASSERT_TRUE(two.ok);
+  auto& a = two.a;
+  auto& b = two.b;
+  const SlotRange* ra = &two.ra;
+  const SlotRange* rb = &two.rb;
 
   // b reads and writes a's slot: refused, a's data unchanged.
   std::vector<uint8_t> got(kPage, 0x55);
@@ -299,14 +283,11 @@ TEST(RemoteData, RdmaKeysIsolateClients) {
   }
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M"}));
-  auto a = Connected(memd);
-  auto b = Connected(memd);
-  auto ra = a->AllocSlots(4);
-  auto rb = b->AllocSlots(4);
-  ASSERT_TRUE(ra.ok() && rb.ok());
-  std::vector<uint8_t> page(kPage);
-  FillPage(page.data(), 0, 0xA);
-  ASSERT_TRUE(WritePagesSync(*a, *ra, ra->first, page.data(), 1).ok());
+  auto two = testing::StartTwoSessions(memd, 4);
+  ASSERT_TRUE(two.ok);
+  auto& a = two.a;
+  auto& b = two.b;
+  const SlotRange* ra = &two.ra;
   std::vector<uint8_t> junk(kPage, 0xEE);
   EXPECT_FALSE(WritePagesSync(*b, *ra, ra->first, junk.data(), 1).ok());
   std::vector<uint8_t> got(kPage);

@@ -137,6 +137,106 @@ TEST(RemoteProtocol, PageMessagesCarryData) {
   EXPECT_EQ(std::memcmp(w.data, page.data(), page.size()), 0);
 }
 
+TEST(RemoteProtocol, PartMessagesRoundTrip) {
+  std::vector<uint8_t> piece(1024);
+  for (size_t i = 0; i < piece.size(); ++i) piece[i] = uint8_t(i * 13 + 1);
+  auto r = std::get<ReadPart>(RoundTrip(ReadPart{77, 3072, 1024}).body);
+  EXPECT_EQ(r.slot, 77u);
+  EXPECT_EQ(r.offset, 3072u);
+  EXPECT_EQ(r.length, 1024u);
+  std::vector<uint8_t> buf;
+  Encode(5, WritePart{78, 1024, 1024, piece.data()}, &buf);
+  EXPECT_EQ(buf.size(), kHeaderSize + kWritePartFixed + 1024);
+  Message m;
+  ASSERT_TRUE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  EXPECT_EQ(m.header.type, MsgType::kWritePart);
+  auto& w = std::get<WritePart>(m.body);
+  EXPECT_EQ(w.slot, 78u);
+  EXPECT_EQ(w.offset, 1024u);
+  EXPECT_EQ(w.length, 1024u);
+  EXPECT_EQ(std::memcmp(w.data, piece.data(), piece.size()), 0);
+  buf.clear();
+  Encode(6, ReadPartOk{piece.data(), 1000}, &buf);
+  ASSERT_TRUE(ParseMessage(buf.data(), buf.size(), &m).ok());
+  auto& ok = std::get<ReadPartOk>(m.body);
+  EXPECT_EQ(ok.length, 1000u);
+  EXPECT_EQ(std::memcmp(ok.data, piece.data(), 1000), 0);
+  // The zero-copy helpers give the same bytes as Encode.
+  std::vector<uint8_t> manual(kHeaderSize + kWritePartFixed + 1024);
+  EncodeHeader(MsgType::kWritePart, kWritePartFixed + 1024, 5, manual.data());
+  EncodeWritePartFixed(78, 1024, 1024, manual.data() + kHeaderSize);
+  std::memcpy(manual.data() + kHeaderSize + kWritePartFixed, piece.data(), 1024);
+  buf.clear();
+  Encode(5, WritePart{78, 1024, 1024, piece.data()}, &buf);
+  EXPECT_EQ(manual, buf);
+  uint8_t fixed[kReadPartOkFixed];
+  EncodeReadPartOkFixed(1000, fixed);
+  buf.clear();
+  Encode(6, ReadPartOk{piece.data(), 1000}, &buf);
+  EXPECT_EQ(std::memcmp(fixed, buf.data() + kHeaderSize, kReadPartOkFixed), 0);
+  // A whole page is a part too; one byte at the end of the page as well.
+  std::vector<uint8_t> page(kPageSize, 9);
+  EXPECT_EQ(std::get<WritePart>(RoundTrip(WritePart{1, 0, kPageSize, page.data()}).body).length, kPageSize);
+  EXPECT_EQ(std::get<ReadPart>(RoundTrip(ReadPart{1, kPageSize - 1, 1}).body).offset, kPageSize - 1);
+  EXPECT_STREQ(MsgTypeName(MsgType::kReadPart), "read_part");
+  EXPECT_STREQ(MsgTypeName(MsgType::kReadPartOk), "read_part_ok");
+  EXPECT_STREQ(MsgTypeName(MsgType::kWritePart), "write_part");
+}
+
+// Encodes `body`, lets `edit` change the bytes, and returns what the parser says.
+template <typename Edit>
+Status ParseEdited(const Body& body, Edit edit) {
+  std::vector<uint8_t> buf;
+  Encode(1, body, &buf);
+  edit(&buf);
+  Message m;
+  return ParseMessage(buf.data(), buf.size(), &m);
+}
+
+void SetU32(std::vector<uint8_t>* buf, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) (*buf)[at + i] = uint8_t(v >> (8 * i));
+}
+
+TEST(RemoteProtocol, RejectsBadPartOffsetsLengthsAndSizes) {
+  std::vector<uint8_t> page(kPageSize, 3);
+  const size_t off = kHeaderSize + 8, len = kHeaderSize + 12;  // fields of read_part / write_part
+  auto expect_refused = [](const Status& s, const char* what) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  // read_part: length 0, length past the page, offset + length past the page (also when the
+  // sum wraps around 32 bits).
+  expect_refused(ParseEdited(ReadPart{1, 0, 1}, [&](auto* b) { SetU32(b, len, 0); }), "length 0 outside 1..4096");
+  expect_refused(ParseEdited(ReadPart{1, 0, 1}, [&](auto* b) { SetU32(b, len, kPageSize + 1); }), "outside 1..4096");
+  expect_refused(ParseEdited(ReadPart{1, 0, 1}, [&](auto* b) { SetU32(b, off, 3073); SetU32(b, len, 1024); }),
+                 "end past the page");
+  expect_refused(ParseEdited(ReadPart{1, 0, 1}, [&](auto* b) { SetU32(b, off, ~0u); SetU32(b, len, 2); }),
+                 "end past the page");
+  expect_refused(ParseEdited(ReadPart{1, 0, 1}, [&](auto* b) { b->pop_back(); SetU32(b, 8, 15); }),
+                 "payload is 15 bytes, expected 16");
+  // write_part: the same bounds, and the data must be exactly `length` bytes.
+  const WritePart piece{1, 1024, 1024, page.data()};
+  expect_refused(ParseEdited(piece, [&](auto* b) { SetU32(b, off, 3584); }), "end past the page");
+  expect_refused(ParseEdited(piece, [&](auto* b) { SetU32(b, len, 0); }), "length 0");
+  expect_refused(ParseEdited(piece, [&](auto* b) { SetU32(b, len, 1023); }), "expected 1039");
+  expect_refused(ParseEdited(piece, [&](auto* b) { SetU32(b, len, 1025); }), "expected 1041");
+  expect_refused(ParseEdited(piece, [&](auto* b) { b->resize(kHeaderSize + 10); SetU32(b, 8, 10); }), "truncated");
+  // read_part_ok: length in bounds and matching the data carried.
+  const ReadPartOk reply{page.data(), 512};
+  expect_refused(ParseEdited(reply, [&](auto* b) { SetU32(b, kHeaderSize, 511); }), "expected 515");
+  expect_refused(ParseEdited(reply, [&](auto* b) { SetU32(b, kHeaderSize, 0); }), "length 0");
+  expect_refused(ParseEdited(reply, [&](auto* b) { b->resize(kHeaderSize + 2); SetU32(b, 8, 2); }), "truncated");
+  // A header announcing more than a page of part data is refused before the payload is read.
+  uint8_t h[kHeaderSize];
+  Header hdr;
+  EncodeHeader(MsgType::kWritePart, kWritePartFixed + kPageSize + 1, 1, h);
+  expect_refused(ParseHeader(h, sizeof(h), &hdr), "exceeds the limit");
+  EncodeHeader(MsgType::kReadPartOk, kReadPartOkFixed + kPageSize + 1, 1, h);
+  expect_refused(ParseHeader(h, sizeof(h), &hdr), "exceeds the limit");
+  EncodeHeader(MsgType::kReadPart, 17, 1, h);
+  expect_refused(ParseHeader(h, sizeof(h), &hdr), "exceeds the limit");
+}
+
 TEST(RemoteProtocol, RejectsTruncatedMessages) {
   std::vector<uint8_t> buf;
   Encode(1, Alloc{4}, &buf);

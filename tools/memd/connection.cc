@@ -48,6 +48,45 @@ void RefuseForeignSlots(std::vector<uint8_t>* out, uint64_t id, const std::strin
                                      ") are not this session's"));
 }
 
+// Appends a reply header for `payload` bytes; returns where the payload goes.
+uint8_t* AppendReply(std::vector<uint8_t>* out, proto::MsgType type, size_t payload, uint64_t id) {
+  size_t n = out->size();
+  out->resize(n + proto::kHeaderSize + payload);
+  proto::EncodeHeader(type, uint32_t(payload), id, out->data() + n);
+  return out->data() + n + proto::kHeaderSize;
+}
+
+// Answers a read, write, read_part or write_part of session `s` (which holds no lock). Each is
+// checked against the session's own allocations under its shared lock.
+void ServeData(Server& srv, Session& s, uint64_t id, const proto::Body& body, const std::string& peer,
+               std::vector<uint8_t>* out) {
+  std::shared_lock<std::shared_mutex> lock(s.mu);
+  if (auto* m = std::get_if<proto::Read>(&body)) {
+    if (!srv.Owns(s, m->slot, m->count)) return RefuseForeignSlots(out, id, peer, s.id, "read", m->slot, m->count);
+    size_t bytes = size_t(m->count) * proto::kPageSize;
+    uint8_t* p = AppendReply(out, proto::MsgType::kReadOk, proto::kReadOkFixed + bytes, id);
+    proto::EncodeReadOkFixed(m->count, p);
+    std::memcpy(p + proto::kReadOkFixed, srv.SlotAddress(m->slot), bytes);
+  } else if (auto* m = std::get_if<proto::ReadPart>(&body)) {
+    if (!srv.Owns(s, m->slot, 1)) return RefuseForeignSlots(out, id, peer, s.id, "part read", m->slot, 1);
+    uint8_t* p = AppendReply(out, proto::MsgType::kReadPartOk, proto::kReadPartOkFixed + m->length, id);
+    proto::EncodeReadPartOkFixed(m->length, p);
+    std::memcpy(p + proto::kReadPartOkFixed, srv.SlotAddress(m->slot) + m->offset, m->length);
+  } else if (auto* m = std::get_if<proto::Write>(&body)) {
+    const Allocation* a = srv.OwnerOf(s, m->slot, m->count);
+    if (a == nullptr) return RefuseForeignSlots(out, id, peer, s.id, "write", m->slot, m->count);
+    std::memcpy(srv.SlotAddress(m->slot), m->data, size_t(m->count) * proto::kPageSize);
+    Server::NoteWrite(s, *a, m->slot, m->count);
+    proto::Encode(id, proto::WriteOk{}, out);
+  } else if (auto* m = std::get_if<proto::WritePart>(&body)) {
+    const Allocation* a = srv.OwnerOf(s, m->slot, 1);
+    if (a == nullptr) return RefuseForeignSlots(out, id, peer, s.id, "part write", m->slot, 1);
+    std::memcpy(srv.SlotAddress(m->slot) + m->offset, m->data, m->length);
+    Server::NoteWrite(s, *a, m->slot, 1);  // the slot now holds data, however little of it
+    proto::Encode(id, proto::WriteOk{}, out);
+  }
+}
+
 }  // namespace
 
 void Server::ServeConnection(Conn* c) {
@@ -118,34 +157,12 @@ void Server::ServeConnection(Conn* c) {
       }
       Session& s = *session;
       switch (h.type) {
-        case proto::MsgType::kRead: {
-          auto& m = std::get<proto::Read>(body);
-          std::shared_lock<std::shared_mutex> lock(s.mu);
-          if (!Owns(s, m.slot, m.count)) {
-            RefuseForeignSlots(&out.buf, id, peer, s.id, "read", m.slot, m.count);
-            break;
-          }
-          size_t n = out.buf.size();
-          size_t bytes = size_t(m.count) * proto::kPageSize;
-          out.buf.resize(n + proto::kHeaderSize + proto::kReadOkFixed + bytes);
-          proto::EncodeHeader(proto::MsgType::kReadOk, uint32_t(proto::kReadOkFixed + bytes), id, out.buf.data() + n);
-          proto::EncodeReadOkFixed(m.count, out.buf.data() + n + proto::kHeaderSize);
-          std::memcpy(out.buf.data() + n + proto::kHeaderSize + proto::kReadOkFixed, SlotAddress(m.slot), bytes);
+        case proto::MsgType::kRead:
+        case proto::MsgType::kWrite:
+        case proto::MsgType::kReadPart:
+        case proto::MsgType::kWritePart:
+          ServeData(*this, s, id, body, peer, &out.buf);
           break;
-        }
-        case proto::MsgType::kWrite: {
-          auto& m = std::get<proto::Write>(body);
-          std::shared_lock<std::shared_mutex> lock(s.mu);
-          const Allocation* a = OwnerOf(s, m.slot, m.count);
-          if (a == nullptr) {
-            RefuseForeignSlots(&out.buf, id, peer, s.id, "write", m.slot, m.count);
-            break;
-          }
-          std::memcpy(SlotAddress(m.slot), m.data, size_t(m.count) * proto::kPageSize);
-          NoteWrite(s, *a, m.slot, m.count);
-          proto::Encode(id, proto::WriteOk{}, &out.buf);
-          break;
-        }
         case proto::MsgType::kAlloc: {
           auto r = AllocSlots(s, std::get<proto::Alloc>(body).count);
           if (!r.ok()) {

@@ -154,7 +154,9 @@ StatusOr<SlotRange> RdmaTransport::AllocSlots(uint64_t count) {
   return r;
 }
 
-Status RdmaTransport::Post(const SlotRange& range, uint64_t slot, bool write, const void* src, void* dst, uint64_t cookie) {
+Status RdmaTransport::Post(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length, bool write,
+                           const void* src, void* dst, uint64_t cookie) {
+  TIERMEM_RETURN_IF_ERROR(CheckPart(offset, length));
   if (!broken_.ok()) return broken_;
   if (id_ == nullptr) return Unavailable(name() + ": not connected");
   if (slot < range.first || slot >= range.first + range.count) {
@@ -168,22 +170,33 @@ Status RdmaTransport::Post(const SlotRange& range, uint64_t slot, bool write, co
   r.seq = next_seq_++;
   r.cookie = cookie;
   r.write = write;
-  r.remote_addr = range.remote_addr + (slot - range.first) * kPage;
+  r.remote_addr = range.remote_addr + (slot - range.first) * kPage + offset;
   r.rkey = range.rkey;
+  r.length = length;
   r.staging = free_staging_.back();
   free_staging_.pop_back();
   r.dst = dst;
-  if (write) std::memcpy(staging_ + r.staging * kPage, src, kPage);
+  if (write) std::memcpy(staging_ + r.staging * kPage, src, length);
   queued_.push_back(r);
   return Status::Ok();
 }
 
 Status RdmaTransport::PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
-  return Post(range, slot, true, page, nullptr, cookie);
+  return Post(range, slot, 0, uint32_t(kPage), true, page, nullptr, cookie);
 }
 
 Status RdmaTransport::PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) {
-  return Post(range, slot, false, nullptr, page, cookie);
+  return Post(range, slot, 0, uint32_t(kPage), false, nullptr, page, cookie);
+}
+
+Status RdmaTransport::PostWritePart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
+                                    const void* data, uint64_t cookie) {
+  return Post(range, slot, offset, length, true, data, nullptr, cookie);
+}
+
+Status RdmaTransport::PostReadPart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
+                                   void* data, uint64_t cookie) {
+  return Post(range, slot, offset, length, false, nullptr, data, cookie);
 }
 
 Status RdmaTransport::Doorbell() {
@@ -193,7 +206,7 @@ Status RdmaTransport::Doorbell() {
   for (size_t i = 0; i < queued_.size(); ++i) {
     const Request& r = queued_[i];
     sges[i].addr = reinterpret_cast<uintptr_t>(staging_ + r.staging * kPage);
-    sges[i].length = uint32_t(kPage);
+    sges[i].length = r.length;
     sges[i].lkey = staging_mr_->lkey;
     ibv_send_wr& w = wrs[i];
     w = {};
@@ -232,7 +245,7 @@ Status RdmaTransport::Drain() {
       while (!posted_.empty() && posted_.front().seq <= wc[i].wr_id) {
         Request r = posted_.front();
         posted_.pop_front();
-        if (!r.write) std::memcpy(r.dst, staging_ + r.staging * kPage, kPage);
+        if (!r.write) std::memcpy(r.dst, staging_ + r.staging * kPage, r.length);
         free_staging_.push_back(r.staging);
         ready_.push_back(Completion{r.cookie, Status::Ok()});
       }

@@ -7,7 +7,7 @@
 // every kSignalEvery-th request and the last of each chain is signalled (RC completes in order,
 // so a signalled completion retires every earlier request). Pages go through a registered staging
 // area (kStagingPages pages): a write copies the page in before posting, a read copies it out at
-// completion. At most kStagingPages requests are in flight; a post beyond that first waits for
+// completion. A part request moves its bytes through the start of a staging page the same way. At most kStagingPages requests are in flight; a post beyond that first waits for
 // completions.
 //
 // Waiting for a completion: the CQ is polled busily for a short bounded time (SetBusyPoll,
@@ -60,6 +60,10 @@ class RdmaTransport final : public Transport {
   StatusOr<proto::ClientsOk> Clients(uint64_t after_session) override { return control_.Clients(after_session); }
   Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) override;
   Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
+  Status PostWritePart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
+                       const void* data, uint64_t cookie) override;
+  Status PostReadPart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length, void* data,
+                      uint64_t cookie) override;
   StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;
   size_t in_flight() const override { return queued_.size() + posted_.size(); }
   void SetBusyPoll(uint32_t microseconds) override { spin_ns_ = uint64_t(microseconds) * 1000; }
@@ -71,12 +75,15 @@ class RdmaTransport final : public Transport {
     uint64_t seq;
     uint64_t cookie;
     bool write;
-    uint64_t remote_addr;
+    uint64_t remote_addr;  // the slot's address plus the offset of a part request
     uint32_t rkey;
-    size_t staging;  // index of the staging page
-    void* dst;       // reads
+    uint32_t length;  // bytes moved: kPage, or a part's length
+    size_t staging;   // index of the staging page (a part uses its first `length` bytes)
+    void* dst;        // reads
   };
-  Status Post(const SlotRange& range, uint64_t slot, bool write, const void* src, void* dst, uint64_t cookie);
+  // Queues the RDMA READ/WRITE of `length` bytes at byte `offset` of `slot`.
+  Status Post(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length, bool write,
+              const void* src, void* dst, uint64_t cookie);
   Status WaitEvent(int expected, uint32_t timeout_ms);
   Status Doorbell();
   // Retires completions into ready_; waits up to wait_ms for at least one.

@@ -28,6 +28,10 @@ class TcpTransport final : public Transport {
   StatusOr<proto::ClientsOk> Clients(uint64_t after_session) override;
   Status PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) override;
   Status PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) override;
+  Status PostWritePart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
+                       const void* data, uint64_t cookie) override;
+  Status PostReadPart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length, void* data,
+                      uint64_t cookie) override;
   StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;
   size_t in_flight() const override { return pending_.size(); }
   void SetBusyPoll(uint32_t microseconds) override { busy_poll_ns_ = uint64_t(microseconds) * 1000; }
@@ -40,8 +44,16 @@ class TcpTransport final : public Transport {
     proto::MsgType expect;
     bool control;
     uint64_t cookie;
-    void* dst;  // reads
+    void* dst;        // reads
+    uint32_t length;  // reads: the bytes the reply carries for dst
+    bool part;        // read_part / write_part
   };
+  // Appends a header for `payload` bytes to out_; returns where the payload goes.
+  uint8_t* AppendMessage(proto::MsgType type, uint32_t payload, uint64_t id);
+  // Records a posted data request; flushes when enough is queued.
+  Status Queue(const Pending& p);
+  // Fails the connection for an error the server sent with request id 0 (a message it refused).
+  Status FailRefused(const proto::Error& e);
   // Sends what it can and reads what arrived, waiting up to wait_ms for progress.
   Status Pump(int wait_ms);
   Status Flush();
