@@ -48,6 +48,10 @@ const OptionSpec kTable[] = {
     TM_OPT("TIERMEM_REPLICAS", OptionKind::kUint, "1", replicas,
            "copies of each evicted page, on distinct memory servers (1-4; 2 advised with 3 or more "
            "servers): a fault reads the fastest, and a server lost takes no page with it"),
+    TM_OPT("TIERMEM_REMOTE_CODE", OptionKind::kString, "", remote_code,
+           "erasure coding instead of replicas: k+m such as 4+2 (k data pieces: 2, 4 or 8; m parity "
+           "pieces: 1 to 4) on k+m distinct memory servers; a fault reads the first k that answer, "
+           "and m servers may be lost; needs ISA-L (libisal2). Empty: off"),
     TM_OPT("TIERMEM_REPAIR_RATE", OptionKind::kUint, "50000", repair_rate,
            "pages per second copied to restore the replicas a lost memory server held"),
     TM_OPT("TIERMEM_REGION_SIZE", OptionKind::kSize, "64G", region_size,

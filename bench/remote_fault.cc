@@ -101,6 +101,8 @@ struct Tiered {
   uint64_t faults = 0, prefetched = 0, servers_lost = 0, failovers = 0;
   size_t verified = 0;
   double rereplication_s = 0;  // kill to no page short of a replica (with `kill`)
+  bool rebuilt = false;        // with `kill`: every page had its copies (pieces) back
+  double server_pages_per_page = 0;  // server memory held per page evicted (slots / pages)
 };
 
 // One tiered pass: a runtime on `url` with `replicas`, pages evicted, touched in `pattern`'s
@@ -110,6 +112,8 @@ struct Tiered {
 struct PassArgs {
   std::string url, token, prefetch, pattern;
   size_t pages = 0, replicas = 1, threads = 1;
+  std::string code;   // TIERMEM_REMOTE_CODE ("4+2"), or "" for replicas
+  bool spare = true;  // with `kill`: a server is left to restore the copies on (else no wait)
 };
 
 Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kill, Tiered* out) {
@@ -120,6 +124,7 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
   o.Set("token", token);
   o.Set("prefetch", prefetch);
   o.Set("replicas", static_cast<uint64_t>(replicas));
+  o.Set("remote_code", a.code);
   TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Start(o));
   if (!rt->HasTier(Tier::kRemote)) return Unavailable(rt->Stats()[2].absent_reason);
   TIERMEM_ASSIGN_OR_RETURN(void* mem, rt->Allocate(pages * kPage, Tier::kDram));
@@ -129,6 +134,12 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
   TIERMEM_ASSIGN_OR_RETURN(MigrateResult m, rt->Migrate(base, pages * kPage, Tier::kRemote));
   const double evict_s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (m.pages_moved != pages) return Internal("eviction: not every page moved");
+  {
+    const RuntimeCounters c = rt->Counters();
+    uint64_t slots = 0;
+    for (const auto& srv : c.servers) slots += srv.slots;
+    out->server_pages_per_page = double(slots) / double(pages);
+  }
   Clock::time_point killed;
   std::thread watcher;
   double repaired_at = 0;
@@ -141,6 +152,8 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
     }
     (*kill)[victim]->Stop(SIGKILL);
     killed = Clock::now();
+  }
+  if (kill != nullptr && a.spare) {
     // The repair runs while the touches below fault: a watcher times it on its own, from the
     // kill until no page is short of a replica (at most 60 s).
     watcher = std::thread([&rt, killed, &repaired_at, &restored] {
@@ -205,6 +218,7 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
     // restores them all the same.
     watcher.join();
     out->rereplication_s = repaired_at;
+    out->rebuilt = restored;
     if (!restored) return DeadlineExceeded("replicas not restored within 60 s");
     after = rt->Counters();
   }
@@ -249,8 +263,13 @@ int RemoteFault(int argc, char** argv) {
   AddCount(app, "--servers", nservers, ParseUint, "1", "16", "memds to start (on --host, ports chosen by the kernel)");
   AddCount(app, "--replicas", replicas, ParseUint, "1", "4",
            "TIERMEM_REPLICAS for the tiered run (with more than 1, a pass with one replica runs first on the same servers)");
+  std::string code;
+  app.add_option("--code", code,
+                 "TIERMEM_REMOTE_CODE (k+m, e.g. 4+2) for the tiered run instead of replicas; a pass with 2 replicas "
+                 "runs first on the same servers");
   AddSwitch(app, "--kill-one", kill_one,
-            "kill (SIGKILL) the memd with the most copies right after the eviction, and time the repair");
+            "kill (SIGKILL) the memd with the most copies right after the eviction, and time the repair (with "
+            "--code, only when --servers exceeds k+m: otherwise no server is left to rebuild on)");
   AddSwitch(app, "--json", json, "print one JSON object");
   app.footer(
       "JSON keys (--json): pages, pattern, prefetch, verified_pages, fault_p50_us, fault_p99_us (per\n"
@@ -259,14 +278,38 @@ int RemoteFault(int argc, char** argv) {
       "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page, servers,\n"
       "  replicas, threads, servers_lost; with --kill-one rereplication_s (kill to every page with its replicas\n"
       "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
-      "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica\n"
+      "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica;\n"
+      "  server_pages_per_page (server memory held per page); with --code code, rebuilt (false: no\n"
+      "  spare server), two_replicas_fault_p50_us, two_replicas_evict_pages_per_s,\n"
+      "  two_replicas_server_pages_per_page, fault_p50_vs_two_replicas, evict_rate_vs_two_replicas\n"
       "Environment: TIERMEM_TOKEN (the token when --token is not given); TIERMEM_BENCH_MEMD_LOG=1\n"
       "  shows the started memd's log on stderr.");
   if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
   if (pages == 0) pages = 1;
   if (token.empty() && getenv("TIERMEM_TOKEN") != nullptr) token = getenv("TIERMEM_TOKEN");
 
-  if (replicas < 1 || replicas > nservers || (kill_one && replicas < 2) || (!server.empty() && (nservers > 1 || kill_one))) {
+  // k+m: the form only (the runtime refuses unsupported numbers, naming them).
+  size_t code_k = 0, code_m = 0;
+  if (!code.empty()) {
+    const size_t plus = code.find('+');
+    const bool form = plus != std::string::npos && plus > 0 && plus + 1 < code.size() && plus <= 2 &&
+                      code.size() - plus - 1 <= 2 && code.find_first_not_of("0123456789+") == std::string::npos &&
+                      code.find('+', plus + 1) == std::string::npos;
+    if (form) {
+      code_k = std::stoul(code.substr(0, plus));
+      code_m = std::stoul(code.substr(plus + 1));
+    }
+    const char* why = !form ? "expected k+m such as 4+2"
+                      : replicas != 1 ? "--code and --replicas exclude each other"
+                      : code_k + code_m > nservers ? "needs --servers of at least k+m"
+                                                   : nullptr;
+    if (why != nullptr) {
+      fprintf(stderr, "tiermem-bench remote-fault: --code %s: %s\n", code.c_str(), why);
+      return 2;
+    }
+  }
+  if (replicas < 1 || replicas > nservers || (kill_one && replicas < 2 && code.empty()) ||
+      (!server.empty() && (nservers > 1 || kill_one))) {
     fprintf(stderr, "tiermem-bench remote-fault: --replicas must be 1 to --servers (%zu)%s%s\n", nservers,
             kill_one ? "; --kill-one needs --replicas 2 or more" : "",
             server.empty() ? "" : "; --servers and --kill-one start their own memds (no --server)");
@@ -309,8 +352,19 @@ int RemoteFault(int argc, char** argv) {
 
   // With replicas, the same run on the same servers with one replica first: the side-by-side
   // figures (fault p50 and eviction rate) of replication's cost.
-  const PassArgs pass{url, token, prefetch, pattern, pages, replicas, threads};
-  Tiered one;
+  const PassArgs pass{url, token, prefetch, pattern, pages, replicas, threads, code,
+                      code.empty() || nservers > code_k + code_m};
+  Tiered one, two;
+  if (!code.empty()) {
+    PassArgs copies = pass;
+    copies.code.clear();
+    copies.replicas = 2;
+    s = RunTiered(copies, nullptr, &two);
+    if (!s.ok()) {
+      fprintf(stderr, "tiermem-bench remote-fault: two replicas: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   if (replicas > 1) {
     PassArgs one_copy = pass;
     one_copy.replicas = 1;
@@ -340,8 +394,20 @@ int RemoteFault(int argc, char** argv) {
            raw.write_pages_per_s, access_gbps, raw.stream_gbps, static_cast<unsigned long long>(faults),
            static_cast<unsigned long long>(prefetched), double(faults) / double(pages), nservers, replicas, threads,
            static_cast<unsigned long long>(t.servers_lost));
-    if (kill_one) printf(",\"rereplication_s\":%.3f,\"failovers\":%llu", t.rereplication_s,
-                         static_cast<unsigned long long>(t.failovers));
+    printf(",\"server_pages_per_page\":%.3f", t.server_pages_per_page);
+    if (kill_one) {
+      if (pass.spare) printf(",\"rereplication_s\":%.3f", t.rereplication_s);
+      else printf(",\"rereplication_s\":null");
+      printf(",\"failovers\":%llu", static_cast<unsigned long long>(t.failovers));
+    }
+    if (!code.empty()) {
+      printf(",\"code\":\"%s\",\"two_replicas_fault_p50_us\":%.2f,\"two_replicas_evict_pages_per_s\":%.0f,"
+             "\"two_replicas_server_pages_per_page\":%.3f,\"fault_p50_vs_two_replicas\":%.3f,"
+             "\"evict_rate_vs_two_replicas\":%.3f",
+             code.c_str(), two.p50, two.evict_rate, two.server_pages_per_page,
+             two.p50 > 0 ? p50 / two.p50 : 0.0, two.evict_rate > 0 ? evict_rate / two.evict_rate : 0.0);
+      if (kill_one) printf(",\"rebuilt\":%s", t.rebuilt ? "true" : "false");
+    }
     if (replicas > 1) {
       printf(",\"one_replica_fault_p50_us\":%.2f,\"one_replica_evict_pages_per_s\":%.0f,"
              "\"fault_p50_vs_one_replica\":%.3f,\"evict_rate_vs_one_replica\":%.3f",
@@ -359,13 +425,23 @@ int RemoteFault(int argc, char** argv) {
     printf("  touches (%s)    %.3f GB/s, %llu faults, %llu pages prefetched (raw read stream %.3f GB/s)\n",
            pattern.c_str(), access_gbps, static_cast<unsigned long long>(faults),
            static_cast<unsigned long long>(prefetched), raw.stream_gbps);
+    if (!code.empty()) {
+      printf("  coded %s        %.2f pages of server memory per page; 2 replicas: fault p50 %8.2f us, eviction %10.0f "
+             "pages/s, %.2f pages per page (same servers, same run)\n",
+             code.c_str(), t.server_pages_per_page, two.p50, two.evict_rate, two.server_pages_per_page);
+    }
     if (replicas > 1) {
       printf("  one replica     fault p50 %8.2f us, eviction %10.0f pages/s (same servers, same run)\n", one.p50,
              one.evict_rate);
     }
     if (kill_one) {
-      printf("  server killed   after the eviction: %llu failovers, replicas restored in %.3f s\n",
-             static_cast<unsigned long long>(t.failovers), t.rereplication_s);
+      if (pass.spare) {
+        printf("  server killed   after the eviction: %llu failovers, copies restored in %.3f s\n",
+               static_cast<unsigned long long>(t.failovers), t.rereplication_s);
+      } else {
+        printf("  server killed   after the eviction: %llu failovers, no spare server to rebuild on\n",
+               static_cast<unsigned long long>(t.failovers));
+      }
     }
     printf("  verified        %zu of %zu pages\n", verified, pages);
   }

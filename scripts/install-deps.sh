@@ -16,6 +16,7 @@ PKGS=(
   libcxl-dev libdaxctl-dev ndctl daxctl
   busybox-static cpio kmod iproute2 xz-utils
   libjemalloc-dev libjemalloc2 libmimalloc-dev libmimalloc2.0
+  libisal-dev libisal2
   gnuplot-nox python3 sqlite3 memcached redis-server
 )
 apt_install() {

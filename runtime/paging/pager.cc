@@ -46,7 +46,25 @@ Status Pager::Init(PagerConfig config) {
                            std::to_string(config_.replicas) + " memory servers; TIERMEM_REMOTE lists " +
                            std::to_string(eps.size()));
   }
-  replicas_ = config_.replicas;
+  members_ = config_.replicas;
+  TIERMEM_ASSIGN_OR_RETURN(CodeShape shape, ParseCodeShape(config_.code));
+  if (shape.k != 0) {
+    if (config_.replicas > 1) {
+      return InvalidArgument("TIERMEM_REMOTE_CODE=" + config_.code + " and TIERMEM_REPLICAS=" +
+                             std::to_string(config_.replicas) +
+                             " exclude each other: a page is either coded or copied");
+    }
+    if (shape.n() > eps.size()) {
+      return InvalidArgument("TIERMEM_REMOTE_CODE=" + config_.code + " needs at least " + std::to_string(shape.n()) +
+                             " memory servers (k+m, one piece on each); TIERMEM_REMOTE lists " +
+                             std::to_string(eps.size()));
+    }
+    TIERMEM_ASSIGN_OR_RETURN(code_, ErasureCode::Make(shape));
+    members_ = shape.n();
+    need_ = shape.k;
+    per_slot_ = shape.k;
+    piece_ = code_->piece_bytes(kPage);
+  }
   auto uffd = os::UffdOpen();
   if (!uffd.ok()) {
     return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
@@ -108,10 +126,10 @@ Status Pager::Init(PagerConfig config) {
     TM_LOG_WARN("remote tier: %zu of %zu memory servers unreachable, pages go to the others: %s",
                 servers_.size() - connected, servers_.size(), tried.c_str());
   }
-  if (connected < replicas_) {
-    TM_LOG_WARN("remote tier: %zu memory servers reachable, fewer than TIERMEM_REPLICAS=%u: no page "
+  if (connected < members_) {
+    TM_LOG_WARN("remote tier: %zu memory servers reachable, fewer than %s needs: no page "
                 "can be evicted until enough of them answer",
-                connected, replicas_);
+                connected, Redundancy().c_str());
   }
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
   {
@@ -125,8 +143,13 @@ Status Pager::Init(PagerConfig config) {
       RepairLoop();
     });
   }
-  TM_LOG_INFO("remote tier: memory servers %s, %u replica%s of each page (write-protect tracking %s)",
-              server_.c_str(), replicas_, replicas_ == 1 ? "" : "s", wp_ ? "on" : "off");
+  if (code_) {
+    TM_LOG_INFO("remote tier: memory servers %s, each page in %u data and %u parity pieces (write-protect tracking %s)",
+                server_.c_str(), code_->shape().k, code_->shape().m, wp_ ? "on" : "off");
+  } else {
+    TM_LOG_INFO("remote tier: memory servers %s, %u replica%s of each page (write-protect tracking %s)",
+                server_.c_str(), members_, members_ == 1 ? "" : "s", wp_ ? "on" : "off");
+  }
   return Status::Ok();
 }
 
@@ -242,7 +265,7 @@ std::vector<PagerServerStats> Pager::server_stats() const {
     st.written = s->c->written.load(std::memory_order_relaxed);
     st.faults = s->c->faults.load(std::memory_order_relaxed);
     st.fetched = s->c->fetched.load(std::memory_order_relaxed);
-    st.full = st.connected && st.pages == st.slots &&
+    st.full = st.connected && st.pages >= st.slots * per_slot_ &&
               s->full_until_ns.load(std::memory_order_relaxed) > now;
     st.down = s->down.load(std::memory_order_acquire);
     if (st.down) st.down_reason = DownReason(out.size() - 1);
@@ -258,13 +281,13 @@ bool Pager::Full() const {
     const Server& s = *servers_[k];
     const uint64_t slots = s.c->slots.load(std::memory_order_relaxed);
     const uint64_t pages = s.c->pages.load(std::memory_order_relaxed);
-    if (!s.refused.load(std::memory_order_relaxed) || pages < slots) ++able;
+    if (!s.refused.load(std::memory_order_relaxed) || pages < slots * per_slot_) ++able;
   }
-  return able < replicas_;
+  return able < members_;
 }
 
 uint64_t Pager::CapacityPages() const {
-  // Each page takes `replicas` slots.
+  // Each page takes `replicas` slots, or k+m pieces of which a slot holds k.
   uint64_t pages = 0;
   for (size_t k = 0; k < servers_.size(); ++k) {
     if (!Usable(k)) continue;
@@ -272,7 +295,7 @@ uint64_t Pager::CapacityPages() const {
     const uint64_t cap = s.c->capacity_pages.load(std::memory_order_relaxed);
     pages += s.quota != 0 && s.quota < cap ? s.quota : cap;
   }
-  return pages / replicas_;
+  return pages * per_slot_ / members_;
 }
 
 void Pager::DescribeServers(char* buf, size_t n) const {
@@ -327,6 +350,8 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
   void* mem = os::Reserve(kBatch * kPage, &err);
   if (mem == nullptr) return ErrnoToStatus(-err, "mmap staging buffer");
   auto* staging = static_cast<char*>(mem);
+  const size_t spare_bytes = SpareBytes();  // coded pages: their parity pieces
+  std::vector<char> spare(kBatch * spare_bytes);
   std::vector<uint64_t> idx(kBatch);
   std::vector<ReadReq> reqs(kBatch);
   std::vector<size_t> outstanding(servers_.size());
@@ -354,6 +379,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         Fatal(region.PageAddress(b + i), first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
       }
       r.buf = staging + posted * kPage;
+      r.spare = spare.data() + posted * spare_bytes;
       idx[posted] = b + i;
       if (!PostReplicaRead(false, r, posted, outstanding)) FatalAll(region.PageAddress(b + i), r.ref, r.last);
       ++posted;

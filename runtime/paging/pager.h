@@ -73,6 +73,7 @@
 #include "base/counters.h"
 #include "base/os.h"
 #include "runtime/core/region.h"
+#include "runtime/paging/erasure.h"
 #include "runtime/paging/prefetch.h"
 #include "tiermem/status.hpp"
 
@@ -110,6 +111,11 @@ struct PagerConfig {
   // TIERMEM_REPLICAS: copies of each evicted page, on distinct servers (1..kMaxReplicas, and at
   // most the number of servers listed: Start refuses more, naming both numbers).
   uint32_t replicas = 1;
+  // TIERMEM_REMOTE_CODE: "k+m" (erasure.h) instead of replicas: each evicted page is k data and
+  // m parity pieces on k+m distinct servers, read back from the first k that answer. Empty: off.
+  // Start refuses a malformed one, one with TIERMEM_REPLICAS > 1, and one with fewer servers
+  // listed than k+m, before anything connects.
+  std::string code;
   // TIERMEM_REPAIR_RATE: pages per second the repair thread copies to restore lost replicas.
   uint64_t repair_rate = 50000;
   // Where the counters live (the process's stats block); the pager's own when null. `servers`
@@ -139,7 +145,7 @@ struct PagerServerStats {
   std::string server;      // "tcp://127.0.0.1:7471"
   bool connected = false;  // reached at start (an unreachable one gets no pages)
   std::string error;       // why not, when it was not reached
-  uint64_t pages = 0;      // pages whose copy is on this server now (slots in use)
+  uint64_t pages = 0;      // pages whose copy (or, coded, one piece) is on this server now
   uint64_t slots = 0;      // slots this process holds there (allocated from memd)
   uint64_t written = 0;    // pages written to it
   uint64_t faults = 0;     // pages fetched from it by the fault handler
@@ -151,6 +157,9 @@ struct PagerServerStats {
 
 // The most copies TIERMEM_REPLICAS may ask for.
 inline constexpr uint32_t kMaxReplicas = 4;
+// The most members of a group: replicas, or the pieces of an erasure code.
+inline constexpr uint32_t kMaxMembers = kMaxCodePieces;
+static_assert(kMaxMembers >= kMaxReplicas && kMaxMembers <= 16, "a read's cookie keeps the member in 4 bits");
 // Slots per group of replicas at most (16 MiB of pages; PagerConfig::slot_chunk with one copy).
 inline constexpr uint64_t kReplicaRangeSlots = 4096;
 
@@ -254,15 +263,17 @@ class Pager {
     uint32_t gen = 0;  // the server's session (Server::gen) the slots belong to
   };
   // A pager slot's places: one memd slot on each member of its range (`offset` into each).
-  // `join`: a replacement member being filled by the repair thread (written, never read).
+  // `join`: a replacement member being filled by the repair thread (written, never read), in
+  // the place of member `join_of`. With a code, member i keeps piece i of every page of the
+  // range, the pieces of `per_slot` consecutive pager slots in one memd slot.
   struct SlotRef {
     uint32_t n = 0;
-    Member m[kMaxReplicas];
+    Member m[kMaxMembers];
     bool has_join = false;
+    uint32_t join_of = 0;
     Member join;
     uint64_t offset = 0;
     size_t range = 0;  // index in ranges_
-    uint64_t slot(uint32_t i) const { return m[i].memd.first + offset; }
   };
   // Pager slots are numbered across servers: each range (group) memd hands out gets the next
   // `count` pager slots. Records store pager slot + 1 (0 = none). Members and join change only
@@ -272,21 +283,29 @@ class Pager {
     uint64_t first = 0;  // first pager slot
     uint64_t count = 0;
     uint32_t n = 0;      // members
-    Member m[kMaxReplicas];
+    Member m[kMaxMembers];
     bool has_join = false;
+    uint32_t join_of = 0;  // the member `join` replaces
     Member join;
     std::vector<uint64_t> free;       // unused pager slots of it; io_mu_
     std::atomic<uint64_t> used{0};    // slots of it in use (written with io_mu_)
   };
-  // A page read that turns to another replica when its server fails.
+  // A page read that turns to another replica (or piece) when its server fails. With replicas
+  // one member is asked at a time; with a code, k + kLateReads pieces at once, and the page is
+  // whole (decoded if a data piece is missing) once k have arrived. Completions carry the cookie
+  // j * kCookieMembers + member.
   struct ReadReq {
     SlotRef ref;
     uint32_t tried = 0;        // bit i: member i was asked
-    size_t server = SIZE_MAX;  // the server asked now; SIZE_MAX: answered, or not posted
-    char* buf = nullptr;       // where the page goes
-    uint64_t posted_ns = 0;    // when it was posted (the server's read latency)
+    uint32_t out = 0;          // bit i: member i's read is in flight
+    uint32_t got = 0;          // bit i: member i's piece arrived (code)
+    bool done = false;         // the page is whole in buf (on_done was called)
+    char* buf = nullptr;       // where the page goes (data pieces at their place in it)
+    char* spare = nullptr;     // code: m pieces' room for the parity pieces read
+    uint64_t posted_ns = 0;    // when it was posted (the servers' read latency)
     Status last;               // the latest failure
   };
+  static constexpr uint64_t kCookieMembers = 16;
   // Where the completions of requests posted to several servers are collected.
   struct CollectError {
     size_t server = 0;
@@ -353,6 +372,8 @@ class Pager {
   // PagerServerCounters::debt); the repair thread calls it after each change it makes.
   void CountDebt();      // a stats request to each usable server: one that fails is marked down
   Status CopyRange(size_t range, const Member& to, const std::vector<uint8_t>& in_use);
+  // Coded ranges: member `bad`'s pieces rebuilt from k others and written to `to`.
+  Status RebuildRange(size_t range, uint32_t bad, const Member& to, const std::vector<uint8_t>& in_use);
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
   StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
@@ -363,6 +384,8 @@ class Pager {
     std::vector<uint64_t> pm;
     std::vector<uint8_t> claimed;
     std::vector<size_t> outstanding, written;
+    std::vector<char> parity;  // coded: the parity pieces of the window's pages (SpareBytes each)
+    bool no_fresh = false;     // no healthy group could take a page of an unhealthy one
     size_t placement;        // chosen at the first page that needs a new slot
     uint64_t became_remote = 0;
     bool server_lost = false;  // the last window failed because a server failed (now down)
@@ -374,9 +397,32 @@ class Pager {
   // server only when no other has anything ready. Fails on a poll error or a timeout.
   template <typename OnDone>
   bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done);
-  // Posts `r` (cookie `cookie`) to its best replica not yet tried, on the fault or io connection;
-  // a server whose post fails is marked down and the next is tried. False when none is left.
-  bool PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t cookie, std::vector<size_t>& outstanding);
+  // Posts the reads of `r` (request number j) that it still needs: its best replica not yet
+  // tried, or (code) pieces up to k + kLateReads in flight or arrived, on the fault or io
+  // connection; a server whose post fails is marked down and the next is tried. False when too
+  // few members are left to give the page (pager_reads.cc).
+  bool PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t j, std::vector<size_t>& outstanding);
+  // A completion of member i's read of `r` from `server`: true when the page is whole now (the
+  // caller calls on_done), false otherwise (more pieces due, a stale completion, or a failure:
+  // then *retry says whether the read must be posted again).
+  bool OnReadCompletion(ReadReq& r, uint32_t i, size_t server, const Status& st, bool* retry);
+  // Where member i of `ref` keeps its copy (replicas) or its piece (code) of the page: memd slot
+  // and byte offset in it. Piece bytes: piece_.
+  uint64_t MemberSlot(const SlotRef& ref, const Member& m) const {
+    return m.memd.first + ref.offset / per_slot_;
+  }
+  uint32_t PieceOffset(const SlotRef& ref) const {
+    return static_cast<uint32_t>((ref.offset % per_slot_) * piece_);
+  }
+  // Bytes of parity pieces one coded read may hold (0 with replicas).
+  size_t SpareBytes() const { return code_ ? code_->shape().m * piece_ : 0; }
+  // A member not in `tried` that is marked down but still connected in its slots' session
+  // (the failure that marked it may have been its other connection's); -1 when none.
+  int LastResort(const SlotRef& ref, uint32_t tried) const;
+  // The member to ask next for a piece (code): data pieces first, then parity; -1 when none.
+  int PickPiece(const SlotRef& ref, uint32_t tried) const;
+  // "TIERMEM_REPLICAS=2" or "TIERMEM_REMOTE_CODE=4+2": for messages.
+  std::string Redundancy() const;
   // Collect for reads with failover: a read whose server fails is posted to another replica.
   // req(j) is the request of cookie j (nullptr: none); on_done(j, server) for each page read;
   // on_lost(j) for a read no replica could serve (r.last says why).
@@ -400,7 +446,11 @@ class Pager {
   mutable std::mutex slots_mu_;  // ranges_ (read by the fault thread)
   std::vector<std::unique_ptr<Range>> ranges_;  // sorted by first (pager slots only grow)
   uint64_t next_slot_ = 0;       // io_mu_ and slots_mu_
-  uint32_t replicas_ = 1;
+  uint32_t members_ = 1;  // members of a group: replicas, or k+m pieces
+  uint32_t need_ = 1;     // members whose copy or piece a read needs: 1, or k
+  uint64_t per_slot_ = 1; // pager slots per memd slot: 1, or k (a piece each)
+  size_t piece_ = 4096;   // bytes of a member's copy of a page: a page, or a piece
+  std::unique_ptr<ErasureCode> code_;  // TIERMEM_REMOTE_CODE; null with replicas
   std::thread thread_;
   std::thread repair_thread_;
   mutable std::mutex repair_mu_;
@@ -471,23 +521,20 @@ template <typename Req, typename OnDone, typename OnLost>
 void Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
                          OnDone&& on_done, OnLost&& on_lost) {
   // With one replica a failed server is fatal to the read: the caller's one error line says so.
-  const bool quiet = replicas_ == 1;
+  const bool quiet = members_ == 1;
   std::vector<size_t> retry;
   for (;;) {
     retry.clear();
     CollectError cerr;
     const bool ok = Collect(fault_conn, outstanding, &cerr, [&](size_t k, const remote::Completion& c) {
-      ReadReq* r = req(c.cookie);
-      if (r == nullptr || r->server != k) return;
-      r->server = SIZE_MAX;
-      if (c.status.ok()) {
-        NoteReadLatency(k, os::MonotonicNanos() - r->posted_ns);
-        on_done(c.cookie, k);
-        return;
+      const uint64_t j = c.cookie / kCookieMembers;
+      ReadReq* r = req(j);
+      if (r == nullptr) return;
+      bool again = false;
+      if (OnReadCompletion(*r, static_cast<uint32_t>(c.cookie % kCookieMembers), k, c.status, &again)) {
+        on_done(j, k);
       }
-      r->last = c.status;
-      MarkDown(k, c.status, quiet);
-      retry.push_back(c.cookie);
+      if (again) retry.push_back(j);
     });
     if (!ok) {
       // The connection failed as a whole: everything still out on it goes elsewhere.
@@ -495,10 +542,17 @@ void Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
       outstanding[cerr.server] = 0;
       for (size_t j = 0; j < n; ++j) {
         ReadReq* r = req(j);
-        if (r == nullptr || r->server != cerr.server) continue;
-        r->server = SIZE_MAX;
+        if (r == nullptr) continue;
+        bool lost_one = false;
+        for (uint32_t i = 0; i < r->ref.n; ++i) {
+          if (((r->out >> i) & 1u) && r->ref.m[i].server == cerr.server) {
+            r->out &= ~(1u << i);
+            lost_one = true;
+          }
+        }
+        if (!lost_one) continue;
         r->last = cerr.status;
-        retry.push_back(j);
+        if (!r->done) retry.push_back(j);
       }
     }
     if (ok && retry.empty()) return;

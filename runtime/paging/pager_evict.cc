@@ -135,8 +135,9 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
       // room (written again even when clean), so it has all its replicas once dropped. When
       // none has, it stays and is written to the members that are up; the repair thread
       // restores the rest.
-      if (!Healthy(*ranges_[ref.range])) {
+      if (!Healthy(*ranges_[ref.range]) && !w->no_fresh) {
         auto fresh = TakeSlot(&placement, /*announce_full=*/false);
+        w->no_fresh = !fresh.ok();  // not asked again for the rest of this eviction
         if (fresh.ok()) {
           GiveSlot(slot1 - 1);
           slot1 = uint32_t(*fresh + 1);
@@ -166,11 +167,31 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
         break;
       }
     }
-    // To every member, and to a replacement being filled (join): all must acknowledge.
-    auto post = [&](const Member& mem) {
+    // To every member, and to a replacement being filled (join): all must acknowledge. Coded:
+    // member p gets piece p (a slice of the page, or parity computed here).
+    const char* page = region.PageAddress(idx[i]);
+    char* parity = nullptr;
+    if (code_) {
+      const CodeShape& shape = code_->shape();
+      if (w->parity.empty()) w->parity.resize(kBatch * SpareBytes());
+      parity = w->parity.data() + i * SpareBytes();
+      const uint8_t* data[kMaxCodeData];
+      uint8_t* out[kMaxCodeParity];
+      for (uint32_t d = 0; d < shape.k; ++d) data[d] = reinterpret_cast<const uint8_t*>(page + d * piece_);
+      for (uint32_t q = 0; q < shape.m; ++q) out[q] = reinterpret_cast<uint8_t*>(parity + q * piece_);
+      code_->Encode(piece_, data, out);
+    }
+    auto post = [&](const Member& mem, uint32_t piece) {
       if (!Usable(mem.server)) return true;  // down: the repair thread restores this copy
       Server& srv = *servers_[mem.server];
-      Status s = srv.io->PostWrite(mem.memd, mem.memd.first + ref.offset, region.PageAddress(idx[i]), i);
+      Status s;
+      if (code_) {
+        const uint32_t k = code_->shape().k;
+        const char* src = piece < k ? page + size_t(piece) * piece_ : parity + size_t(piece - k) * piece_;
+        s = srv.io->PostWritePart(mem.memd, MemberSlot(ref, mem), PieceOffset(ref), static_cast<uint32_t>(piece_), src, i);
+      } else {
+        s = srv.io->PostWrite(mem.memd, MemberSlot(ref, mem), page, i);
+      }
       if (!s.ok()) {
         failure = s;
         failure_server = srv.name;
@@ -183,12 +204,15 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
     };
     const size_t before = std::accumulate(written.begin(), written.end(), size_t{0});
     bool posted = true;
-    for (uint32_t r = 0; r < ref.n && posted; ++r) posted = post(ref.m[r]);
-    if (posted && ref.has_join) posted = post(ref.join);
+    for (uint32_t r = 0; r < ref.n && posted; ++r) posted = post(ref.m[r], r);
+    if (posted && ref.has_join) posted = post(ref.join, ref.join_of);
     if (!posted) break;
-    if (std::accumulate(written.begin(), written.end(), size_t{0}) == before) {
-      // Every server of its group is down and no healthy group had room: it stays local.
-      failure = Unavailable("no memory server of the page's replicas is up (" + MemberNames(ref) + ")");
+    const size_t wrote = std::accumulate(written.begin(), written.end(), size_t{0}) - before;
+    if (wrote < need_) {
+      // Too many servers of its group are down and no healthy group had room: it stays local.
+      failure = Unavailable(code_ ? "fewer than " + std::to_string(need_) + " memory servers of the page's pieces are up (" +
+                                        MemberNames(ref) + ")"
+                                  : "no memory server of the page's replicas is up (" + MemberNames(ref) + ")");
       break;
     }
   }

@@ -105,6 +105,17 @@ void Pager::FaultLoop() {
     RemoveExitFiles();
     std::_Exit(kRemoteLostExitCode);
   }
+  // Coded pages: room for the parity pieces each read may bring (a page's share of `spare`).
+  const size_t spare_bytes = SpareBytes();
+  char* spare = nullptr;
+  if (spare_bytes > 0) {
+    spare = static_cast<char*>(os::Reserve(kBatch * spare_bytes, &err));
+    if (spare == nullptr) {
+      TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
+      RemoveExitFiles();
+      std::_Exit(kRemoteLostExitCode);
+    }
+  }
   auto resident = [&](Region& region, uint64_t first, uint64_t n) {
     if (config_.on_resident) config_.on_resident(region, first, n, true);
   };
@@ -142,6 +153,7 @@ void Pager::FaultLoop() {
       Pending& p = pending.emplace_back(Pending{region, static_cast<uint64_t>(at), false, 0, true});
       p.rr.ref = ref;
       p.rr.buf = staging + j * kPage;
+      p.rr.spare = spare + j * spare_bytes;
       // No replica to read from: nobody needs the page yet; a fault on it meets the trouble.
       if (!PostReplicaRead(true, p.rr, j, outstanding)) {
         r.state.store(S(PageState::kRemote), std::memory_order_release);
@@ -249,6 +261,7 @@ void Pager::FaultLoop() {
             Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
           }
           p.rr.buf = staging + j * kPage;
+          p.rr.spare = spare + j * spare_bytes;
           if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
           if (prefetcher_.max_window() > 0) fetch_ahead(region, index, f.tid, *got - k - 1);
           continue;
@@ -319,6 +332,7 @@ void Pager::FaultLoop() {
   }
   os::Unmap(mem, (kBatch + 1) * kPage);
   os::Unmap(zeros, kZeroBatch * kPage);
+  if (spare != nullptr) os::Unmap(spare, kBatch * spare_bytes);
 }
 
 }  // namespace tiermem

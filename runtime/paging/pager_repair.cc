@@ -58,7 +58,7 @@ void Pager::RepairLoop() {
 void Pager::Probe() {
   // With one replica a lost server's pages cannot be saved, and its loss is met (and reported)
   // by the first fault on one of them: no probing then.
-  if (replicas_ == 1) return;
+  if (members_ == 1) return;
   for (size_t k = 0; k < servers_.size() && !repair_stop_.load(std::memory_order_relaxed); ++k) {
     if (!Usable(k)) continue;
     std::lock_guard<std::mutex> io(io_mu_);
@@ -177,8 +177,8 @@ bool Pager::RepairOne() {
       s->c->slots.store(0, std::memory_order_relaxed);
     }
   }
-  // A range with a down member and a surviving one (a range with none left cannot be copied:
-  // a fault on its pages ends the process, naming its servers).
+  // A range with a down member and a surviving one, or coded, k surviving ones (a range with
+  // fewer cannot be restored: a fault on its pages ends the process, naming its servers).
   size_t ri = SIZE_MAX;
   uint32_t bad = 0;
   for (size_t i = 0; i < ranges_.size() && ri == SIZE_MAX; ++i) {
@@ -189,7 +189,7 @@ bool Pager::RepairOne() {
       if (Usable(r.m[m].server)) ++up;
       else if (down == r.n) down = m;
     }
-    if (down < r.n && up > 0) {
+    if (down < r.n && up >= need_) {
       ri = i;
       bad = down;
     }
@@ -209,7 +209,7 @@ bool Pager::RepairOne() {
   Member to;
   bool found = false;
   for (const auto& [room, k] : order) {
-    auto got = servers_[k]->io->AllocSlots(r.count);
+    auto got = servers_[k]->io->AllocSlots(r.count / per_slot_);
     if (got.ok()) {
       to = MemberOn(k, *got);
       found = true;
@@ -222,15 +222,16 @@ bool Pager::RepairOne() {
   {
     std::lock_guard<std::mutex> lock(slots_mu_);
     r.join = to;
+    r.join_of = bad;
     r.has_join = true;
   }
-  dst.c->slots.fetch_add(r.count, std::memory_order_relaxed);
+  dst.c->slots.fetch_add(to.memd.count, std::memory_order_relaxed);
   dst.c->pages.fetch_add(r.used.load(std::memory_order_relaxed), std::memory_order_relaxed);
   std::vector<uint8_t> in_use(r.count, 1);
   for (uint64_t slot : r.free) in_use[slot - r.first] = 0;
   const size_t lost = r.m[bad].server;
   io.unlock();
-  Status st = CopyRange(ri, to, in_use);
+  Status st = code_ ? RebuildRange(ri, bad, to, in_use) : CopyRange(ri, to, in_use);
   io.lock();
   if (!st.ok()) {
     {
@@ -238,7 +239,7 @@ bool Pager::RepairOne() {
       r.has_join = false;
     }
     if (!dst.down_counted) {
-      dst.c->slots.fetch_sub(r.count, std::memory_order_relaxed);
+      dst.c->slots.fetch_sub(to.memd.count, std::memory_order_relaxed);
       dst.c->pages.fetch_sub(r.used.load(std::memory_order_relaxed), std::memory_order_relaxed);
       if (Usable(to.server)) (void)dst.io->FreeSlots(to.memd);
     }
@@ -258,7 +259,8 @@ bool Pager::RepairOne() {
     servers_[lost]->free_slots -= std::min<uint64_t>(servers_[lost]->free_slots, r.free.size());
     dst.free_slots += r.free.size();
   }
-  TM_LOG_INFO("remote tier: %llu pages of %s have their replicas again (on %s)",
+  TM_LOG_INFO(code_ ? "remote tier: %llu pages of %s have all their pieces again (on %s)"
+                    : "remote tier: %llu pages of %s have their replicas again (on %s)",
               static_cast<unsigned long long>(r.used.load(std::memory_order_relaxed)),
               servers_[lost]->name.c_str(), dst.name.c_str());
   return true;
@@ -333,6 +335,102 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
     if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
   }
   os::Unmap(mem, kRepairChunk * kPage);
+  return result;
+}
+
+Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std::vector<uint8_t>& in_use) {
+  // Coded: member `bad`'s piece of each page is decoded from k other members' pieces. Piece p of
+  // pager slots [s*k, s*k+k) shares memd slot s on every member at the same offsets, so whole
+  // memd slots are read from k members and decoded at once, a run of them at a time.
+  const uint32_t k = code_->shape().k;
+  constexpr uint64_t kChunk = 16;  // memd slots per io_mu_ hold
+  int err = 0;
+  const size_t buf_bytes = (k + 1) * kChunk * kPage;
+  void* mem = os::Reserve(buf_bytes, &err);
+  if (mem == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
+  auto* bufs = static_cast<char*>(mem);  // k sources, then the rebuilt piece
+  const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
+  const uint64_t start = os::MonotonicNanos();
+  uint64_t restored = 0;
+  Status result;
+  const uint64_t slots = in_use.size() / k;
+  auto any_in_use = [&](uint64_t s) {
+    for (uint64_t q = s * k; q < s * k + k; ++q) {
+      if (in_use[q]) return true;
+    }
+    return false;
+  };
+  for (uint64_t off = 0; off < slots && result.ok();) {
+    if (repair_stop_.load(std::memory_order_relaxed)) {
+      result = Aborted("stopping");
+      break;
+    }
+    const uint64_t end = std::min(slots, off + kChunk);
+    {
+      std::lock_guard<std::mutex> io(io_mu_);
+      if (forked_child_) {
+        result = Aborted("forked");
+        break;
+      }
+      const Range& r = *ranges_[ri];
+      uint32_t have[kMaxCodeData], nh = 0;
+      for (uint32_t m = 0; m < r.n && nh < k; ++m) {
+        if (m != bad && Readable(r.m[m])) have[nh++] = m;
+      }
+      if (nh < k) {
+        result = DataLoss("fewer than " + std::to_string(k) + " pieces left to rebuild from");
+        break;
+      }
+      Server& ts = *servers_[to.server];
+      bool retry = false;
+      for (uint64_t a = off; a < end && result.ok() && !retry;) {
+        if (!any_in_use(a)) {
+          ++a;
+          continue;
+        }
+        uint64_t b = a + 1;
+        while (b < end && any_in_use(b)) ++b;
+        const uint8_t* present[kMaxCodeData];
+        for (uint32_t h = 0; h < k && !retry; ++h) {
+          const Member& from = r.m[have[h]];
+          char* dst = bufs + h * kChunk * kPage;
+          present[h] = reinterpret_cast<const uint8_t*>(dst);
+          Status rs = remote::ReadPagesSync(*servers_[from.server]->io, from.memd, from.memd.first + a, dst, b - a);
+          if (!rs.ok()) {
+            MarkDown(from.server, rs);  // and rebuild the chunk from other members
+            retry = true;
+          }
+        }
+        if (retry) break;
+        char* out_buf = bufs + k * kChunk * kPage;
+        uint8_t* out[1] = {reinterpret_cast<uint8_t*>(out_buf)};
+        const uint32_t want[1] = {bad};
+        Status ds = code_->Decode((b - a) * kPage, have, present, want, 1, out);
+        if (!ds.ok()) {
+          result = ds;
+          break;
+        }
+        Status ws = remote::WritePagesSync(*ts.io, to.memd, to.memd.first + a, out_buf, b - a);
+        if (!ws.ok()) {
+          MarkDown(to.server, ws);
+          result = ws;
+          break;
+        }
+        uint64_t pages = 0;
+        for (uint64_t q = a * k; q < b * k; ++q) pages += in_use[q];
+        ts.c->written.fetch_add(b - a, std::memory_order_relaxed);
+        restored += pages;
+        c_->repaired.fetch_add(pages, std::memory_order_relaxed);
+        a = b;
+      }
+      if (retry) continue;
+    }
+    off = end;
+    const uint64_t due = start + restored * 1'000'000'000ull / rate;
+    const uint64_t now = os::MonotonicNanos();
+    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+  }
+  os::Unmap(mem, buf_bytes);
   return result;
 }
 

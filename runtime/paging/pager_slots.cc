@@ -29,6 +29,7 @@ bool Pager::Locate(uint64_t slot, SlotRef* out) const {
   out->n = r.n;
   std::copy(r.m, r.m + r.n, out->m);
   out->has_join = r.has_join;
+  out->join_of = r.join_of;
   out->join = r.join;
   out->offset = slot - r.first;
   out->range = static_cast<size_t>(it - ranges_.begin());
@@ -40,50 +41,6 @@ bool Pager::Healthy(const Range& r) const {
     if (!Usable(r.m[i].server)) return false;
   }
   return true;
-}
-
-int Pager::PickReplica(const SlotRef& ref, uint32_t tried) const {
-  // The members that answer about as fast as the fastest (within a quarter, or 20 us) share the
-  // reads in turn; every kExploreEvery-th read goes to the slowest instead, so an estimate that
-  // is out of date (a server slow once, fast again) is measured again.
-  constexpr uint32_t kExploreEvery = 256;
-  uint64_t ns[kMaxReplicas];
-  int best = -1, slowest = -1;
-  uint32_t candidates = 0;
-  for (uint32_t i = 0; i < ref.n; ++i) {
-    if (((tried >> i) & 1u) || !Readable(ref.m[i])) continue;
-    ns[i] = servers_[ref.m[i].server]->read_ns.load(std::memory_order_relaxed);
-    if (best < 0 || ns[i] < ns[best]) best = static_cast<int>(i);
-    if (slowest < 0 || ns[i] > ns[slowest]) slowest = static_cast<int>(i);
-    candidates |= 1u << i;
-  }
-  if (best >= 0) {
-    const uint32_t seq = pick_seq_.fetch_add(1, std::memory_order_relaxed);
-    if (seq % kExploreEvery == kExploreEvery - 1) return slowest;
-    const uint64_t near = ns[best] + ns[best] / 4 + 20'000;
-    uint32_t near_set = 0, count = 0;
-    for (uint32_t i = 0; i < ref.n; ++i) {
-      if (((candidates >> i) & 1u) && ns[i] <= near) {
-        near_set |= 1u << i;
-        ++count;
-      }
-    }
-    uint32_t pick = seq % count;
-    for (uint32_t i = 0; i < ref.n; ++i) {
-      if (((near_set >> i) & 1u) && pick-- == 0) return static_cast<int>(i);
-    }
-    return best;
-  }
-  // Last resort, a member marked down: the failure that marked it may have been its other
-  // connection's (an eviction's timeout), and its copy may still be read.
-  for (uint32_t i = 0; i < ref.n; ++i) {
-    const Server& s = *servers_[ref.m[i].server];
-    if (!((tried >> i) & 1u) && s.connected.load(std::memory_order_acquire) &&
-        s.gen.load(std::memory_order_acquire) == ref.m[i].gen) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
 }
 
 std::string Pager::MemberNames(const SlotRef& ref) const {
@@ -121,7 +78,11 @@ void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
   s.c->up.store(0, std::memory_order_relaxed);
   c_->servers_down.fetch_add(1, std::memory_order_relaxed);
   if (quiet) return;
-  if (replicas_ > 1) {
+  if (code_) {
+    TM_LOG_WARN("remote tier: memory server %s is down (%s): its pages are read from their other "
+                "pieces (any %u of %u), and its pieces rebuilt on a server that holds none of them",
+                s.name.c_str(), reason.c_str(), need_, members_);
+  } else if (members_ > 1) {
     TM_LOG_WARN("remote tier: memory server %s is down (%s): its pages are read from their other "
                 "replicas and copied to the remaining servers",
                 s.name.c_str(), reason.c_str());
@@ -137,7 +98,7 @@ uint64_t Pager::Room(size_t k) const {
   // and new groups must go where they still fit); with one copy, pages in use, as the slots a
   // server holds free are used before any new ones.
   const Server& s = *servers_[k];
-  const uint64_t used = replicas_ > 1 ? s.c->slots.load(std::memory_order_relaxed) : s.c->pages.load(std::memory_order_relaxed);
+  const uint64_t used = members_ > 1 ? s.c->slots.load(std::memory_order_relaxed) : s.c->pages.load(std::memory_order_relaxed);
   const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
   return cap > used ? cap - used : 0;
 }
@@ -166,15 +127,22 @@ size_t Pager::PickServer(const std::vector<uint8_t>* with_free_only_not) {
 StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   *lead_refused = false;
   Server& s = *servers_[lead];
+  // Fewer servers up than a group has members: no group can be formed, and nothing is asked.
+  size_t usable = 0;
+  for (size_t k = 0; k < servers_.size(); ++k) usable += Usable(k) ? 1 : 0;
+  if (usable < members_) {
+    return ResourceExhausted("remote tier: " + std::to_string(usable) + " memory servers are up, fewer than " +
+                             Redundancy() + " needs");
+  }
   // Ask memd for a chunk of slots; when it refuses (capacity or quota), or too few other servers
   // grant the same count for the replicas, ask for less, down to one page, before calling the
   // lead full (or the replicas unplaceable).
   const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
   uint64_t want = config_.slot_chunk;
-  if (replicas_ > 1) {
+  if (members_ > 1) {
     // Smaller groups, so copies spread over every pairing of servers (and a lost server's
     // pages are restored from, and to, several) rather than two servers filling in step.
-    want = std::min(want, kReplicaRangeSlots);
+    want = std::min(want, kReplicaRangeSlots / per_slot_);
     if (s.quota != 0) want = std::min(want, std::max<uint64_t>(s.quota / 4, 256));
   }
   if (s.quota != 0) want = std::min(want, s.quota > held ? s.quota - held : 0);
@@ -194,10 +162,10 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
       return r.status();
     }
     lead_granted = true;
-    range.count = r->count;
+    range.count = r->count * per_slot_;  // pager slots: a memd slot holds per_slot_ pieces
     range.n = 1;
     range.m[0] = MemberOn(lead, *r);
-    if (replicas_ == 1) break;
+    if (members_ == 1) break;
     // The other replicas: the roomiest usable servers that grant the same count.
     std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
     for (size_t k = 0; k < servers_.size(); ++k) {
@@ -206,8 +174,8 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     }
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (const auto& [room, k] : order) {
-      if (range.n == replicas_) break;
-      auto got = servers_[k]->io->AllocSlots(range.count);
+      if (range.n == members_) break;
+      auto got = servers_[k]->io->AllocSlots(r->count);
       if (got.ok()) {
         range.m[range.n++] = MemberOn(k, *got);
       } else {
@@ -215,7 +183,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
         if (got.status().code() != StatusCode::kResourceExhausted) MarkDown(k, got.status());
       }
     }
-    if (range.n == replicas_) break;
+    if (range.n == members_) break;
     for (uint32_t i = 0; i < range.n; ++i) (void)servers_[range.m[i].server]->io->FreeSlots(range.m[i].memd);
     range.n = 0;
   }
@@ -226,9 +194,8 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
       *lead_refused = true;
       return last;
     }
-    return ResourceExhausted("remote tier: fewer than " + std::to_string(replicas_) +
-                             " memory servers can take pages (TIERMEM_REPLICAS=" +
-                             std::to_string(replicas_) + "): " + last.message());
+    return ResourceExhausted("remote tier: fewer than " + std::to_string(members_) +
+                             " memory servers can take pages (" + Redundancy() + "): " + last.message());
   }
   s.refused.store(false, std::memory_order_relaxed);
   for (uint32_t i = 1; i < range.n; ++i) servers_[range.m[i].server]->refused.store(false, std::memory_order_relaxed);
@@ -241,7 +208,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   for (uint64_t k = range.count; k > 0; --k) range.free.push_back(next_slot_ + k - 1);
   next_slot_ += range.count;
   for (uint32_t i = 0; i < range.n; ++i) {
-    servers_[range.m[i].server]->c->slots.fetch_add(range.count, std::memory_order_relaxed);
+    servers_[range.m[i].server]->c->slots.fetch_add(range.m[i].memd.count, std::memory_order_relaxed);
   }
   s.free_slots += range.count;
   std::lock_guard<std::mutex> lock(slots_mu_);
@@ -287,7 +254,7 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
   // With replicas a new group is led by the roomiest server (so leads, which reads try first
   // among equals, rotate too); with one copy the placement stays until its server is full.
   if (*placement >= servers_.size() || !Usable(*placement) ||
-      (replicas_ > 1 && servers_[*placement]->free_slots == 0)) {
+      (members_ > 1 && servers_[*placement]->free_slots == 0)) {
     *placement = PickServer();
   }
   for (;;) {
@@ -335,41 +302,6 @@ void Pager::GiveSlot(uint64_t slot) {
   if (r.has_join && !servers_[r.join.server]->down_counted) {
     servers_[r.join.server]->c->pages.fetch_sub(1, std::memory_order_relaxed);
   }
-}
-
-bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t cookie, std::vector<size_t>& outstanding) {
-  for (;;) {
-    const int i = PickReplica(r.ref, r.tried);
-    if (i < 0) {
-      if (r.last.ok()) {  // every member was down before this read
-        const Server& s = *servers_[r.ref.m[0].server];
-        r.last = Unavailable(std::string(r.ref.n > 1 ? "every replica's server is down" : "the server is down") +
-                             (s.down.load(std::memory_order_acquire) ? " (" + DownReason(r.ref.m[0].server) + ")" : ""));
-      }
-      return false;
-    }
-    r.tried |= 1u << i;
-    const size_t k = r.ref.m[i].server;
-    Server& s = *servers_[k];
-    remote::Transport& t = fault_conn ? *s.fault : *s.io;
-    Status st = t.PostRead(r.ref.m[i].memd, r.ref.slot(static_cast<uint32_t>(i)), r.buf, cookie);
-    if (st.ok()) {
-      r.server = k;
-      r.posted_ns = os::MonotonicNanos();
-      ++outstanding[k];
-      return true;
-    }
-    r.last = st;
-    MarkDown(k, st, replicas_ == 1);
-  }
-}
-
-void Pager::FatalAll(const void* addr, const SlotRef& ref, const Status& why) {
-  if (ref.n <= 1) Fatal(addr, ref.n == 1 ? ref.m[0].server : first_connected_, why);
-  TM_LOG_ERROR("remote tier: the page at %p could not be fetched from any of its memory servers "
-               "(%s): %s; exiting (status %d) rather than hand the program a zero page",
-               addr, MemberNames(ref).c_str(), why.message().c_str(), kRemoteLostExitCode);
-  ExitRemoteLost();
 }
 
 }  // namespace tiermem

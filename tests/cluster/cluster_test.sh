@@ -25,6 +25,10 @@
 #                 page read back is a fault. Faults read the replica
 #                 that answered fastest: host 2 serves under 10% of the slowed run's faults (about
 #                 a third when nothing is slow); both read-back times are printed.
+#   coded_two_hosts_lost    six hosts, TIERMEM_REMOTE_CODE=4+2: each page is six pieces, one per
+#                 host; hosts 2 and 5 killed while the program waits (the loss of both is found
+#                 by the probe or the first reads, one warning each), and every byte verifies,
+#                 decoded from the four hosts left.
 # Exit 77 (ctest: skipped) when namespaces cannot be made.
 set -u
 case=$1 memd=$2 ctl=$3 lib=$4 prog=$5
@@ -41,11 +45,13 @@ fail() {
 
 mib=24
 replicas=1
+code=""
 prefetch=auto
 start_program() {  # the program (mib MiB) in the client namespace, in the background; sets prog_pid
   rm -f "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go"
   rm -f "$CLUSTER_WORK/stats.json"
   cluster_exec_client timeout -s KILL 50 env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" TIERMEM_REPLICAS=$replicas \
+    TIERMEM_REMOTE_CODE="$code" \
     TIERMEM_STATS="$CLUSTER_WORK/stats.json" TIERMEM_PREFETCH=$prefetch \
     TIERMEM_DRAM_LIMIT=4M TIERMEM_REMOTE_TIMEOUT_MS=2000 LD_PRELOAD="$lib" \
     "$prog" "$mib" "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go" > "$CLUSTER_WORK/out" 2> "$CLUSTER_WORK/err" &
@@ -125,7 +131,9 @@ expect_verified() {
   grep "^verified" "$CLUSTER_WORK/out"
 }
 
-cluster_up 3 "$memd" 64M
+hosts=3
+if [ "$case" = coded_two_hosts_lost ]; then hosts=6; fi
+cluster_up "$hosts" "$memd" 64M
 case $case in
   placement)
     start_program "$(cluster_remote)"
@@ -188,6 +196,18 @@ case $case in
     finish_program
     expect_verified
     expect_one_line "is down" "*memory server tcp://$(cluster_addr 2) is down*"
+    ;;
+  coded_two_hosts_lost)
+    code=4+2
+    start_program "$(cluster_remote)"
+    expect_on_hosts 1 2 3 4 5 6
+    cluster_kill 2
+    cluster_kill 5
+    finish_program
+    expect_verified
+    n=$(grep -c "is down" "$CLUSTER_WORK/err")
+    [ "$n" -eq 2 ] || fail "$n 'is down' lines on stderr, expected two (hosts 2 and 5)"
+    grep "is down" "$CLUSTER_WORK/err"
     ;;
   replicated_slow)
     replicas=2 prefetch=off  # a fault per page read back: the faults tell which server served it

@@ -11,6 +11,7 @@
 #include "backends/remote/transport.h"
 #include "runtime/paging/pager.h"
 #include "runtime/core/runtime_impl.h"
+#include "tests/integration/remote_groups_util.h"
 #include "tests/integration/remote_memd_fixture.h"
 #include "tiermem/tiermem.hpp"
 
@@ -29,18 +30,7 @@ std::unique_ptr<Runtime> StartWith(const std::string& servers) {
 }
 
 // memd's own count of the pages its sessions hold, asked on a connection of the test's own.
-uint64_t MemdUsedPages(const MemdProcess& memd) {
-  auto ep = remote::ParseEndpoint(memd.url());
-  EXPECT_TRUE(ep.ok());
-  auto t = remote::MakeTransport(*ep);
-  EXPECT_TRUE(t.ok());
-  Status s = (*t)->Connect("", 3000);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  auto st = (*t)->Stats();
-  EXPECT_TRUE(st.ok()) << st.status().ToString();
-  (*t)->Close();
-  return st.ok() ? st->used_pages : 0;
-}
+uint64_t MemdUsedPages(const MemdProcess& memd) { return testing::groups::MemdStatsOf(memd).used_pages; }
 
 struct EvictedRun {
   uint8_t* base;

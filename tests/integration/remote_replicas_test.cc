@@ -21,6 +21,7 @@
 #include "backends/remote/transport.h"
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
+#include "tests/integration/remote_groups_util.h"
 #include "tests/integration/remote_memd_fixture.h"
 #include "tiermem/stats.hpp"
 #include "tiermem/tiermem.hpp"
@@ -31,6 +32,7 @@ namespace {
 using testing::CheckPage;
 using testing::FillPage;
 using testing::MemdProcess;
+using namespace testing::groups;  // NOLINT: the helpers of remote_groups_util.h
 
 constexpr size_t kPage = 4096;
 
@@ -49,72 +51,6 @@ struct Three {
     return rt != nullptr;
   }
 };
-
-// Sessions memd has now, asked on a connection of the test's own (which counts as one).
-uint32_t MemdSessions(const MemdProcess& memd) {
-  auto ep = remote::ParseEndpoint(memd.url());
-  EXPECT_TRUE(ep.ok());
-  auto t = remote::MakeTransport(*ep);
-  EXPECT_TRUE(t.ok());
-  Status s = (*t)->Connect("", 3000);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  auto st = (*t)->Stats();
-  (*t)->Close();
-  return st.ok() ? st->sessions : 0;
-}
-
-// Waits (at most 20 s) until no page in use has fewer copies than asked.
-bool WaitRepaired(Pager& pager) {
-  for (int i = 0; i < 400; ++i) {
-    if (pager.stats().degraded_pages == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-struct Data {
-  uint8_t* base = nullptr;
-  size_t pages = 0;
-};
-
-// `runs` runs of `pages` patterned pages each (pattern index: run * pages + i), evicted.
-std::vector<Data> FillAndEvict(Runtime& rt, size_t runs, size_t pages) {
-  std::vector<Data> out;
-  for (size_t r = 0; r < runs; ++r) {
-    auto p = rt.Allocate(pages * kPage, Tier::kDram);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    if (!p.ok()) return out;
-    Data d{static_cast<uint8_t*>(*p), pages};
-    for (size_t i = 0; i < pages; ++i) FillPage(d.base + i * kPage, r * pages + i);
-    auto m = rt.Migrate(d.base, pages * kPage, Tier::kRemote);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    if (m.ok()) {
-      EXPECT_EQ(m->pages_moved, pages);
-    }
-    out.push_back(d);
-  }
-  return out;
-}
-
-size_t BadPages(const std::vector<Data>& data) {
-  size_t bad = 0;
-  for (size_t r = 0; r < data.size(); ++r) {
-    for (size_t i = 0; i < data[r].pages; ++i) bad += CheckPage(data[r].base + i * kPage, r * data[r].pages + i) ? 0 : 1;
-  }
-  return bad;
-}
-
-// Evicts single new pages until server `k` is found down (an eviction meets it), at most 2 s.
-bool EvictUntilDown(Runtime& rt, Pager& pager, size_t k) {
-  for (int i = 0; i < 100 && !pager.server_stats()[k].down; ++i) {
-    auto p = rt.Allocate(kPage, Tier::kRemote);
-    if (!p.ok()) return false;
-    memset(*p, 1, kPage);
-    (void)rt.Migrate(*p, kPage, Tier::kRemote);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pager.server_stats()[k].down;
-}
 
 TEST(RemoteReplicas, EveryPageIsOnTwoServersAndOutlivesTwoLossesWithARepairBetween) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "a dead RDMA peer is detected after the NIC's retries; TCP covers it";
@@ -253,22 +189,7 @@ TEST(RemoteReplicas, ThreadsFaultingWhileAServerDiesAllReadTheirData) {
   ASSERT_EQ(data.size(), kRuns);
   // Eight threads read pages at random (each a page at most once: a page read is local after);
   // b dies when about a third of the reads are done.
-  std::atomic<size_t> reads{0}, bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(static_cast<uint64_t>(t) * 7919 + 1);
-      for (int k = 0; k < 1500; ++k) {
-        const size_t r = rng() % kRuns, i = rng() % kPages;
-        if (!CheckPage(data[r].base + i * kPage, r * kPages + i)) bad.fetch_add(1);
-        reads.fetch_add(1);
-      }
-    });
-  }
-  while (reads.load() < 4000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  m.b.Stop(SIGKILL);
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(ReadAtRandomWhile(data, [&] { m.b.Stop(SIGKILL); }), 0u);
   EXPECT_EQ(BadPages(data), 0u);
 }
 
