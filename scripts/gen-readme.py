@@ -159,6 +159,18 @@ def remote_replicas_rows(r):
              f"rate {d['evict_rate_vs_one_replica']:.2f}x one replica's (same servers, same run)")]
 
 
+def remote_code_rows(r):
+    d = r.data
+    rebuilt = (f"pieces rebuilt in {d['rereplication_s']:.1f} s" if d.get("rebuilt")
+               else "no spare server, pages read from the pieces left")
+    return [(f"remote tier erasure-coded {d['code']} over {d['servers']} memds, one killed (SIGKILL) after "
+             "the eviction; against 2 replicas on the same servers",
+             f"{d['verified_pages']} of {d['pages']} pages verified, {rebuilt}; server memory "
+             f"{d['server_pages_per_page']:.2f} vs {d['two_replicas_server_pages_per_page']:.2f} pages per page; "
+             f"fault p50 {d['fault_p50_vs_two_replicas']:.2f}x, eviction rate "
+             f"{d['evict_rate_vs_two_replicas']:.2f}x 2 replicas' (same run)")]
+
+
 def remote_prefetch_rows(r):
     runs = {(x["pattern"], x["prefetch"]): x for x in r.data["runs"]}
     rows = []
@@ -211,10 +223,13 @@ def is_dict_with(*keys):
 HEADLINES = [
     (r"^compare\.(json|txt)$", is_dict_with("results"), compare_rows),
     (r"^remote-fault.*\.json$",
-     lambda r: is_dict_with("fault_p50_us", "raw_roundtrip_p50_us")(r) and r.data.get("replicas", 1) == 1,
+     lambda r: is_dict_with("fault_p50_us", "raw_roundtrip_p50_us")(r) and r.data.get("replicas", 1) == 1
+     and "code" not in r.data,
      remote_fault_rows),
     (r"^remote-fault-replicas.*\.json$", is_dict_with("rereplication_s", "fault_p50_vs_one_replica"),
      remote_replicas_rows),
+    (r"^remote-fault-code.*\.json$", is_dict_with("code", "fault_p50_vs_two_replicas", "rebuilt"),
+     remote_code_rows),
     (r"^remote-fault-prefetch.*\.json$", is_dict_with("runs"), remote_prefetch_rows),
     (r"^gups-full.*\.json$", is_dict_with("tiered_vs_oracle", "tracking_speed_ratio"), gups_rows),
     (r"^kv-.*\.json$", is_dict_with("results", "table_bytes"), kv_rows),
