@@ -24,6 +24,9 @@ enum PageFlags : uint8_t {
   kPageAhead = 1u << 3,      // made resident by the prefetcher, not by an access, and no access
                              // seen since (a write fault or a sampled access clears it, and so
                              // does an eviction): not a fault sample, and relief's first victim
+  kPageSampled = 1u << 4,    // held by the soft sampler (runtime/paging/soft_sampler.h): state
+                             // kInFlight, its bytes in the sampler's copy until its next touch;
+                             // the policy counts it as resident on its tier
 };
 
 // PageRecord::tier of a page whose bytes no tier counts any more (its run is being freed).

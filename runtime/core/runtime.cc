@@ -162,7 +162,8 @@ Status Runtime::Impl::Init(const Options& o) {
   const bool preloaded = preload != nullptr && strstr(preload, "tiermem") != nullptr;
   migrator_ = std::make_unique<Migrator>(
       this, TieringConfigFromOptions(opts_, page_size_, HasTier(Tier::kCxl), HasTier(Tier::kRemote),
-                                     preloaded, ProtectTracker::kMaxArmed),
+                                     preloaded, ProtectTracker::kMaxArmed,
+                                     pager_ != nullptr ? pager_->sampler() : nullptr),
       &sb_->policy);
   if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
   if (migrator_->running()) live_migrator_.store(migrator_.get(), std::memory_order_release);

@@ -8,7 +8,6 @@
 #include "runtime/tiering/migrator.h"
 #include "base/os.h"
 #include "runtime/core/runtime_impl.h"
-#include "runtime/tiering/tracker.h"
 
 namespace tiermem {
 
@@ -19,8 +18,10 @@ using internal::Hex;
 // move skips them, and a system call handed one (the pager's send) fails with EFAULT. Placement
 // and queries lift that first; the pages' samples this round are given up.
 void Runtime::Impl::ReleaseSampled(const void* addr, size_t len) const {
+  // The soft sampler's pages are claimed (kInFlight) until put back: a move would skip them.
+  if (pager_ != nullptr && pager_->sampler() != nullptr) pager_->sampler()->Release(addr, len);
   if (migrator_ == nullptr || !migrator_->running()) return;
-  ProtectTracker::Get().Release(addr, len);
+  migrator_->ReleaseSampled(addr, len);
 }
 
 Status Runtime::Impl::CheckRange(const void* ptr, size_t len, Region** region, uint64_t* first,

@@ -132,6 +132,12 @@ Status Pager::Init(PagerConfig config) {
                 connected, Redundancy().c_str());
   }
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
+  // The soft sampler needs write-protect (its copy is the page as dropped) and kernel-mode
+  // faults (a system call on a sampled page waits for the handler instead of failing).
+  if (wp_ && !uffd->user_mode_only && pagemap_fd_ >= 0) {
+    sampler_ = std::make_unique<UffdSampler>(this);
+    if (!sampler_->ok()) sampler_.reset();
+  }
   {
     NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
     thread_ = std::thread([this] {
@@ -159,6 +165,8 @@ void Pager::PrepareFork(Region* const* regions, int nregions) {
     slots_mu_.lock();
     return;
   }
+  // Sampled pages are put back first (the child would read them as zeros), and stay so.
+  if (sampler_) sampler_->Freeze();
   // The child gets no fault handler and no userfaultfd registration (its evicted pages would
   // read as zeros), so every remote page comes back before the fork. Cheap when nothing is
   // remote: the scan stops at each region's high-water mark.
@@ -190,6 +198,7 @@ void Pager::PrepareFork(Region* const* regions, int nregions) {
 
 void Pager::AfterFork(bool child) {
   if (child) forked_child_ = true;
+  if (sampler_ && !child) sampler_->Thaw();
   slots_mu_.unlock();
   io_mu_.unlock();
 }
@@ -206,6 +215,7 @@ Pager::~Pager() {
     }
     return;
   }
+  if (sampler_) sampler_->DisarmAll();  // every sampled page back while the handler still runs
   if (repair_thread_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(repair_mu_);
@@ -411,6 +421,8 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
 
 void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
   std::lock_guard<std::mutex> io_lock(io_mu_);  // no eviction of these pages meanwhile
+  // Sampled pages of the span are given up (not put back): its next touch reads zeros.
+  if (sampler_) sampler_->Drop(region.PageAddress(first), n * kPage, /*unregistered=*/false);
   for (uint64_t i = first; i < first + n; ++i) {
     while (region.record(i).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
       std::this_thread::yield();  // a fault being served by the handler thread
@@ -441,6 +453,8 @@ void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
     for (uint64_t i = first; i < first + n; ++i) region.record(i).remote_slot.store(0);
     return;
   }
+  // Sampled pages are given up (their run is freed), and the range is unregistered below.
+  if (sampler_) sampler_->Drop(region.PageAddress(first), n * kPage, /*unregistered=*/true);
   // Each page becomes kReleasing by compare-and-swap from whatever it is, waiting while it is
   // claimed: a fault on this run may still be in flight in the handler thread (which never takes
   // io_mu_), or the handler may have claimed it as a neighbour of a first touch nearby (its zero

@@ -75,6 +75,7 @@
 #include "runtime/core/region.h"
 #include "runtime/paging/erasure.h"
 #include "runtime/paging/prefetch.h"
+#include "runtime/paging/soft_sampler.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem {
@@ -227,6 +228,9 @@ class Pager {
   // The connected servers, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
   const std::string& server() const { return server_; }
   bool write_protect() const { return wp_; }
+  // The soft sampler on this pager's userfaultfd (soft_sampler.h), or null where it cannot work
+  // here (no write-protect, user-mode-only faults, or its buffer could not be mapped).
+  AccessSampler* sampler() { return sampler_.get(); }
   // The raw eviction connection of the first connected server (benchmarks measure it); lock
   // with io_mutex() while using it.
   remote::Transport& io_transport() { return *servers_[first_connected_]->io; }
@@ -312,6 +316,7 @@ class Pager {
     Status status;
   };
 
+  friend class UffdSampler;  // arms under io_mu_, registers and installs through uffd_
   Pager() = default;
   Status Init(PagerConfig config);
   void FaultLoop();
@@ -459,6 +464,7 @@ class Pager {
   bool repair_wanted_ = false;             // repair_mu_
   std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held
   int pagemap_fd_ = -1;
+  std::unique_ptr<UffdSampler> sampler_;  // made by Init where it can work
 
   // The fault handler's pages fetched ahead, installed after its batch's reads: `at(j)` is
   // staging page j's destination (region null: not one of them).

@@ -212,6 +212,11 @@ void Pager::FaultLoop() {
           }
           continue;
         }
+        // A page the soft sampler holds: put back from its copy, the access recorded.
+        if (sampler_ && (rec.flags.load(std::memory_order_acquire) & kPageSampled) &&
+            sampler_->OnMissing(*region, index, f.write)) {
+          continue;
+        }
         if (Cas(rec, PageState::kRemote, PageState::kInFlight)) {
           uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
           if (slot1 == 0) {

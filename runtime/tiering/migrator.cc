@@ -18,34 +18,44 @@ namespace {
 constexpr uint8_t kStateLocal = static_cast<uint8_t>(PageState::kLocal);
 constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
 constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
+constexpr uint8_t kStateInFlight = static_cast<uint8_t>(PageState::kInFlight);
 
 constexpr uint64_t kHotRecheck = 25;  // a page caught in use is watched again after 25 confirm times
 
 }  // namespace
 
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
-                                       bool has_remote, bool preloaded, uint64_t max_armed) {
+                                       bool has_remote, bool preloaded, uint64_t max_armed,
+                                       AccessSampler* uffd_sampler) {
   TieringConfig c;
   c.page_size = page_size;
   std::string mode = o.sample_mode;
-  if (mode != "auto" && mode != "protect" && mode != "faults" && mode != "off") {
-    c.mode_note = "TIERMEM_SAMPLE_MODE=\"" + mode + "\" is not auto, protect, faults or off; using auto";
+  if (mode != "auto" && mode != "protect" && mode != "uffd" && mode != "faults" && mode != "off") {
+    c.mode_note = "TIERMEM_SAMPLE_MODE=\"" + mode + "\" is not auto, protect, uffd, faults or off; using auto";
     mode = "auto";
+  }
+  if (mode == "uffd" && uffd_sampler == nullptr) {
+    c.mode_note = "TIERMEM_SAMPLE_MODE=uffd needs the remote tier's userfaultfd with write-protect and "
+                  "kernel-mode faults (TIERMEM_REMOTE set, a reachable memory server, kernel 5.7+, not "
+                  "UFFD_USER_MODE_ONLY); sampling by remote faults only";
+    mode = "faults";
   }
   c.interval_ms = std::max<uint64_t>(1, o.sample_interval_ms);
   c.sample_pages = std::min<uint64_t>(o.sample_pages, max_armed);
   c.sample_half_life_ms = std::max<uint64_t>(1, o.sample_half_life_ms);
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
-  // Under the preload library, mode auto samples by remote faults only: pages cannot be sampled
-  // by protection (unmodified programs pass heap pointers to read(2) and friends, which would
-  // fail with EFAULT on a protected page), while a fault is seen by the pager, and a system call
-  // touching a remote page waits for it like any access.
-  if (mode == "auto" && preloaded) mode = "faults";
+  // Under the preload library, mode auto samples by soft eviction (uffd): pages cannot be
+  // sampled by protection (unmodified programs pass heap pointers to read(2) and friends, which
+  // would fail with EFAULT on a protected page), while a soft-evicted page's touch by a system
+  // call waits for the pager's handler like any access. Without the pager's sampler (no remote
+  // tier), by remote faults only.
+  if (mode == "auto" && preloaded) mode = uffd_sampler != nullptr ? "uffd" : "faults";
   if (mode == "off" || (!budgets && mode != "protect")) mode = "off";
   if (mode == "auto") mode = "protect";
   c.relief = o.dram_limit != 0 && has_remote;
   c.mode = mode;
-  c.protect_always = std::string(o.sample_mode) == "protect";
+  c.sample_always = std::string(o.sample_mode) == mode && (mode == "protect" || mode == "uffd");
+  c.uffd_sampler = mode == "uffd" ? uffd_sampler : nullptr;
   PolicyConfig& pc = c.policy;
   pc.budget_pages = {o.dram_limit / page_size, o.cxl_limit / page_size, 0};
   pc.present = {true, has_cxl, has_remote};
@@ -88,16 +98,20 @@ Status Migrator::Start() {
     ahead_ring_.assign(kAheadRingPages, 0);
     relief_cv_.emplace();
   }
-  protect_always_ = config_.protect_always;
+  sample_always_ = config_.sample_always;
   if (mode == "protect") {
     Status s = ProtectTracker::Get().Install();
     if (!s.ok()) {
       TM_LOG_WARN("access sampling unavailable (%s); tiering uses remote faults only",
                   s.ToString().c_str());
       mode = "faults";
+    } else {
+      sampler_ = &ProtectTracker::Get();
     }
+  } else if (mode == "uffd") {
+    sampler_ = config_.uffd_sampler;  // TieringConfigFromOptions chose uffd only with one
   }
-  protect_ = mode == "protect";
+  sampling_ = sampler_ != nullptr;
   mode_ = mode;
   plans_ = mode != "off";
   policy_ = std::make_unique<Policy>(pc);
@@ -142,7 +156,7 @@ void Migrator::Stop() {
     relief_cv_->notify_all();  // a fault handler held back by AfterFaults goes on
   }
   thread_.join();
-  if (protect_) ProtectTracker::Get().DisarmAll();
+  if (sampling_) sampler_->DisarmAll();
 }
 
 void Migrator::OnAllocate(Region* region, uint64_t first, uint64_t npages) {
@@ -166,16 +180,21 @@ void Migrator::OnAllocate(Region* region, uint64_t first, uint64_t npages) {
 }
 
 void Migrator::OnFree(Region* region, uint64_t first, uint64_t npages) {
-  // Freed pages must not stay protected: the next owner may hand them to a system call.
-  if (protect_.load(std::memory_order_relaxed) && running()) {
-    ProtectTracker::Get().Release(region->PageAddress(first), npages * region->page_size());
+  // Freed pages must not stay protected: the next owner may hand them to a system call. (The
+  // soft sampler's pages are given up by the pager's OnFree, which follows.)
+  if (sampling_.load(std::memory_order_relaxed) && running() && sampler_ == &ProtectTracker::Get()) {
+    sampler_->Release(region->PageAddress(first), npages * region->page_size());
   }
+}
+
+void Migrator::ReleaseSampled(const void* addr, size_t len) {
+  if (sampling_.load(std::memory_order_relaxed) && running()) sampler_->Release(addr, len);
 }
 
 MigratorStats Migrator::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   MigratorStats s = stats_;
-  if (protect_) s.pages_armed = ProtectTracker::Get().counters().armed;
+  if (sampling_) s.pages_armed = sampler_->counters().armed;
   return s;
 }
 
@@ -206,7 +225,7 @@ void Migrator::Loop() {
 }
 
 bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
-  if (protect_always_) return true;
+  if (sample_always_) return true;
   if (dram_budget_ == 0) return lower_pages > 0;
   return lower_pages > 0 || dram_pages * 4 >= dram_budget_ * 3;
 }
@@ -215,10 +234,10 @@ bool Migrator::Round() {
   const uint64_t now = os::MonotonicNanos();
   const size_t page = config_.page_size;
   std::vector<AccessSample> samples;
-  ProtectTracker& tracker = ProtectTracker::Get();
+  AccessSampler* tracker = sampler_;
   std::vector<uint64_t> untouched;
-  if (protect_ && armed_) {
-    tracker.Collect(now, &samples, &untouched,
+  if (sampling_ && armed_) {
+    tracker->Collect(now, &samples, &untouched,
                     [this](uint64_t k) { return carry_ && watch_since_.count(k) > 0; });
     armed_ = false;
   }
@@ -278,7 +297,8 @@ bool Migrator::Round() {
       if (st == kStateRemote) {
         ++lower_pages, ++remote_unlisted;  // counted, not listed (Policy::Plan's `unlisted`)
         continue;
-      } else if (st == kStateLocal) {
+      } else if (st == kStateLocal || (st == kStateInFlight && (flags & kPageSampled))) {
+        // (a page the soft sampler holds is resident on its tier: its bytes wait in a copy)
         const uint8_t tv = rec.tier.load(std::memory_order_relaxed);
         if (tv >= kNumTiers) continue;  // kNoTier: its run is being freed
         tier = static_cast<Tier>(tv);
@@ -349,7 +369,7 @@ bool Migrator::Round() {
   // pages faulted in a moment ago, which look hotter. (Measurements: docs/tiering.md.)
   const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
   uint64_t held_total = 0;
-  if (protect_) {
+  if (sampling_) {
     std::unordered_set<uint64_t> in_plan;
     for (const PlannedMove& m : plan) in_plan.insert(m.page);
     // Confirmed-cold DRAM pages not in the plan, coldest first (under the carried watch: the

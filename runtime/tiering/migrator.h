@@ -150,6 +150,10 @@ class Migrator {
 
   void OnAllocate(Region* region, uint64_t first, uint64_t npages);
   void OnFree(Region* region, uint64_t first, uint64_t npages);
+  // Gives back sampled pages of [addr, addr+len) before the runtime moves or queries them
+  // (kernel 6.1 answers move_pages for PROT_NONE pages with -ENOENT; a soft-sampled page is
+  // claimed by the sampler). Any thread.
+  void ReleaseSampled(const void* addr, size_t len);
   // Budget relief (migrator_relief.cc). OnResident: the pager made pages [first, first+npages)
   // resident in DRAM (any thread; a spinlock and no allocation). AfterFaults: from the pager's
   // fault handler thread after each batch: nudges the thread when DRAM is over its budget and
@@ -225,8 +229,9 @@ class Migrator {
   PolicyCounters* counters_;
   std::unique_ptr<Policy> policy_;
   std::string mode_ = "off";
-  std::atomic<bool> protect_{false};
-  bool protect_always_ = false;
+  std::atomic<bool> sampling_{false};  // sampler_ arms pages (modes protect and uffd)
+  AccessSampler* sampler_ = nullptr;   // ProtectTracker::Get() or config_.uffd_sampler
+  bool sample_always_ = false;
   uint64_t interval_ms_ = 20;
   uint64_t sample_pages_ = 256;
   uint64_t dram_budget_ = 0;

@@ -56,7 +56,7 @@ std::vector<Migrator::Move> Migrator::ExpandBlocks(const std::vector<PlannedMove
         if (v.tier == m.to) {
           moves.push_back({k, v.tier, m.to, true});
         } else if (v.tier == m.from && room[static_cast<int>(m.to)] > 0 &&
-                   (!protect_ || confirmed_cold_.count(k)) && policy_->Heat(k, now) < hot) {
+                   (!sampling_ || confirmed_cold_.count(k)) && policy_->Heat(k, now) < hot) {
           moves.push_back({k, m.from, m.to, false});
           --room[static_cast<int>(m.to)];
         } else {
@@ -73,7 +73,7 @@ Migrator::Executed Migrator::Execute(std::vector<Move>& moves, bool cxl, uint64_
                                      std::unordered_set<uint64_t>* moved) {
   const size_t page = config_.page_size;
   const ViewIndex& index = index_;
-  ProtectTracker& tracker = ProtectTracker::Get();
+  AccessSampler* tracker = sampler_;
   // Carry the moves out in runs of adjacent pages with the same destination.
   std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
     return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
@@ -114,7 +114,7 @@ Migrator::Executed Migrator::Execute(std::vector<Move>& moves, bool cxl, uint64_
     if (evict.empty()) return;
     std::vector<char*> pages;
     for (size_t k : evict) pages.push_back(reinterpret_cast<char*>(moves[k].page * page));
-    if (protect_) {
+    if (sampling_) {
       // Protection is lifted over spans of victims with no other watched page between them
       // (one mprotect for many: the pages between are accessible already, or remote).
       std::vector<uint64_t> kept;
@@ -130,7 +130,7 @@ Migrator::Executed Migrator::Execute(std::vector<Move>& moves, bool cxl, uint64_
           ++b;
         }
         const uint64_t first = moves[evict[a]].page, last = moves[evict[b - 1]].page;
-        tracker.Release(reinterpret_cast<char*>(first * page), (last - first + 1) * page);
+        tracker->Release(reinterpret_cast<char*>(first * page), (last - first + 1) * page);
         a = b;
       }
     }

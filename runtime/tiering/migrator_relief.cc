@@ -191,8 +191,8 @@ uint64_t Migrator::Relieve() {
     batch.clear();
     spared.clear();
     for (const Victim& v : popped) {
-      if (spare_left > 0 && (protect_ || !v.spared) &&
-          policy_->SparedFromRelief(reinterpret_cast<uintptr_t>(v.addr) / page, now, protect_)) {
+      if (spare_left > 0 && (sampling_ || !v.spared) &&
+          policy_->SparedFromRelief(reinterpret_cast<uintptr_t>(v.addr) / page, now, sampling_)) {
         --spare_left;
         spared.push_back(v.addr);
       } else {
@@ -206,8 +206,8 @@ uint64_t Migrator::Relieve() {
     std::sort(batch.begin(), batch.end());
     batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
     if (batch.empty()) continue;
-    if (protect_) {
-      for (char* p : batch) ProtectTracker::Get().Release(p, page);
+    if (sampling_) {
+      for (char* p : batch) sampler_->Release(p, page);
     }
     // With a CXL tier that has room, the victims go there: the plan then sends the coldest of
     // CXL on to remote (by heat, which the ring knows nothing of), so a warm page that faulted
@@ -248,7 +248,7 @@ uint64_t Migrator::Relieve() {
     // Under remote-fault sampling nothing was seen of these pages while they were here: their
     // heat is carried to now undecayed, so the time to their next fault decides how hot they
     // come back (Policy::Evicted). Access sampling saw them, and their heat stands.
-    if (!protect_) {
+    if (!sampling_) {
       for (char* p : batch) policy_->Evicted(reinterpret_cast<uintptr_t>(p) / page, now);
     }
     relief_stuck_.store(false, std::memory_order_release);

@@ -17,15 +17,17 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
                                  uint64_t lower_pages, uint64_t fault_samples,
                                  const std::unordered_set<uint64_t>& moved_now) {
   const size_t page = config_.page_size;
-  ProtectTracker& tracker = ProtectTracker::Get();
+  AccessSampler* tracker = sampler_;
   const ViewIndex& index = index_;
   const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
   uint64_t armed = 0;
-  if (protect_ && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
-    if (!tracker.HandlerInstalled()) {
-      TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
-                  "stops (remote faults still count)");
-      protect_ = false;
+  if (sampling_ && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
+    if (!tracker->usable()) {
+      if (std::string(tracker->name()) == "protect") {
+        TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
+                    "stops (remote faults still count)");
+        sampling_ = false;
+      }
     } else {
       // Half the sample checks the next demotion victims (the coldest DRAM pages: a hot page
       // among them is caught before it is evicted, like CLOCK's second chance); half rotates
@@ -39,8 +41,8 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
         // The watch must confirm pages as fast as they come in (faults) and DRAM's excess must
         // leave: that many more pages go under watch, as far as the tracker has room.
         const uint64_t over = dram_pages > dram_budget_ ? dram_pages - dram_budget_ : 0;
-        const size_t busy = tracker.carried() + n;
-        const size_t room = ProtectTracker::kMaxArmed > busy ? ProtectTracker::kMaxArmed - busy : 0;
+        const size_t busy = tracker->carried() + n;
+        const size_t room = tracker->max_armed() > busy ? tracker->max_armed() - busy : 0;
         const size_t extra = std::min<size_t>(room, 2 * fault_samples + over);
         victim_share += extra;
         n += extra;
@@ -109,7 +111,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
         if (!watch_since_.count(key) && !moved_now.count(key) && !hot_until_.count(key)) next.push_back(p);
       }
       cursor_ += k;
-      armed = tracker.Arm(next);
+      armed = tracker->Arm(next);
       if (carry_) {
         // DRAM pages now under watch stay protected from round to round until touched.
         const uint64_t t_arm = os::MonotonicNanos();
@@ -124,10 +126,10 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       last_candidates_ = sample_candidates.size();
     }
   }
-  if (protect_ && armed == 0 && tracker.carried() > 0) {
+  if (sampling_ && armed == 0 && tracker->carried() > 0) {
     // No round armed: pages still carried from the last one are lifted, the watch ends.
     std::vector<AccessSample> dropped;
-    tracker.Collect(now, &dropped);
+    tracker->Collect(now, &dropped);
     watch_since_.clear();
   }
   return armed;

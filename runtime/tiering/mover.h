@@ -14,15 +14,20 @@
 #include <vector>
 
 #include "base/options.h"
+#include "runtime/core/sampler.h"
 #include "runtime/tiering/policy.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
 
 struct TieringConfig {
-  // The sampling mode in effect: "protect", "faults" or "off" ("auto" is resolved here).
+  // The sampling mode in effect: "protect", "uffd", "faults" or "off" ("auto" is resolved
+  // here).
   std::string mode = "off";
-  bool protect_always = false;  // TIERMEM_SAMPLE_MODE=protect: sample even with nothing to decide
+  bool sample_always = false;  // TIERMEM_SAMPLE_MODE=protect|uffd: sample even with nothing to decide
+  // Mode uffd: the pager's soft sampler (runtime/paging/soft_sampler.h), which outlives the
+  // policy thread. Null in every other mode.
+  AccessSampler* uffd_sampler = nullptr;
   std::string mode_note;        // a warning to log at start ("" when none)
   size_t page_size = 4096;
   uint64_t interval_ms = 20;    // one sampling round and one plan per interval
@@ -35,10 +40,12 @@ struct TieringConfig {
 };
 
 // Builds the configuration from the option table. `preloaded`: the process runs under the
-// preload library (mode auto then runs no policy thread; see the comment in the .cc).
-// `max_armed`: the tracker's limit on pages armed at once.
+// preload library (mode auto then samples by soft eviction where `uffd_sampler` is given, by
+// remote faults otherwise; see the comment in the .cc). `max_armed`: the samplers' limit on
+// pages armed at once. `uffd_sampler`: the pager's soft sampler, null without one.
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
-                                       bool has_remote, bool preloaded, uint64_t max_armed);
+                                       bool has_remote, bool preloaded, uint64_t max_armed,
+                                       AccessSampler* uffd_sampler = nullptr);
 
 // Thread safety: called from the policy thread only (TierPages: any thread), while the runtime runs (the core stops the
 // thread before it tears anything down). Each call is a whole, synchronous move.

@@ -32,6 +32,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/core/sampler.h"
+
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -53,16 +55,8 @@ struct PolicyConfig {
   double max_burst = 8192;       // token bucket depth (pages)
 };
 
-// One access seen by a tracker (or a remote fault). `page` is the policy's page key.
-// `weight` is the heat the sample adds: a tracker that looks at one page in N per round
-// reports its samples with weight N (the inverse of the sampling probability), so a sampled
-// access and a fault (always seen, weight 1) are on the same scale.
-struct AccessSample {
-  uint64_t page = 0;
-  bool write = false;
-  uint64_t time_ns = 0;
-  float weight = 1;
-};
+// AccessSample (runtime/core/sampler.h): one access seen by a sampler (or a remote fault).
+// `page` is the policy's page key; `weight` the heat it adds.
 
 // A live page as the page records describe it.
 struct PageView {

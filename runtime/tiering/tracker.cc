@@ -150,7 +150,7 @@ void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out,
 }
 
 size_t ProtectTracker::carried() const {
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  std::lock_guard<std::mutex> lock(mu_);
   return in_round_ ? 0 : armed_.size();
 }
 
@@ -270,8 +270,8 @@ void ProtectTracker::DisarmAll() {
   Collect(0, &dropped);
 }
 
-ProtectTracker::Counters ProtectTracker::counters() const {
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+AccessSampler::Counters ProtectTracker::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
   return counters_;
 }
 

@@ -34,12 +34,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/sampler.h"
 #include "runtime/tiering/policy.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem {
 
-class ProtectTracker {
+class ProtectTracker final : public AccessSampler {
  public:
   static constexpr size_t kMaxArmed = 4096;  // pages per round at most
 
@@ -49,36 +50,23 @@ class ProtectTracker {
   // True while our handler is still the SIGSEGV handler (a program may replace it).
   bool HandlerInstalled() const;
 
-  // Ends the current round: protection is lifted from every page still armed, and an access
-  // sample (key = address >> 12) is appended for each page touched since it was armed. When
-  // `untouched` is given, the keys of the pages armed all round and never touched go there.
-  // When `keep` is given, an untouched page for whose key it returns true stays protected and
-  // is carried into the next round by the next Arm (a CLOCK hand that stays on the page until
-  // it is touched, released or no longer kept): an access between now and then is reported at
-  // the end of that round.
-  void Collect(uint64_t now_ns, std::vector<AccessSample>* out,
-               std::vector<uint64_t>* untouched = nullptr,
-               const std::function<bool(uint64_t)>& keep = {});
-  // Starts a round on the pages carried over by Collect and `pages` (page-aligned addresses;
-  // kMaxArmed in all at most, carried pages first). Returns the number armed, carried included.
-  size_t Arm(const std::vector<char*>& pages);
-  // Pages carried over by the last Collect (still protected until Arm or Release).
-  size_t carried() const;
-  // Lifts protection from armed (or carried) pages inside [addr, addr+len) (before they are
-  // evicted, freed or passed to a system call). Their accesses are forgotten.
-  void Release(const void* addr, size_t len);
-  void DisarmAll();
-
-  struct Counters {
-    uint64_t armed = 0;     // pages armed in total
-    uint64_t touched = 0;   // of those, pages whose access was caught
-    uint64_t rounds = 0;
-  };
-  Counters counters() const;
+  // AccessSampler (runtime/core/sampler.h). Collect lifts protection from every page still
+  // armed (kept ones stay protected); Release lifts it before a page is evicted, freed or passed
+  // to a system call.
+  const char* name() const override { return "protect"; }
+  size_t max_armed() const override { return kMaxArmed; }
+  bool usable() const override { return HandlerInstalled(); }
+  void Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::vector<uint64_t>* untouched = nullptr,
+               const std::function<bool(uint64_t)>& keep = {}) override;
+  size_t Arm(const std::vector<char*>& pages) override;
+  size_t carried() const override;
+  void Release(const void* addr, size_t len) override;
+  void DisarmAll() override;
+  Counters counters() const override;
 
  private:
   ProtectTracker() = default;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool installed_ = false;
   int cur_ = 0;  // table of the current round (0/1)
   std::vector<char*> armed_;  // pages of the current round, by address

@@ -4,3 +4,10 @@ tiermem_add_gtest(NAME tiering_integration_test LABEL integration TIMEOUT 300 SO
 target_compile_definitions(tiering_integration_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
 add_dependencies(tiering_integration_test tiermem-memd)
 target_link_libraries(tiering_integration_test PRIVATE tiermem_memd_child)  # MemdProcess (remote_memd_fixture.h)
+# The soft sampler (runtime/paging/soft_sampler.h) driven directly: kinds of access, system
+# calls on armed buffers, free/discard/move/fork with pages armed, threads under constant arming.
+tiermem_add_gtest(NAME soft_sampler_test LABEL integration TIMEOUT 300 SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/soft_sampler_test.cc)
+target_compile_definitions(soft_sampler_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
+add_dependencies(soft_sampler_test tiermem-memd)
+target_link_libraries(soft_sampler_test PRIVATE tiermem_memd_child)

@@ -1,0 +1,277 @@
+// Soft-eviction sampling (soft_sampler.h): arm, the fault handler's side, collect.
+#include "runtime/paging/soft_sampler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "base/log.h"
+#include "base/os.h"
+#include "runtime/core/page_table.h"
+#include "runtime/paging/pager.h"
+#include "runtime/paging/pager_internal.h"
+
+namespace tiermem {
+
+using pager_internal::Cas;
+using pager_internal::kPage;
+using pager_internal::S;
+
+namespace {
+constexpr uintptr_t kChunk = uintptr_t{2} << 20;  // registration granularity
+}  // namespace
+
+UffdSampler::UffdSampler(Pager* pager) : pager_(pager) {
+  int err = 0;
+  copies_ = static_cast<char*>(os::Reserve(kMaxArmed * kPage, &err));
+  if (copies_ == nullptr) {
+    TM_LOG_WARN("tiering: the soft sampler cannot map its %zu MiB of copies: %s", kMaxArmed * kPage >> 20,
+                strerror(-err));
+    return;
+  }
+  entries_.reserve(kMaxArmed);
+  free_copies_.resize(kMaxArmed);
+  for (size_t i = 0; i < kMaxArmed; ++i) free_copies_[i] = static_cast<uint32_t>(kMaxArmed - 1 - i);
+  nfree_ = kMaxArmed;
+}
+
+UffdSampler::~UffdSampler() {
+  DisarmAll();
+  if (copies_ != nullptr) os::Unmap(copies_, kMaxArmed * kPage);
+}
+
+UffdSampler::Entry* UffdSampler::Find(uintptr_t page) {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), page,
+                             [](const Entry& e, uintptr_t p) { return e.page < p; });
+  return it != entries_.end() && it->page == page ? &*it : nullptr;
+}
+
+void UffdSampler::Install(Entry& e, bool write_protect) {
+  char* addr = reinterpret_cast<char*>(e.page);
+  Status s = os::UffdCopy(pager_->uffd_, addr, CopyOf(e.copy), kPage, write_protect);
+  if (!s.ok()) {
+    // The page's bytes are in the copy only; a thread touching it would wait forever or read
+    // zeros. Same contract as a lost remote page: say so and end.
+    TM_LOG_ERROR("tiering: the sampled page at %p could not be put back from its copy: %s; exiting "
+                 "(status %d) rather than hand the program a zero page",
+                 static_cast<void*>(addr), s.message().c_str(), kRemoteLostExitCode);
+    ExitRemoteLost();
+  }
+  PageRecord& rec = e.region->record(e.index);
+  rec.flags.fetch_and(uint8_t(~kPageSampled), std::memory_order_relaxed);
+  rec.state.store(S(PageState::kLocal), std::memory_order_release);
+  pager_->Wake(addr, kPage);
+  FreeCopy(e.copy);
+  --live_;
+}
+
+void UffdSampler::Forget(Entry& e) {
+  PageRecord& rec = e.region->record(e.index);
+  rec.flags.fetch_and(uint8_t(~kPageSampled), std::memory_order_relaxed);
+  rec.state.store(S(PageState::kLocal), std::memory_order_release);
+  FreeCopy(e.copy);
+  --live_;
+  e.state = kGone;
+}
+
+bool UffdSampler::RegisterChunk(Region& region, uintptr_t page) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(region.base());
+  const uintptr_t end = base + region.bytes();
+  const uintptr_t lo = std::max(base, page & ~(kChunk - 1));  // regions are 2 MiB-aligned
+  if (registered_.count(lo)) return true;
+  const uintptr_t hi = std::min(end, lo + kChunk);
+  if (!pager_->Register(reinterpret_cast<void*>(lo), hi - lo).ok()) return false;
+  registered_.insert(lo);
+  return true;
+}
+
+size_t UffdSampler::Arm(const std::vector<char*>& pages) {
+  std::lock_guard<std::mutex> io_lock(pager_->io_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (frozen_.load(std::memory_order_relaxed) || in_round_) return 0;  // Collect first
+  in_round_ = true;
+  const size_t kept = live_;
+  // New pages, in the caller's order of priority, up to the room left; then by address.
+  std::vector<char*> fresh;
+  for (char* p : pages) {
+    if (kept + fresh.size() >= kMaxArmed || fresh.size() >= nfree_) break;
+    if (Find(reinterpret_cast<uintptr_t>(p)) != nullptr) continue;
+    fresh.push_back(p);
+  }
+  std::sort(fresh.begin(), fresh.end());
+  fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+  // 1. Claim: kLocal -> kInFlight (no evictor, fetcher or mover takes them now), in registered
+  //    chunks. A page that is busy, free, remote or not ours is skipped.
+  struct Claimed {
+    char* addr;
+    Region* region;
+    uint64_t index;
+  };
+  std::vector<Claimed> claimed;
+  claimed.reserve(fresh.size());
+  for (char* p : fresh) {
+    Region* r = pager_->config_.region_of(p);
+    if (r == nullptr || !RegisterChunk(*r, reinterpret_cast<uintptr_t>(p))) continue;
+    const uint64_t index = r->PageIndex(p);
+    PageRecord& rec = r->record(index);
+    if (!Cas(rec, PageState::kLocal, PageState::kInFlight)) continue;
+    claimed.push_back({p, r, index});
+  }
+  // Runs of adjacent claimed pages of one region: one system call each.
+  auto for_runs = [&](auto&& fn) {
+    for (size_t i = 0; i < claimed.size();) {
+      size_t j = i + 1;
+      while (j < claimed.size() && claimed[j].region == claimed[i].region && claimed[j].addr == claimed[j - 1].addr + kPage) ++j;
+      fn(i, j);
+      i = j;
+    }
+  };
+  // 2. Write-protect, so the copy is the page as it is dropped (a write meanwhile waits in the
+  //    handler, which leaves a claimed page alone, and is woken below to fault on the copy).
+  std::vector<uint8_t> ok(claimed.size(), 1);
+  std::vector<uint64_t> pm(claimed.size());
+  for_runs([&](size_t i, size_t j) {
+    const size_t len = (j - i) * kPage;
+    bool good = os::UffdWriteProtect(pager_->uffd_, claimed[i].addr, len, true).ok();
+    // 3. Which have contents? A never-touched page has nothing to keep: not sampled.
+    good = good && os::ReadPagemap(pager_->pagemap_fd_, claimed[i].addr, j - i, pm.data() + i);
+    for (size_t k = i; k < j; ++k) ok[k] = good && os::PagemapPopulated(pm[k]);
+  });
+  // 4. Copy, flag, drop, wake.
+  std::vector<Entry> added;
+  added.reserve(claimed.size());
+  for (size_t k = 0; k < claimed.size(); ++k) {
+    PageRecord& rec = claimed[k].region->record(claimed[k].index);
+    if (!ok[k]) {
+      // Left as it was: write-protection of a clean page stays (it was there), of a dirty one is
+      // lifted, and waiters retry.
+      if (!(rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
+        (void)os::UffdWriteProtect(pager_->uffd_, claimed[k].addr, kPage, false);
+      }
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+      pager_->Wake(claimed[k].addr, kPage);
+      continue;
+    }
+    const uint32_t copy = free_copies_[--nfree_];
+    memcpy(CopyOf(copy), claimed[k].addr, kPage);
+    const bool clean = (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean) != 0;
+    rec.flags.fetch_or(kPageSampled, std::memory_order_relaxed);
+    added.push_back({reinterpret_cast<uintptr_t>(claimed[k].addr), claimed[k].region, claimed[k].index, copy,
+                     kArmed, clean});
+  }
+  for (size_t i = 0; i < added.size();) {
+    size_t j = i + 1;
+    while (j < added.size() && added[j].page == added[j - 1].page + kPage) ++j;
+    (void)os::Discard(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
+    i = j;
+  }
+  const size_t before = entries_.size();
+  entries_.insert(entries_.end(), added.begin(), added.end());
+  std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
+                     [](const Entry& a, const Entry& b) { return a.page < b.page; });
+  live_ += added.size();
+  for (const Entry& e : added) pager_->Wake(reinterpret_cast<void*>(e.page), kPage);
+  counters_.armed += added.size();
+  return live_;
+}
+
+bool UffdSampler::OnMissing(Region& region, uint64_t index, bool write) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* e = Find(reinterpret_cast<uintptr_t>(region.PageAddress(index)));
+  if (e == nullptr || e->state != kArmed) return false;
+  PageRecord& rec = region.record(index);
+  // A clean page (its server copy current) read: installed write-protected, still clean. Written:
+  // installed writable, and the server copy is stale from now on.
+  if (e->clean && write) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+  rec.flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);  // an access, not a prefetch
+  e->state = write ? kWritten : kRead;
+  Install(*e, e->clean && !write);
+  ++counters_.touched;
+  return true;
+}
+
+void UffdSampler::Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::vector<uint64_t>* untouched,
+                          const std::function<bool(uint64_t)>& keep) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t w = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    const uint64_t key = e.page / kPage;
+    if (e.state == kRead || e.state == kWritten) {
+      out->push_back({key, e.state == kWritten, now_ns});
+      continue;
+    }
+    if (e.state != kArmed) continue;
+    if (untouched != nullptr) untouched->push_back(key);
+    if (keep && keep(key)) {
+      entries_[w++] = e;  // carried: stays dropped, its copy kept
+      continue;
+    }
+    Install(e, e.clean);
+  }
+  entries_.resize(w);
+  in_round_ = false;
+  ++counters_.rounds;
+}
+
+size_t UffdSampler::carried() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_round_ ? 0 : live_;
+}
+
+void UffdSampler::Release(const void* addr, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (live_ == 0) return;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(addr) & ~(kPage - 1);
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(addr) + len;
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), lo,
+                             [](const Entry& e, uintptr_t p) { return e.page < p; });
+  for (; it != entries_.end() && it->page < hi; ++it) {
+    if (it->state != kArmed) continue;
+    Install(*it, it->clean);
+    it->state = kGone;
+  }
+}
+
+void UffdSampler::Drop(const void* addr, size_t len, bool unregistered) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(addr) & ~(kPage - 1);
+    const uintptr_t hi = reinterpret_cast<uintptr_t>(addr) + len;
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), lo,
+                               [](const Entry& e, uintptr_t p) { return e.page < p; });
+    for (; live_ > 0 && it != entries_.end() && it->page < hi; ++it) {
+      if (it->state == kArmed) Forget(*it);
+    }
+  }
+  if (!unregistered || registered_.empty()) return;
+  // io_mu_ held (OnFree): the chunks overlapping the range are registered again when next used.
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(addr) & ~(kChunk - 1);
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(addr) + len;
+  for (uintptr_t c = lo; c < hi; c += kChunk) registered_.erase(c);
+}
+
+void UffdSampler::DisarmAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Entry& e : entries_) {
+    if (e.state != kArmed) continue;
+    Install(e, e.clean);
+    e.state = kGone;
+  }
+  entries_.clear();
+  in_round_ = false;
+}
+
+void UffdSampler::Freeze() {
+  frozen_.store(true, std::memory_order_release);
+  DisarmAll();
+}
+
+void UffdSampler::Thaw() { frozen_.store(false, std::memory_order_release); }
+
+AccessSampler::Counters UffdSampler::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+}  // namespace tiermem

@@ -1,0 +1,115 @@
+// Access sampling by soft eviction (TIERMEM_SAMPLE_MODE=uffd), transparent to system calls.
+//
+// A sampled page is claimed (kLocal -> kInFlight, with kPageSampled), write-protected through
+// the pager's userfaultfd, copied to a local buffer and dropped (MADV_DONTNEED). Its next touch,
+// by the program or by the kernel on the program's behalf (read(2) into it, send(2) from it), is
+// a missing fault the pager's handler thread serves from the copy (UFFDIO_COPY): the access is
+// recorded as a read or a write, and the kernel retries the access, so a system call succeeds
+// with the right bytes where a PROT_NONE page (tracker.h) fails with EFAULT. A page untouched at
+// the end of its round is installed from its copy again (or kept: carried into the next round).
+// Its bytes are never anywhere but the page or the copy, and the copy is freed only once the
+// page is installed.
+//
+// Why it needs the pager: a range can be registered with one userfaultfd only, and the pager's
+// already covers every evicted run; the soft sampler registers the 2 MiB-aligned chunks around
+// the pages it samples with the same one (chunks, so the mapping is not split into a VMA per
+// page). Needs userfaultfd write-protect (kernel 5.7+ for anonymous memory; the copy must be the
+// page's bytes at the moment it is dropped) and kernel-mode faults (not UFFD_USER_MODE_ONLY).
+//
+// Locks: Arm runs with the pager's io_mu_ (no eviction, FetchBack, OnDiscard or OnFree of these
+// pages meanwhile) and then mu_; every other method takes mu_ only; the fault handler takes mu_
+// only in OnMissing, for a page flagged kPageSampled. Nothing here allocates after construction
+// except Arm and Collect (the policy thread's), so OnMissing is safe on the fault thread.
+//
+// Cost (docs/tiering.md, "Access tracking"): per sampled page one copy of 4 KiB and a share of
+// the write-protect and madvise calls (one per run of adjacent pages) at arm time, and one
+// userfaultfd round trip through the handler thread when it is touched.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "runtime/core/region.h"
+#include "runtime/core/sampler.h"
+
+namespace tiermem {
+
+class Pager;
+
+class UffdSampler final : public AccessSampler {
+ public:
+  static constexpr size_t kMaxArmed = 4096;  // 16 MiB of copies at most (replacing the pages)
+
+  // `pager` outlives the sampler and calls OnMissing/Drop/Freeze on it.
+  explicit UffdSampler(Pager* pager);
+  ~UffdSampler() override;
+  UffdSampler(const UffdSampler&) = delete;
+  UffdSampler& operator=(const UffdSampler&) = delete;
+  // False when the copies' buffer could not be mapped (the pager then offers no sampler).
+  bool ok() const { return copies_ != nullptr; }
+
+  const char* name() const override { return "uffd"; }
+  size_t max_armed() const override { return kMaxArmed; }
+  bool usable() const override { return !frozen_.load(std::memory_order_acquire); }
+  void Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::vector<uint64_t>* untouched = nullptr,
+               const std::function<bool(uint64_t)>& keep = {}) override;
+  size_t Arm(const std::vector<char*>& pages) override;
+  size_t carried() const override;
+  void Release(const void* addr, size_t len) override;
+  void DisarmAll() override;
+  Counters counters() const override;
+
+  // The pager's side. OnMissing: the fault handler met a missing fault on a page flagged
+  // kPageSampled: when it is armed here it is installed from its copy (write-protected again
+  // when it was clean and the access is a read), its access recorded, its thread woken, and true
+  // is returned; false when it is not armed here (the handler goes on as for any page).
+  bool OnMissing(Region& region, uint64_t index, bool write);
+  // Pages of [addr, addr+len) that are armed are given up without being installed (their run is
+  // being freed or discarded: the next touch must read zeros); io_mu_ held. The range may no
+  // longer be registered afterwards (OnFree unregisters it): its chunks are forgotten.
+  void Drop(const void* addr, size_t len, bool unregistered);
+  // fork(): every armed page is installed, and nothing is armed until Thaw (the child never
+  // thaws: its userfaultfd registrations are not inherited). io_mu_ held.
+  void Freeze();
+  void Thaw();
+
+ private:
+  enum : uint8_t { kArmed = 0, kRead = 1, kWritten = 2, kGone = 3 };
+  struct Entry {
+    uintptr_t page;
+    Region* region;
+    uint64_t index;
+    uint32_t copy;  // index of its copy in copies_
+    uint8_t state;  // kArmed until touched (kRead/kWritten), installed or dropped (kGone)
+    bool clean;     // kPageRemoteClean when armed: installed write-protected again
+  };
+  // Under mu_. The entry of `page` in entries_ (sorted by page), or null.
+  Entry* Find(uintptr_t page);
+  // Installs an armed entry's page from its copy and hands the page back (kLocal); mu_ held.
+  void Install(Entry& e, bool write_protect);
+  // Gives the page back without installing it (Drop); mu_ held.
+  void Forget(Entry& e);
+  // Registers the 2 MiB chunk of `region` around `page` with the pager's userfaultfd (once per
+  // chunk until Drop says it was unregistered). False when it cannot be registered.
+  bool RegisterChunk(Region& region, uintptr_t page);
+  void FreeCopy(uint32_t copy) { free_copies_[nfree_++] = copy; }
+  char* CopyOf(uint32_t copy) const { return copies_ + static_cast<size_t>(copy) * 4096; }
+
+  Pager* pager_;
+  char* copies_ = nullptr;            // kMaxArmed pages
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;        // sorted by page; reserved kMaxArmed (no allocation later)
+  std::vector<uint32_t> free_copies_; // a stack of kMaxArmed
+  size_t nfree_ = 0;
+  size_t live_ = 0;                   // entries still armed
+  bool in_round_ = false;             // Arm started a round that Collect has not ended
+  std::unordered_set<uintptr_t> registered_;  // chunk bases registered by RegisterChunk; io_mu_
+  std::atomic<bool> frozen_{false};
+  Counters counters_;
+};
+
+}  // namespace tiermem
