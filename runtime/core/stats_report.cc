@@ -2,6 +2,7 @@
 // TIERMEM_STATS_INTERVAL_MS, a timeline of JSON lines written by a thread of its own. Both read
 // the process's own stats block with ReadProcessStats, so the file says what `tiermemctl stat`
 // would have said at that moment.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -74,10 +75,11 @@ std::string Runtime::Impl::StatsReportText() const {
   const RuntimeCounters c = Counters();
   snprintf(line, sizeof(line),
            "tiermem stats: remote faults %" PRIu64 " (zero fills %" PRIu64 "), evicted %" PRIu64
-           " pages (written %" PRIu64 "); policy %s: %" PRIu64 " rounds, %" PRIu64 " demotions, %" PRIu64
-           " promotions\n",
+           " pages (written %" PRIu64 "); policy %s: %" PRIu64 " rounds, %" PRIu64 " pages armed, %" PRIu64
+           " accesses sampled, %" PRIu64 " demotions, %" PRIu64 " promotions\n",
            c.remote_faults, c.zero_fills, c.pages_evicted, c.pages_written, c.sampling_mode.c_str(),
-           c.policy_rounds, c.demotions, c.promotions);
+           c.policy_rounds, c.pages_armed, c.samples, c.demotions,
+           c.promotions);
   out += line;
   if (c.remote_servers_down + c.remote_failovers + c.remote_repaired_pages > 0) {
     snprintf(line, sizeof(line),

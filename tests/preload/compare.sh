@@ -59,6 +59,14 @@ if [ "$mode" = remote ] &&
   echo "FAIL: no page reached the remote tier (DRAM limit ${DRAM_LIMIT:-16M} too large?)"
   exit 1
 fi
+# EXPECT_SAMPLED=1: the policy thread must have armed pages and caught accesses to them
+# ("policy uffd: N rounds, A pages armed, S accesses sampled, ...").
+if [ -n "${EXPECT_SAMPLED:-}" ] &&
+   ! grep -qE "policy [a-z]+: [0-9]+ rounds, [1-9][0-9]* pages armed, [1-9][0-9]* accesses sampled" "$work/err.tiermem"; then
+  echo "FAIL: the sampler armed no page or caught no access"
+  grep "policy" "$work/err.tiermem"
+  exit 1
+fi
 if ! cmp -s "$work/out.glibc" "$work/out.tiermem"; then
   echo "FAIL: output differs under the preload library ($mode)"
   diff "$work/out.glibc" "$work/out.tiermem" | head -20
