@@ -66,9 +66,12 @@ const OptionSpec kTable[] = {
            "(0 = only at exit); `tiermemctl plot` draws it"),
     // Automatic tiering (docs/tiering.md).
     TM_OPT("TIERMEM_SAMPLE_MODE", OptionKind::kString, "auto", sample_mode,
-           "access sampling: auto (protect, except in preloaded programs: faults), protect "
-           "(PROT_NONE sampling of reads and writes), faults (remote faults only: FIFO-like), "
-           "off (no sampling; a DRAM limit is still kept)"),
+           "access sampling: auto (protect; in preloaded programs uffd where a remote tier runs, "
+           "else faults), protect (PROT_NONE pages: SIGSEGV on their next read or write; a system "
+           "call given one fails with EFAULT), uffd (soft eviction: the page's bytes kept in a "
+           "copy, its next touch caught by the remote tier's userfaultfd; transparent to system "
+           "calls, needs TIERMEM_REMOTE), faults (remote faults only: FIFO-like), off (no "
+           "sampling; a DRAM limit is still kept)"),
     TM_OPT("TIERMEM_SAMPLE_PAGES", OptionKind::kUint, "64", sample_pages,
            "pages protected per sampling round (at most 4096): bounds the tracking overhead"),
     TM_OPT("TIERMEM_SAMPLE_INTERVAL_MS", OptionKind::kUint, "20", sample_interval_ms,

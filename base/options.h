@@ -38,7 +38,7 @@ struct OptionValues {
   char stats[256];         // "", "stderr" or a path
   uint64_t stats_interval_ms;  // a timeline line to the TIERMEM_STATS file this often; 0 = none
   // Automatic tiering: access sampling and the policy thread.
-  char sample_mode[16];         // auto | protect | faults | off
+  char sample_mode[16];         // auto | protect | uffd | faults | off
   uint64_t sample_pages;        // pages protected per sampling round
   uint64_t sample_interval_ms;  // one sampling round (and one policy plan) per interval
   uint64_t sample_half_life_ms; // heat halves in this time without accesses

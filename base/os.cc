@@ -455,10 +455,13 @@ void EventFdSignal(int fd) {
   (void)!write(fd, &one, sizeof(one));
 }
 
-StatusOr<int> WaitReadable(int fd, int stop_fd) {
+StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns) {
+  const uint64_t spin_end = spin_ns > 0 ? MonotonicNanos() + spin_ns : 0;
   for (;;) {
     pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    int rc = poll(fds, 2, -1);
+    const bool spinning = spin_end != 0 && MonotonicNanos() < spin_end;
+    int rc = poll(fds, 2, spinning ? 0 : -1);
+    if (rc == 0 && spinning) continue;
     if (rc < 0) {
       if (errno == EINTR) continue;
       return ErrnoToStatus(errno, "poll");

@@ -127,8 +127,10 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max);
 // An eventfd (non-blocking, close-on-exec) used to stop a thread that waits with WaitReadable.
 StatusOr<int> EventFd();
 void EventFdSignal(int fd);
-// Waits until `fd` (returns 0) or `stop_fd` (returns 1) is readable. EINTR is retried.
-StatusOr<int> WaitReadable(int fd, int stop_fd);
+// Waits until `fd` (returns 0) or `stop_fd` (returns 1) is readable. EINTR is retried. With
+// `spin_ns`, polls without sleeping for that long first (a thread that sleeps is woken across
+// CPUs, tens of microseconds on these VMs), then sleeps.
+StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns = 0);
 // Sleeps up to timeout_ms or until `stop_fd` is readable: 1 when stopped, 0 on timeout.
 int WaitStop(int stop_fd, int timeout_ms);
 // Opens `path` for writing (created 0644; truncated, or appended to). A descriptor or -errno.

@@ -11,5 +11,6 @@ int Kv(int argc, char** argv);           // bench/kv.cc
 int Malloc(int argc, char** argv);       // bench/malloc_bench.cc
 int PreloadHotset(int argc, char** argv);  // bench/preload_hotset.cc
 int Memcached(int argc, char** argv);    // bench/memcached.cc
+int SampleCost(int argc, char** argv);   // bench/sample_cost.cc
 
 }  // namespace tiermem::bench

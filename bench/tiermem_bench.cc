@@ -29,6 +29,8 @@ const Subcommand kSubcommands[] = {
      "an unmodified C program with a moving hot set: plain, tiermem (LD_PRELOAD) and kernel swap"},
     {"memcached", tiermem::bench::Memcached,
      "memcached with a hot set of keys: plain, tiermem (LD_PRELOAD) and kernel swap; gets/s, p99, RSS"},
+    {"sample-cost", tiermem::bench::SampleCost,
+     "the cost of one access sample: protection faults vs soft eviction vs none, side by side"},
     // Other benchmarks add a line here (and their declaration in subcommands.h).
 };
 

@@ -116,7 +116,7 @@ struct RuntimeCounters {
   uint64_t remote_degraded_pages = 0;
   std::vector<RemoteServerCounters> servers;
   // Automatic tiering (the policy thread).
-  std::string sampling_mode = "off";  // in effect: protect, faults or off
+  std::string sampling_mode = "off";  // in effect: protect, uffd, faults or off
   std::string pebs;                   // why hardware sampling is (not) used
   uint64_t policy_rounds = 0;
   uint64_t policy_round_ns = 0;  // time spent in rounds (scan, plan, migrate, arm)

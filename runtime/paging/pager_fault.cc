@@ -162,8 +162,15 @@ void Pager::FaultLoop() {
     }
   };
   os::UffdFault faults[64];
+  // After a batch of soft-sampled faults only (served here, no server involved), the handler
+  // polls for kSampledSpinNs before it sleeps: a thread sweeping through sampled pages faults
+  // again within microseconds, and waking a sleeping handler across CPUs costs tens of them on
+  // these VMs (docs/tiering.md, "Soft eviction"). Never after remote reads: spinning there took
+  // memd's CPU on a 2-core machine and slowed remote faults by 10-20%.
+  constexpr uint64_t kSampledSpinNs = 50'000;
+  bool sampled_only = false;
   for (;;) {
-    auto ready = os::WaitReadable(uffd_, stop_fd_);
+    auto ready = os::WaitReadable(uffd_, stop_fd_, sampled_only ? kSampledSpinNs : 0);
     if (!ready.ok()) {
       TM_LOG_ERROR("remote tier: fault handler: %s", ready.status().message().c_str());
       RemoveExitFiles();
@@ -176,7 +183,7 @@ void Pager::FaultLoop() {
     // A batch ends after kBatch pages zero-filled or kBatch faults read: faults served at once
     // let their threads fault again right away, and a batch that took those too would not reach
     // after_faults (DRAM's budget check) while a thread streams through fresh memory.
-    size_t read_faults = 0, zero_filled = 0;
+    size_t read_faults = 0, zero_filled = 0, sampled = 0;
     while (pending.size() + 64 <= kBatch && read_faults < kBatch && zero_filled < kBatch) {
       auto got = os::UffdReadFaults(uffd_, faults, 64);
       if (!got.ok()) {
@@ -215,6 +222,7 @@ void Pager::FaultLoop() {
         // A page the soft sampler holds: put back from its copy, the access recorded.
         if (sampler_ && (rec.flags.load(std::memory_order_acquire) & kPageSampled) &&
             sampler_->OnMissing(*region, index, f.write)) {
+          ++sampled;
           continue;
         }
         if (Cas(rec, PageState::kRemote, PageState::kInFlight)) {
@@ -334,6 +342,7 @@ void Pager::FaultLoop() {
       return {p.ahead && p.arrived ? p.region : nullptr, p.index};
     });
     if (config_.after_faults) config_.after_faults();
+    sampled_only = sampled > 0 && pending.empty() && zero_filled == 0;
   }
   os::Unmap(mem, (kBatch + 1) * kPage);
   os::Unmap(zeros, kZeroBatch * kPage);

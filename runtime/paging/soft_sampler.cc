@@ -46,23 +46,32 @@ UffdSampler::Entry* UffdSampler::Find(uintptr_t page) {
   return it != entries_.end() && it->page == page ? &*it : nullptr;
 }
 
-void UffdSampler::Install(Entry& e, bool write_protect) {
-  char* addr = reinterpret_cast<char*>(e.page);
-  Status s = os::UffdCopy(pager_->uffd_, addr, CopyOf(e.copy), kPage, write_protect);
+void UffdSampler::InstallRun(Entry* const* run, size_t n, bool write_protect) {
+  char* addr = reinterpret_cast<char*>(run[0]->page);
+  Status s = os::UffdCopy(pager_->uffd_, addr, CopyOf(run[0]->copy), n * kPage, write_protect);
   if (!s.ok()) {
-    // The page's bytes are in the copy only; a thread touching it would wait forever or read
+    // The pages' bytes are in the copies only; a thread touching one would wait forever or read
     // zeros. Same contract as a lost remote page: say so and end.
-    TM_LOG_ERROR("tiering: the sampled page at %p could not be put back from its copy: %s; exiting "
-                 "(status %d) rather than hand the program a zero page",
+    TM_LOG_ERROR("tiering: sampled pages at %p could not be put back from their copies: %s; exiting "
+                 "(status %d) rather than hand the program zero pages",
                  static_cast<void*>(addr), s.message().c_str(), kRemoteLostExitCode);
     ExitRemoteLost();
   }
-  PageRecord& rec = e.region->record(e.index);
-  rec.flags.fetch_and(uint8_t(~kPageSampled), std::memory_order_relaxed);
-  rec.state.store(S(PageState::kLocal), std::memory_order_release);
-  pager_->Wake(addr, kPage);
-  FreeCopy(e.copy);
-  --live_;
+  for (size_t k = 0; k < n; ++k) {
+    Entry& e = *run[k];
+    PageRecord& rec = e.region->record(e.index);
+    rec.flags.fetch_and(uint8_t(~kPageSampled), std::memory_order_relaxed);
+    rec.state.store(S(PageState::kLocal), std::memory_order_release);
+    FreeCopy(e.copy);
+    if (e.state == kArmed) e.state = kGone;
+  }
+  live_ -= n;
+  pager_->Wake(addr, n * kPage);
+}
+
+void UffdSampler::Install(Entry& e, bool write_protect) {
+  Entry* one = &e;
+  InstallRun(&one, 1, write_protect);
 }
 
 void UffdSampler::Forget(Entry& e) {
@@ -86,17 +95,27 @@ bool UffdSampler::RegisterChunk(Region& region, uintptr_t page) {
 }
 
 size_t UffdSampler::Arm(const std::vector<char*>& pages) {
+  // io_mu_ throughout: no eviction, FetchBack, OnDiscard or OnFree of these pages meanwhile.
+  // mu_ only to reserve copies and, at the end, to publish and drop at once: the fault handler
+  // (which takes mu_ for every sampled fault) never waits for the copying.
   std::lock_guard<std::mutex> io_lock(pager_->io_mu_);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (frozen_.load(std::memory_order_relaxed) || in_round_) return 0;  // Collect first
-  in_round_ = true;
-  const size_t kept = live_;
-  // New pages, in the caller's order of priority, up to the room left; then by address.
   std::vector<char*> fresh;
-  for (char* p : pages) {
-    if (kept + fresh.size() >= kMaxArmed || fresh.size() >= nfree_) break;
-    if (Find(reinterpret_cast<uintptr_t>(p)) != nullptr) continue;
-    fresh.push_back(p);
+  std::vector<uint32_t> copies;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (frozen_.load(std::memory_order_relaxed) || in_round_) return 0;  // Collect first
+    in_round_ = true;
+    // New pages, in the caller's order of priority, up to the room left; then by address.
+    for (char* p : pages) {
+      if (live_ + fresh.size() >= kMaxArmed || fresh.size() >= nfree_) break;
+      if (Find(reinterpret_cast<uintptr_t>(p)) != nullptr) continue;
+      fresh.push_back(p);
+    }
+    // Copies in ascending order, so adjacent pages get adjacent copies (mostly: the free ones are
+    // all but the carried pages'), and a run is put back with one UFFDIO_COPY.
+    std::sort(free_copies_.begin(), free_copies_.begin() + static_cast<long>(nfree_), std::greater<uint32_t>());
+    copies.resize(fresh.size());
+    for (uint32_t& c : copies) c = free_copies_[--nfree_];
   }
   std::sort(fresh.begin(), fresh.end());
   fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
@@ -113,8 +132,7 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages) {
     Region* r = pager_->config_.region_of(p);
     if (r == nullptr || !RegisterChunk(*r, reinterpret_cast<uintptr_t>(p))) continue;
     const uint64_t index = r->PageIndex(p);
-    PageRecord& rec = r->record(index);
-    if (!Cas(rec, PageState::kLocal, PageState::kInFlight)) continue;
+    if (!Cas(r->record(index), PageState::kLocal, PageState::kInFlight)) continue;
     claimed.push_back({p, r, index});
   }
   // Runs of adjacent claimed pages of one region: one system call each.
@@ -128,18 +146,18 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages) {
   };
   // 2. Write-protect, so the copy is the page as it is dropped (a write meanwhile waits in the
   //    handler, which leaves a claimed page alone, and is woken below to fault on the copy).
+  //    3. Which have contents? A never-touched page has nothing to keep: not sampled.
   std::vector<uint8_t> ok(claimed.size(), 1);
   std::vector<uint64_t> pm(claimed.size());
   for_runs([&](size_t i, size_t j) {
-    const size_t len = (j - i) * kPage;
-    bool good = os::UffdWriteProtect(pager_->uffd_, claimed[i].addr, len, true).ok();
-    // 3. Which have contents? A never-touched page has nothing to keep: not sampled.
+    bool good = os::UffdWriteProtect(pager_->uffd_, claimed[i].addr, (j - i) * kPage, true).ok();
     good = good && os::ReadPagemap(pager_->pagemap_fd_, claimed[i].addr, j - i, pm.data() + i);
     for (size_t k = i; k < j; ++k) ok[k] = good && os::PagemapPopulated(pm[k]);
   });
-  // 4. Copy, flag, drop, wake.
+  // 4. Copy.
   std::vector<Entry> added;
   added.reserve(claimed.size());
+  size_t next_copy = 0;
   for (size_t k = 0; k < claimed.size(); ++k) {
     PageRecord& rec = claimed[k].region->record(claimed[k].index);
     if (!ok[k]) {
@@ -152,25 +170,28 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages) {
       pager_->Wake(claimed[k].addr, kPage);
       continue;
     }
-    const uint32_t copy = free_copies_[--nfree_];
+    const uint32_t copy = copies[next_copy++];
     memcpy(CopyOf(copy), claimed[k].addr, kPage);
     const bool clean = (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean) != 0;
-    rec.flags.fetch_or(kPageSampled, std::memory_order_relaxed);
     added.push_back({reinterpret_cast<uintptr_t>(claimed[k].addr), claimed[k].region, claimed[k].index, copy,
                      kArmed, clean});
   }
+  // 5. Publish, flag and drop together, then wake the writers that waited.
+  std::lock_guard<std::mutex> lock(mu_);
+  while (next_copy < copies.size()) FreeCopy(copies[next_copy++]);  // not needed after all
+  for (const Entry& e : added) e.region->record(e.index).flags.fetch_or(kPageSampled, std::memory_order_relaxed);
+  const size_t before = entries_.size();
+  entries_.insert(entries_.end(), added.begin(), added.end());
+  std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
+                     [](const Entry& x, const Entry& y) { return x.page < y.page; });
+  live_ += added.size();
   for (size_t i = 0; i < added.size();) {
     size_t j = i + 1;
     while (j < added.size() && added[j].page == added[j - 1].page + kPage) ++j;
     (void)os::Discard(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
+    pager_->Wake(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
     i = j;
   }
-  const size_t before = entries_.size();
-  entries_.insert(entries_.end(), added.begin(), added.end());
-  std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
-                     [](const Entry& a, const Entry& b) { return a.page < b.page; });
-  live_ += added.size();
-  for (const Entry& e : added) pager_->Wake(reinterpret_cast<void*>(e.page), kPage);
   counters_.armed += added.size();
   return live_;
 }
@@ -194,6 +215,7 @@ void UffdSampler::Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::
                           const std::function<bool(uint64_t)>& keep) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t w = 0;
+  std::vector<Entry*> back;  // untouched, not kept: put back (runs of adjacent pages and copies)
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     const uint64_t key = e.page / kPage;
@@ -203,15 +225,38 @@ void UffdSampler::Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::
     }
     if (e.state != kArmed) continue;
     if (untouched != nullptr) untouched->push_back(key);
-    if (keep && keep(key)) {
-      entries_[w++] = e;  // carried: stays dropped, its copy kept
-      continue;
+    if (keep && keep(key)) continue;
+    back.push_back(&e);
+  }
+  for (size_t i = 0; i < back.size();) {
+    size_t j = i + 1;
+    while (j < back.size() && back[j]->page == back[j - 1]->page + kPage && back[j]->copy == back[j - 1]->copy + 1 &&
+           back[j]->clean == back[i]->clean && back[j]->region == back[i]->region) {
+      ++j;
     }
-    Install(e, e.clean);
+    InstallRun(back.data() + i, j - i, back[i]->clean);
+    i = j;
+  }
+  for (Entry& e : entries_) {
+    if (e.state == kArmed) entries_[w++] = e;  // carried: stays dropped, its copy kept
   }
   entries_.resize(w);
   in_round_ = false;
   ++counters_.rounds;
+  DiscardFreeCopies();
+}
+
+void UffdSampler::DiscardFreeCopies() {
+  // A copy put back lives on in the page it was copied into: its own memory is returned, so the
+  // sampler holds no more memory than the pages it has taken out (runs of free copies, one
+  // madvise each).
+  std::sort(free_copies_.begin(), free_copies_.begin() + static_cast<long>(nfree_), std::greater<uint32_t>());
+  for (size_t i = 0; i < nfree_;) {
+    size_t j = i + 1;
+    while (j < nfree_ && free_copies_[j] + 1 == free_copies_[j - 1]) ++j;
+    (void)os::Discard(CopyOf(free_copies_[j - 1]), (j - i) * kPage);
+    i = j;
+  }
 }
 
 size_t UffdSampler::carried() const {
@@ -229,7 +274,6 @@ void UffdSampler::Release(const void* addr, size_t len) {
   for (; it != entries_.end() && it->page < hi; ++it) {
     if (it->state != kArmed) continue;
     Install(*it, it->clean);
-    it->state = kGone;
   }
 }
 
@@ -256,10 +300,10 @@ void UffdSampler::DisarmAll() {
   for (Entry& e : entries_) {
     if (e.state != kArmed) continue;
     Install(e, e.clean);
-    e.state = kGone;
   }
   entries_.clear();
   in_round_ = false;
+  DiscardFreeCopies();
 }
 
 void UffdSampler::Freeze() {

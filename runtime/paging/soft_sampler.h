@@ -89,7 +89,10 @@ class UffdSampler final : public AccessSampler {
   };
   // Under mu_. The entry of `page` in entries_ (sorted by page), or null.
   Entry* Find(uintptr_t page);
-  // Installs an armed entry's page from its copy and hands the page back (kLocal); mu_ held.
+  // Puts run[0..n) back from their copies (adjacent pages with adjacent copies; one
+  // UFFDIO_COPY), hands the pages back (kLocal, unflagged), frees the copies and wakes waiters;
+  // entries still kArmed become kGone. mu_ held. Install: one entry.
+  void InstallRun(Entry* const* run, size_t n, bool write_protect);
   void Install(Entry& e, bool write_protect);
   // Gives the page back without installing it (Drop); mu_ held.
   void Forget(Entry& e);
@@ -97,6 +100,8 @@ class UffdSampler final : public AccessSampler {
   // chunk until Drop says it was unregistered). False when it cannot be registered.
   bool RegisterChunk(Region& region, uintptr_t page);
   void FreeCopy(uint32_t copy) { free_copies_[nfree_++] = copy; }
+  // Returns the memory of the free copies (mu_ held); leaves free_copies_ sorted for Arm.
+  void DiscardFreeCopies();
   char* CopyOf(uint32_t copy) const { return copies_ + static_cast<size_t>(copy) * 4096; }
 
   Pager* pager_;

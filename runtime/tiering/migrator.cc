@@ -50,7 +50,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   // call waits for the pager's handler like any access. Without the pager's sampler (no remote
   // tier), by remote faults only.
   if (mode == "auto" && preloaded) mode = uffd_sampler != nullptr ? "uffd" : "faults";
-  if (mode == "off" || (!budgets && mode != "protect")) mode = "off";
+  if (mode == "off" || (!budgets && mode != "protect" && mode != "uffd")) mode = "off";
   if (mode == "auto") mode = "protect";
   c.relief = o.dram_limit != 0 && has_remote;
   c.mode = mode;
