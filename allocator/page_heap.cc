@@ -2,6 +2,7 @@
 // and page runs for large requests with the run cache in front of the runtime.
 #include <errno.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -204,14 +205,22 @@ void* HeapCore::AllocLarge(size_t size, size_t align, size_t room, bool* reused)
   uint64_t pages = 0;
   if (extra == 0) {
     // A cached run that fits: for growth the largest up to `room` (the buffer grows in place),
-    // otherwise the smallest of up to twice the request.
+    // otherwise the smallest that holds the request, with at most the larger of the request and
+    // half the cache's bound to spare. The spare pages were resident in the cache already, so a
+    // block that takes them costs no more memory than the cache did, and a program that frees
+    // and allocates big blocks of varying sizes keeps reusing one run, as glibc reuses its heap.
     const uint64_t lo = (size + page - 1) / page;
-    const uint64_t hi = want > size ? (want + page - 1) / page : 2 * lo;
+    const uint64_t hi = want > size ? (want + page - 1) / page
+                                    : lo + std::max(lo, run_cache_.max_pages() / 2);
     RunCache::Run expired[RunCache::kSlots];
     int nexpired = 0;
     run = run_cache_.Take(lo, hi, want > size, os::MonotonicNanos(), &pages, expired, &nexpired);
     ReleaseRuns(expired, nexpired);
     if (run != nullptr && reused != nullptr) *reused = true;
+    if (run == nullptr) {
+      // A miss: fresh pages for the request; give back as much of what was too small for it.
+      ReleaseRuns(expired, run_cache_.Yield(lo, (want + page - 1) / page, expired));
+    }
   }
   if (run == nullptr) {
     RuntimeCall call;

@@ -53,6 +53,23 @@ int RunCache::Put(char* start, uint64_t pages, uint64_t now_ns, Run* evicted) {
   return k;
 }
 
+int RunCache::Yield(uint64_t lo, uint64_t pages, Run* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int k = 0;
+  uint64_t given = 0;
+  for (int i = 0; i < n_;) {
+    const Run run = runs_[i];
+    if (run.pages < lo && given + run.pages <= pages) {
+      given += run.pages;
+      out[k++] = run;
+      RemoveAt(i);
+    } else {
+      ++i;
+    }
+  }
+  return k;
+}
+
 int RunCache::TakeAll(Run* out) {
   std::lock_guard<std::mutex> lock(mu_);
   const int k = n_;

@@ -38,10 +38,18 @@ class RunCache {
   // itself when it is larger than the whole bound. A run already in the cache (a double free)
   // is not added twice.
   int Put(char* start, uint64_t pages, uint64_t now_ns, Run* evicted);
+  // Gives up cached runs too small for a request of `lo` pages, oldest first, as long as their
+  // pages add up to at most `pages`; they go to `out` (room for kSlots) and the count is
+  // returned. For a request the cache could not serve: the caller is about to fault in `pages`
+  // fresh pages, and turning over as much of what did not fit keeps the footprint (cached runs
+  // plus live blocks) from growing by the request. Without it, blocks of growing sizes leave
+  // every smaller run cached beside the largest (5, 12, 20 and 25 MiB for one live block).
+  int Yield(uint64_t lo, uint64_t pages, Run* out);
   // Empties the cache into `out` (room for kSlots); returns the count.
   int TakeAll(Run* out);
 
   uint64_t pages() const;
+  uint64_t max_pages() const { return max_pages_; }
   void Lock() { mu_.lock(); }
   void Unlock() { mu_.unlock(); }
 

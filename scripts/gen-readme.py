@@ -209,10 +209,20 @@ def kv_rows(r):
 
 def malloc_rows(r):
     s = r.data["summary"]
-    return [("malloc: tiermem/glibc geomean (lowest); worst against the best of jemalloc and "
+    rows = [("malloc: tiermem/glibc geomean (lowest); worst against the best of jemalloc and "
              "mimalloc; worst peak RSS against glibc",
              f"{s['geomean_vs_glibc']:.2f}x ({s['worst_vs_glibc']:.2f}x); "
              f"{s['worst_vs_best_of_jemalloc_mimalloc']:.2f}x; {s['worst_rss_vs_glibc']:.3f}x")]
+    if "cpu_geomean_vs_best_of_jemalloc_mimalloc" in s:
+        above = s["worst_rss_above_smaller_of_jemalloc_mimalloc_bytes"]
+        above = "-" if above is None else f"{above / 1e6:+.2f} MB"
+        rows.append(("malloc by CPU time: tiermem against the best of jemalloc and mimalloc, "
+                     "geomean (worst); peak RSS against glibc where glibc's is above 8 MB; "
+                     "on the smaller programs, against the smaller of jemalloc's and mimalloc's",
+                     f"{s['cpu_geomean_vs_best_of_jemalloc_mimalloc']:.2f}x "
+                     f"({s['cpu_worst_vs_best_of_jemalloc_mimalloc']:.2f}x); "
+                     f"{s['worst_rss_vs_glibc_above_8mb']:.3f}x; {above}"))
+    return rows
 
 
 def is_dict_with(*keys):

@@ -67,5 +67,27 @@ TEST(RunCacheTest, TheSlotLimitEvictsTheOldest) {
   EXPECT_EQ(out[0].start, Addr(1));
 }
 
+TEST(RunCacheTest, YieldGivesUpOnlyRunsTooSmallUpToTheFreshPages) {
+  RunCache c(1000, 1000);
+  RunCache::Run out[RunCache::kSlots + 1];
+  EXPECT_EQ(c.Put(Addr(1), 30, 0, out), 0);
+  EXPECT_EQ(c.Put(Addr(2), 200, 0, out), 0);
+  EXPECT_EQ(c.Put(Addr(3), 40, 0, out), 0);
+  EXPECT_EQ(c.Put(Addr(4), 20, 0, out), 0);
+  // A request of 100 pages missed: of the runs under 100 pages, the oldest first while they add
+  // up to at most 100 (30 + 40 + 20 = 90); the 200-page run stays.
+  ASSERT_EQ(c.Yield(100, 100, out), 3);
+  EXPECT_EQ(out[0].start, Addr(1));
+  EXPECT_EQ(out[1].start, Addr(3));
+  EXPECT_EQ(out[2].start, Addr(4));
+  EXPECT_EQ(c.pages(), 200u);
+  EXPECT_EQ(c.Put(Addr(5), 60, 0, out), 0);
+  EXPECT_EQ(c.Put(Addr(6), 30, 0, out), 0);
+  // 60 would pass the 50 fresh pages; the younger 30 does not.
+  ASSERT_EQ(c.Yield(100, 50, out), 1);
+  EXPECT_EQ(out[0].start, Addr(6));
+  EXPECT_EQ(c.pages(), 260u);
+}
+
 }  // namespace
 }  // namespace tiermem

@@ -223,6 +223,34 @@ TEST_F(HeapTest, AFreedPageRunIsReusedForTheNextLargeBlock) {
   heap_->Free(z);
 }
 
+TEST_F(HeapTest, BlocksOfVaryingSizeReuseTheLargestFreedRun) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  // One live block at a time, growing: each miss gives back the smaller runs cached before it.
+  void* runs[3];
+  for (size_t i = 0; i < 3; ++i) {
+    runs[i] = heap_->Allocate((i + 2) * kMiB);
+    ASSERT_NE(runs[i], nullptr);
+    memset(runs[i], static_cast<int>(i + 1), (i + 2) * kMiB);
+    heap_->Free(runs[i]);
+  }
+  // Smaller blocks now take the 4 MiB run, pages and all, rather than fresh pages beside it.
+  for (size_t mib : {1, 3, 2}) {
+    void* q = heap_->Allocate(mib * kMiB);
+    EXPECT_EQ(q, runs[2]) << mib;
+    EXPECT_EQ(heap_->Usage().large_bytes, 4 * kMiB) << mib;
+    EXPECT_GE(heap_->UsableSize(q), 4 * kMiB) << mib;
+    heap_->Free(q);
+  }
+  // The 2 and 3 MiB runs went back to the runtime at the misses: a 2 MiB request is served by
+  // the 4 MiB run still, not by a cached 2 MiB one.
+  void* a = heap_->Allocate(2 * kMiB);
+  void* b = heap_->Allocate(2 * kMiB);
+  EXPECT_EQ(a, runs[2]);
+  EXPECT_EQ(heap_->Usage().large_bytes, 6 * kMiB);
+  heap_->Free(a);
+  heap_->Free(b);
+}
+
 TEST_F(HeapTest, ReallocGrowthIntoPageRunsMovesRarelyAndKeepsContents) {
   char* b = nullptr;
   size_t have = 0;
