@@ -20,8 +20,6 @@ constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
 constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
 constexpr uint8_t kStateInFlight = static_cast<uint8_t>(PageState::kInFlight);
 
-constexpr uint64_t kHotRecheck = 25;  // a page caught in use is watched again after 25 confirm times
-
 }  // namespace
 
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
@@ -119,10 +117,10 @@ Status Migrator::Start() {
   // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
   // round to round until touched and are confirmed cold after a half-life (at least one round,
   // at most ten): a page in use is touched long before.
-  carry_ = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0;  // victims need a budget
-  confirm_ns_ = carry_ ? std::max(interval_ms_, std::min<uint64_t>(config_.sample_half_life_ms, 10 * interval_ms_)) *
-                             1'000'000
-                       : 0;
+  const bool carry = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0;  // victims need a budget
+  policy_->ConfigureWatch(
+      carry, carry ? std::max(interval_ms_, std::min<uint64_t>(config_.sample_half_life_ms, 10 * interval_ms_)) * 1'000'000
+                   : 0);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = mode_;
@@ -231,38 +229,17 @@ bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
 }
 
 bool Migrator::Round() {
+  // Scan: the sampler's round and the page records.
   const uint64_t now = os::MonotonicNanos();
   const size_t page = config_.page_size;
   std::vector<AccessSample> samples;
   AccessSampler* tracker = sampler_;
   std::vector<uint64_t> untouched;
   if (sampling_ && armed_) {
-    tracker->Collect(now, &samples, &untouched,
-                    [this](uint64_t k) { return carry_ && watch_since_.count(k) > 0; });
+    tracker->Collect(now, &samples, &untouched, [this](uint64_t k) { return policy_->Carried(k); });
     armed_ = false;
   }
-  // Pages sampled without an access for confirm_ns_ (or all last round): confirmed cold (victims
-  // and block expansion take them). Pages under watch that were touched leave the watch.
-  confirmed_cold_.clear();
-  {
-    std::unordered_map<uint64_t, uint64_t> still;
-    for (uint64_t k : untouched) {
-      auto it = watch_since_.find(k);
-      if (it == watch_since_.end()) {
-        confirmed_cold_.insert(k);  // sampled one whole round
-        continue;
-      }
-      if (now - it->second >= confirm_ns_) confirmed_cold_.insert(k);
-      still.insert(*it);  // still protected: the tracker carried it
-    }
-    watch_since_ = std::move(still);
-    // A page caught in use is not put under watch again for a while (each check of a hot page
-    // costs a protection fault); expired marks are dropped.
-    if (carry_) {
-      std::erase_if(hot_until_, [now](const auto& kv) { return kv.second <= now; });
-      for (const AccessSample& a : samples) hot_until_[a.page] = now + kHotRecheck * confirm_ns_;
-    }
-  }
+  policy_->Watched(untouched, samples, now);  // confirmations of cold pages, the carried watch
   const uint64_t tracked = samples.size();
   // A sampled access is an access: a page fetched ahead and caught in use is no longer relief's
   // first victim.
@@ -346,102 +323,19 @@ bool Migrator::Round() {
     auto it = index.Find(samples[k].page);
     cxl_samples += it != nullptr && views[*it].tier == Tier::kCxl;
   }
-  PlanStats ps;
-  // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
-  // demotion is due and nothing can be promoted): the plan, over every live page, is skipped,
-  // so a runtime whose data fits costs one scan per idle round.
-  const PolicyConfig& pc = policy_->config();
-  const bool idle = lower_pages == 0 && samples.empty() && pc.budget_pages[0] != 0 &&
-                    static_cast<double>(dram_pages) <= pc.high_watermark * static_cast<double>(pc.budget_pages[0]);
-  std::vector<PlannedMove> plan;
-  Policy::TierPageCounts unlisted{};
-  unlisted[static_cast<int>(Tier::kRemote)] = remote_unlisted;
-  if (!idle) plan = policy_->Plan(views, unlisted, now, &ps);
-
-  // Second chance for DRAM's victims: while protection sampling runs, a DRAM page is demoted
-  // only after it was watched without an access (confirmed cold: a whole round with a CXL tier,
-  // confirm_ns_ without). A victim the policy picked by heat alone is replaced by a
-  // confirmed-cold DRAM page (coldest first), or waits for a later round. Why heat alone is not
-  // enough: a round may find DRAM far over its budget (pages faulted back while the last, slow
-  // round ran), and then the policy's victims are pages of equal, decayed heat, hot ones
-  // included; a hot page demoted to CXL is used there without a fault and found again only by
-  // sampling. And a hot page is sampled once in seconds, so its heat has decayed long before
-  // pages faulted in a moment ago, which look hotter. (Measurements: docs/tiering.md.)
+  // Plan: every placement decision is the Policy's.
   const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
-  uint64_t held_total = 0;
-  if (sampling_) {
-    std::unordered_set<uint64_t> in_plan;
-    for (const PlannedMove& m : plan) in_plan.insert(m.page);
-    // Confirmed-cold DRAM pages not in the plan, coldest first (under the carried watch: the
-    // longest watched first); `partial`: watched without an access, not yet for confirm_ns_.
-    std::vector<std::pair<double, uint64_t>> spare, partial;
-    auto spare_page = [&](uint64_t k) {
-      auto it = index.Find(k);
-      return it != nullptr && !in_plan.count(k) && views[*it].tier == Tier::kDram &&
-             !views[*it].pinned;
-    };
-    for (uint64_t k : confirmed_cold_) {
-      if (!spare_page(k)) continue;
-      auto w = watch_since_.find(k);
-      spare.push_back({w != watch_since_.end() ? static_cast<double>(w->second) : policy_->Heat(k, now), k});
-    }
-    for (auto& [k, since] : watch_since_) {
-      if (!confirmed_cold_.count(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
-    }
-    std::sort(spare.begin(), spare.end());
-    std::sort(partial.begin(), partial.end());
-    size_t next_partial = 0;
-    size_t next_spare = 0, spare_end = spare.size();
-    uint64_t held = 0;
-    // Victims bound for remote need confirmation too, except for DRAM's excess over 1.5x its
-    // budget: there the pages faulted back from remote outrun the sampler (a round confirms at
-    // most the pages it sampled), and that excess leaves by heat alone (a hot page evicted by
-    // mistake comes back at its next touch). Evicting everything down to the budget by heat alone
-    // took hundreds of hot pages at once in the guest.
-    // Without a CXL tier the watch confirms many pages per round (it carries them), so only
-    // DRAM's excess over its budget itself leaves unconfirmed.
-    const uint64_t unconfirmed_above = cxl ? dram_budget_ * 3 / 2 : dram_budget_;
-    uint64_t remote_unconfirmed = dram_pages > unconfirmed_above ? dram_pages - unconfirmed_above : 0;
-    std::erase_if(plan, [&](PlannedMove& m) {
-      if (m.from != Tier::kDram || m.to <= m.from || confirmed_cold_.count(m.page)) return false;
-      if (carry_ && next_spare < spare_end) {  // confirmed pages first, the longest watched
-        m.page = spare[next_spare++].second;
-        return false;
-      }
-      if (m.to == Tier::kRemote && remote_unconfirmed > 0) {
-        --remote_unconfirmed;
-        // Under the carried watch the longest watched untouched pages go first, then the
-        // policy's pick (the coldest by heat: after the hot set moves, the old one; a page
-        // faulted in or caught in use lately is warmer).
-        if (carry_ && next_partial < partial.size()) m.page = partial[next_partial++].second;
-        return false;
-      }
-      // Replacements keep the policy's order: the coldest go furthest (remote), the warmest of
-      // the confirmed-cold pages to CXL (else CXL fills with the coldest pages, and the warm set,
-      // whose pages are rarely untouched for a whole round, finds no room there).
-      if (next_spare < spare_end) {
-        m.page = m.to == Tier::kRemote ? spare[next_spare++].second : spare[--spare_end].second;
-        return false;
-      }
-      ++held;
-      return true;
-    });
-    if (held > 0) {
-      // DRAM stays over its budget this round: a page comes up into it only in exchange for one
-      // that leaves (the hottest first: promotions are planned hottest first).
-      uint64_t out = 0, in = 0;
-      for (const PlannedMove& m : plan) out += m.from == Tier::kDram && m.to > m.from;
-      std::erase_if(plan, [&](const PlannedMove& m) {
-        if (m.to != Tier::kDram || m.from == Tier::kDram || ++in <= out) return false;
-        ++held;
-        return true;
-      });
-    }
-    ps.deferred += held;
-    held_total = held;
-  }
+  PlanStats ps;
+  Policy::RoundInput in;
+  const RoundViews lookup(index, views);
+  in.views = views;
+  in.lookup = &lookup;
+  in.unlisted[static_cast<int>(Tier::kRemote)] = remote_unlisted;
+  in.samples = samples.size();
+  in.sampling = sampling_;
+  std::vector<PageMove> moves = policy_->PlanRound(in, now, &ps);
 
-  std::vector<Move> moves = ExpandBlocks(plan, views, unlisted, now);
+  // Execute, through the PageMover; then the next sample.
   std::unordered_set<uint64_t> moved_now;
   const Executed ex = Execute(moves, cxl, now, &moved_now);
   const uint64_t demoted = ex.demoted, promoted = ex.promoted, failed = ex.failed;
@@ -456,8 +350,9 @@ bool Migrator::Round() {
                static_cast<unsigned long long>(lower_pages - cxl_pages),
                static_cast<unsigned long long>(tracked), static_cast<unsigned long long>(cxl_samples),
                static_cast<unsigned long long>(fault_samples),
-               confirmed_cold_.size(), plan.size(), static_cast<unsigned long long>(ps.demotions),
-               static_cast<unsigned long long>(ps.promotions), static_cast<unsigned long long>(held_total),
+               static_cast<size_t>(ps.confirmed_cold), static_cast<size_t>(ps.planned),
+               static_cast<unsigned long long>(ps.demotions), static_cast<unsigned long long>(ps.promotions),
+               static_cast<unsigned long long>(ps.held),
                static_cast<unsigned long long>(demoted), static_cast<unsigned long long>(promoted),
                static_cast<unsigned long long>(failed), static_cast<unsigned long long>(armed),
                static_cast<double>(os::MonotonicNanos() - now) / 1e6);
@@ -477,7 +372,7 @@ bool Migrator::Round() {
   counters_->round_ns.fetch_add(round_ns, std::memory_order_relaxed);
   counters_->samples.fetch_add(tracked, std::memory_order_relaxed);
   if (!ex.last_error.empty()) stats_.last_error = ex.last_error;
-  return armed > 0 || !plan.empty() || ps.deferred > 0 || fault_samples > 0;
+  return armed > 0 || !moves.empty() || ps.deferred > 0 || fault_samples > 0;
 }
 
 }  // namespace tiermem

@@ -3,12 +3,14 @@
 // records (core/region.h), and acts only through PageMover (implemented by the core) and
 // backends/numa; it never includes runtime_impl.h.
 //
-// The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it collects the
-// tracker's samples and the remote faults seen since the last round, reads the page records of
-// every live page (a byte or two each), lists the resident ones (DRAM, CXL) for the Policy with
-// only a count of the remote ones, asks the Policy for a plan and carries it out through the Runtime
-// (Migrate: move_pages for DRAM/CXL, the pager's evict and fetch for the remote tier), then arms
-// the next rotating sample of resident pages.
+// The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it runs scan -> plan
+// -> execute. Scan: it collects the tracker's samples and the remote faults seen since the last
+// round, reads the page records of every live page (a byte or two each) and lists the resident
+// ones (DRAM, CXL) with only a count of the remote ones. Plan: Policy::PlanRound makes every
+// placement decision (the plan by heat, the second chance of DRAM's victims, block expansion).
+// Execute: the moves go through the PageMover (Migrate: move_pages for DRAM/CXL, the pager's
+// evict and fetch for the remote tier); then the next sample is armed. Budget relief asks the
+// Policy too (ReliefSpares, RoomBelowLowWatermark): this thread decides nothing by itself.
 //
 // Remote faults as samples: a page whose record went from kRemote to kLocal since the last round
 // was faulted in by the program (the pager served it), so it counts as an access.
@@ -129,6 +131,20 @@ class ViewIndex {
   size_t nspans_ = 0;
 };
 
+// The round's views by page key for the Policy (ViewLookup over a ViewIndex).
+class RoundViews final : public ViewLookup {
+ public:
+  RoundViews(const ViewIndex& index, const std::vector<PageView>& views) : index_(index), views_(views) {}
+  const PageView* Find(uint64_t page) const override {
+    const uint32_t* at = index_.Find(page);
+    return at == nullptr ? nullptr : &views_[*at];
+  }
+
+ private:
+  const ViewIndex& index_;
+  const std::vector<PageView>& views_;
+};
+
 class Migrator {
  public:
   // `mover` and `counters` (the stats block's, base/counters.h) outlive the Migrator; `config`
@@ -165,7 +181,7 @@ class Migrator {
   MigratorStats stats() const;
 
  private:
-  static constexpr uint64_t kBlockPages = 16;  // demotion granularity for batching (64 KiB)
+  static constexpr uint64_t kBlockPages = Policy::kBlockPages;  // victim checks arm whole blocks
   struct Known {
     std::atomic<Region*> region{nullptr};
     std::atomic<uint64_t> end{0};  // pages [0, end) may be live
@@ -194,20 +210,6 @@ class Migrator {
   // `spared`: they were given a second chance (their entries say so).
   void RequeueVictims(const std::vector<char*>& pages, bool spared);
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
-  // One page's move as the round carries it out; `noop`: already on its destination (it only
-  // joins a run).
-  struct Move {
-    uint64_t page;
-    Tier from, to;
-    bool noop;
-  };
-  // Block expansion (migrator_moves.cc): a demotion victim takes along the cold pages of its
-  // aligned block (same source tier, not hot, not pinned; under protection sampling confirmed
-  // cold) and is joined across pages already on the destination, so scattered victims become
-  // contiguous runs: one Migrate call (one pager round trip, one move_pages) per run instead of
-  // per page. Expansion never pushes a destination past its budget. Reads index_ (this round's).
-  std::vector<Move> ExpandBlocks(const std::vector<PlannedMove>& plan, const std::vector<PageView>& views,
-                                 const Policy::TierPageCounts& unlisted, uint64_t now);
   struct Executed {
     uint64_t demoted = 0, promoted = 0, failed = 0;
     uint64_t calls = 0, migrate_ns = 0;  // mover calls and the time in them
@@ -217,7 +219,7 @@ class Migrator {
   // destination, evictions of the whole round in one EvictPages call; reports each move to the
   // policy (Moved) and adds the pages it touched to `moved` (not armed again this round).
   // `cxl`: a CXL tier exists (ranges evicted to remote are rebound to DRAM's nodes).
-  Executed Execute(std::vector<Move>& moves, bool cxl, uint64_t now, std::unordered_set<uint64_t>* moved);
+  Executed Execute(std::vector<PageMove>& moves, bool cxl, uint64_t now, std::unordered_set<uint64_t>* moved);
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
                          const std::vector<char*>& sample_candidates, uint64_t dram_pages,
@@ -241,13 +243,6 @@ class Migrator {
   static constexpr size_t kVictimWindow = 16;      // pages looked at per victim checked
   static constexpr size_t kMinVictimWindow = 4096;
   bool armed_ = false;
-  std::unordered_set<uint64_t> confirmed_cold_;  // watched for confirm_ns_ (or a round), untouched
-  // Without a CXL tier, DRAM pages under watch stay protected from round to round until touched
-  // (the tracker carries them): key -> when the watch began. Confirmed cold after confirm_ns_.
-  bool carry_ = false;
-  uint64_t confirm_ns_ = 0;
-  std::unordered_map<uint64_t, uint64_t> watch_since_;
-  std::unordered_map<uint64_t, uint64_t> hot_until_;  // caught in use: not watched before then
   ViewIndex index_;  // policy thread only
   uint64_t last_armed_ = 0;       // pages armed in the round being collected
   uint64_t last_candidates_ = 0;  // pages they were chosen from

@@ -1,5 +1,6 @@
-// From a plan to page moves, and carrying them out (the policy thread's execute step, split from
-// migrator.cc's Round): block expansion, then runs of adjacent pages through the PageMover.
+// Carrying a round's moves out (the policy thread's execute step, split from migrator.cc's
+// Round): the Policy decided them (Policy::PlanRound, block expansion included); here they become
+// runs of adjacent pages through the PageMover.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -21,61 +22,13 @@ constexpr uint64_t kJoinGap = 256;  // evictions join across this many remote pa
 
 }  // namespace
 
-std::vector<Migrator::Move> Migrator::ExpandBlocks(const std::vector<PlannedMove>& plan,
-                                                   const std::vector<PageView>& views,
-                                                   const Policy::TierPageCounts& unlisted, uint64_t now) {
-  const ViewIndex& index = index_;
-  std::vector<Move> moves;
-  {
-    std::unordered_map<uint64_t, bool> planned;
-    for (const PlannedMove& m : plan) planned[m.page] = true;
-    for (const PlannedMove& m : plan) moves.push_back({m.page, m.from, m.to, false});
-    const double hot = policy_->config().promote_heat;
-    // Room left on each destination after the plan: expansion never pushes a tier past its
-    // budget (the runtime would refuse the whole run).
-    std::array<int64_t, kNumTiers> room{};
-    {
-      std::array<int64_t, kNumTiers> usage{};
-      for (int t = 0; t < kNumTiers; ++t) usage[t] = static_cast<int64_t>(unlisted[t]);
-      for (const PageView& v : views) ++usage[static_cast<int>(v.tier)];
-      for (const PlannedMove& m : plan) --usage[static_cast<int>(m.from)], ++usage[static_cast<int>(m.to)];
-      for (int t = 0; t < kNumTiers; ++t) {
-        const uint64_t b = policy_->config().budget_pages[t];
-        room[t] = b == 0 ? INT64_MAX / 2 : static_cast<int64_t>(static_cast<double>(b) * policy_->config().low_watermark) - usage[t];
-      }
-    }
-    for (const PlannedMove& m : plan) {
-      if (m.to <= m.from) continue;  // promotions are not expanded
-      const uint64_t block = m.page & ~(kBlockPages - 1);
-      for (uint64_t k = block; k < block + kBlockPages; ++k) {
-        if (planned.count(k)) continue;
-        auto it = index.Find(k);
-        if (it == nullptr) continue;
-        const PageView& v = views[*it];
-        if (v.pinned) continue;
-        if (v.tier == m.to) {
-          moves.push_back({k, v.tier, m.to, true});
-        } else if (v.tier == m.from && room[static_cast<int>(m.to)] > 0 &&
-                   (!sampling_ || confirmed_cold_.count(k)) && policy_->Heat(k, now) < hot) {
-          moves.push_back({k, m.from, m.to, false});
-          --room[static_cast<int>(m.to)];
-        } else {
-          continue;
-        }
-        planned[k] = true;
-      }
-    }
-  }
-  return moves;
-}
-
-Migrator::Executed Migrator::Execute(std::vector<Move>& moves, bool cxl, uint64_t now,
+Migrator::Executed Migrator::Execute(std::vector<PageMove>& moves, bool cxl, uint64_t now,
                                      std::unordered_set<uint64_t>* moved) {
   const size_t page = config_.page_size;
   const ViewIndex& index = index_;
   AccessSampler* tracker = sampler_;
   // Carry the moves out in runs of adjacent pages with the same destination.
-  std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
+  std::sort(moves.begin(), moves.end(), [](const PageMove& a, const PageMove& b) {
     return a.to != b.to ? a.to > b.to : a.page < b.page;  // demotions (to lower tiers) first
   });
   Executed ex;
@@ -117,10 +70,7 @@ Migrator::Executed Migrator::Execute(std::vector<Move>& moves, bool cxl, uint64_
     if (sampling_) {
       // Protection is lifted over spans of victims with no other watched page between them
       // (one mprotect for many: the pages between are accessible already, or remote).
-      std::vector<uint64_t> kept;
-      kept.reserve(watch_since_.size());
-      for (const auto& kv : watch_since_) kept.push_back(kv.first);
-      std::sort(kept.begin(), kept.end());
+      const std::vector<uint64_t> kept = policy_->WatchedPages();
       for (size_t a = 0; a < evict.size();) {
         size_t b = a + 1;
         while (b < evict.size()) {
@@ -155,7 +105,7 @@ Migrator::Executed Migrator::Execute(std::vector<Move>& moves, bool cxl, uint64_
     // A run joins adjacent pages, and for evictions also the next victim past a gap of pages
     // that are all remote already (skipped by the pager): scattered victims (cold pages faulted
     // in at random) take one pager call for many instead of one each.
-    auto joins = [&](const Move& prev, const Move& next) {
+    auto joins = [&](const PageMove& prev, const PageMove& next) {
       if (next.to != prev.to || next.page <= prev.page) return false;
       if (next.page == prev.page + 1) return true;
       if (next.to != Tier::kRemote || next.page - prev.page > kJoinGap) return false;
@@ -180,8 +130,7 @@ Migrator::Executed Migrator::Execute(std::vector<Move>& moves, bool cxl, uint64_
     // (the views predate the move).
     for (size_t k = i; k < j; ++k) {
       moved_now.insert(moves[k].page);
-      watch_since_.erase(moves[k].page);
-      hot_until_.erase(moves[k].page);  // back in DRAM later only by a fault: a fresh page
+      policy_->LeftWatch(moves[k].page);  // back in DRAM later only by a fault: a fresh page
     }
     if (moves[i].to == Tier::kRemote) {
       for (size_t k = i; k < j; ++k) {

@@ -158,8 +158,8 @@ uint64_t Migrator::Relieve() {
   uint64_t evicted = 0;
   std::vector<Victim> popped;
   std::vector<char*> batch, spared;
-  // Second chance: a victim the policy holds hot (Policy::SparedFromRelief) goes back to the
-  // ring's new end instead. Under remote-fault sampling a resident page is never seen, so heat
+  // Second chance, the Policy's decision (Policy::ReliefSpares): a victim it holds hot goes back
+  // to the ring's new end instead. Under remote-fault sampling a resident page is never seen, so heat
   // cannot tell a page still in use from one that was used once: each residency gets one second
   // chance (CLOCK's one bit), and a page in use that is evicted after it comes back at its next
   // touch, hot again. Under access sampling the heat is current, and a page stays while it is
@@ -191,9 +191,7 @@ uint64_t Migrator::Relieve() {
     batch.clear();
     spared.clear();
     for (const Victim& v : popped) {
-      if (spare_left > 0 && (sampling_ || !v.spared) &&
-          policy_->SparedFromRelief(reinterpret_cast<uintptr_t>(v.addr) / page, now, sampling_)) {
-        --spare_left;
+      if (policy_->ReliefSpares(reinterpret_cast<uintptr_t>(v.addr) / page, v.spared, sampling_, &spare_left, now)) {
         spared.push_back(v.addr);
       } else {
         batch.push_back(v.addr);
@@ -274,12 +272,7 @@ uint64_t Migrator::Relieve() {
 }
 
 bool Migrator::ReliefRoomOnCxl(size_t pages) const {
-  const PolicyConfig& pc = policy_->config();
-  const int c = static_cast<int>(Tier::kCxl);
-  if (!pc.present[c]) return false;
-  if (pc.budget_pages[c] == 0) return true;
-  return static_cast<double>(mover_->TierPages(Tier::kCxl) + pages) <=
-         pc.low_watermark * static_cast<double>(pc.budget_pages[c]);
+  return policy_->RoomBelowLowWatermark(Tier::kCxl, mover_->TierPages(Tier::kCxl), pages);
 }
 
 void Migrator::MaybeRelieve() {

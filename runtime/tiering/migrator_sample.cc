@@ -37,7 +37,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       // DRAM over its budget with a CXL tier below: victims go to CXL only once confirmed cold
       // (above), so checking them gets three quarters of the sample instead of half.
       size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
-      if (carry_ && dram_budget_ != 0) {
+      if (policy_->carry() && dram_budget_ != 0) {
         // The watch must confirm pages as fast as they come in (faults) and DRAM's excess must
         // leave: that many more pages go under watch, as far as the tracker has room.
         const uint64_t over = dram_pages > dram_budget_ ? dram_pages - dram_budget_ : 0;
@@ -61,8 +61,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
           char* p = sample_candidates[(victim_cursor_ + w) % sample_candidates.size()];
           const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
           auto it = index.Find(key);
-          if (it == nullptr || views[*it].tier != Tier::kDram || watch_since_.count(key) ||
-              moved_now.count(key) || hot_until_.count(key)) {
+          if (it == nullptr || views[*it].tier != Tier::kDram || policy_->WatchBusy(key) || moved_now.count(key)) {
             continue;
           }
           coldest.push_back({policy_->Heat(key, now), p});
@@ -83,8 +82,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
             const uint64_t block = key & ~(kBlockPages - 1);
             for (uint64_t k = block; k < block + kBlockPages && next.size() < victim_share; ++k) {
               auto it = index.Find(k);
-              if (it == nullptr || taken_pages.count(k) || watch_since_.count(k) || moved_now.count(k) ||
-                  hot_until_.count(k)) {
+              if (it == nullptr || taken_pages.count(k) || policy_->WatchBusy(k) || moved_now.count(k)) {
                 continue;
               }
               const PageView& v = views[*it];
@@ -108,17 +106,17 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       for (; next.size() < n && k < pool.size(); ++k) {
         char* p = pool[(cursor_ + k) % pool.size()];
         const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
-        if (!watch_since_.count(key) && !moved_now.count(key) && !hot_until_.count(key)) next.push_back(p);
+        if (!policy_->WatchBusy(key) && !moved_now.count(key)) next.push_back(p);
       }
       cursor_ += k;
       armed = tracker->Arm(next);
-      if (carry_) {
+      if (policy_->carry()) {
         // DRAM pages now under watch stay protected from round to round until touched.
         const uint64_t t_arm = os::MonotonicNanos();
         for (char* p : next) {
           const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
           auto it = index.Find(key);
-          if (it != nullptr && views[*it].tier == Tier::kDram) watch_since_.emplace(key, t_arm);
+          if (it != nullptr && views[*it].tier == Tier::kDram) policy_->WatchStarted(key, t_arm);
         }
       }
       armed_ = armed > 0;
@@ -130,7 +128,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
     // No round armed: pages still carried from the last one are lifted, the watch ends.
     std::vector<AccessSample> dropped;
     tracker->Collect(now, &dropped);
-    watch_since_.clear();
+    policy_->WatchEnded();
   }
   return armed;
 }

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/core/sampler.h"
@@ -74,7 +75,31 @@ struct PlannedMove {
 struct PlanStats {
   uint64_t demotions = 0;
   uint64_t promotions = 0;
-  uint64_t deferred = 0;  // moves the rate limit held back for a later plan
+  uint64_t deferred = 0;  // moves the rate limit (or PlanRound's confirmation) held back
+  // PlanRound only:
+  uint64_t held = 0;            // DRAM victims (and promotions into DRAM) waiting for confirmation
+  uint64_t planned = 0;         // the plan's moves after confirmation, before block expansion
+  uint64_t confirmed_cold = 0;  // DRAM pages the last sampler round confirmed cold
+};
+
+// One page move as the policy thread carries it out: a planned move, or one block expansion
+// added. `noop`: the page is already on the destination (it only joins a run of adjacent pages,
+// so that scattered victims become one mover call).
+struct PageMove {
+  uint64_t page = 0;
+  Tier from = Tier::kDram;
+  Tier to = Tier::kDram;
+  bool noop = false;
+};
+
+// A round's page views found by page key (the policy thread indexes them densely per region;
+// tests use a map). Null for a page not listed.
+class ViewLookup {
+ public:
+  virtual const PageView* Find(uint64_t page) const = 0;
+
+ protected:
+  ~ViewLookup() = default;
 };
 
 class Policy {
@@ -136,6 +161,88 @@ class Policy {
   void FaultedBack(uint64_t page);
 
   size_t tracked_pages() const { return pages_.size() + fresh_.size(); }
+
+  // ---- A policy round (policy_round.cc): the whole placement decision of the policy thread ----
+  //
+  // The thread scans (collects the sampler's round, reads the page records), calls Watched and
+  // Record, then PlanRound, and carries the moves out through its PageMover; budget relief asks
+  // ReliefSpares and RoomBelowLowWatermark. Every decision is here, every call takes the time.
+  static constexpr uint64_t kBlockPages = 16;  // block expansion's aligned blocks (64 KiB)
+  // A page caught in use is not put under watch again for this many confirmation times.
+  static constexpr uint64_t kHotRecheck = 25;
+
+  // Confirmation of DRAM victims (second chance under access sampling). `carry`: DRAM pages put
+  // under watch stay armed from sampler round to sampler round until touched (carried
+  // protection), and are confirmed cold after `confirm_ns` untouched; otherwise a page armed one
+  // whole sampler round untouched is confirmed cold. Called once, before the first round.
+  void ConfigureWatch(bool carry, uint64_t confirm_ns) {
+    carry_ = carry;
+    confirm_ns_ = confirm_ns;
+  }
+  bool carry() const { return carry_; }
+  // Whether the sampler keeps `page` armed into its next round (its Collect's `keep`).
+  bool Carried(uint64_t page) const { return carry_ && watch_since_.count(page) > 0; }
+  // A sampler round ended at `now_ns`: `untouched` were armed all round and never touched,
+  // `samples` are the accesses it caught. Confirms pages cold (as they were watched long enough),
+  // ends the watch of the pages touched, and marks those caught in use (WatchBusy).
+  void Watched(std::span<const uint64_t> untouched, std::span<const AccessSample> samples, uint64_t now_ns);
+  // Whether `page` is not to be armed as a victim check now: under watch already, or caught in use
+  // lately (each check of a hot page costs a sampled fault).
+  bool WatchBusy(uint64_t page) const { return watch_since_.count(page) > 0 || hot_until_.count(page) > 0; }
+  // The sampler armed DRAM page `page` at `now_ns` (carried protection only: its watch begins).
+  void WatchStarted(uint64_t page, uint64_t now_ns) {
+    if (carry_) watch_since_.emplace(page, now_ns);
+  }
+  // No sampler round is running: every watch ends.
+  void WatchEnded() { watch_since_.clear(); }
+  // The policy thread moved `page` (its protection is lifted): its watch ends, and it is a fresh
+  // page when it comes back.
+  void LeftWatch(uint64_t page) {
+    watch_since_.erase(page);
+    hot_until_.erase(page);
+  }
+  // The pages under watch, ascending (the mover lifts protection in spans between them).
+  std::vector<uint64_t> WatchedPages() const;
+  bool ConfirmedCold(uint64_t page) const { return confirmed_cold_.count(page) > 0; }
+
+  struct RoundInput {
+    std::span<const PageView> views;  // the resident pages, ascending (Plan's `pages`)
+    const ViewLookup* lookup = nullptr;  // the same views by page
+    TierPageCounts unlisted{};        // live pages not listed (remote), per tier
+    uint64_t samples = 0;             // samples recorded for this round (accesses and faults)
+    // Accesses to resident pages are sampled (protect, uffd): DRAM victims then need
+    // confirmation, and block expansion takes confirmed-cold pages only.
+    bool sampling = false;
+  };
+  // Plan (skipped while every page is in DRAM below its high watermark and nothing was sampled),
+  // then second chance for DRAM's victims (ConfirmVictims), then block expansion (ExpandBlocks).
+  std::vector<PageMove> PlanRound(const RoundInput& in, uint64_t now_ns, PlanStats* stats);
+  // Second chance (under sampling): a DRAM victim not confirmed cold is replaced by a
+  // confirmed-cold DRAM page or held for a later round, except for DRAM's excess over 1.5x its
+  // budget (with a CXL tier; over the budget itself without one), which leaves by heat alone.
+  // While victims are held, a page comes up into DRAM only in exchange for one that leaves.
+  // Returns the moves held. Public for tests.
+  uint64_t ConfirmVictims(std::vector<PlannedMove>* plan, const ViewLookup& lookup, uint64_t dram_pages,
+                          uint64_t now_ns);
+  // Block expansion: a demotion victim takes along the pages of its aligned block that are on its
+  // source tier, not pinned, not hot (below promote_heat) and, under sampling, confirmed cold, as
+  // far as the destination has room below its low watermark; pages of the block already on the
+  // destination join as no-ops. Promotions are not expanded. Public for tests.
+  std::vector<PageMove> ExpandBlocks(const std::vector<PlannedMove>& plan, const RoundInput& in, uint64_t now_ns) const;
+
+  // Budget relief's second chance for a DRAM page popped from its FIFO ring: true = requeue it
+  // (SparedFromRelief), false = evict it. `spared_before`: its entry was requeued once already;
+  // under remote-fault sampling each residency gets one second chance (CLOCK's bit), under access
+  // sampling a page is spared while it is caught in use. `spare_left`: second chances this relief
+  // may still give (decremented), so relief ends and the limit holds.
+  bool ReliefSpares(uint64_t page, bool spared_before, bool sampling, uint64_t* spare_left, uint64_t now_ns) const {
+    if (*spare_left == 0 || (!sampling && spared_before) || !SparedFromRelief(page, now_ns, sampling)) return false;
+    --*spare_left;
+    return true;
+  }
+  // Whether `pages` more fit on `tier` (holding `usage` pages) below its low watermark; a tier
+  // without a budget always has room, an absent one never.
+  bool RoomBelowLowWatermark(Tier tier, uint64_t usage, uint64_t pages) const;
 
   // A page and its heat now, as Plan ranks them.
   struct Candidate {
@@ -208,6 +315,12 @@ class Policy {
   std::vector<Entry> next_;  // Plan's scratch: the next pages_
   // Pages samples or moves named since the last Plan that it did not list (few).
   std::unordered_map<uint64_t, PageHeat> fresh_;
+  // The victim watch (ConfigureWatch, Watched).
+  bool carry_ = false;
+  uint64_t confirm_ns_ = 0;
+  std::unordered_set<uint64_t> confirmed_cold_;          // watched long enough, untouched
+  std::unordered_map<uint64_t, uint64_t> watch_since_;   // carried: page -> when its watch began
+  std::unordered_map<uint64_t, uint64_t> hot_until_;     // caught in use: not watched before then
   std::array<Ranked, kNumTiers> movable_;  // Plan's scratch
   Ranked hot_;                             // Plan's scratch
   double tokens_ = 0;

@@ -1,5 +1,6 @@
 // The tiering policy, driven by a fake clock and synthetic access traces (no OS, no threads).
 #include "runtime/tiering/policy.h"
+#include "tests/unit/policy_test_config.h"
 
 #include <gtest/gtest.h>
 
@@ -13,18 +14,7 @@ namespace {
 constexpr uint64_t kMs = 1000000;
 
 PolicyConfig Config(uint64_t dram, uint64_t cxl, bool has_cxl, bool has_remote) {
-  PolicyConfig c;
-  c.budget_pages = {dram, cxl, 0};
-  c.present = {true, has_cxl, has_remote};
-  c.high_watermark = 1.0;
-  c.low_watermark = 1.0;
-  c.half_life_ms = 100;
-  c.promote_heat = 1.5;
-  c.swap_margin = 1.0;
-  c.min_residence_ms = 50;
-  c.max_moves_per_s = 1e9;
-  c.max_burst = 1e9;
-  return c;
+  return TestPolicyConfig(dram, cxl, has_cxl, has_remote);
 }
 
 // A simulated machine: page -> tier, with plans applied as the migrator would.

@@ -1,0 +1,194 @@
+// A policy round (policy.h, "A policy round"): the placement decisions the policy thread used to
+// make itself around Plan (confirmation of DRAM victims, the carried watch, block expansion,
+// budget relief's second chance). Pure like Plan: no OS calls, every call takes the time.
+#include <algorithm>
+#include <unordered_set>
+#include <utility>
+
+#include "runtime/tiering/policy.h"
+
+namespace tiermem {
+namespace {
+
+int Idx(Tier t) { return static_cast<int>(t); }
+
+}  // namespace
+
+void Policy::Watched(std::span<const uint64_t> untouched, std::span<const AccessSample> samples, uint64_t now_ns) {
+  // Pages sampled without an access for confirm_ns_ (or a whole sampler round when they were not
+  // under the carried watch) are confirmed cold. Pages under watch that were touched leave it:
+  // only the untouched ones were carried by the sampler.
+  confirmed_cold_.clear();
+  std::unordered_map<uint64_t, uint64_t> still;
+  for (uint64_t k : untouched) {
+    auto it = watch_since_.find(k);
+    if (it == watch_since_.end()) {
+      confirmed_cold_.insert(k);  // sampled one whole round
+      continue;
+    }
+    if (now_ns - it->second >= confirm_ns_) confirmed_cold_.insert(k);
+    still.insert(*it);  // still armed: the sampler carried it
+  }
+  watch_since_ = std::move(still);
+  if (!carry_) return;
+  // A page caught in use is not put under watch again for a while; expired marks are dropped.
+  std::erase_if(hot_until_, [now_ns](const auto& kv) { return kv.second <= now_ns; });
+  for (const AccessSample& a : samples) hot_until_[a.page] = now_ns + kHotRecheck * confirm_ns_;
+}
+
+std::vector<uint64_t> Policy::WatchedPages() const {
+  std::vector<uint64_t> kept;
+  kept.reserve(watch_since_.size());
+  for (const auto& kv : watch_since_) kept.push_back(kv.first);
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+bool Policy::RoomBelowLowWatermark(Tier tier, uint64_t usage, uint64_t pages) const {
+  const int t = Idx(tier);
+  if (t < 0 || t >= kNumTiers || !config_.present[t]) return false;
+  if (config_.budget_pages[t] == 0) return true;
+  return static_cast<double>(usage + pages) <= config_.low_watermark * static_cast<double>(config_.budget_pages[t]);
+}
+
+std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, PlanStats* stats) {
+  uint64_t dram_pages = 0, lower_pages = 0;
+  for (const PageView& v : in.views) (v.tier == Tier::kDram ? dram_pages : lower_pages)++;
+  for (int t = 0; t < kNumTiers; ++t) (t == Idx(Tier::kDram) ? dram_pages : lower_pages) += in.unlisted[t];
+  PlanStats ps;
+  // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
+  // demotion is due and nothing can be promoted): the plan is skipped, so a runtime whose data
+  // fits costs one scan per idle round.
+  const uint64_t budget = config_.budget_pages[Idx(Tier::kDram)];
+  const bool idle = lower_pages == 0 && in.samples == 0 && budget != 0 &&
+                    static_cast<double>(dram_pages) <= config_.high_watermark * static_cast<double>(budget);
+  std::vector<PlannedMove> plan;
+  if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps);
+  if (in.sampling && in.lookup != nullptr) ps.held = ConfirmVictims(&plan, *in.lookup, dram_pages, now_ns);
+  ps.deferred += ps.held;
+  ps.planned = plan.size();
+  ps.confirmed_cold = confirmed_cold_.size();
+  if (stats != nullptr) *stats = ps;
+  return ExpandBlocks(plan, in, now_ns);
+}
+
+uint64_t Policy::ConfirmVictims(std::vector<PlannedMove>* plan_in, const ViewLookup& lookup, uint64_t dram_pages,
+                                uint64_t now_ns) {
+  // Why heat alone is not enough for DRAM's victims: a round may find DRAM far over its budget
+  // (pages faulted back while the last, slow round ran), and then the plan's victims are pages of
+  // equal, decayed heat, hot ones included; a hot page demoted to CXL is used there without a
+  // fault and found again only by sampling. And a hot page is sampled once in seconds, so its
+  // heat has decayed long before pages faulted in a moment ago, which look hotter.
+  std::vector<PlannedMove>& plan = *plan_in;
+  const bool cxl = config_.present[Idx(Tier::kCxl)];
+  const uint64_t dram_budget = config_.budget_pages[Idx(Tier::kDram)];
+  std::unordered_set<uint64_t> in_plan;
+  for (const PlannedMove& m : plan) in_plan.insert(m.page);
+  // Confirmed-cold DRAM pages not in the plan, coldest first (under the carried watch: the
+  // longest watched first); `partial`: watched without an access, not yet for confirm_ns_.
+  std::vector<std::pair<double, uint64_t>> spare, partial;
+  auto spare_page = [&](uint64_t k) {
+    const PageView* v = lookup.Find(k);
+    return v != nullptr && !in_plan.count(k) && v->tier == Tier::kDram && !v->pinned;
+  };
+  for (uint64_t k : confirmed_cold_) {
+    if (!spare_page(k)) continue;
+    auto w = watch_since_.find(k);
+    spare.push_back({w != watch_since_.end() ? static_cast<double>(w->second) : Heat(k, now_ns), k});
+  }
+  for (auto& [k, since] : watch_since_) {
+    if (!confirmed_cold_.count(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
+  }
+  std::sort(spare.begin(), spare.end());
+  std::sort(partial.begin(), partial.end());
+  size_t next_partial = 0, next_spare = 0, spare_end = spare.size();
+  uint64_t held = 0;
+  // Victims bound for remote need confirmation too, except for DRAM's excess over 1.5x its
+  // budget: there the pages faulted back from remote outrun the sampler (a round confirms at most
+  // the pages it sampled), and that excess leaves by heat alone (a hot page evicted by mistake
+  // comes back at its next touch). Evicting everything down to the budget by heat alone took
+  // hundreds of hot pages at once in the guest. Without a CXL tier the watch confirms many pages
+  // per round (it carries them), so only DRAM's excess over its budget itself leaves unconfirmed.
+  const uint64_t unconfirmed_above = cxl ? dram_budget * 3 / 2 : dram_budget;
+  uint64_t remote_unconfirmed = dram_pages > unconfirmed_above ? dram_pages - unconfirmed_above : 0;
+  std::erase_if(plan, [&](PlannedMove& m) {
+    if (m.from != Tier::kDram || m.to <= m.from || confirmed_cold_.count(m.page)) return false;
+    if (carry_ && next_spare < spare_end) {  // confirmed pages first, the longest watched
+      m.page = spare[next_spare++].second;
+      return false;
+    }
+    if (m.to == Tier::kRemote && remote_unconfirmed > 0) {
+      --remote_unconfirmed;
+      // Under the carried watch the longest watched untouched pages go first, then the plan's
+      // pick (the coldest by heat: after the hot set moves, the old one).
+      if (carry_ && next_partial < partial.size()) m.page = partial[next_partial++].second;
+      return false;
+    }
+    // Replacements keep the plan's order: the coldest go furthest (remote), the warmest of the
+    // confirmed-cold pages to CXL (else CXL fills with the coldest pages, and the warm set, whose
+    // pages are rarely untouched for a whole round, finds no room there).
+    if (next_spare < spare_end) {
+      m.page = m.to == Tier::kRemote ? spare[next_spare++].second : spare[--spare_end].second;
+      return false;
+    }
+    ++held;
+    return true;
+  });
+  if (held > 0) {
+    // DRAM stays over its budget this round: a page comes up into it only in exchange for one
+    // that leaves (the hottest first: promotions are planned hottest first).
+    uint64_t out = 0, in = 0;
+    for (const PlannedMove& m : plan) out += m.from == Tier::kDram && m.to > m.from;
+    std::erase_if(plan, [&](const PlannedMove& m) {
+      if (m.to != Tier::kDram || m.from == Tier::kDram || ++in <= out) return false;
+      ++held;
+      return true;
+    });
+  }
+  return held;
+}
+
+std::vector<PageMove> Policy::ExpandBlocks(const std::vector<PlannedMove>& plan, const RoundInput& in,
+                                           uint64_t now_ns) const {
+  std::vector<PageMove> moves;
+  std::unordered_set<uint64_t> planned;
+  for (const PlannedMove& m : plan) planned.insert(m.page);
+  for (const PlannedMove& m : plan) moves.push_back({m.page, m.from, m.to, false});
+  if (in.lookup == nullptr) return moves;
+  // Room left on each destination after the plan: expansion never pushes a tier past its budget
+  // (the mover would refuse the whole run).
+  std::array<int64_t, kNumTiers> room{};
+  {
+    std::array<int64_t, kNumTiers> usage{};
+    for (int t = 0; t < kNumTiers; ++t) usage[t] = static_cast<int64_t>(in.unlisted[t]);
+    for (const PageView& v : in.views) ++usage[Idx(v.tier)];
+    for (const PlannedMove& m : plan) --usage[Idx(m.from)], ++usage[Idx(m.to)];
+    for (int t = 0; t < kNumTiers; ++t) {
+      const uint64_t b = config_.budget_pages[t];
+      room[t] = b == 0 ? INT64_MAX / 2
+                       : static_cast<int64_t>(static_cast<double>(b) * config_.low_watermark) - usage[t];
+    }
+  }
+  for (const PlannedMove& m : plan) {
+    if (m.to <= m.from) continue;  // promotions are not expanded
+    const uint64_t block = m.page & ~(kBlockPages - 1);
+    for (uint64_t k = block; k < block + kBlockPages; ++k) {
+      if (planned.count(k)) continue;
+      const PageView* v = in.lookup->Find(k);
+      if (v == nullptr || v->pinned) continue;
+      if (v->tier == m.to) {
+        moves.push_back({k, v->tier, m.to, true});
+      } else if (v->tier == m.from && room[Idx(m.to)] > 0 && (!in.sampling || confirmed_cold_.count(k)) &&
+                 Heat(k, now_ns) < config_.promote_heat) {
+        moves.push_back({k, m.from, m.to, false});
+        --room[Idx(m.to)];
+      } else {
+        continue;
+      }
+      planned.insert(k);
+    }
+  }
+  return moves;
+}
+
+}  // namespace tiermem
