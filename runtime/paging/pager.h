@@ -401,8 +401,9 @@ class Pager {
   // request came back, calling on_done(server, completion) for each. With nothing ready it
   // waits on every busy connection at once (Transport::WaitFd), so a slow server does not hold
   // the replies of the others; a connection without a descriptor (RDMA) is waited on alone.
-  // `intake_fd` (>= 0): also returns, with *intake set and requests still out, when that
-  // descriptor becomes readable (the fault handler's userfaultfd: new faults to post meanwhile).
+  // `intake_fd` (>= 0): also returns, with *intake set and requests still out, after a round
+  // that took replies (the caller installs what is complete) and when that descriptor becomes
+  // readable (the fault handler's userfaultfd: new faults to post meanwhile).
   // Fails on a poll error or a timeout.
   template <typename OnDone>
   bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
@@ -530,6 +531,10 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
         return false;
       }
       round += *got;
+    }
+    if (round > 0 && intake_fd >= 0) {
+      *intake = true;
+      return true;
     }
     if (round > 0 || one_wait) continue;
     if (!all_fds) {  // a connection that cannot be polled with the others: wait on it alone

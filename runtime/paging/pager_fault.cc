@@ -94,6 +94,7 @@ void Pager::InstallAhead(size_t n, const char* staging, const std::function<Ahea
 }
 
 void Pager::FaultLoop() {
+  constexpr uint32_t kAheadPart = 8;
   int err = 0;
   void* mem = os::Reserve((kBatch + 1) * kPage, &err);
   if (mem == nullptr) {
@@ -134,22 +135,28 @@ void Pager::FaultLoop() {
     bool installed = false;
     bool lost = false;     // ahead: no replica could serve it (left remote)
     bool woken = false;    // ahead: handed to InstallAhead (installed and woken, or left remote)
-    size_t window = 0;     // ahead: the fault whose window it is (its index in `pending`)
+    size_t window = 0;     // ahead: its part of a window (the part's first index in `pending`)
+    uint32_t tid = 0;      // ahead: the thread whose stream it is
     ReadReq rr{};          // its read, with the replicas tried
   };
   std::vector<Pending> pending;
   pending.reserve(kBatch);
   std::vector<size_t> outstanding(servers_.size());
-  // After the remote fault on page `index`: the pages the prefetcher predicts along the thread's
-  // stream (prefetch.h) that are remote with a copy on a server are claimed and their reads
-  // posted behind the fault's own, leaving `reserve` staging pages for the faults still to post.
-  // They are installed as they arrive like the faulted page, whose thread is woken first (a
-  // connection answers in order), so no thread waits for its prefetches.
-  auto fetch_ahead = [&](Region* region, uint64_t index, uint32_t tid, size_t reserve) {
-    const size_t window = pending.size() - 1;  // the fault's own read was posted just before
-    const Prefetcher::Ahead a = prefetcher_.OnFault(tid, reinterpret_cast<uintptr_t>(region), index);
+  // After a remote fault (Prefetcher::OnFault) or a fault on a page of a window in flight
+  // (OnHit): the pages the prefetcher predicts along the thread's stream (prefetch.h) that are
+  // remote with a copy on a server are claimed and their reads posted (behind the fault's own),
+  // leaving `reserve` staging pages for the faults still to post. A faulted page's thread is
+  // woken as its page is in (a connection answers in order), so no thread waits for its
+  // prefetches; a window is installed once all of it is in.
+  auto fetch_ahead = [&](Region* region, uint32_t tid, const Prefetcher::Ahead& a, size_t reserve) {
+    // Installed in parts of kAheadPart pages, each once all of it is in (its first page's place
+    // in `pending` names it): the reader wakes after the first part while the rest is still in
+    // flight, meets the next part in flight, and that hit asks for the next window (OnHit), so
+    // the stream keeps a window in flight ahead of the reader.
+    size_t window = pending.size();
     for (uint32_t k = 1; k <= a.count && pending.size() + reserve < kBatch; ++k) {
-      const int64_t at = static_cast<int64_t>(index) + a.stride * static_cast<int64_t>(k);
+      if ((k - 1) % kAheadPart == 0) window = pending.size();
+      const int64_t at = static_cast<int64_t>(a.from) + a.stride * static_cast<int64_t>(k);
       if (at < 0 || static_cast<uint64_t>(at) >= region->pages()) break;
       PageRecord& r = region->record(static_cast<uint64_t>(at));
       if (!Cas(r, PageState::kRemote, PageState::kInFlight)) continue;  // resident, free or busy
@@ -163,6 +170,7 @@ void Pager::FaultLoop() {
       Pending& p = pending.emplace_back(Pending{region, static_cast<uint64_t>(at), false, 0, true});
       p.early = a.stride != 1;
       p.window = window;
+      p.tid = tid;
       p.rr.ref = ref;
       p.rr.buf = staging + j * kPage;
       p.rr.spare = spare + j * spare_bytes;
@@ -290,7 +298,9 @@ void Pager::FaultLoop() {
             p.rr.buf = staging + j * kPage;
             p.rr.spare = spare + j * spare_bytes;
             if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
-            if (prefetcher_.max_window() > 0) fetch_ahead(region, index, f.tid, *got - k - 1);
+            if (prefetcher_.max_window() > 0) {
+            fetch_ahead(region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(region), index), *got - k - 1);
+          }
             continue;
           }
           // Local (or free) and missing: a fresh page of a registered range, or one another thread
@@ -298,8 +308,14 @@ void Pager::FaultLoop() {
           bool mine = Cas(rec, PageState::kLocal, PageState::kInFlight);
           if (!mine) {
             const uint8_t st = rec.state.load(std::memory_order_acquire);
-            // Ours in this batch, or an evictor's or fetcher's: they wake it.
-            if (st == S(PageState::kInFlight)) continue;
+            // Ours in this batch, or an evictor's or fetcher's: they wake it. A page of a window
+            // fetched ahead: its thread reads through the window, so the next one is asked for.
+            if (st == S(PageState::kInFlight)) {
+              if (prefetcher_.max_window() > 0) {
+                fetch_ahead(region, f.tid, prefetcher_.OnHit(f.tid, reinterpret_cast<uintptr_t>(region), index), *got - k - 1);
+              }
+              continue;
+            }
             if (st == S(PageState::kRemote) || st == S(PageState::kLocal)) {
               // Its owner finished between our two claims: an eviction made it remote (dropped,
               // its data on the server), or a fetch or a failed eviction left it local. A zero page
@@ -388,11 +404,19 @@ void Pager::FaultLoop() {
         const bool now = p.ahead && p.arrived && !p.woken && !window_open[p.window];
         return {now ? p.region : nullptr, p.index, p.installed};
       });
-      for (Pending& p : pending) {
-        if (p.ahead && p.arrived && !window_open[p.window]) p.woken = true;
+      // A stream's window in: its next one may be asked for now (Prefetcher::OnWindowIn).
+      const size_t posted = pending.size();
+      for (size_t j = 0; j < posted; ++j) {
+        Pending& p = pending[j];
+        if (!p.ahead || !p.arrived || p.woken || window_open[p.window]) continue;
+        p.woken = true;
+        const bool part_end = j + 1 == posted || !pending[j + 1].ahead || pending[j + 1].window != p.window;
+        if (part_end && prefetcher_.max_window() > 0) {
+          fetch_ahead(p.region, p.tid, prefetcher_.OnWindowIn(p.tid, reinterpret_cast<uintptr_t>(p.region), p.index), 64);
+        }
       }
-      if (!more) break;
-      intake();
+      if (!more && pending.size() == posted) break;
+      if (more) intake();
     }
     if (config_.after_faults) config_.after_faults();
     sampled_only = sampled > 0 && pending.empty() && zero_filled == 0;
