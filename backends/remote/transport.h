@@ -114,7 +114,8 @@ class Transport {
   virtual size_t in_flight() const = 0;
   // A descriptor that poll(2) reports readable (POLLIN) when a reply may have arrived, so one
   // caller can wait on several connections (and descriptors of its own) at once and then take
-  // what is ready with Poll(.., 0); -1 when the transport cannot offer one (wait in Poll then).
+  // what is ready with Poll(.., 0); -1 when the transport cannot offer one now (RDMA; TCP with
+  // requests not yet sent): wait in Poll then.
   // Poll(.., 0) also fails a connection whose oldest request is past the timeout, as a waiting
   // Poll does.
   virtual int WaitFd() const { return -1; }

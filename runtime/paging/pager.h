@@ -514,11 +514,8 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     // Which servers have requests out? Take what is ready from each; when none had anything,
     // wait on all of them (and intake_fd) at once.
     size_t busy = 0, first_busy = 0;
-    bool all_fds = true;
     for (size_t k = 0; k < outstanding.size(); ++k) {
-      if (outstanding[k] == 0) continue;
-      if (busy++ == 0) first_busy = k;
-      all_fds = all_fds && conn(k).WaitFd() >= 0;
+      if (outstanding[k] > 0 && busy++ == 0) first_busy = k;
     }
     if (busy == 0) return true;
     const bool one_wait = busy == 1 && intake_fd < 0;  // the transport's own wait (it may spin)
@@ -537,10 +534,16 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       return true;
     }
     if (round > 0 || one_wait) continue;
-    if (!all_fds) {  // a connection that cannot be polled with the others: wait on it alone
-      auto got = take(first_busy, -1);
+    // After the takes above (which sent what was posted): a connection still holding unsent
+    // requests, or one of a kind that cannot be polled with the others, is waited on alone.
+    size_t alone = outstanding.size();
+    for (size_t k = first_busy; k < outstanding.size() && alone == outstanding.size(); ++k) {
+      if (outstanding[k] > 0 && conn(k).WaitFd() < 0) alone = k;
+    }
+    if (alone < outstanding.size()) {
+      auto got = take(alone, -1);
       if (!got.ok()) {
-        *err = CollectError{first_busy, got.status()};
+        *err = CollectError{alone, got.status()};
         return false;
       }
       continue;
