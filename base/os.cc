@@ -471,6 +471,30 @@ StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns) {
   }
 }
 
+StatusOr<int> WaitAnyReadable(const int* fds, size_t n, int timeout_ms) {
+  constexpr size_t kMax = 64;
+  if (n == 0 || n > kMax) return InvalidArgument("WaitAnyReadable: 1 to 64 descriptors");
+  pollfd p[kMax];
+  for (size_t i = 0; i < n; ++i) p[i] = pollfd{fds[i], POLLIN, 0};
+  const uint64_t end = timeout_ms < 0 ? 0 : MonotonicNanos() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  for (;;) {
+    int left = -1;
+    if (timeout_ms >= 0) {
+      const uint64_t now = MonotonicNanos();
+      left = now >= end ? 0 : static_cast<int>((end - now + 999'999) / 1'000'000);
+    }
+    const int rc = poll(p, static_cast<nfds_t>(n), left);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "poll");
+    }
+    if (rc == 0) return -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (p[i].revents & (POLLIN | POLLERR | POLLHUP)) return static_cast<int>(i);
+    }
+  }
+}
+
 int WaitStop(int stop_fd, int timeout_ms) {
   const uint64_t end = MonotonicNanos() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
   for (;;) {

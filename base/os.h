@@ -131,6 +131,9 @@ void EventFdSignal(int fd);
 // `spin_ns`, polls without sleeping for that long first (a thread that sleeps is woken across
 // CPUs, tens of microseconds on these VMs), then sleeps.
 StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns = 0);
+// Waits up to timeout_ms (-1: no limit) until one of the `n` descriptors is readable (or has
+// an error or hang-up to report): the lowest index of those, -1 on timeout. EINTR is retried.
+StatusOr<int> WaitAnyReadable(const int* fds, size_t n, int timeout_ms);
 // Sleeps up to timeout_ms or until `stop_fd` is readable: 1 when stopped, 0 on timeout.
 int WaitStop(int stop_fd, int timeout_ms);
 // Opens `path` for writing (created 0644; truncated, or appended to). A descriptor or -errno.

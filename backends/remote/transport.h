@@ -112,6 +112,13 @@ class Transport {
   // answered within the connection's timeout fails the connection (DeadlineExceeded).
   virtual StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) = 0;
   virtual size_t in_flight() const = 0;
+  // A descriptor that poll(2) reports readable (POLLIN) when a reply may have arrived, so one
+  // caller can wait on several connections (and descriptors of its own) at once and then take
+  // what is ready with Poll(.., 0); -1 when the transport cannot offer one now (RDMA; TCP with
+  // requests not yet sent): wait in Poll then.
+  // Poll(.., 0) also fails a connection whose oldest request is past the timeout, as a waiting
+  // Poll does.
+  virtual int WaitFd() const { return -1; }
   // Before sleeping in Poll, spin this long checking for replies (0 = never spin). For a latency-
   // critical caller with a core to spare, like the fault handler. Transports may ignore it.
   virtual void SetBusyPoll(uint32_t microseconds) { (void)microseconds; }

@@ -398,10 +398,16 @@ class Pager {
   Status EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
   Status EvictWindowRetrying(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
   // Polls the io (or fault) connections of the servers with outstanding[server] > 0 until every
-  // request came back, calling on_done(server, completion) for each. Blocks on one
-  // server only when no other has anything ready. Fails on a poll error or a timeout.
+  // request came back, calling on_done(server, completion) for each. With nothing ready it
+  // waits on every busy connection at once (Transport::WaitFd), so a slow server does not hold
+  // the replies of the others; a connection without a descriptor (RDMA) is waited on alone.
+  // `intake_fd` (>= 0): also returns, with *intake set and requests still out, after a round
+  // that took replies (the caller installs what is complete) and when that descriptor becomes
+  // readable (the fault handler's userfaultfd: new faults to post meanwhile).
+  // Fails on a poll error or a timeout.
   template <typename OnDone>
-  bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done);
+  bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
+               int intake_fd = -1, bool* intake = nullptr);
   // Posts the reads of `r` (request number j) that it still needs: its best replica not yet
   // tried, or (code) pieces up to k + kLateReads in flight or arrived, on the fault or io
   // connection; a server whose post fails is marked down and the next is tried. False when too
@@ -431,9 +437,10 @@ class Pager {
   // Collect for reads with failover: a read whose server fails is posted to another replica.
   // req(j) is the request of cookie j (nullptr: none); on_done(j, server) for each page read;
   // on_lost(j) for a read no replica could serve (r.last says why).
+  // `intake_fd`: as Collect's; returns true when it stopped for it (reads still out).
   template <typename Req, typename OnDone, typename OnLost>
-  void CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
-                    OnDone&& on_done, OnLost&& on_lost);
+  bool CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
+                    OnDone&& on_done, OnLost&& on_lost, int intake_fd = -1);
   static constexpr const char* kForkedMessage =
       "the remote tier is not available in a child process (fork): its fault handler and server "
       "connection belong to the parent";
@@ -467,19 +474,26 @@ class Pager {
   std::unique_ptr<UffdSampler> sampler_;  // made by Init where it can work
 
   // The fault handler's pages fetched ahead, installed after its batch's reads: `at(j)` is
-  // staging page j's destination (region null: not one of them).
+  // staging page j's destination (region null: not one of them); `installed`: already in place
+  // (InstallOneAhead on arrival), to be woken only.
   struct AheadPage {
     Region* region;
     uint64_t index;
+    bool installed = false;
   };
   void InstallAhead(size_t n, const char* staging, const std::function<AheadPage(size_t)>& at);
+  // Installs one page fetched ahead from `page` (`copied`: already placed by a larger copy) and
+  // marks it local and kPageAhead, without waking anyone; false (the page left remote, its copy
+  // on the server) when it cannot be placed.
+  bool InstallOneAhead(Region& region, uint64_t index, const char* page, bool copied);
   PagerCounters own_counters_{};
   PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
   Prefetcher prefetcher_{0};  // the fault handler thread's (made by Init)
 };
 
 template <typename OnDone>
-bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done) {
+bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
+                    int intake_fd, bool* intake) {
   remote::Completion done[64];
   auto conn = [&](size_t k) -> remote::Transport& {
     Server& s = *servers_[k];
@@ -495,43 +509,73 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     outstanding[k] -= std::min(outstanding[k], *got);
     return *got;
   };
+  std::vector<int> fds;  // intake_fd first, then the busy connections
   for (;;) {
-    // Which servers have requests out? One: wait on it. Several: take what is ready from each,
-    // and wait on the first only when none had anything.
+    // Which servers have requests out? Take what is ready from each; when none had anything,
+    // wait on all of them (and intake_fd) at once.
     size_t busy = 0, first_busy = 0;
     for (size_t k = 0; k < outstanding.size(); ++k) {
       if (outstanding[k] > 0 && busy++ == 0) first_busy = k;
     }
     if (busy == 0) return true;
+    const bool one_wait = busy == 1 && intake_fd < 0;  // the transport's own wait (it may spin)
     size_t round = 0;
     for (size_t k = first_busy; k < outstanding.size(); ++k) {
       if (outstanding[k] == 0) continue;
-      auto got = take(k, busy == 1 ? -1 : 0);
+      auto got = take(k, one_wait ? -1 : 0);
       if (!got.ok()) {
         *err = CollectError{k, got.status()};
         return false;
       }
       round += *got;
     }
-    if (round == 0 && busy > 1) {
-      auto got = take(first_busy, -1);
+    if (round > 0 && intake_fd >= 0) {
+      *intake = true;
+      return true;
+    }
+    if (round > 0 || one_wait) continue;
+    // After the takes above (which sent what was posted): a connection still holding unsent
+    // requests, or one of a kind that cannot be polled with the others, is waited on alone.
+    size_t alone = outstanding.size();
+    for (size_t k = first_busy; k < outstanding.size() && alone == outstanding.size(); ++k) {
+      if (outstanding[k] > 0 && conn(k).WaitFd() < 0) alone = k;
+    }
+    if (alone < outstanding.size()) {
+      auto got = take(alone, -1);
       if (!got.ok()) {
-        *err = CollectError{first_busy, got.status()};
+        *err = CollectError{alone, got.status()};
         return false;
       }
+      continue;
+    }
+    fds.clear();
+    if (intake_fd >= 0) fds.push_back(intake_fd);
+    for (size_t k = first_busy; k < outstanding.size() && fds.size() < 64; ++k) {
+      if (outstanding[k] > 0) fds.push_back(conn(k).WaitFd());
+    }
+    // Past the timeout with no reply, the next Poll(.., 0) fails the silent connection.
+    auto ready = os::WaitAnyReadable(fds.data(), fds.size(), static_cast<int>(config_.timeout_ms) + 1);
+    if (!ready.ok()) {
+      *err = CollectError{first_busy, ready.status()};
+      return false;
+    }
+    if (intake_fd >= 0 && *ready == 0) {
+      *intake = true;
+      return true;
     }
   }
 }
 
 template <typename Req, typename OnDone, typename OnLost>
-void Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
-                         OnDone&& on_done, OnLost&& on_lost) {
+bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
+                         OnDone&& on_done, OnLost&& on_lost, int intake_fd) {
   // With one replica a failed server is fatal to the read: the caller's one error line says so.
   const bool quiet = members_ == 1;
   std::vector<size_t> retry;
   for (;;) {
     retry.clear();
     CollectError cerr;
+    bool intake = false;
     const bool ok = Collect(fault_conn, outstanding, &cerr, [&](size_t k, const remote::Completion& c) {
       const uint64_t j = c.cookie / kCookieMembers;
       ReadReq* r = req(j);
@@ -541,7 +585,7 @@ void Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
         on_done(j, k);
       }
       if (again) retry.push_back(j);
-    });
+    }, intake_fd, &intake);
     if (!ok) {
       // The connection failed as a whole: everything still out on it goes elsewhere.
       MarkDown(cerr.server, cerr.status, quiet);
@@ -561,11 +605,11 @@ void Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
         if (!r->done) retry.push_back(j);
       }
     }
-    if (ok && retry.empty()) return;
     for (size_t j : retry) {
       c_->failovers.fetch_add(1, std::memory_order_relaxed);
       if (!PostReplicaRead(fault_conn, *req(j), j, outstanding)) on_lost(j);
     }
+    if (ok && (intake || retry.empty())) return intake;
   }
 }
 

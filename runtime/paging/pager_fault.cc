@@ -37,12 +37,28 @@ void Pager::Fatal(const void* addr, size_t server, const Status& why) {
   std::_Exit(kRemoteLostExitCode);
 }
 
+bool Pager::InstallOneAhead(Region& region, uint64_t index, const char* page, bool copied) {
+  PageRecord& rec = region.record(index);
+  if (!copied && !os::UffdCopy(uffd_, region.PageAddress(index), page, kPage, wp_).ok()) {
+    rec.state.store(S(PageState::kRemote), std::memory_order_release);  // its copy is on the server
+    return false;
+  }
+  if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);  // clean until written
+  else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+  rec.flags.fetch_or(kPageAhead, std::memory_order_relaxed);  // before on_resident reads it
+  if (config_.on_resident) config_.on_resident(region, index, 1, true);
+  rec.state.store(S(PageState::kLocal), std::memory_order_release);
+  c_->prefetched.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void Pager::InstallAhead(size_t n, const char* staging, const std::function<AheadPage(size_t)>& at) {
   // In runs of one stride (a window is one run): one wake per run, and for a sequential run one
   // UFFDIO_COPY. A thread that reached one of these pages while it was in flight sleeps until
   // its run is in; installed and woken page by page, a thread reading through a window slept and
   // woke once per page (about 8 us each here). The wake covers the run's whole span: a thread
   // waiting there on a page of no run retries and faults again (its fault is still queued).
+  // Pages of strided runs were installed as they arrived (AheadPage::installed): only woken here.
   for (size_t a = 0; a < n;) {
     const AheadPage first = at(a);
     if (first.region == nullptr) {
@@ -63,33 +79,22 @@ void Pager::InstallAhead(size_t n, const char* staging, const std::function<Ahea
     // A sequential run that crosses into another mapping cannot be one copy: page by page then
     // (a page the failed copy installed counts as installed); one that still fails stays remote,
     // its copy on the server.
-    const bool whole = stride == 1 &&
+    const bool whole = stride == 1 && !first.installed &&
         os::UffdCopy(uffd_, region.PageAddress(first.index), staging + a * kPage, pages * kPage, wp_).ok();
-    size_t installed = 0;
     uint64_t lo = first.index, hi = first.index;
     for (size_t k = a; k < b; ++k) {
-      const uint64_t index = at(k).index;
-      lo = std::min(lo, index);
-      hi = std::max(hi, index);
-      PageRecord& rec = region.record(index);
-      if (!whole && !os::UffdCopy(uffd_, region.PageAddress(index), staging + k * kPage, kPage, wp_).ok()) {
-        rec.state.store(S(PageState::kRemote), std::memory_order_release);
-        continue;
-      }
-      if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);  // clean until written
-      else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-      rec.flags.fetch_or(kPageAhead, std::memory_order_relaxed);  // before on_resident reads it
-      if (config_.on_resident) config_.on_resident(region, index, 1, true);
-      rec.state.store(S(PageState::kLocal), std::memory_order_release);
-      ++installed;
+      const AheadPage page = at(k);
+      lo = std::min(lo, page.index);
+      hi = std::max(hi, page.index);
+      if (!page.installed) (void)InstallOneAhead(region, page.index, staging + k * kPage, whole);
     }
-    c_->prefetched.fetch_add(installed, std::memory_order_relaxed);
     Wake(region.PageAddress(lo), (hi - lo + 1) * kPage);
     a = b;
   }
 }
 
 void Pager::FaultLoop() {
+  constexpr uint32_t kAheadPart = 8;
   int err = 0;
   void* mem = os::Reserve((kBatch + 1) * kPage, &err);
   if (mem == nullptr) {
@@ -125,21 +130,33 @@ void Pager::FaultLoop() {
     bool write;
     uint64_t reported_ns;  // when the fault was read from userfaultfd
     bool ahead;            // fetched ahead by the prefetcher: no thread waits for it
-    bool arrived = false;  // ahead: read, waiting in staging for install_ahead
+    bool arrived = false;  // ahead: read, in staging (or installed) for InstallAhead
+    bool early = false;    // ahead, on a strided stream: installed as it arrives
+    bool installed = false;
+    bool lost = false;     // ahead: no replica could serve it (left remote)
+    bool woken = false;    // ahead: handed to InstallAhead (installed and woken, or left remote)
+    size_t window = 0;     // ahead: its part of a window (the part's first index in `pending`)
+    uint32_t tid = 0;      // ahead: the thread whose stream it is
     ReadReq rr{};          // its read, with the replicas tried
   };
   std::vector<Pending> pending;
   pending.reserve(kBatch);
   std::vector<size_t> outstanding(servers_.size());
-  // After the remote fault on page `index`: the pages the prefetcher predicts along the thread's
-  // stream (prefetch.h) that are remote with a copy on a server are claimed and their reads
-  // posted behind the fault's own, leaving `reserve` staging pages for the faults still to post.
-  // They are installed as they arrive like the faulted page, whose thread is woken first (a
-  // connection answers in order), so no thread waits for its prefetches.
-  auto fetch_ahead = [&](Region* region, uint64_t index, uint32_t tid, size_t reserve) {
-    const Prefetcher::Ahead a = prefetcher_.OnFault(tid, reinterpret_cast<uintptr_t>(region), index);
+  // After a remote fault (Prefetcher::OnFault) or a fault on a page of a window in flight
+  // (OnHit): the pages the prefetcher predicts along the thread's stream (prefetch.h) that are
+  // remote with a copy on a server are claimed and their reads posted (behind the fault's own),
+  // leaving `reserve` staging pages for the faults still to post. A faulted page's thread is
+  // woken as its page is in (a connection answers in order), so no thread waits for its
+  // prefetches; a window is installed once all of it is in.
+  auto fetch_ahead = [&](Region* region, uint32_t tid, const Prefetcher::Ahead& a, size_t reserve) {
+    // Installed in parts of kAheadPart pages, each once all of it is in (its first page's place
+    // in `pending` names it): the reader wakes after the first part while the rest is still in
+    // flight, meets the next part in flight, and that hit asks for the next window (OnHit), so
+    // the stream keeps a window in flight ahead of the reader.
+    size_t window = pending.size();
     for (uint32_t k = 1; k <= a.count && pending.size() + reserve < kBatch; ++k) {
-      const int64_t at = static_cast<int64_t>(index) + a.stride * static_cast<int64_t>(k);
+      if ((k - 1) % kAheadPart == 0) window = pending.size();
+      const int64_t at = static_cast<int64_t>(a.from) + a.stride * static_cast<int64_t>(k);
       if (at < 0 || static_cast<uint64_t>(at) >= region->pages()) break;
       PageRecord& r = region->record(static_cast<uint64_t>(at));
       if (!Cas(r, PageState::kRemote, PageState::kInFlight)) continue;  // resident, free or busy
@@ -151,6 +168,9 @@ void Pager::FaultLoop() {
       }
       const size_t j = pending.size();
       Pending& p = pending.emplace_back(Pending{region, static_cast<uint64_t>(at), false, 0, true});
+      p.early = a.stride != 1;
+      p.window = window;
+      p.tid = tid;
       p.rr.ref = ref;
       p.rr.buf = staging + j * kPage;
       p.rr.spare = spare + j * spare_bytes;
@@ -184,163 +204,220 @@ void Pager::FaultLoop() {
     // let their threads fault again right away, and a batch that took those too would not reach
     // after_faults (DRAM's budget check) while a thread streams through fresh memory.
     size_t read_faults = 0, zero_filled = 0, sampled = 0;
-    while (pending.size() + 64 <= kBatch && read_faults < kBatch && zero_filled < kBatch) {
-      auto got = os::UffdReadFaults(uffd_, faults, 64);
-      if (!got.ok()) {
-        TM_LOG_ERROR("remote tier: fault handler: %s", got.status().message().c_str());
-        RemoveExitFiles();
-        std::_Exit(kRemoteLostExitCode);
-      }
-      if (*got == 0) break;
-      read_faults += *got;
-      for (size_t k = 0; k < *got; ++k) {
-        const os::UffdFault& f = faults[k];
-        char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
-        Region* region = config_.region_of(addr);
-        if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging
+    auto room = [&] { return pending.size() + 64 <= kBatch && read_faults < kBatch && zero_filled < kBatch; };
+    auto intake = [&] {
+      while (room()) {
+        auto got = os::UffdReadFaults(uffd_, faults, 64);
+        if (!got.ok()) {
+          TM_LOG_ERROR("remote tier: fault handler: %s", got.status().message().c_str());
+          RemoveExitFiles();
+          std::_Exit(kRemoteLostExitCode);
+        }
+        if (*got == 0) break;
+        read_faults += *got;
+        for (size_t k = 0; k < *got; ++k) {
+          const os::UffdFault& f = faults[k];
+          char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
+          Region* region = config_.region_of(addr);
+          if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging
+            (void)os::UffdZeroPage(uffd_, addr, kPage);
+            Wake(addr, kPage);
+            continue;
+          }
+          uint64_t index = region->PageIndex(addr);
+          PageRecord& rec = region->record(index);
+          if (f.wp) {
+            // A write to a write-protected page. Clean local page: it becomes dirty. Page being
+            // evicted: wait for the eviction to finish (it wakes us; we fault again).
+            // Claim it first, so an evictor cannot take it between our check and the unprotect.
+            if (Cas(rec, PageState::kLocal, PageState::kInFlight)) {
+              rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
+              c_->wp_faults.fetch_add(1, std::memory_order_relaxed);
+              (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
+              rec.state.store(S(PageState::kLocal), std::memory_order_release);
+              Wake(addr, kPage);
+            } else if (rec.state.load(std::memory_order_acquire) != S(PageState::kInFlight)) {
+              Wake(addr, kPage);
+            }
+            continue;
+          }
+          // A page the soft sampler holds: put back from its copy, the access recorded.
+          if (sampler_ && (rec.flags.load(std::memory_order_acquire) & kPageSampled) &&
+              sampler_->OnMissing(*region, index, f.write)) {
+            ++sampled;
+            continue;
+          }
+          if (Cas(rec, PageState::kRemote, PageState::kInFlight)) {
+            uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
+            if (slot1 == 0) {
+              // Allocated on kRemote, never written: zeros, and so are the fresh pages after it
+              // in its run (claimed here, up to kZeroBatch): one round trip for a batch of first
+              // touches. A page whose claim shows a slot was written out meanwhile: left as it is.
+              uint64_t n = 1;
+              const uint64_t end = std::min<uint64_t>(region->pages(), index + kZeroBatch);
+              while (index + n < end) {
+                PageRecord& next = region->record(index + n);
+                if (next.flags.load(std::memory_order_relaxed) & kPageRunHead) break;  // another run
+                if (!Cas(next, PageState::kRemote, PageState::kInFlight)) break;
+                if (next.remote_slot.load(std::memory_order_relaxed) != 0) {
+                  next.state.store(S(PageState::kRemote), std::memory_order_release);
+                  break;
+                }
+                ++n;
+              }
+              Status z = os::UffdCopy(uffd_, addr, zeros, n * kPage, false);
+              if (!z.ok()) {
+                // One UFFDIO_COPY must stay inside one mapping: the batch crossed into the next
+                // (another run, bound elsewhere). The fault's own page first, then the neighbours
+                // up to the first that cannot be installed; the rest stay remote, untouched.
+                z = os::UffdCopy(uffd_, addr, zeros, kPage, false);
+                if (!z.ok()) Fatal(addr, first_connected_, z);
+                uint64_t done = 1;
+                while (done < n && os::UffdCopy(uffd_, addr + done * kPage, zeros, kPage, false).ok()) ++done;
+                for (uint64_t i = index + done; i < index + n; ++i) {
+                  region->record(i).state.store(S(PageState::kRemote), std::memory_order_release);
+                }
+                n = done;
+              }
+              resident(*region, index, n);
+              for (uint64_t i = index; i < index + n; ++i) {
+                PageRecord& r = region->record(i);
+                r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+                r.state.store(S(PageState::kLocal), std::memory_order_release);
+              }
+              c_->zero_fills.fetch_add(n, std::memory_order_relaxed);
+              zero_filled += n;
+              Wake(addr, n * kPage);
+              continue;
+            }
+            size_t j = pending.size();
+            Pending& p = pending.emplace_back(Pending{region, index, f.write, os::MonotonicNanos(), false});
+            if (!Locate(slot1 - 1, &p.rr.ref)) {
+              Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
+            }
+            p.rr.buf = staging + j * kPage;
+            p.rr.spare = spare + j * spare_bytes;
+            if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
+            if (prefetcher_.max_window() > 0) {
+            fetch_ahead(region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(region), index), *got - k - 1);
+          }
+            continue;
+          }
+          // Local (or free) and missing: a fresh page of a registered range, or one another thread
+          // has just installed. Claimed like any other, then a zero page, or a wake if it is there.
+          bool mine = Cas(rec, PageState::kLocal, PageState::kInFlight);
+          if (!mine) {
+            const uint8_t st = rec.state.load(std::memory_order_acquire);
+            // Ours in this batch, or an evictor's or fetcher's: they wake it. A page of a window
+            // fetched ahead: its thread reads through the window, so the next one is asked for.
+            if (st == S(PageState::kInFlight)) {
+              if (prefetcher_.max_window() > 0) {
+                fetch_ahead(region, f.tid, prefetcher_.OnHit(f.tid, reinterpret_cast<uintptr_t>(region), index), *got - k - 1);
+              }
+              continue;
+            }
+            if (st == S(PageState::kRemote) || st == S(PageState::kLocal)) {
+              // Its owner finished between our two claims: an eviction made it remote (dropped,
+              // its data on the server), or a fetch or a failed eviction left it local. A zero page
+              // here would stand in for that data; the thread faults again and is served from the
+              // state the page has now.
+              Wake(addr, kPage);
+              continue;
+            }
+          }
+          // The page was dropped here (the heap returns empty spans with MADV_DONTNEED) or never
+          // touched: it becomes a zero page that is not write-protected, so whatever copy the
+          // server holds is no longer current. Without clearing the flag, the next eviction
+          // would skip the write and a later fault would bring back stale data.
+          if (mine) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
           (void)os::UffdZeroPage(uffd_, addr, kPage);
+          if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
           Wake(addr, kPage);
-          continue;
         }
-        uint64_t index = region->PageIndex(addr);
-        PageRecord& rec = region->record(index);
-        if (f.wp) {
-          // A write to a write-protected page. Clean local page: it becomes dirty. Page being
-          // evicted: wait for the eviction to finish (it wakes us; we fault again).
-          // Claim it first, so an evictor cannot take it between our check and the unprotect.
-          if (Cas(rec, PageState::kLocal, PageState::kInFlight)) {
-            rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
-            c_->wp_faults.fetch_add(1, std::memory_order_relaxed);
-            (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
-            rec.state.store(S(PageState::kLocal), std::memory_order_release);
-            Wake(addr, kPage);
-          } else if (rec.state.load(std::memory_order_acquire) != S(PageState::kInFlight)) {
-            Wake(addr, kPage);
-          }
-          continue;
-        }
-        // A page the soft sampler holds: put back from its copy, the access recorded.
-        if (sampler_ && (rec.flags.load(std::memory_order_acquire) & kPageSampled) &&
-            sampler_->OnMissing(*region, index, f.write)) {
-          ++sampled;
-          continue;
-        }
-        if (Cas(rec, PageState::kRemote, PageState::kInFlight)) {
-          uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
-          if (slot1 == 0) {
-            // Allocated on kRemote, never written: zeros, and so are the fresh pages after it
-            // in its run (claimed here, up to kZeroBatch): one round trip for a batch of first
-            // touches. A page whose claim shows a slot was written out meanwhile: left as it is.
-            uint64_t n = 1;
-            const uint64_t end = std::min<uint64_t>(region->pages(), index + kZeroBatch);
-            while (index + n < end) {
-              PageRecord& next = region->record(index + n);
-              if (next.flags.load(std::memory_order_relaxed) & kPageRunHead) break;  // another run
-              if (!Cas(next, PageState::kRemote, PageState::kInFlight)) break;
-              if (next.remote_slot.load(std::memory_order_relaxed) != 0) {
-                next.state.store(S(PageState::kRemote), std::memory_order_release);
-                break;
-              }
-              ++n;
-            }
-            Status z = os::UffdCopy(uffd_, addr, zeros, n * kPage, false);
-            if (!z.ok()) {
-              // One UFFDIO_COPY must stay inside one mapping: the batch crossed into the next
-              // (another run, bound elsewhere). The fault's own page first, then the neighbours
-              // up to the first that cannot be installed; the rest stay remote, untouched.
-              z = os::UffdCopy(uffd_, addr, zeros, kPage, false);
-              if (!z.ok()) Fatal(addr, first_connected_, z);
-              uint64_t done = 1;
-              while (done < n && os::UffdCopy(uffd_, addr + done * kPage, zeros, kPage, false).ok()) ++done;
-              for (uint64_t i = index + done; i < index + n; ++i) {
-                region->record(i).state.store(S(PageState::kRemote), std::memory_order_release);
-              }
-              n = done;
-            }
-            resident(*region, index, n);
-            for (uint64_t i = index; i < index + n; ++i) {
-              PageRecord& r = region->record(i);
-              r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-              r.state.store(S(PageState::kLocal), std::memory_order_release);
-            }
-            c_->zero_fills.fetch_add(n, std::memory_order_relaxed);
-            zero_filled += n;
-            Wake(addr, n * kPage);
-            continue;
-          }
-          size_t j = pending.size();
-          Pending& p = pending.emplace_back(Pending{region, index, f.write, os::MonotonicNanos(), false});
-          if (!Locate(slot1 - 1, &p.rr.ref)) {
-            Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
-          }
-          p.rr.buf = staging + j * kPage;
-          p.rr.spare = spare + j * spare_bytes;
-          if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
-          if (prefetcher_.max_window() > 0) fetch_ahead(region, index, f.tid, *got - k - 1);
-          continue;
-        }
-        // Local (or free) and missing: a fresh page of a registered range, or one another thread
-        // has just installed. Claimed like any other, then a zero page, or a wake if it is there.
-        bool mine = Cas(rec, PageState::kLocal, PageState::kInFlight);
-        if (!mine) {
-          const uint8_t st = rec.state.load(std::memory_order_acquire);
-          // Ours in this batch, or an evictor's or fetcher's: they wake it.
-          if (st == S(PageState::kInFlight)) continue;
-          if (st == S(PageState::kRemote) || st == S(PageState::kLocal)) {
-            // Its owner finished between our two claims: an eviction made it remote (dropped,
-            // its data on the server), or a fetch or a failed eviction left it local. A zero page
-            // here would stand in for that data; the thread faults again and is served from the
-            // state the page has now.
-            Wake(addr, kPage);
-            continue;
-          }
-        }
-        // The page was dropped here (the heap returns empty spans with MADV_DONTNEED) or never
-        // touched: it becomes a zero page that is not write-protected, so whatever copy the
-        // server holds is no longer current. Without clearing the flag, the next eviction
-        // would skip the write and a later fault would bring back stale data.
-        if (mine) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-        (void)os::UffdZeroPage(uffd_, addr, kPage);
-        if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
-        Wake(addr, kPage);
       }
+    };
+    intake();
+    // The replies are taken as they come, from every server at once; faults that come meanwhile
+    // are read and posted too while staging has room, so a slow server holds its own pages only,
+    // not the faults behind them (nor the pages of other servers). A window fetched ahead is
+    // installed once it is all in (or at the batch's end).
+    std::vector<bool> window_open;
+    for (;;) {
+      const bool more = CollectReads(
+          true, outstanding, pending.size(), [&](size_t j) { return j < pending.size() ? &pending[j].rr : nullptr; },
+          [&](size_t j, size_t server) {
+            Pending& p = pending[j];
+            if (p.ahead) {
+              // A strided window cannot be one UFFDIO_COPY: each of its pages is placed as it
+              // arrives, while the server still sends the rest, and woken with its window once
+              // the window is in. A page that cannot be placed now stays remote; a thread
+              // waiting there is woken to fault again (its earlier fault met it in flight).
+              p.arrived = true;
+              if (p.early) {
+                p.installed = InstallOneAhead(*p.region, p.index, p.rr.buf, false);
+                if (!p.installed) {
+                  p.arrived = false;
+                  p.lost = true;
+                  Wake(p.region->PageAddress(p.index), kPage);
+                }
+              }
+              return;
+            }
+            char* dst = p.region->PageAddress(p.index);
+            // Installed write-protected after a read fault: it stays clean until written.
+            const bool protect = wp_ && !p.write;
+            Status cs = os::UffdCopy(uffd_, dst, p.rr.buf, kPage, protect);
+            if (!cs.ok()) Fatal(dst, server, cs);
+            PageRecord& rec = p.region->record(p.index);
+            if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+            else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+            c_->faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
+            servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
+            c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
+            resident(*p.region, p.index, 1);
+            rec.state.store(S(PageState::kLocal), std::memory_order_release);
+            Wake(dst, kPage);
+          },
+          [&](size_t j) {
+            Pending& p = pending[j];
+            // A prefetch no replica could serve: it stays remote. A thread that faulted on it
+            // while it was in flight is woken to fault again (and meets the trouble itself).
+            if (p.ahead) {
+              p.region->record(p.index).state.store(S(PageState::kRemote), std::memory_order_release);
+              p.lost = true;
+              Wake(p.region->PageAddress(p.index), kPage);
+              return;
+            }
+            FatalAll(p.region->PageAddress(p.index), p.rr.ref, p.rr.last);
+          },
+          room() ? uffd_ : -1);
+      // Windows with a read still out wait (installing part of one would make its thread sleep
+      // and wake more than once); at the batch's end every arrived page is installed.
+      window_open.assign(pending.size(), false);
+      if (more) {
+        for (const Pending& p : pending) {
+          if (p.ahead && !p.arrived && !p.lost) window_open[p.window] = true;
+        }
+      }
+      InstallAhead(pending.size(), staging, [&](size_t j) -> AheadPage {
+        const Pending& p = pending[j];
+        const bool now = p.ahead && p.arrived && !p.woken && !window_open[p.window];
+        return {now ? p.region : nullptr, p.index, p.installed};
+      });
+      // A stream's window in: its next one may be asked for now (Prefetcher::OnWindowIn).
+      const size_t posted = pending.size();
+      for (size_t j = 0; j < posted; ++j) {
+        Pending& p = pending[j];
+        if (!p.ahead || !p.arrived || p.woken || window_open[p.window]) continue;
+        p.woken = true;
+        const bool part_end = j + 1 == posted || !pending[j + 1].ahead || pending[j + 1].window != p.window;
+        if (part_end && prefetcher_.max_window() > 0) {
+          fetch_ahead(p.region, p.tid, prefetcher_.OnWindowIn(p.tid, reinterpret_cast<uintptr_t>(p.region), p.index), 64);
+        }
+      }
+      if (!more && pending.size() == posted) break;
+      if (more) intake();
     }
-    CollectReads(
-        true, outstanding, pending.size(), [&](size_t j) { return j < pending.size() ? &pending[j].rr : nullptr; },
-        [&](size_t j, size_t server) {
-          Pending& p = pending[j];
-          if (p.ahead) {
-            p.arrived = true;
-            return;
-          }
-          char* dst = p.region->PageAddress(p.index);
-          // Installed write-protected after a read fault: it stays clean until written.
-          const bool protect = wp_ && !p.write;
-          Status cs = os::UffdCopy(uffd_, dst, p.rr.buf, kPage, protect);
-          if (!cs.ok()) Fatal(dst, server, cs);
-          PageRecord& rec = p.region->record(p.index);
-          if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
-          else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-          c_->faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
-          servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
-          c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
-          resident(*p.region, p.index, 1);
-          rec.state.store(S(PageState::kLocal), std::memory_order_release);
-          Wake(dst, kPage);
-        },
-        [&](size_t j) {
-          Pending& p = pending[j];
-          // A prefetch no replica could serve: nobody needs the page yet; it stays remote.
-          if (p.ahead) {
-            p.region->record(p.index).state.store(S(PageState::kRemote), std::memory_order_release);
-            return;
-          }
-          FatalAll(p.region->PageAddress(p.index), p.rr.ref, p.rr.last);
-        });
-    InstallAhead(pending.size(), staging, [&](size_t j) -> AheadPage {
-      const Pending& p = pending[j];
-      return {p.ahead && p.arrived ? p.region : nullptr, p.index};
-    });
     if (config_.after_faults) config_.after_faults();
     sampled_only = sampled > 0 && pending.empty() && zero_filled == 0;
   }

@@ -50,6 +50,7 @@ Prefetcher::Ahead Prefetcher::OnFault(uint32_t tid, uintptr_t region, uint64_t i
   Stream& s = Find(tid, region);
   const bool fresh = s.used == 0;
   s.used = ++clock_;
+  s.ahead_of_reader = false;
   if (fresh) {
     s.last = index;
     return {};
@@ -76,7 +77,46 @@ Prefetcher::Ahead Prefetcher::OnFault(uint32_t tid, uintptr_t region, uint64_t i
   const uint32_t count = std::min(s.depth, max_window_);
   s.window = count;
   s.last = index + static_cast<uint64_t>(trend * static_cast<int64_t>(count));
-  return {trend, count};
+  return {trend, count, index};
+}
+
+Prefetcher::Stream* Prefetcher::Lookup(uint32_t tid, uintptr_t region) {
+  for (Stream& c : streams_) {
+    if (c.used != 0 && c.tid == tid && c.region == region) return &c;
+  }
+  return nullptr;
+}
+
+Prefetcher::Ahead Prefetcher::Next(Stream& s, int64_t trend) {
+  s.used = ++clock_;
+  const uint32_t count = std::min(s.depth, max_window_);
+  const uint64_t from = s.last;
+  s.window = count;
+  s.last = from + static_cast<uint64_t>(trend * static_cast<int64_t>(count));
+  return {trend, count, from};
+}
+
+Prefetcher::Ahead Prefetcher::OnWindowIn(uint32_t tid, uintptr_t region, uint64_t last) {
+  if (max_window_ == 0) return {};
+  Stream* s = Lookup(tid, region);
+  if (s == nullptr || s->window == 0 || s->last != last || s->ahead_of_reader || s->depth < max_window_) return {};
+  const int64_t trend = Trend(*s);
+  if (trend == 0) return {};
+  s->ahead_of_reader = true;
+  return Next(*s, trend);
+}
+
+Prefetcher::Ahead Prefetcher::OnHit(uint32_t tid, uintptr_t region, uint64_t index) {
+  if (max_window_ == 0) return {};
+  Stream* s = Lookup(tid, region);
+  if (s == nullptr || s->window == 0) return {};
+  const int64_t trend = Trend(*s);
+  if (trend == 0) return {};
+  // Steps back from the window's last page: 0 .. window-1 inside it.
+  const int64_t back = static_cast<int64_t>(s->last - index);
+  if (back % trend != 0 || back / trend < 0 || back / trend >= static_cast<int64_t>(s->window)) return {};
+  s->ahead_of_reader = false;
+  return Next(*s, trend);
 }
 
 }  // namespace tiermem

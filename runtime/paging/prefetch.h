@@ -12,6 +12,13 @@
 //   kStartDepth, doubles (up to the window given, TIERMEM_PREFETCH) each time the thread faults
 //   exactly where the last window ended (it used the whole window), halves when a fault breaks
 //   the trend's step, and a fault with no trend asks for nothing and resets it.
+// - A hit: a thread that faults on a page of its stream's last window while that window is still
+//   in flight is reading through it; the next window along the trend is asked for at once
+//   (OnHit), so the stream keeps a window in flight ahead of the reader instead of waiting for a
+//   fault past the window's end (Leap fetches ahead on hits to prefetched pages the same way).
+// - A window in: when the last window of a stream at full depth (its reader used every window
+//   so far) is installed, the next one is asked for at once (OnWindowIn), one window beyond the
+//   reader's last fault or hit at most, so a reader that stops costs one window.
 // - Streams are kept for kStreams threads, the least recently faulting replaced first.
 //
 // Thread safety: none; the fault handler thread owns it.
@@ -33,15 +40,24 @@ class Prefetcher {
   // `max_window`: the most pages one fault asks for; 0 turns prefetching off.
   explicit Prefetcher(uint32_t max_window) : max_window_(max_window) {}
 
-  // Pages to fetch: index + stride * k for k = 1..count (the caller skips those that are not
+  // Pages to fetch: from + stride * k for k = 1..count (the caller skips those that are not
   // remote, or outside the region).
   struct Ahead {
     int64_t stride = 0;
     uint32_t count = 0;
+    uint64_t from = 0;
   };
   // A remote fault on page `index` of the region `region` by thread `tid` (0: unknown, one
   // stream for every thread of the region).
   Ahead OnFault(uint32_t tid, uintptr_t region, uint64_t index);
+  // A fault by `tid` on page `index` of `region` that is being fetched ahead (in flight): when
+  // the page is in the stream's last window, the next window along its trend (once per window:
+  // later hits in a window already followed ask for nothing); else nothing.
+  Ahead OnHit(uint32_t tid, uintptr_t region, uint64_t index);
+  // The window of `tid`'s stream in `region` whose last page is `last` is installed: the next
+  // window when that is the stream's latest, it is at full depth, and nothing was asked for
+  // this way since the stream's last fault or hit; else nothing.
+  Ahead OnWindowIn(uint32_t tid, uintptr_t region, uint64_t last);
 
   uint32_t max_window() const { return max_window_; }
 
@@ -62,8 +78,12 @@ class Prefetcher {
     std::array<int64_t, kHistory> deltas{};
     uint32_t ndeltas = 0;       // deltas recorded, up to kHistory (ring at ndeltas % kHistory)
     uint32_t next = 0;          // ring position of the next delta
+    bool ahead_of_reader = false;  // a window was asked for by OnWindowIn since the last fault or hit
   };
   Stream& Find(uint32_t tid, uintptr_t region);
+  Stream* Lookup(uint32_t tid, uintptr_t region);
+  // The next window after the stream's last one (its depth), and the stream moved past it.
+  Ahead Next(Stream& s, int64_t trend);
   // The majority delta of the stream's history, 0 when there is none.
   static int64_t Trend(const Stream& s);
 

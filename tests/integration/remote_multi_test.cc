@@ -1,16 +1,24 @@
 // The remote tier with several memory servers (TIERMEM_REMOTE=a,b): evicted runs are spread over
-// both, a full server sends placement to the next one, everything reads back intact, and a dead
-// server ends the process with a line naming it.
+// both, a full server sends placement to the next one, everything reads back intact, a server
+// that stops answering holds only its own pages, and a dead server ends the process with a line
+// naming it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/remote/transport.h"
-#include "runtime/paging/pager.h"
+#include "runtime/core/page_table.h"
+#include "runtime/core/region.h"
 #include "runtime/core/runtime_impl.h"
+#include "runtime/paging/pager.h"
 #include "tests/integration/remote_groups_util.h"
 #include "tests/integration/remote_memd_fixture.h"
 #include "tiermem/tiermem.hpp"
@@ -152,6 +160,86 @@ TEST(RemoteMultiServer, AnUnreachableServerOfTheListIsSkipped) {
   ASSERT_TRUE(rt->Migrate(base, 64 * kPage, Tier::kRemote).ok());
   EXPECT_EQ(pager->server_stats()[1].pages, 64u);
   for (size_t i = 0; i < 64; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i)) << i;
+}
+
+// A server that stops answering (SIGSTOP: its connections stay open, its replies do not come)
+// holds the faults on its own pages only. A thread faults on a page of the stopped server and
+// waits; the faults on the other server's pages, which come after that read was posted, are all
+// served while the first is still waiting. Counted, not timed: a releaser lets the stopped
+// server go on after at most 30 s, so a fault handler that waits for the stopped server's reply
+// before it serves the others fails the check (the others are served only after the release)
+// instead of hanging.
+TEST(RemoteMultiServer, AStoppedServerHoldsOnlyItsOwnPages) {
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "RDMA completions are waited for one connection at a time";
+  MemdProcess a, b;
+  ASSERT_TRUE(a.Start({"--capacity", "64M", "--no-rdma"}));
+  ASSERT_TRUE(b.Start({"--capacity", "64M", "--no-rdma"}));
+  Options o;
+  o.Set("remote", a.url() + "," + b.url());
+  o.Set("remote_timeout_ms", 120000);  // the stopped server is not given up on during the test
+  o.Set("prefetch", "off");
+  auto started = Runtime::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<Runtime> rt = std::move(*started);
+  Pager* pager = ImplOf(*rt)->pager();
+  constexpr size_t kPages = 64;
+  uint8_t* runs[2];
+  for (int r = 0; r < 2; ++r) {
+    auto p = rt->Allocate(kPages * kPage, Tier::kDram);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    runs[r] = static_cast<uint8_t*>(*p);
+    for (size_t i = 0; i < kPages; ++i) FillPage(runs[r] + i * kPage, r * kPages + i);
+    ASSERT_TRUE(rt->Migrate(runs[r], kPages * kPage, Tier::kRemote).ok());
+  }
+  auto st = pager->server_stats();
+  ASSERT_EQ(st[0].pages, kPages);  // one run on each server
+  ASSERT_EQ(st[1].pages, kPages);
+  // Which run went where: the first run's server was the only one with pages after its eviction;
+  // reading a page of it counts a fault on that server.
+  const size_t faults0 = st[0].faults;
+  ASSERT_TRUE(CheckPage(runs[0] + (kPages - 1) * kPage, kPages - 1));
+  const size_t slow = pager->server_stats()[0].faults > faults0 ? 0 : 1;
+  MemdProcess& stopped = slow == 0 ? a : b;
+  ASSERT_EQ(kill(stopped.pid(), SIGSTOP), 0);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done_here = false;
+  std::atomic<bool> released{false}, slow_read{false};
+  std::thread releaser([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return done_here; });
+    released.store(true);
+    kill(stopped.pid(), SIGCONT);
+  });
+  std::thread waiter([&] {
+    slow_read.store(CheckPage(runs[0], 0));  // a fault on the stopped server
+  });
+  // The waiter's fault is being served (its read posted) once its page is claimed in flight.
+  Region* region = ImplOf(*rt)->RegionOf(runs[0]);
+  ASSERT_NE(region, nullptr);
+  const uint64_t index = region->PageIndex(runs[0]);
+  bool in_flight = false;
+  for (int i = 0; i < 10000 && !in_flight; ++i) {
+    in_flight = region->record(index).state.load() == static_cast<uint8_t>(PageState::kInFlight);
+    if (!in_flight) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(in_flight);
+  size_t bad = 0;
+  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(runs[1] + i * kPage, kPages + i) ? 0 : 1;
+  const bool served_while_stopped = !released.load();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done_here = true;
+  }
+  cv.notify_all();
+  releaser.join();
+  waiter.join();
+  EXPECT_TRUE(served_while_stopped) << "the faults on the other server waited for the stopped server's reply";
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(pager->server_stats()[1 - slow].faults, kPages);
+  EXPECT_TRUE(slow_read.load());  // the stopped server's page arrives once it goes on
+  for (size_t i = 1; i < kPages - 1; ++i) EXPECT_TRUE(CheckPage(runs[0] + i * kPage, i)) << i;
 }
 
 TEST(RemoteMultiServerDeathTest, OneOfTwoServersKilledEndsTheProcessNamingIt) {

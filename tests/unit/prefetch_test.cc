@@ -75,6 +75,67 @@ TEST(PrefetcherTest, StreamsOfThreadsInterleavedAreKeptApart) {
   EXPECT_LT(faults, 2 * 2048u / 25);
 }
 
+TEST(PrefetcherTest, AHitInTheLastWindowAsksForTheNextOnce) {
+  Prefetcher p(32);
+  // A strided stream (every 4th page) until it asks for a window.
+  Prefetcher::Ahead a;
+  uint64_t page = 100;
+  for (int i = 0; i < 4 && a.count == 0; ++i, page += 4) a = p.OnFault(3, 1, page);
+  ASSERT_GT(a.count, 0u);
+  ASSERT_EQ(a.stride, 4);
+  const uint64_t first = a.from + 4, last = a.from + 4 * a.count;
+  // A hit on the window's first page: the next window, right after it, along the stride.
+  Prefetcher::Ahead next = p.OnHit(3, 1, first);
+  EXPECT_EQ(next.stride, 4);
+  EXPECT_EQ(next.from, last);
+  EXPECT_GT(next.count, 0u);
+  // Another hit in the window already followed, another thread's, another region's, a page off
+  // the stride or outside any window: nothing.
+  EXPECT_EQ(p.OnHit(3, 1, first + 4).count, 0u);
+  EXPECT_EQ(p.OnHit(4, 1, next.from + 4).count, 0u);
+  EXPECT_EQ(p.OnHit(3, 2, next.from + 4).count, 0u);
+  EXPECT_EQ(p.OnHit(3, 1, next.from + 5).count, 0u);
+  EXPECT_EQ(p.OnHit(3, 1, next.from + 4 * (next.count + 1)).count, 0u);
+  // A hit in the new window follows it in turn.
+  Prefetcher::Ahead third = p.OnHit(3, 1, next.from + 4);
+  EXPECT_EQ(third.from, next.from + 4 * next.count);
+  // The reader faulting just past the last window still sees its trend: the window grows.
+  Prefetcher::Ahead after = p.OnFault(3, 1, third.from + 4 * third.count + 4);
+  EXPECT_EQ(after.stride, 4);
+  EXPECT_GE(after.count, third.count);
+  // Off: nothing on hits either.
+  Prefetcher off(0);
+  EXPECT_EQ(off.OnHit(3, 1, first).count, 0u);
+}
+
+TEST(PrefetcherTest, AWindowInAsksForOneMoreAtFullDepthOnly) {
+  Prefetcher p(32);
+  Prefetcher::Ahead a;
+  uint64_t page = 1000;
+  // Sequential faults, each just past the last window: the depth grows 4, 8, 16, 32.
+  for (int i = 0; i < 64 && (a.count < 32 || i < 8); ++i) {
+    a = p.OnFault(5, 1, page);
+    const uint64_t last = a.count > 0 ? a.from + a.count : page;
+    // Below full depth, a window in asks for nothing.
+    if (a.count > 0 && a.count < 32) {
+      EXPECT_EQ(p.OnWindowIn(5, 1, last).count, 0u);
+    }
+    page = last + 1;
+  }
+  ASSERT_EQ(a.count, 32u);
+  const uint64_t last = a.from + 32;
+  EXPECT_EQ(p.OnWindowIn(5, 1, last - 1).count, 0u);  // not the window's last page
+  EXPECT_EQ(p.OnWindowIn(6, 1, last).count, 0u);      // another thread's
+  Prefetcher::Ahead next = p.OnWindowIn(5, 1, last);
+  EXPECT_EQ(next.from, last);
+  EXPECT_EQ(next.count, 32u);
+  // One window beyond the reader: the next window in asks for nothing until it faults or hits.
+  EXPECT_EQ(p.OnWindowIn(5, 1, next.from + 32).count, 0u);
+  Prefetcher::Ahead hit = p.OnHit(5, 1, next.from + 1);
+  EXPECT_EQ(hit.from, next.from + 32);
+  EXPECT_EQ(p.OnWindowIn(5, 1, hit.from + 32).from, hit.from + 32);
+}
+
 TEST(PrefetcherTest, BrokenTrendBacksOffAndOffFetchesNothing) {
   Prefetcher p(32);
   std::vector<uint64_t> seq;

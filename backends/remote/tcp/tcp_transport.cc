@@ -295,7 +295,7 @@ Status TcpTransport::Pump(int wait_ms) {
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
   TIERMEM_RETURN_IF_ERROR(Flush());
   TIERMEM_RETURN_IF_ERROR(ReadAvailable());
-  if (wait_ms <= 0 || control_done_ || (!in_call_ && !ready_.empty())) return Status::Ok();
+  if (wait_ms <= 0 || control_done_ || (!in_call_ && !ready_.empty())) return CheckDeadline();
   if (busy_poll_ns_ > 0 && !in_call_) {
     const uint64_t until = os::MonotonicNanos() + busy_poll_ns_;
     while (ready_.empty() && os::MonotonicNanos() < until) {
@@ -311,6 +311,10 @@ Status TcpTransport::Pump(int wait_ms) {
     TIERMEM_RETURN_IF_ERROR(Flush());
     TIERMEM_RETURN_IF_ERROR(ReadAvailable());
   }
+  return CheckDeadline();
+}
+
+Status TcpTransport::CheckDeadline() {
   if (!pending_.empty() && os::MonotonicNanos() - last_progress_ns_ > uint64_t(timeout_ms_) * 1000000ull) {
     return Fail(DeadlineExceeded("memory server " + name() + ": no reply within " +
                                  std::to_string(timeout_ms_) + " ms"));

@@ -34,6 +34,9 @@ class TcpTransport final : public Transport {
                       uint64_t cookie) override;
   StatusOr<size_t> Poll(Completion* out, size_t max, int timeout_ms) override;
   size_t in_flight() const override { return pending_.size(); }
+  // None while requests wait unsent (the socket was full): the caller then waits in Poll, which
+  // also waits to send them; a wait for replies alone could outlast the server's last answer.
+  int WaitFd() const override { return broken_.ok() && out_off_ >= out_.size() ? fd_ : -1; }
   void SetBusyPoll(uint32_t microseconds) override { busy_poll_ns_ = uint64_t(microseconds) * 1000; }
   void Close() override;
   std::string name() const override { return endpoint_.ToString(); }
@@ -56,6 +59,9 @@ class TcpTransport final : public Transport {
   Status FailRefused(const proto::Error& e);
   // Sends what it can and reads what arrived, waiting up to wait_ms for progress.
   Status Pump(int wait_ms);
+  // Fails the connection (DeadlineExceeded) when a request has waited past the timeout with no
+  // reply arriving meanwhile.
+  Status CheckDeadline();
   Status Flush();
   Status ReadAvailable();
   Status HandleReply(const proto::Header& h, const uint8_t* payload);
