@@ -180,6 +180,7 @@ Pager::~Pager() {
     }
     return;
   }
+  ForgetAtExit();
   StopChildren();  // children still running get every page they may still read first
   if (sampler_) sampler_->DisarmAll();  // every sampled page back while the handler still runs
   if (repair_thread_.joinable()) {

@@ -227,6 +227,9 @@ class Pager {
     uint64_t held_slots = 0;     // slots a live child may still read (held from being freed)
   };
   ForkStats fork_stats() const;
+  // Every child still served gets each page it may still read installed now, and its thread
+  // ends (runtime stop, and an exit handler: a parent leaving before its child read its pages).
+  void StopChildren();
 
   // True while no connected server can take a new page: each refused its last slot allocation
   // (memd at its capacity, or at the quota it gives this process) and has no free slot of its
@@ -469,7 +472,7 @@ class Pager {
   // the child is gone.
   bool InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging, uint32_t tid);
   void ReleaseSnapshot(ForkSnapshot& snap);  // io_mu_ held
-  void StopChildren();                       // joins every child thread (they install the rest)
+  void ForgetAtExit();                       // the exit handler no longer knows this pager
   void OnForkEvent(int fd);                  // fault thread: a UFFD_EVENT_FORK was read
   // In a child: pages still remote (its parent serves them) are touched, so the child's own
   // fork gives them to the grandchild (which gets no server).

@@ -15,6 +15,8 @@
 // holds are released and the slots the parent let go of are freed.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -43,7 +45,42 @@ constexpr int kChildProbeMs = 50;
 // How long the forking thread waits for the fault thread to hand the child's descriptor over
 // (it has read the event when fork() returns; this only bounds a broken kernel contract).
 constexpr auto kClaimWait = std::chrono::seconds(10);
+// Pagers with children, for the exit handler: a parent that returns from main or calls exit()
+// while a child still reads its pages installs them all first (docs/protocol.md). Plain array.
+std::mutex g_exit_mu;
+Pager* g_exit_pagers[16];
+
+void DrainChildrenAtExit() {
+  std::lock_guard<std::mutex> lock(g_exit_mu);
+  for (Pager*& p : g_exit_pagers) {
+    if (p != nullptr) p->StopChildren();
+    p = nullptr;
+  }
+}
+
+void RegisterForExit(Pager* pager) {
+  static std::atomic<bool> registered{false};
+  if (!registered.exchange(true)) atexit(&DrainChildrenAtExit);
+  std::lock_guard<std::mutex> lock(g_exit_mu);
+  for (Pager* p : g_exit_pagers) {
+    if (p == pager) return;
+  }
+  for (Pager*& p : g_exit_pagers) {
+    if (p == nullptr) {
+      p = pager;
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+void Pager::ForgetAtExit() {
+  std::lock_guard<std::mutex> lock(g_exit_mu);
+  for (Pager*& p : g_exit_pagers) {
+    if (p == this) p = nullptr;
+  }
+}
 
 void Pager::PrepareFork(Region* const* regions, int nregions) {
   io_mu_.lock();  // no eviction runs across the fork
@@ -215,6 +252,7 @@ void Pager::AfterFork(bool child) {
     }
     children_.push_back(std::move(c));
     fork_children_.fetch_add(1, std::memory_order_relaxed);
+    RegisterForExit(this);
   }
   if (sampler_) sampler_->Thaw();
   io_mu_.unlock();
