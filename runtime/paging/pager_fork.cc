@@ -115,12 +115,13 @@ void Pager::SnapshotForFork(Region* const* regions, int nregions) {
       if (st != S(PageState::kRemote) && st != S(PageState::kInFlight)) continue;
       const uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
       if (slot1 == 0) continue;  // never written: a zero page in the child too
-      snap->entries.push_back({&region, i, slot1 - 1});
+      snap->entries.push_back({static_cast<uint32_t>(r), slot1 - 1, i});
       holds_.Hold(slot1 - 1);
     }
   }
   fork_regions_.assign(regions, regions + nregions);
   if (snap->entries.empty()) return;  // nothing remote: the child gets no server
+  snap->regions = fork_regions_;
   snap->Seal();
   fork_pending_ = snap.get();
   fork_snapshot_.store(snap.release(), std::memory_order_release);
@@ -263,7 +264,7 @@ void Pager::ServeChild(ForkChild* c) {
   const auto& entries = snap.entries;
   std::vector<char> staging(kChildReadAhead * kPage);
   // A snapshot page: registered with write-protect in the child (UffdMmGone's probe).
-  char* probe = entries[0].region->PageAddress(entries[0].index);
+  char* probe = snap.RegionOf(entries[0])->PageAddress(entries[0].index);
   os::UffdFault faults[64];
   std::vector<int64_t> batch;
   batch.reserve(kBatch);
@@ -308,7 +309,7 @@ void Pager::ServeChild(ForkChild* c) {
       }
       batch.clear();
       for (int64_t x = j; x < int64_t(entries.size()) && batch.size() < kChildReadAhead; ++x) {
-        if (x > j && (entries[x].region != region || entries[x].index != entries[x - 1].index + 1)) break;
+        if (x > j && (entries[x].region != entries[j].region || entries[x].index != entries[x - 1].index + 1)) break;
         if (snap.served[x]) break;
         batch.push_back(x);
       }
@@ -349,7 +350,7 @@ bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* st
     const ForkSnapshot::Entry& en = snap.entries[e[lost]];
     TM_LOG_ERROR("remote tier: the page at %p of a forked child (thread %u) could not be read from "
                  "any of its memory servers; ending the child (SIGKILL) rather than hand it a zero "
-                 "page", static_cast<void*>(en.region->PageAddress(en.index)), tid);
+                 "page", static_cast<void*>(snap.RegionOf(en)->PageAddress(en.index)), tid);
     if (tid != 0) (void)os::KillProcessOf(tid);
     return false;
   }
@@ -358,11 +359,11 @@ bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* st
   const ForkSnapshot::Entry& first = snap.entries[e[0]];
   const ForkSnapshot::Entry& last = snap.entries[e.back()];
   const bool run = last.region == first.region && last.index - first.index + 1 == e.size();
-  char* at = first.region->PageAddress(first.index);
+  char* at = snap.RegionOf(first)->PageAddress(first.index);
   if (!(run && os::UffdCopy(c->fd, at, staging, e.size() * kPage, false).ok())) {
     for (size_t i = 0; i < e.size(); ++i) {
       const ForkSnapshot::Entry& en = snap.entries[e[i]];
-      char* addr = en.region->PageAddress(en.index);
+      char* addr = snap.RegionOf(en)->PageAddress(en.index);
       if (!os::UffdCopy(c->fd, addr, staging + i * kPage, kPage, false).ok() &&
           os::UffdMmGone(c->fd, addr, kPage)) {
         return false;
@@ -373,7 +374,7 @@ bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* st
     snap.served[e[i]] = 1;
     if (!run) {
       const ForkSnapshot::Entry& en = snap.entries[e[i]];
-      os::UffdWake(c->fd, en.region->PageAddress(en.index), kPage);
+      os::UffdWake(c->fd, snap.RegionOf(en)->PageAddress(en.index), kPage);
     }
   }
   if (run) os::UffdWake(c->fd, at, e.size() * kPage);
