@@ -2,7 +2,7 @@
 # redis BGSAVE with its data on the remote tier, TIERMEM_FORK=share and =fetch side by side:
 # Debian's redis-server under the preload library with TIERMEM_DRAM_LIMIT and a memd on loopback,
 # KEYS keys of 1000 bytes (DEBUG POPULATE); once RSS has settled (at most 120 s), BGSAVE, with
-# the server's RSS sampled every 50 ms until the save ends. One JSON line per mode: RSS before,
+# the server's RSS sampled every 10 ms until the save ends. One JSON line per mode: RSS before,
 # max during the save, the save's time and status, and redis-check-rdb's verdict on the file.
 # usage: redis_bgsave.sh PRELOAD_LIB MEMD [KEYS [DRAM_LIMIT]]   (exit 77 without redis-server)
 set -uo pipefail
@@ -22,7 +22,7 @@ cleanup() {
 trap cleanup EXIT
 rss_kib() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status" 2> /dev/null; }
 for mode in share fetch; do
-  rm -f "$work/port" "$work/dump.rdb"
+  rm -f "$work/port" "$work/dump.rdb" "$work/max"
   "$memd" --listen 127.0.0.1:0 --port-file "$work/port" --capacity 2G 2> "$work/memd.log" &
   mpid=$!
   for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
@@ -40,16 +40,20 @@ for mode in share fetch; do
     prev=$now
   done
   before=$(rss_kib "$rpid")
+  # RSS sampled every 10 ms by a loop of its own: redis answers nothing while it forks.
+  ( max=0; while [ ! -e "$work/stop" ]; do r=$(rss_kib "$rpid"); (( r > max )) && max=$r && echo "$max" > "$work/max"; sleep 0.01; done ) &
+  spid=$!
   t0=$(date +%s.%N)
   redis-cli -s "$sock" bgsave > /dev/null
-  max=$before
   for _ in $(seq 12000); do  # at most 600 s
-    r=$(rss_kib "$rpid")
-    (( r > max )) && max=$r
     redis-cli -s "$sock" info persistence | grep -q '^rdb_bgsave_in_progress:0' && break
     sleep 0.05
   done
   t1=$(date +%s.%N)
+  touch "$work/stop"
+  wait "$spid"
+  rm -f "$work/stop"
+  max=$(cat "$work/max")
   status=$(redis-cli -s "$sock" info persistence | sed -n 's/^rdb_last_bgsave_status:\([a-z]*\).*/\1/p')
   check=$(redis-check-rdb "$work/dump.rdb" 2>&1 | grep -c 'RDB looks OK')
   dbkeys=$(redis-cli -s "$sock" dbsize)
