@@ -32,6 +32,7 @@ struct OptionValues {
   char on_remote_full[16]; // "overcommit" or "fail" (RemoteFullPolicy)
   uint64_t replicas;       // copies of each evicted page, on distinct servers
   uint64_t repair_rate;    // pages per second copied to restore replicas of a lost server
+  char fork[8];            // "share" or "fetch": remote pages at fork()
   char remote_code[16];    // "k+m" erasure code instead of replicas; "" = off
   uint64_t region_size;    // address space reserved per managed region
   bool allow_fallback;

@@ -300,7 +300,7 @@ int UffdApi(int fd, uint64_t features) {
 
 }  // namespace
 
-StatusOr<Uffd> UffdOpen() {
+StatusOr<Uffd> UffdOpen(bool fork_events) {
   // Kernel-mode faults must reach the handler too: a write(2) or send(2) from a buffer whose
   // pages were evicted faults inside the kernel (copy_from_user). With UFFD_USER_MODE_ONLY such a
   // call would fail with EFAULT, so that mode is only the last resort for unprivileged processes.
@@ -314,6 +314,18 @@ StatusOr<Uffd> UffdOpen() {
   }
   if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd");
   // The faulting thread's id (since 4.14) lets the pager's prefetcher follow each thread's stream.
+  // Fork events need CAP_SYS_PTRACE (since 5.11): refused, a fresh descriptor goes without.
+  if (fork_events && UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_EVENT_FORK) == 0) {
+    u.fd = fd;
+    u.write_protect = true;
+    u.fork_events = true;
+    return u;
+  }
+  if (fork_events) {
+    close(fd);
+    fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
+    if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
+  }
   if (UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID) == 0) {
     u.fd = fd;
     u.write_protect = true;
@@ -413,6 +425,14 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes) {
   return Status::Ok();
 }
 
+bool UffdMmGone(int uffd, void* addr, size_t bytes) {
+  uffdio_writeprotect w{};
+  w.range.start = reinterpret_cast<uintptr_t>(addr);
+  w.range.len = bytes;
+  w.mode = 0;  // clear: a page not present is left as it is, a present one loses its uffd-wp bit
+  return ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0 && errno == ESRCH;
+}
+
 void UffdWake(int uffd, void* addr, size_t bytes) {
   uffdio_range r{reinterpret_cast<uintptr_t>(addr), bytes};
   ioctl(uffd, UFFDIO_WAKE, &r);
@@ -431,8 +451,13 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
     }
     if (got == 0) break;
     for (size_t k = 0; k < size_t(got) / sizeof(uffd_msg); ++k) {
+      if (msgs[k].event == UFFD_EVENT_FORK) {
+        out[n++] = UffdFault{0, false, false, 0, int(msgs[k].arg.fork.ufd)};
+        continue;
+      }
       if (msgs[k].event != UFFD_EVENT_PAGEFAULT) continue;
       UffdFault& f = out[n++];
+      f.fork_fd = -1;
       f.address = uintptr_t(msgs[k].arg.pagefault.address);
       f.write = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
       f.wp = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
@@ -493,6 +518,25 @@ StatusOr<int> WaitAnyReadable(const int* fds, size_t n, int timeout_ms) {
       if (p[i].revents & (POLLIN | POLLERR | POLLHUP)) return static_cast<int>(i);
     }
   }
+}
+
+int ReplaceAnonymous(void* addr, size_t bytes) {
+  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  return p == MAP_FAILED ? -errno : 0;
+}
+
+int KillProcessOf(uint32_t tid) {
+  // kill(2) given a thread's id signals its thread group.
+  return kill(static_cast<pid_t>(tid), SIGKILL) == 0 ? 0 : -errno;
+}
+
+int WaitReadableFor(int fd, int stop_fd, int timeout_ms) {
+  pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  const int rc = poll(fds, 2, timeout_ms);
+  if (rc < 0) return errno == EINTR ? 2 : -errno;
+  if (rc == 0) return 2;
+  if (fds[1].revents & POLLIN) return 1;
+  return 0;
 }
 
 int WaitStop(int stop_fd, int timeout_ms) {

@@ -94,12 +94,16 @@ struct Uffd {
   int fd = -1;
   bool write_protect = false;   // UFFD_FEATURE_PAGEFAULT_FLAG_WP was granted
   bool user_mode_only = false;  // kernel-mode faults (copy_from_user) are not reported
+  bool fork_events = false;     // UFFD_FEATURE_EVENT_FORK was granted (asked for, and allowed)
 };
 // Opens a userfaultfd (O_CLOEXEC | O_NONBLOCK) and negotiates the API, asking for write-protect
 // faults and falling back to missing faults only. Tries the system call, then /dev/userfaultfd
 // (where the system call is refused to non-root users), then UFFD_USER_MODE_ONLY. NotSupported
-// or PermissionDenied (with the errno) when none works.
-StatusOr<Uffd> UffdOpen();
+// or PermissionDenied (with the errno) when none works. With `fork_events`, UFFD_EVENT_FORK is
+// asked for too (with write-protect only): a fork() then blocks until the descriptor's reader has
+// read the event, which carries a new descriptor for the child's registered ranges; where the
+// kernel refuses it (CAP_SYS_PTRACE is needed since 5.11) the descriptor goes without.
+StatusOr<Uffd> UffdOpen(bool fork_events = false);
 // Registers [addr, addr+bytes) for missing faults, and write-protect faults when `wp`.
 Status UffdRegister(int uffd, void* addr, size_t bytes, bool wp);
 // Unregisters; a range that never was registered is not an error.
@@ -112,6 +116,10 @@ Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect);
 // changed under it) is retried.
 Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp);
 Status UffdZeroPage(int uffd, void* dst, size_t bytes);
+// True when the address space `uffd` serves is gone (its process exited or called exec): a
+// UFFDIO_WRITEPROTECT clearing protection on [addr, addr+bytes), harmless where it is alive,
+// fails with ESRCH. The range must be registered there with write-protect.
+bool UffdMmGone(int uffd, void* addr, size_t bytes);
 // Wakes the threads faulted on [addr, addr+bytes) so they retry their access.
 void UffdWake(int uffd, void* addr, size_t bytes);
 struct UffdFault {
@@ -119,9 +127,11 @@ struct UffdFault {
   bool write = false;     // a write access
   bool wp = false;        // a write to a write-protected page (else: a missing page)
   uint32_t tid = 0;       // the faulting thread (UFFD_FEATURE_THREAD_ID), 0 where not reported
+  int fork_fd = -1;       // not a fault: a UFFD_EVENT_FORK, the child's new descriptor (ours now)
 };
-// Reads up to `max` page-fault events without blocking (other events are skipped). Returns the
-// count, 0 when none is queued.
+// Reads up to `max` page-fault and fork events without blocking (other events are skipped).
+// Returns the count, 0 when none is queued. A fork event's descriptor is open in this process
+// from then on: the caller closes it.
 StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max);
 
 // An eventfd (non-blocking, close-on-exec) used to stop a thread that waits with WaitReadable.
@@ -134,8 +144,16 @@ StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns = 0);
 // Waits up to timeout_ms (-1: no limit) until one of the `n` descriptors is readable (or has
 // an error or hang-up to report): the lowest index of those, -1 on timeout. EINTR is retried.
 StatusOr<int> WaitAnyReadable(const int* fds, size_t n, int timeout_ms);
+// Waits up to timeout_ms for `fd` (returns 0) or `stop_fd` (1) to be readable; 2 when the time
+// passed (or a signal interrupted), a negative errno when poll failed.
+int WaitReadableFor(int fd, int stop_fd, int timeout_ms);
 // Sleeps up to timeout_ms or until `stop_fd` is readable: 1 when stopped, 0 on timeout.
 int WaitStop(int stop_fd, int timeout_ms);
+// Replaces [addr, addr+bytes) with fresh private anonymous memory (zero pages, no userfaultfd
+// registration, default memory policy). 0 or a negative errno.
+int ReplaceAnonymous(void* addr, size_t bytes);
+// Sends SIGKILL to the process of thread `tid`. 0 or a negative errno.
+int KillProcessOf(uint32_t tid);
 // Opens `path` for writing (created 0644; truncated, or appended to). A descriptor or -errno.
 int OpenForWrite(const char* path, bool append);
 

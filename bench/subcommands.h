@@ -12,5 +12,6 @@ int Malloc(int argc, char** argv);       // bench/malloc_bench.cc
 int PreloadHotset(int argc, char** argv);  // bench/preload_hotset.cc
 int Memcached(int argc, char** argv);    // bench/memcached.cc
 int SampleCost(int argc, char** argv);   // bench/sample_cost.cc
+int ForkRemote(int argc, char** argv);   // bench/fork_remote.cc
 
 }  // namespace tiermem::bench

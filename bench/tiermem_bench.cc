@@ -31,6 +31,8 @@ const Subcommand kSubcommands[] = {
      "memcached with a hot set of keys: plain, tiermem (LD_PRELOAD) and kernel swap; gets/s, p99, RSS"},
     {"sample-cost", tiermem::bench::SampleCost,
      "the cost of one access sample: protection faults vs soft eviction vs none, side by side"},
+    {"fork-remote", tiermem::bench::ForkRemote,
+     "fork() with most data remote: the parent's RSS while the child reads it all, share vs fetch"},
     // Other benchmarks add a line here (and their declaration in subcommands.h).
 };
 

@@ -114,6 +114,7 @@ Status Runtime::Impl::Init(const Options& o) {
     pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
     pc.replicas = static_cast<uint32_t>(std::min<uint64_t>(opts_.replicas, 1000));
     pc.repair_rate = opts_.repair_rate;
+    pc.fork_share = strcmp(opts_.fork, "share") == 0;
     pc.code = opts_.remote_code;
     const char* problem = nullptr;
     pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch, &problem);

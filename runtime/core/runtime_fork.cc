@@ -79,6 +79,7 @@ void Runtime::Impl::PrepareFork() {
 }
 
 void Runtime::Impl::AfterFork(bool child) {
+  RuntimeCallScope scope;  // the heaps' locks are still held (the pager may start a thread)
   int n = nregions_.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) regions_[i]->UnlockAfterFork();
   grow_mu_.unlock();

@@ -65,7 +65,7 @@ Status Pager::Init(PagerConfig config) {
     per_slot_ = shape.k;
     piece_ = code_->piece_bytes(kPage);
   }
-  auto uffd = os::UffdOpen();
+  auto uffd = os::UffdOpen(config_.fork_share);
   if (!uffd.ok()) {
     return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
                         "); as non-root, set sysctl vm.unprivileged_userfaultfd=1");
@@ -132,6 +132,15 @@ Status Pager::Init(PagerConfig config) {
                 connected, Redundancy().c_str());
   }
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
+  // Sharing at fork needs write-protect too: a child's writes to pages shared write-protected
+  // reach its descriptor, and its end is seen through one (os::UffdMmGone).
+  if (uffd->fork_events && wp_) {
+    TIERMEM_ASSIGN_OR_RETURN(fork_stop_fd_, os::EventFd());
+    fork_share_ = true;
+  } else if (config_.fork_share) {
+    TM_LOG_INFO("remote tier: fork() brings remote pages back (userfaultfd fork events %s)",
+                uffd->fork_events ? "without write-protect" : "refused: CAP_SYS_PTRACE is needed");
+  }
   // The soft sampler needs write-protect (its copy is the page as dropped) and kernel-mode
   // faults (a system call on a sampled page waits for the handler instead of failing).
   if (wp_ && !uffd->user_mode_only && pagemap_fd_ >= 0) {
@@ -159,50 +168,6 @@ Status Pager::Init(PagerConfig config) {
   return Status::Ok();
 }
 
-void Pager::PrepareFork(Region* const* regions, int nregions) {
-  io_mu_.lock();  // no eviction runs across the fork
-  if (forked_child_) {
-    slots_mu_.lock();
-    return;
-  }
-  // Sampled pages are put back first (the child would read them as zeros), and stay so.
-  if (sampler_) sampler_->Freeze();
-  // The child gets no fault handler and no userfaultfd registration (its evicted pages would
-  // read as zeros), so every remote page comes back before the fork. Cheap when nothing is
-  // remote: the scan stops at each region's high-water mark.
-  for (int r = 0; r < nregions; ++r) {
-    Region& region = *regions[r];
-    const uint64_t hw = region.high_water();
-    for (uint64_t i = 0; i < hw; ++i) {
-      uint8_t st = region.record(i).state.load(std::memory_order_acquire);
-      if (st != S(PageState::kRemote) && st != S(PageState::kInFlight)) continue;
-      uint64_t j = i;
-      while (j < hw && region.record(j).state.load(std::memory_order_acquire) !=
-                           S(PageState::kLocal) &&
-             region.record(j).state.load(std::memory_order_acquire) != S(PageState::kFree)) {
-        ++j;
-      }
-      auto got = FetchBackLocked(region, i, j - i);
-      if (!got.ok()) Fatal(region.PageAddress(i), first_connected_, got.status());
-      // Pages the fault handler is installing right now (kInFlight) finish on their own.
-      for (uint64_t k = i; k < j; ++k) {
-        while (region.record(k).state.load(std::memory_order_acquire) == S(PageState::kInFlight)) {
-          std::this_thread::yield();
-        }
-      }
-      i = j;
-    }
-  }
-  slots_mu_.lock();
-}
-
-void Pager::AfterFork(bool child) {
-  if (child) forked_child_ = true;
-  if (sampler_ && !child) sampler_->Thaw();
-  slots_mu_.unlock();
-  io_mu_.unlock();
-}
-
 Pager::~Pager() {
   if (forked_child_) {
     // The fault thread and the server connections belong to the parent: the thread does not
@@ -215,6 +180,8 @@ Pager::~Pager() {
     }
     return;
   }
+  ForgetAtExit();
+  StopChildren();  // children still running get every page they may still read first
   if (sampler_) sampler_->DisarmAll();  // every sampled page back while the handler still runs
   if (repair_thread_.joinable()) {
     {
@@ -234,6 +201,7 @@ Pager::~Pager() {
   }
   if (uffd_ >= 0) os::Close(uffd_);
   if (stop_fd_ >= 0) os::Close(stop_fd_);
+  if (fork_stop_fd_ >= 0) os::Close(fork_stop_fd_);
   if (pagemap_fd_ >= 0) os::Close(pagemap_fd_);
 }
 
@@ -421,6 +389,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
 
 void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
   std::lock_guard<std::mutex> io_lock(io_mu_);  // no eviction of these pages meanwhile
+  if (forked_child_) return ChildDrop(region, first, n, /*discard=*/true);
   // Sampled pages of the span are given up (not put back): its next touch reads zeros.
   if (sampler_) sampler_->Drop(region.PageAddress(first), n * kPage, /*unregistered=*/false);
   for (uint64_t i = first; i < first + n; ++i) {
@@ -448,11 +417,7 @@ void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
   // Wait for an eviction in progress (it holds io_mu_ from claim to drop): otherwise it could
   // drop pages after this run was freed and handed out again, losing the new owner's data.
   std::lock_guard<std::mutex> io_lock(io_mu_);
-  if (forked_child_) {  // nothing of this process is on the server; the range is not registered
-    (void)os::Discard(region.PageAddress(first), n * kPage);
-    for (uint64_t i = first; i < first + n; ++i) region.record(i).remote_slot.store(0);
-    return;
-  }
+  if (forked_child_) return ChildDrop(region, first, n, /*discard=*/false);
   // Sampled pages are given up (their run is freed), and the range is unregistered below.
   if (sampler_) sampler_->Drop(region.PageAddress(first), n * kPage, /*unregistered=*/true);
   // Each page becomes kReleasing by compare-and-swap from whatever it is, waiting while it is

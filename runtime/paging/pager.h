@@ -74,6 +74,7 @@
 #include "base/os.h"
 #include "runtime/core/region.h"
 #include "runtime/paging/erasure.h"
+#include "runtime/paging/fork_share.h"
 #include "runtime/paging/prefetch.h"
 #include "runtime/paging/soft_sampler.h"
 #include "tiermem/status.hpp"
@@ -119,6 +120,10 @@ struct PagerConfig {
   std::string code;
   // TIERMEM_REPAIR_RATE: pages per second the repair thread copies to restore lost replicas.
   uint64_t repair_rate = 50000;
+  // TIERMEM_FORK: "share" (true; the default is fetch): a child forked while pages are remote is served by this
+  // pager through UFFD_EVENT_FORK and the pages stay remote (pager_fork.cc); where the kernel
+  // refuses fork events, and with "fetch" (false), every remote page comes back before fork().
+  bool fork_share = false;
   // Where the counters live (the process's stats block); the pager's own when null. `servers`
   // has room for kMaxServers entries.
   PagerCounters* counters = nullptr;
@@ -202,12 +207,29 @@ class Pager {
   // stays registered and allocated. The next touch gives a zero page, never the server's copy.
   void OnDiscard(Region& region, uint64_t first, uint64_t n);
 
-  // fork(): PrepareFork (from the runtime's atfork prepare handler) stops evictions and brings
-  // every remote page back, because the child has no fault handler; AfterFork releases. In the
-  // child the remote tier is then unavailable (Evict/AdoptRemote/FetchBack say so).
+  // fork() (pager_fork.cc; the design in docs/design-notes.md). PrepareFork (the runtime's
+  // atfork prepare handler) stops evictions. Shared (fork_sharing()): the remote pages' slots
+  // are recorded and held for the child, whose missing faults this pager serves from those
+  // slots through the child's userfaultfd (a thread per child) until the child's address space
+  // is gone; then the slots the parent let go of meanwhile are freed. Otherwise every remote
+  // page is brought back first (the child has no fault handler). AfterFork releases. In the
+  // child the remote tier is unavailable (Evict/AdoptRemote/FetchBack say so) and new memory
+  // stays local; a child that forks again brings its remote pages in first (no sharing there).
   void PrepareFork(Region* const* regions, int nregions);
   void AfterFork(bool child);
   bool forked_child() const { return forked_child_; }
+  bool fork_sharing() const { return fork_share_; }
+  struct ForkStats {
+    uint64_t children = 0;       // children served so far (each fork with pages remote)
+    uint64_t live = 0;           // children whose address space still exists
+    uint64_t served = 0;         // pages read from a server and installed in a child
+    uint64_t zero_filled = 0;    // child faults on pages with no fork-time copy: zero pages
+    uint64_t held_slots = 0;     // slots a live child may still read (held from being freed)
+  };
+  ForkStats fork_stats() const;
+  // Every child still served gets each page it may still read installed now, and its thread
+  // ends (runtime stop, and an exit handler: a parent leaving before its child read its pages).
+  void StopChildren();
 
   // True while no connected server can take a new page: each refused its last slot allocation
   // (memd at its capacity, or at the quota it gives this process) and has no free slot of its
@@ -441,6 +463,47 @@ class Pager {
   template <typename Req, typename OnDone, typename OnLost>
   bool CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
                     OnDone&& on_done, OnLost&& on_lost, int intake_fd = -1);
+  // ---- fork (pager_fork.cc) ----
+  // A child being served (pager_fork.cc). fd and snap belong to its thread; done is set by that
+  // thread as it ends.
+  struct ForkChild {
+    int fd = -1;
+    std::unique_ptr<ForkSnapshot> snap;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  void SnapshotForFork(Region* const* regions, int nregions);  // io_mu_ held
+  void FetchAllForFork(Region* const* regions, int nregions);  // io_mu_ held
+  void ServeChild(ForkChild* c);  // the child's thread
+  // The child's missing faults `e` (entries of its snapshot): read and installed. False when
+  // the child is gone.
+  bool InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging, uint32_t tid);
+  void ReleaseSnapshot(ForkSnapshot& snap);  // io_mu_ held
+  void ForgetAtExit();                       // the exit handler no longer knows this pager
+  void OnForkEvent(int fd);                  // fault thread: a UFFD_EVENT_FORK was read
+  // In a child: pages still remote (its parent serves them) are touched, so the child's own
+  // fork gives them to the grandchild (which gets no server).
+  void TouchRemoteInChild(Region* const* regions, int nregions);
+  // In a child: OnFree/OnDiscard. Remote pages the parent would serve are replaced by fresh
+  // memory, the rest dropped; no userfaultfd call (the inherited descriptor is the parent's).
+  void ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard);
+  // Reads pager slots [0, n) into staging (a page each) on the io connections, io_mu_ held,
+  // failing over between replicas. False when some page could not be read: *lost is its j.
+  bool ReadSlotsLocked(const uint64_t* slots, size_t n, char* staging, size_t* lost);
+  void GiveSlotNow(uint64_t slot);  // GiveSlot without the fork holds
+  bool fork_share_ = false;         // fork events granted (and write-protect): share at fork
+  bool parent_serves_ = false;      // in a child: a parent serves its remote pages
+  SlotHolds holds_;                 // io_mu_
+  std::vector<Region*> fork_regions_;  // of the fork in progress (PrepareFork to AfterFork)
+  ForkSnapshot* fork_pending_ = nullptr;  // made by PrepareFork, until AfterFork (forking thread)
+  std::atomic<ForkSnapshot*> fork_snapshot_{nullptr};  // PrepareFork -> the fork event's reader
+  std::atomic<ForkSnapshot*> fork_taken_{nullptr};     // taken by the reader, with fork_fd_
+  std::atomic<int> fork_fd_{-1};
+  int fork_stop_fd_ = -1;           // children's threads: install what is left and end
+  mutable std::mutex children_mu_;  // children_
+  std::vector<std::unique_ptr<ForkChild>> children_;
+  std::atomic<uint64_t> fork_children_{0}, fork_served_{0}, fork_zero_{0};
+
   static constexpr const char* kForkedMessage =
       "the remote tier is not available in a child process (fork): its fault handler and server "
       "connection belong to the parent";

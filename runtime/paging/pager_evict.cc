@@ -154,6 +154,13 @@ Status Pager::EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
       c_->skipped_clean.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    // A forked child may still read the fork-time copy in this slot: the new contents go to a
+    // new slot, and the old one is freed when the child lets go of it.
+    if (slot1 != 0 && !holds_.empty() && holds_.Held(slot1 - 1)) {
+      GiveSlot(slot1 - 1);
+      slot1 = 0;
+      rec.remote_slot.store(0, std::memory_order_relaxed);
+    }
     if (slot1 == 0) {
       auto s = TakeSlot(&placement);
       if (!s.ok()) {

@@ -217,6 +217,10 @@ void Pager::FaultLoop() {
         read_faults += *got;
         for (size_t k = 0; k < *got; ++k) {
           const os::UffdFault& f = faults[k];
+          if (f.fork_fd >= 0) {  // a fork(): the child's descriptor (no allocation here)
+            OnForkEvent(f.fork_fd);
+            continue;
+          }
           char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
           Region* region = config_.region_of(addr);
           if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging

@@ -288,6 +288,12 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
 }
 
 void Pager::GiveSlot(uint64_t slot) {
+  // A forked child may still read it: freed when the child lets go (ReleaseSnapshot).
+  if (!holds_.empty() && holds_.Defer(slot)) return;
+  GiveSlotNow(slot);
+}
+
+void Pager::GiveSlotNow(uint64_t slot) {
   SlotRef ref;
   if (!Locate(slot, &ref)) return;
   Range& r = *ranges_[ref.range];

@@ -18,3 +18,8 @@ tiermem_add_gtest(NAME remote_full_test LABEL integration TIMEOUT 120 SOURCES re
 target_compile_definitions(remote_full_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
 add_dependencies(remote_full_test tiermem-memd)
 target_link_libraries(remote_full_test PRIVATE tiermem_memd_child)
+# fork() with remote pages: the child served by the parent (TIERMEM_FORK=share), and fetch.
+tiermem_add_gtest(NAME remote_fork_test LABEL integration TIMEOUT 300 SOURCES remote_fork_test.cc)
+target_compile_definitions(remote_fork_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
+add_dependencies(remote_fork_test tiermem-memd)
+target_link_libraries(remote_fork_test PRIVATE tiermem_memd_child)
