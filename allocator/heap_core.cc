@@ -2,12 +2,14 @@
 #include "allocator/heap_core_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cstring>
 #include <new>
 
 #include "allocator/meta_arena.h"
+#include "base/log.h"
 #include "base/os.h"
 #include "runtime/core/runtime_impl.h"
 
@@ -19,41 +21,11 @@ constinit HeapRegistry g_reg{};
 
 namespace {
 
-constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
 // A realloc that grows a small block into a page run reserves at least this much address space,
 // so a buffer growing from kMaxSmall moves once more before it passes it (pages nobody touches
 // are never backed).
 constexpr size_t kMinGrowthRoom = 1 << 20;
 constexpr size_t kCarveBytes = 4096;  // fresh objects carved per Fetch (see there)
-
-// The most objects of class `cls` a thread cache holds: two batches, at most kMaxCacheBytes.
-constexpr uint32_t CacheLimit(int cls) {
-  const uint32_t by_bytes =
-      std::max<uint32_t>(2, kMaxCacheBytes / static_cast<uint32_t>(ClassSize(cls)));
-  return std::min(by_bytes, 2 * BatchSize(cls));
-}
-// A thread's limit for a class it has only freed so far: half a batch. A thread that frees what
-// another allocates (a consumer) then passes the objects on in half batches, through the transfer
-// cache, instead of sitting on up to two batches per class while the producer carves new pages.
-constexpr uint32_t FreeOnlyLimit(int cls) {
-  return std::min(CacheLimit(cls), std::max<uint32_t>(2, BatchSize(cls) / 2));
-}
-
-
-void ThreadExit(void*) {
-  t_thread.exiting = 1;
-  HeapCore::FlushThreadCaches();
-}
-
-// Registered before the first thread cache exists; pthread_key_create does not allocate.
-void EnsureKey() {
-  if (g_reg.key_ready.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> lock(g_reg.mu);
-  if (g_reg.key_ready.load(std::memory_order_relaxed)) return;
-  if (pthread_key_create(&g_reg.key, ThreadExit) == 0) {
-    g_reg.key_ready.store(true, std::memory_order_release);
-  }
-}
 
 }  // namespace
 
@@ -89,7 +61,27 @@ HeapCore* HeapCore::Create(void* storage, Runtime::Impl* rt, Tier tier, uint32_t
   return nullptr;
 }
 
+HeapCore* HeapCore::CreatePrimary(void* storage, Runtime::Impl* rt, Tier tier,
+                                  uint32_t alloc_flags) {
+  static constinit std::atomic<bool> claimed{false};
+  if (claimed.exchange(true)) return nullptr;  // one per process
+  HeapCore* h = Create(storage, rt, tier, alloc_flags);
+  if (h == nullptr) {
+    claimed.store(false);
+    return nullptr;
+  }
+  // Before any span or thread cache of the heap exists: AllocSpan and SlowCache read it.
+  h->primary_ = true;
+  g_primary.store(h, std::memory_order_release);
+  return h;
+}
+
 void HeapCore::Destroy() {
+  if (primary_) {
+    // Other threads reach its caches through t_thread.primary, which nothing could clear.
+    TM_LOG_ERROR("tiermem heap: the primary heap cannot be destroyed");
+    abort();
+  }
   {
     std::lock_guard<std::mutex> lock(g_reg.mu);
     g_reg.heaps[slot_].store(nullptr, std::memory_order_release);
@@ -119,88 +111,7 @@ void HeapCore::Destroy() {
   this->~HeapCore();
 }
 
-// ---------------------------------------------------------------- thread caches
-
-ThreadCache* HeapCore::SlowCache() {
-  if (t_thread.exiting) return nullptr;
-  ThreadCache* tc = t_thread.cache[slot_];
-  if (tc != nullptr) {
-    // A cache left from a destroyed heap that had this slot: its blocks are gone with it.
-    memset(tc->cls, 0, sizeof(tc->cls));
-  } else {
-    {
-      std::lock_guard<std::mutex> lock(g_reg.tc_mu);
-      tc = g_reg.free_tcs;
-      if (tc != nullptr) g_reg.free_tcs = tc->next_free;
-    }
-    if (tc == nullptr) tc = static_cast<ThreadCache*>(MetaAlloc(sizeof(ThreadCache)));
-    if (tc == nullptr) return nullptr;
-    memset(tc, 0, sizeof(*tc));
-  }
-  // A class starts with FreeOnlyLimit and gets CacheLimit at its first refill (RefillAndPop).
-  for (int c = 0; c < kNumClasses; ++c) tc->cls[c].max = FreeOnlyLimit(c);
-  tc->gen = gen_;
-  t_thread.cache[slot_] = tc;
-  if (!t_thread.key_set && g_reg.key_ready.load(std::memory_order_acquire)) {
-    // Set after t_cache so that a malloc inside pthread_setspecific finds the cache.
-    t_thread.key_set = 1;
-    pthread_setspecific(g_reg.key, &g_reg);
-  }
-  return tc;
-}
-
-inline ThreadCache* HeapCore::Cache() {
-  ThreadCache* tc = t_thread.cache[slot_];
-  if (__builtin_expect(tc != nullptr && tc->gen == gen_, 1)) return tc;
-  return SlowCache();
-}
-
-void HeapCore::FlushClass(ClassCache* cc, int cls, uint32_t n) {
-  if (n > cc->count) n = cc->count;
-  if (n == 0) return;
-  void* head = cc->head;
-  void* tail = head;
-  for (uint32_t i = 1; i < n; ++i) tail = *static_cast<void**>(tail);
-  cc->head = *static_cast<void**>(tail);
-  cc->count -= n;
-  *static_cast<void**>(tail) = nullptr;
-  Release(cls, head, n);
-}
-
-void HeapCore::FlushCache(ThreadCache* tc) {
-  for (int c = 0; c < kNumClasses; ++c) FlushClass(&tc->cls[c], c, tc->cls[c].count);
-}
-
-void HeapCore::FlushThreadCaches() {
-  for (int s = 0; s < kMaxHeaps; ++s) {
-    ThreadCache* tc = t_thread.cache[s];
-    if (tc == nullptr) continue;
-    t_thread.cache[s] = nullptr;
-    HeapCore* h = g_reg.heaps[s].load(std::memory_order_acquire);
-    if (h != nullptr && h->gen_ == tc->gen) h->FlushCache(tc);
-    std::lock_guard<std::mutex> lock(g_reg.tc_mu);
-    tc->next_free = g_reg.free_tcs;
-    g_reg.free_tcs = tc;
-  }
-}
-
 // ---------------------------------------------------------------- small objects
-
-void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
-  void* head = nullptr;
-  if (tc == nullptr) {  // thread exiting: straight from the central list, one object
-    return Fetch(cls, 1, &head) == 1 ? head : nullptr;
-  }
-  uint32_t n = Fetch(cls, BatchSize(cls), &head);
-  if (n == 0) return nullptr;
-  ClassCache& cc = tc->cls[cls];
-  // The thread allocates this class: room for two batches, so that a thread that both frees
-  // and allocates does not go to the central list at every batch boundary.
-  cc.max = CacheLimit(cls);
-  cc.head = *static_cast<void**>(head);
-  cc.count = n - 1;
-  return head;
-}
 
 inline void* HeapCore::MallocSmall(int cls) {
   ThreadCache* tc = Cache();
@@ -209,7 +120,7 @@ inline void* HeapCore::MallocSmall(int cls) {
     void* p = cc.head;
     if (__builtin_expect(p != nullptr, 1)) {
       cc.head = *static_cast<void**>(p);
-      --cc.count;
+      ++cc.room;
       return p;
     }
   }
@@ -217,7 +128,9 @@ inline void* HeapCore::MallocSmall(int cls) {
 }
 
 void HeapCore::FreeSmall(Span* span, void* p) {
-  p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
+  if (span->aligned.load(std::memory_order_relaxed)) {
+    p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
+  }
   const int cls = span->cls;
   ThreadCache* tc = Cache();
   if (__builtin_expect(tc == nullptr, 0)) {
@@ -225,10 +138,7 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     Release(cls, p, 1);
     return;
   }
-  ClassCache& cc = tc->cls[cls];
-  *static_cast<void**>(p) = cc.head;
-  cc.head = p;
-  if (__builtin_expect(++cc.count > cc.max, 0)) FlushClass(&cc, cls, BatchSize(cls));
+  Push(span, &tc->cls[cls], p);
 }
 
 uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
@@ -379,7 +289,11 @@ void* HeapCore::Memalign(size_t align, size_t size) {
     for (int c = SizeClass(size < align ? align : size); c < kNumClasses; ++c) {
       if (ClassSize(c) % align == 0) {
         void* p = MallocSmall(c);
-        if (p == nullptr) errno = ENOMEM;
+        if (p == nullptr) {
+          errno = ENOMEM;
+        } else {
+          GlobalSpanMap().Lookup(p)->MarkAligned();  // its frees round to the object start
+        }
         return p;
       }
     }
@@ -470,7 +384,7 @@ HeapFootprint HeapCore::Footprint() {
   const ThreadCache* tc = t_thread.cache[slot_];
   if (tc != nullptr && tc->gen == gen_) {
     uint64_t cached = 0;
-    for (int cls = 0; cls < kNumClasses; ++cls) cached += uint64_t{tc->cls[cls].count} * ClassSize(cls);
+    for (int cls = 0; cls < kNumClasses; ++cls) cached += uint64_t{tc->cls[cls].count()} * ClassSize(cls);
     f.small_block_bytes -= std::min(cached, f.small_block_bytes);
   }
   {

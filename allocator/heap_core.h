@@ -48,6 +48,15 @@ struct Span {
   HeapCore* heap = nullptr;
   int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
   uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
+  // The preload library's free pushes a block straight onto the primary heap's thread cache
+  // (HeapCore::TryFreePrimary) while this is >= 0: for a span of the primary heap that has
+  // handed out no aligned block, the byte offset of its class's list in a ThreadCache
+  // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
+  std::atomic<intptr_t> primary_off{-1};
+  // Set once Memalign hands out a block of this span: only then does a free round the pointer
+  // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
+  // The blocks of other spans are freed by the pointer malloc returned, as is.
+  std::atomic<bool> aligned{false};
   Segment* segment = nullptr;
   uint32_t first_granule = 0;
   // Guarded by the central list lock of `cls`.
@@ -58,6 +67,10 @@ struct Span {
   Span* next = nullptr;
   bool listed = false;  // on the central list's `nonempty` list
 
+  void MarkAligned() {
+    aligned.store(true, std::memory_order_relaxed);
+    primary_off.store(-1, std::memory_order_relaxed);
+  }
   char* ObjectStart(const void* p) const {
     const uint64_t off = static_cast<uint64_t>(static_cast<const char*>(p) - start);
     return start + ((off * div_magic) >> 40) * obj_size;
@@ -94,12 +107,17 @@ struct HeapFootprint {
 #endif
 
 // Per-thread heap state, one zero-initialised thread-local (no TLS constructor, usable inside
-// malloc): the fast paths read `cache` and `bypass` from the same few cache lines.
+// malloc): the fast paths read `primary`, `cache` and `bypass` from the same few cache lines.
 struct ThreadCache;
 struct ThreadState {
+  // This thread's cache of the primary heap (HeapCore::CreatePrimary) while the thread may use
+  // it without further checks; nullptr before the cache exists, while bypass > 0, and once the
+  // thread is exiting. The preload library's malloc and free test only this.
+  ThreadCache* primary;
   ThreadCache* cache[kMaxHeaps];
   // > 0 while this thread must not enter the heap: inside a runtime call made by the heap, and
-  // (preload library) on the runtime's own threads and while the runtime starts.
+  // (preload library) on the runtime's own threads and while the runtime starts. Changed only
+  // through EnterBypass / LeaveBypass, which keep `primary` null meanwhile.
   int bypass;
   uint8_t exiting;  // the pthread key destructor ran: no caching any more
   uint8_t key_set;
@@ -109,24 +127,36 @@ extern constinit thread_local ThreadState t_thread TM_TLS;
 // True on a thread that must not enter the heap (see ThreadState::bypass).
 inline bool InRuntimeCall() { return t_thread.bypass != 0; }
 
-// Per thread, per heap: a singly linked free list per class (see heap_core.cc).
+// Per thread, per heap: a singly linked free list per class (see heap_core.cc). `room` is
+// max - (objects on the list): one decrement and sign test on free, one increment on malloc.
 struct ClassCache {
   void* head;
-  uint32_t count;
+  int32_t room;
   uint32_t max;
+  uint32_t count() const { return max - static_cast<uint32_t>(room); }
 };
 struct ThreadCache {
   uint32_t gen;  // the generation of the heap slot this cache belongs to
   ThreadCache* next_free;
   ClassCache cls[kNumClasses];
 };
+// Span::primary_off of a class.
+inline intptr_t PrimaryOffset(int cls) {
+  return static_cast<intptr_t>(offsetof(ThreadCache, cls) + sizeof(ClassCache) * cls);
+}
 
 class HeapCore {
  public:
   // Creates a heap in `storage` (static storage in the preload library); nullptr when all
   // kMaxHeaps slots are taken.
   static HeapCore* Create(void* storage, Runtime::Impl* rt, Tier tier, uint32_t alloc_flags);
+  // The same, as the process's primary heap (the preload library's): its thread caches are
+  // reached through t_thread.primary, without the slot and generation checks (TryMallocPrimary,
+  // TryFreePrimary). At most one per process; nullptr when there is one already. Never destroyed.
+  static HeapCore* CreatePrimary(void* storage, Runtime::Impl* rt, Tier tier,
+                                 uint32_t alloc_flags);
   // Releases every segment to the runtime and the slot. No block of this heap may be used after.
+  // Not for the primary heap (aborts with a message).
   void Destroy();
 
   void* Malloc(size_t size);
@@ -166,32 +196,61 @@ class HeapCore {
   // Flushes the calling thread's caches of every heap to the central lists (thread exit, tests).
   static void FlushThreadCaches();
 
-  // Inline fast paths (the preload library's malloc and free): pop from / push to this
-  // thread's cache. They return nullptr / false when the slow path must run (no cache yet, a
-  // stale cache, an empty list); the caller then calls Malloc / FreeInSpan. The caller checks
-  // InRuntimeCall() first.
-  void* TryMallocFast(size_t size) {  // size <= kMaxSmall
-    ThreadCache* tc = t_thread.cache[slot_];
-    if (__builtin_expect(tc == nullptr || tc->gen != gen_, 0)) return nullptr;
-    ClassCache& cc = tc->cls[SizeClass(size)];
-    void* p = cc.head;
-    if (__builtin_expect(p != nullptr, 1)) {
-      cc.head = *static_cast<void**>(p);
-      --cc.count;
+  // Inline fast paths (the preload library's malloc and free) over the primary heap: pop from /
+  // push to this thread's cache. They return nullptr / false when the slow path must run (no
+  // usable primary cache: not created yet, a bypassed thread, an exiting one; a size that is not
+  // small; an empty list; a span of another heap or one that handed out aligned blocks); the
+  // caller then calls Malloc / FreeInSpan, after checking InRuntimeCall().
+  static void* TryMallocPrimary(size_t size) {
+    ThreadCache* tc = t_thread.primary;
+    if (__builtin_expect(tc == nullptr, 0)) return nullptr;
+    size_t cls;
+    if (__builtin_expect(size <= kClassTableMax, 1)) {
+      cls = kClassTable.cls[(size + 15) >> 4];
+    } else if (size <= kMaxSmall) {
+      cls = SizeClassSlow(size);
+    } else {
+      return nullptr;
     }
-    return p;
+    return Pop(&tc->cls[cls]);
   }
+  static bool TryFreePrimary(Span* span, void* p) {
+    ThreadCache* tc = t_thread.primary;
+    const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
+    if (__builtin_expect(tc == nullptr || off < 0, 0)) return false;
+    Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+    return true;
+  }
+  // Any heap: this thread's cache of the span's heap, checked by slot and generation.
   static bool TryFreeFast(Span* span, void* p) {
     ThreadCache* tc = t_thread.cache[span->heap_slot];
     if (__builtin_expect(tc == nullptr || tc->gen != span->heap_gen, 0)) return false;
-    p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
-    const int cls = span->cls;
-    ClassCache& cc = tc->cls[cls];
-    *static_cast<void**>(p) = cc.head;
-    cc.head = p;
-    if (__builtin_expect(++cc.count > cc.max, 0)) span->heap->FlushClass(&cc, cls, BatchSize(cls));
+    if (__builtin_expect(span->aligned.load(std::memory_order_relaxed), 0)) {
+      p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
+    }
+    Push(span, &tc->cls[span->cls], p);
     return true;
   }
+
+  // The thread's leaving its last bypass scope: `primary` again when the cache is current.
+  static void ResumePrimary();
+
+ private:
+  static void* Pop(ClassCache* cc) {
+    void* p = cc->head;
+    if (__builtin_expect(p != nullptr, 1)) {
+      cc->head = *static_cast<void**>(p);
+      ++cc->room;
+    }
+    return p;
+  }
+  static void Push(Span* span, ClassCache* cc, void* p) {
+    *static_cast<void**>(p) = cc->head;
+    cc->head = p;
+    if (__builtin_expect(--cc->room < 0, 0)) Overflow(span, cc);
+  }
+  // A list past its limit (the list of span's class): a batch goes to the central list.
+  __attribute__((noinline)) static void Overflow(Span* span, ClassCache* cc);
 
  private:
   struct Batch {
@@ -249,6 +308,7 @@ class HeapCore {
   uint32_t flags_;
   int slot_;
   uint32_t gen_;
+  bool primary_ = false;  // CreatePrimary
   Central central_[kNumClasses];
   std::mutex page_mu_;
   Segment* segments_ = nullptr;  // all segments of this heap
@@ -266,5 +326,14 @@ class HeapCore {
 
   friend struct HeapRegistry;
 };
+
+// Enter and leave a scope in which this thread must not enter the heap (ThreadState::bypass).
+inline void EnterBypass() {
+  ++t_thread.bypass;
+  t_thread.primary = nullptr;
+}
+inline void LeaveBypass() {
+  if (--t_thread.bypass == 0) HeapCore::ResumePrimary();
+}
 
 }  // namespace tiermem::alloc

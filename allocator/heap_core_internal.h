@@ -53,12 +53,12 @@ extern pthread_rwlock_t g_gate;
 class RuntimeCall {
  public:
   RuntimeCall() {
-    ++t_thread.bypass;
+    EnterBypass();
     pthread_rwlock_rdlock(&g_gate);
   }
   ~RuntimeCall() {
     pthread_rwlock_unlock(&g_gate);
-    --t_thread.bypass;
+    LeaveBypass();
   }
   RuntimeCall(const RuntimeCall&) = delete;
   RuntimeCall& operator=(const RuntimeCall&) = delete;
@@ -75,6 +75,17 @@ struct HeapRegistry {
   pthread_key_t key;
 };
 extern HeapRegistry g_reg;
+// The primary heap (HeapCore::CreatePrimary), or nullptr; set once, never cleared.
+extern std::atomic<HeapCore*> g_primary;
+
+// Creates the pthread key whose destructor flushes an exiting thread's caches (thread_cache.cc).
+void EnsureKey();
+
+inline ThreadCache* HeapCore::Cache() {
+  ThreadCache* tc = t_thread.cache[slot_];
+  if (__builtin_expect(tc != nullptr && tc->gen == gen_, 1)) return tc;
+  return SlowCache();
+}
 
 // Runtime::Impl::Allocate, spilling a kAuto heap's memory to the remote tier when its NUMA tiers
 // are at their limits (page_heap.cc). Call inside a RuntimeCall.

@@ -20,11 +20,12 @@ class SpanMap {
 
   Span* Lookup(const void* p) const {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if ((a >> 47) != 0) return nullptr;
-    Leaf* leaf = top_[a >> 32].load(std::memory_order_acquire);
+    const uintptr_t top = a >> 32;
+    if (top >= (uintptr_t{1} << kTopBits)) return nullptr;
+    Leaf* leaf = top_[top].load(std::memory_order_acquire);
     if (leaf == nullptr) return nullptr;
-    return leaf->entry[(a >> kGranuleShift) & ((1u << kLeafBits) - 1)].load(
-        std::memory_order_acquire);
+    // The granule within the 4 GiB: the low 32 bits shifted (kLeafBits wide already).
+    return leaf->entry[static_cast<uint32_t>(a) >> kGranuleShift].load(std::memory_order_acquire);
   }
   // Sets `granules` entries from `start` (granule-aligned) to `span` (nullptr clears). Returns
   // false when a leaf could not be mapped (out of memory); nothing is left half-set then only

@@ -49,7 +49,8 @@ using alloc::HeapCore;
 enum State : int { kUninit = 0, kStarting = 1, kReady = 2, kFailed = 3 };
 constinit std::atomic<int> g_state{kUninit};
 constinit HeapCore* g_heap = nullptr;
-// g_heap once the state is kReady (the fast paths read only this).
+// g_heap once the state is kReady (Heap() reads only this; malloc and free first try the
+// thread's primary cache, which exists only once the heap is ready).
 constinit std::atomic<HeapCore*> g_ready_heap{nullptr};
 constinit Runtime::Impl* g_rt = nullptr;
 alignas(HeapCore) unsigned char g_heap_storage[sizeof(HeapCore)];
@@ -57,17 +58,17 @@ alignas(HeapCore) unsigned char g_heap_storage[sizeof(HeapCore)];
 // heap's own runtime calls, the thread starting the runtime, and the runtime's own threads
 // (pager fault handler, policy thread; set through the runtime's thread hook, so a fault handler
 // never faults on its own heap pages). One counter: the fast paths test one thread-local.
-void MarkRuntimeThread() { ++alloc::t_thread.bypass; }
+void MarkRuntimeThread() { alloc::EnterBypass(); }
 // Runtime work on a user's thread (the fork handlers) uses glibc for its own allocations.
-void EnterRuntimeCall() { ++alloc::t_thread.bypass; }
-void LeaveRuntimeCall() { --alloc::t_thread.bypass; }
+void EnterRuntimeCall() { alloc::EnterBypass(); }
+void LeaveRuntimeCall() { alloc::LeaveBypass(); }
 
 void PrintStats();
 
 void Start() {
   struct Starting {  // this thread allocates from glibc while it starts the runtime
-    Starting() { ++alloc::t_thread.bypass; }
-    ~Starting() { --alloc::t_thread.bypass; }
+    Starting() { alloc::EnterBypass(); }
+    ~Starting() { alloc::LeaveBypass(); }
   } starting;
   SetRuntimeThreadHook(&MarkRuntimeThread);
   SetRuntimeCallHooks(&EnterRuntimeCall, &LeaveRuntimeCall);
@@ -80,7 +81,7 @@ void Start() {
   }
   Runtime* runtime = rt->release();  // never stopped: see the header comment
   g_rt = ImplOf(*runtime);
-  g_heap = HeapCore::Create(g_heap_storage, g_rt, Tier::kAuto, kAllocDefault);
+  g_heap = HeapCore::CreatePrimary(g_heap_storage, g_rt, Tier::kAuto, kAllocDefault);
   if (g_heap == nullptr) {
     TM_LOG_WARN("libtiermem-preload: no heap slot; using glibc's malloc");
     g_state.store(kFailed, std::memory_order_release);
@@ -136,12 +137,18 @@ __attribute__((noinline)) void FreeSlow(void* p) {
   (void)HeapCore::FreeAny(p, rt);
 }
 
+// A small block the primary cache did not take: another heap's, a span that handed out aligned
+// blocks, no primary cache yet, or a bypassed thread. A thread inside a runtime call may hold
+// heap locks: never re-enter the heap from there. Such frees of heap blocks do not happen in
+// practice; leaking one is the safe answer.
+__attribute__((noinline)) void FreeSmallSlow(alloc::Span* span, void* p) {
+  if (!alloc::InRuntimeCall()) HeapCore::FreeInSpan(span, p);
+}
+
 inline void FreeImpl(void* p) {
   alloc::Span* span = alloc::GlobalSpanMap().Lookup(p);  // nullptr for p == nullptr
-  // A thread inside a runtime call may hold heap locks: never re-enter the heap from there. Such
-  // frees of heap blocks do not happen in practice; leaking one is the safe answer.
   if (__builtin_expect(span != nullptr, 1)) {
-    if (__builtin_expect(!alloc::InRuntimeCall(), 1)) HeapCore::FreeInSpan(span, p);
+    if (__builtin_expect(!HeapCore::TryFreePrimary(span, p), 0)) FreeSmallSlow(span, p);
     return;
   }
   FreeSlow(p);
@@ -158,13 +165,11 @@ __attribute__((noinline)) void* MallocSlow(size_t n) {
   return h != nullptr ? h->Malloc(n) : __libc_malloc(n);
 }
 
-// The fast path pops from the thread cache without a call; anything else goes to MallocSlow.
+// The fast path pops from the thread's primary cache without a call (a thread has one only once
+// the heap is ready, and not while it bypasses the heap); anything else goes to MallocSlow.
 inline void* MallocImpl(size_t n) {
-  HeapCore* h = g_ready_heap.load(std::memory_order_acquire);
-  if (__builtin_expect(h != nullptr && n <= alloc::kMaxSmall && !alloc::InRuntimeCall(), 1)) {
-    void* p = h->TryMallocFast(n);
-    if (__builtin_expect(p != nullptr, 1)) return p;
-  }
+  void* p = HeapCore::TryMallocPrimary(n);
+  if (__builtin_expect(p != nullptr, 1)) return p;
   return MallocSlow(n);
 }
 

@@ -13,6 +13,7 @@
 #include "allocator/entry_points.h"
 #include "allocator/heap_internal.h"
 #include "allocator/size_classes.h"
+#include "allocator/span_map.h"
 #include "tiermem/heap.hpp"
 #include "tiermem/tiermem.hpp"
 
@@ -164,6 +165,34 @@ TEST_F(HeapTest, AlignedAllocationsHonourAlignmentAndFreeCleanly) {
   heap_->Free(v);
   heap_->Free(pv);
   heap_->Free(m);
+}
+
+// Free takes a block by the pointer malloc returned, as is; a span rounds a freed pointer down to
+// its object's start only once it has handed out an aligned block (Span::aligned).
+TEST_F(HeapTest, OnlySpansThatHandedOutAlignedBlocksRoundAFreedPointer) {
+  void* plain = heap_->Allocate(3000);  // class 3072, which nothing else here uses
+  ASSERT_NE(plain, nullptr);
+  alloc::Span* span = alloc::GlobalSpanMap().Lookup(plain);
+  ASSERT_NE(span, nullptr);
+  EXPECT_FALSE(span->aligned.load());
+  EXPECT_EQ(span->primary_off.load(), -1);  // not the primary heap: no primary fast path
+  heap_->Free(plain);
+  EXPECT_EQ(heap_->Allocate(3000), plain);  // freed as it was, handed out again
+  heap_->Free(plain);
+
+  // 1 KiB-aligned blocks of up to 1 KiB come from class 1024.
+  void* a = heap_->AllocateAligned(1024, 1000);
+  ASSERT_NE(a, nullptr);
+  alloc::Span* aspan = alloc::GlobalSpanMap().Lookup(a);
+  ASSERT_NE(aspan, nullptr);
+  EXPECT_TRUE(aspan->aligned.load());
+  heap_->Free(static_cast<char*>(a) + 100);  // a pointer inside the block (FreeSmall)
+  EXPECT_EQ(heap_->AllocateAligned(1024, 1000), a);  // the whole block came back
+  alloc::HeapCore::FreeInSpan(aspan, static_cast<char*>(a) + 1023);  // the thread-cache path
+  void* again = heap_->Allocate(1024);
+  EXPECT_EQ(again, a);
+  EXPECT_EQ(heap_->UsableSize(again), 1024u);
+  heap_->Free(again);
 }
 
 TEST_F(HeapTest, ReallocKeepsContentsAcrossClassesAndIntoPageRuns) {

@@ -4,3 +4,5 @@ tiermem_add_gtest(NAME heap_stress_test LABEL unit TIMEOUT 900
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_stress_test.cc)
 tiermem_add_gtest(NAME heap_run_cache_test LABEL unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_run_cache_test.cc)
+tiermem_add_gtest(NAME heap_primary_test LABEL unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_primary_test.cc)

@@ -1,0 +1,139 @@
+// The tiered heap's thread caches: creation, the primary heap's fast-path pointer
+// (ThreadState::primary), refills from and flushes to the central lists, thread exit.
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "allocator/heap_core.h"
+#include "allocator/heap_core_internal.h"
+#include "allocator/meta_arena.h"
+
+namespace tiermem::alloc {
+
+constinit std::atomic<HeapCore*> g_primary{nullptr};
+
+namespace {
+
+constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
+
+// The most objects of class `cls` a thread cache holds: two batches, at most kMaxCacheBytes.
+constexpr uint32_t CacheLimit(int cls) {
+  const uint32_t by_bytes =
+      std::max<uint32_t>(2, kMaxCacheBytes / static_cast<uint32_t>(ClassSize(cls)));
+  return std::min(by_bytes, 2 * BatchSize(cls));
+}
+// A thread's limit for a class it has only freed so far: half a batch. A thread that frees what
+// another allocates (a consumer) then passes the objects on in half batches, through the transfer
+// cache, instead of sitting on up to two batches per class while the producer carves new pages.
+constexpr uint32_t FreeOnlyLimit(int cls) {
+  return std::min(CacheLimit(cls), std::max<uint32_t>(2, BatchSize(cls) / 2));
+}
+
+void ThreadExit(void*) {
+  t_thread.exiting = 1;
+  HeapCore::FlushThreadCaches();
+}
+
+}  // namespace
+
+// Registered before the first thread cache exists; pthread_key_create does not allocate.
+void EnsureKey() {
+  if (g_reg.key_ready.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(g_reg.mu);
+  if (g_reg.key_ready.load(std::memory_order_relaxed)) return;
+  if (pthread_key_create(&g_reg.key, ThreadExit) == 0) {
+    g_reg.key_ready.store(true, std::memory_order_release);
+  }
+}
+
+ThreadCache* HeapCore::SlowCache() {
+  if (t_thread.exiting) return nullptr;
+  ThreadCache* tc = t_thread.cache[slot_];
+  if (tc != nullptr) {
+    // A cache left from a destroyed heap that had this slot: its blocks are gone with it.
+    memset(tc->cls, 0, sizeof(tc->cls));
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(g_reg.tc_mu);
+      tc = g_reg.free_tcs;
+      if (tc != nullptr) g_reg.free_tcs = tc->next_free;
+    }
+    if (tc == nullptr) tc = static_cast<ThreadCache*>(MetaAlloc(sizeof(ThreadCache)));
+    if (tc == nullptr) return nullptr;
+    memset(tc, 0, sizeof(*tc));
+  }
+  // A class starts with FreeOnlyLimit and gets CacheLimit at its first refill (RefillAndPop).
+  for (int c = 0; c < kNumClasses; ++c) {
+    tc->cls[c].max = FreeOnlyLimit(c);
+    tc->cls[c].room = static_cast<int32_t>(tc->cls[c].max);
+  }
+  tc->gen = gen_;
+  t_thread.cache[slot_] = tc;
+  if (primary_ && t_thread.bypass == 0) t_thread.primary = tc;
+  if (!t_thread.key_set && g_reg.key_ready.load(std::memory_order_acquire)) {
+    // Set after t_cache so that a malloc inside pthread_setspecific finds the cache.
+    t_thread.key_set = 1;
+    pthread_setspecific(g_reg.key, &g_reg);
+  }
+  return tc;
+}
+
+void HeapCore::ResumePrimary() {
+  const HeapCore* h = g_primary.load(std::memory_order_acquire);
+  if (h == nullptr || t_thread.exiting) return;
+  ThreadCache* tc = t_thread.cache[h->slot_];
+  if (tc != nullptr && tc->gen == h->gen_) t_thread.primary = tc;
+}
+
+void HeapCore::FlushClass(ClassCache* cc, int cls, uint32_t n) {
+  if (n > cc->count()) n = cc->count();
+  if (n == 0) return;
+  void* head = cc->head;
+  void* tail = head;
+  for (uint32_t i = 1; i < n; ++i) tail = *static_cast<void**>(tail);
+  cc->head = *static_cast<void**>(tail);
+  cc->room += static_cast<int32_t>(n);
+  *static_cast<void**>(tail) = nullptr;
+  Release(cls, head, n);
+}
+
+void HeapCore::Overflow(Span* span, ClassCache* cc) {
+  span->heap->FlushClass(cc, span->cls, BatchSize(span->cls));
+}
+
+void HeapCore::FlushCache(ThreadCache* tc) {
+  for (int c = 0; c < kNumClasses; ++c) FlushClass(&tc->cls[c], c, tc->cls[c].count());
+}
+
+void HeapCore::FlushThreadCaches() {
+  t_thread.primary = nullptr;  // SlowCache sets it again (not once the thread is exiting)
+  for (int s = 0; s < kMaxHeaps; ++s) {
+    ThreadCache* tc = t_thread.cache[s];
+    if (tc == nullptr) continue;
+    t_thread.cache[s] = nullptr;
+    HeapCore* h = g_reg.heaps[s].load(std::memory_order_acquire);
+    if (h != nullptr && h->gen_ == tc->gen) h->FlushCache(tc);
+    std::lock_guard<std::mutex> lock(g_reg.tc_mu);
+    tc->next_free = g_reg.free_tcs;
+    g_reg.free_tcs = tc;
+  }
+}
+
+void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
+  void* head = nullptr;
+  if (tc == nullptr) {  // thread exiting: straight from the central list, one object
+    return Fetch(cls, 1, &head) == 1 ? head : nullptr;
+  }
+  uint32_t n = Fetch(cls, BatchSize(cls), &head);
+  if (n == 0) return nullptr;
+  ClassCache& cc = tc->cls[cls];
+  // The thread allocates this class: room for two batches, so that a thread that both frees
+  // and allocates does not go to the central list at every batch boundary. The list was empty.
+  cc.max = CacheLimit(cls);
+  cc.head = *static_cast<void**>(head);
+  cc.room = static_cast<int32_t>(cc.max - (n - 1));
+  return head;
+}
+
+}  // namespace tiermem::alloc

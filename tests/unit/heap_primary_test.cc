@@ -1,0 +1,126 @@
+// The primary heap (HeapCore::CreatePrimary), whose thread caches the preload library's malloc
+// and free reach through t_thread.primary: when a thread has that pointer (a cache exists, no
+// bypass, not exiting), what the fast paths take and push, and the spans they leave to the slow
+// path (those that handed out aligned blocks). Its own binary: the primary heap (and its
+// runtime) live for the rest of the process.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "allocator/heap_core.h"
+#include "allocator/size_classes.h"
+#include "allocator/span_map.h"
+#include "runtime/core/runtime_impl.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+using alloc::HeapCore;
+using alloc::Span;
+using alloc::t_thread;
+
+alignas(HeapCore) unsigned char g_storage[sizeof(HeapCore)];
+alignas(HeapCore) unsigned char g_storage2[sizeof(HeapCore)];
+
+class PrimaryHeapTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto rt = Runtime::Start();
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    runtime_ = rt->release();  // never stopped: the primary heap is never destroyed
+    heap_ = HeapCore::CreatePrimary(g_storage, ImplOf(*runtime_), Tier::kDram, kAllocDefault);
+    ASSERT_NE(heap_, nullptr);
+  }
+  static Span* SpanOf(const void* p) { return alloc::GlobalSpanMap().Lookup(p); }
+
+  static Runtime* runtime_;
+  static HeapCore* heap_;
+};
+Runtime* PrimaryHeapTest::runtime_ = nullptr;
+HeapCore* PrimaryHeapTest::heap_ = nullptr;
+
+TEST_F(PrimaryHeapTest, OnlyOnePrimaryHeap) {
+  EXPECT_EQ(HeapCore::CreatePrimary(g_storage2, ImplOf(*runtime_), Tier::kDram, kAllocDefault),
+            nullptr);
+}
+
+TEST_F(PrimaryHeapTest, FastPathsPopAndPushTheThreadsPrimaryCache) {
+  void* p = heap_->Malloc(100);  // creates this thread's cache
+  ASSERT_NE(p, nullptr);
+  ASSERT_NE(t_thread.primary, nullptr);
+  Span* span = SpanOf(p);
+  ASSERT_NE(span, nullptr);
+  EXPECT_EQ(span->primary_off.load(), alloc::PrimaryOffset(alloc::SizeClass(100)));
+  ASSERT_TRUE(HeapCore::TryFreePrimary(span, p));
+  EXPECT_EQ(HeapCore::TryMallocPrimary(100), p);  // last in, first out
+  EXPECT_EQ(HeapCore::TryMallocPrimary(alloc::kMaxSmall + 1), nullptr);  // not small
+  heap_->Free(p);
+}
+
+TEST_F(PrimaryHeapTest, ABypassedThreadHasNoPrimaryCacheUntilItsLastScopeEnds) {
+  void* p = heap_->Malloc(48);
+  ASSERT_NE(p, nullptr);
+  alloc::ThreadCache* tc = t_thread.primary;
+  ASSERT_NE(tc, nullptr);
+  alloc::EnterBypass();
+  alloc::EnterBypass();
+  EXPECT_EQ(t_thread.primary, nullptr);
+  EXPECT_EQ(HeapCore::TryMallocPrimary(48), nullptr);
+  EXPECT_FALSE(HeapCore::TryFreePrimary(SpanOf(p), p));
+  alloc::LeaveBypass();
+  EXPECT_EQ(t_thread.primary, nullptr);  // still inside the outer scope
+  alloc::LeaveBypass();
+  EXPECT_EQ(t_thread.primary, tc);
+  heap_->Free(p);
+}
+
+TEST_F(PrimaryHeapTest, ASpanThatHandedOutAnAlignedBlockLeavesTheFastPath) {
+  void* a = heap_->Memalign(512, 500);  // class 512
+  ASSERT_NE(a, nullptr);
+  Span* span = SpanOf(a);
+  ASSERT_NE(span, nullptr);
+  EXPECT_TRUE(span->aligned.load());
+  EXPECT_EQ(span->primary_off.load(), -1);
+  char* inside = static_cast<char*>(a) + 300;
+  EXPECT_FALSE(HeapCore::TryFreePrimary(span, inside));
+  HeapCore::FreeInSpan(span, inside);  // the preload library's slow path: rounds down
+  EXPECT_EQ(heap_->Memalign(512, 500), a);
+  heap_->Free(a);
+}
+
+TEST_F(PrimaryHeapTest, FreesPastTheCacheLimitGoBackInBatches) {
+  const int cls = alloc::SizeClass(256);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 1000; ++i) blocks.push_back(heap_->Malloc(256));
+  alloc::ThreadCache* tc = t_thread.primary;
+  ASSERT_NE(tc, nullptr);
+  for (void* p : blocks) {
+    ASSERT_TRUE(HeapCore::TryFreePrimary(SpanOf(p), p));
+    ASSERT_GE(tc->cls[cls].room, 0);
+    ASSERT_LE(tc->cls[cls].count(), tc->cls[cls].max);
+  }
+  EXPECT_GT(tc->cls[cls].count(), 0u);
+}
+
+TEST_F(PrimaryHeapTest, AThreadLosesItsPrimaryCacheWhenItFlushesOrExits) {
+  std::thread([] {
+    EXPECT_EQ(t_thread.primary, nullptr);
+    void* p = heap_->Malloc(64);
+    ASSERT_NE(p, nullptr);
+    EXPECT_NE(t_thread.primary, nullptr);
+    HeapCore::FlushThreadCaches();
+    EXPECT_EQ(t_thread.primary, nullptr);
+    heap_->Free(p);  // a new cache
+    EXPECT_NE(t_thread.primary, nullptr);
+  }).join();
+}
+
+TEST_F(PrimaryHeapTest, DestroyingThePrimaryHeapAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(heap_->Destroy(), "primary heap cannot be destroyed");
+}
+
+}  // namespace
+}  // namespace tiermem
