@@ -112,27 +112,43 @@ Region* Migrator::RegionOf(const char* addr) const {
 bool Migrator::PopVictims(size_t max, std::vector<Victim>* out) {
   const size_t page = config_.page_size;
   SpinGuard g(ring_lock_);
-  // Pops entries of one ring while they last; `need` flags a victim must still have.
+  // Pops entries of one ring while they last; `need` flags a victim must still have. An entry
+  // whose page is still being installed (the pager reports a page resident before it stores
+  // kLocal: the page is counted in DRAM, its entry queued, its state still in flight) stays
+  // where it is and ends the drain: dropped, a page fetched ahead lost its place as a first
+  // victim (it remained only in the FIFO ring, behind the pages used before it), and a faulted
+  // page left the ring for good. Returns whether it stopped at such an entry.
   auto drain = [&](std::vector<uint64_t>& ring, uint64_t& tail, uint64_t head, uint8_t need) {
     while (out->size() < max && tail != head) {
-      const uint64_t e = ring[tail++ % ring.size()];
+      const uint64_t e = ring[tail % ring.size()];
       char* addr = reinterpret_cast<char*>((e & kKeyMask) * page);
       Region* region = RegionOf(addr);
-      if (region == nullptr) continue;
+      if (region == nullptr) {
+        ++tail;
+        continue;
+      }
       const PageRecord& rec = region->record(region->PageIndex(addr));
       const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
+      const uint8_t state = rec.state.load(std::memory_order_acquire);
+      const bool same = rec.stamp.load(std::memory_order_relaxed) == static_cast<uint8_t>(e >> kStampShift);
+      if (same && state == static_cast<uint8_t>(PageState::kInFlight) && !(flags & kPageSampled) &&
+          rec.tier.load(std::memory_order_relaxed) == static_cast<uint8_t>(Tier::kDram)) {
+        return true;  // being installed (or evicted: then its entry is stale next time)
+      }
+      ++tail;
       // Still the residency this entry was made for, in DRAM, and movable.
-      if (rec.stamp.load(std::memory_order_relaxed) != static_cast<uint8_t>(e >> kStampShift) ||
-          rec.state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal) ||
+      if (!same || state != static_cast<uint8_t>(PageState::kLocal) ||
           rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(Tier::kDram) ||
           (flags & kPagePinned) || (flags & need) != need) {
         continue;
       }
       out->push_back({addr, (e & kSparedBit) != 0});
     }
+    return false;
   };
-  drain(ahead_ring_, ahead_tail_, ahead_head_, kPageAhead);
-  drain(ring_, ring_tail_, ring_head_, 0);
+  // The pages fetched ahead first; while one of them is still being installed, none of the FIFO
+  // ring's (its old end holds pages that were used): the next relief step takes it.
+  if (!drain(ahead_ring_, ahead_tail_, ahead_head_, kPageAhead)) drain(ring_, ring_tail_, ring_head_, 0);
   return !out->empty();
 }
 
@@ -172,6 +188,15 @@ uint64_t Migrator::Relieve() {
     spare_left = ring_head_ - ring_tail_;
   }
   uint64_t spared_total = 0;
+  // Each batch is counted as soon as it is out (relief_pages, and the policy thread's
+  // demotions), not when the step ends: a reader of the counters right after a page left sees it.
+  auto count = [&](uint64_t pages) {
+    if (pages == 0) return;
+    evicted += pages;
+    counters_->relief_pages.fetch_add(pages, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.demotions += pages;  // demotions of the policy thread, like the plan's
+  };
   if (os::MonotonicNanos() < relief_retry_ns_.load(std::memory_order_acquire)) {
     relief_stuck_.store(true, std::memory_order_release);  // the remote tier is full: wait
     std::lock_guard<std::mutex> lock(relief_mu_);
@@ -213,7 +238,7 @@ uint64_t Migrator::Relieve() {
     if (ReliefRoomOnCxl(batch.size())) {
       auto m = mover_->MovePages(batch, Tier::kCxl);
       if (m.ok() && m->pages_failed == 0) {
-        evicted += m->pages_moved + m->pages_already_there;
+        count(m->pages_moved + m->pages_already_there);
         relief_stuck_.store(false, std::memory_order_release);
         relief_epoch_.fetch_add(1, std::memory_order_acq_rel);
         std::lock_guard<std::mutex> lock(relief_mu_);
@@ -236,12 +261,14 @@ uint64_t Migrator::Relieve() {
         relief_stuck_.store(true, std::memory_order_release);
         break;
       }
+      uint64_t moved = 0;
       for (char* p : batch) {
         auto one = mover_->EvictPages({p});
-        if (one.ok()) evicted += one->pages_moved;
+        if (one.ok()) moved += one->pages_moved;
       }
+      count(moved);
     } else {
-      evicted += r->pages_moved;
+      count(r->pages_moved);
     }
     // Under remote-fault sampling nothing was seen of these pages while they were here: their
     // heat is carried to now undecayed, so the time to their next fault decides how hot they
@@ -258,16 +285,11 @@ uint64_t Migrator::Relieve() {
     std::lock_guard<std::mutex> lock(relief_mu_);
     relief_cv_->notify_all();
   }
-  counters_->relief_pages.fetch_add(evicted, std::memory_order_relaxed);
   TM_LOG_DEBUG("tiering: budget relief: %llu pages evicted, %llu hot ones spared, dram %llu pages (budget %llu)%s",
                static_cast<unsigned long long>(evicted), static_cast<unsigned long long>(spared_total),
                static_cast<unsigned long long>(mover_->TierPages(Tier::kDram)),
                static_cast<unsigned long long>(dram_budget_),
                relief_stuck_.load() ? ", nothing left to evict" : "");
-  if (evicted > 0) {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.demotions += evicted;  // demotions of the policy thread, like the plan's
-  }
   return evicted;
 }
 
