@@ -480,6 +480,11 @@ void EventFdSignal(int fd) {
   (void)!write(fd, &one, sizeof(one));
 }
 
+void EventFdClear(int fd) {
+  uint64_t count;
+  (void)!read(fd, &count, sizeof(count));  // non-blocking: EAGAIN when it was not signalled
+}
+
 StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns) {
   const uint64_t spin_end = spin_ns > 0 ? MonotonicNanos() + spin_ns : 0;
   for (;;) {

@@ -137,6 +137,8 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max);
 // An eventfd (non-blocking, close-on-exec) used to stop a thread that waits with WaitReadable.
 StatusOr<int> EventFd();
 void EventFdSignal(int fd);
+// Makes it unreadable again (reads the count; nothing happens when it was not signalled).
+void EventFdClear(int fd);
 // Waits until `fd` (returns 0) or `stop_fd` (returns 1) is readable. EINTR is retried. With
 // `spin_ns`, polls without sleeping for that long first (a thread that sleeps is woken across
 // CPUs, tens of microseconds on these VMs), then sleeps.

@@ -132,6 +132,11 @@ Status Pager::Init(PagerConfig config) {
                 connected, Redundancy().c_str());
   }
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
+  writer_ = std::make_unique<EvictWriter>();
+  {
+    TIERMEM_ASSIGN_OR_RETURN(int writer_fd, os::EventFd());
+    writer_->set_event_fd(writer_fd);
+  }
   // Sharing at fork needs write-protect too: a child's writes to pages shared write-protected
   // reach its descriptor, and its end is seen through one (os::UffdMmGone).
   if (uffd->fork_events && wp_) {
@@ -157,6 +162,10 @@ Status Pager::Init(PagerConfig config) {
       OnRuntimeThreadStart();
       RepairLoop();
     });
+    writer_thread_ = std::thread([this] {
+      OnRuntimeThreadStart();
+      WriterLoop();
+    });
   }
   if (code_) {
     TM_LOG_INFO("remote tier: memory servers %s, each page in %u data and %u parity pieces (write-protect tracking %s)",
@@ -174,6 +183,7 @@ Pager::~Pager() {
     // exist here, and a goodbye on the shared sockets would end the parent's session.
     new (&thread_) std::thread();
     new (&repair_thread_) std::thread();
+    new (&writer_thread_) std::thread();
     for (auto& s : servers_) {
       (void)s->io.release();
       (void)s->fault.release();
@@ -191,6 +201,11 @@ Pager::~Pager() {
     repair_cv_.notify_one();
     repair_thread_.join();
   }
+  if (writer_thread_.joinable()) {  // every queued write finished first (or failed)
+    writer_->Stop();
+    writer_thread_.join();
+  }
+  if (writer_ && writer_->event_fd() >= 0) os::Close(writer_->event_fd());
   if (thread_.joinable()) {
     os::EventFdSignal(stop_fd_);
     thread_.join();
@@ -315,11 +330,12 @@ Status Pager::AdoptRemote(Region& region, uint64_t first, uint64_t n) {
 }
 
 Pager::EvictScratch::EvictScratch(size_t servers)
-    : pm(kBatch), claimed(kBatch), outstanding(servers), written(servers), placement(servers) {}
+    : pm(kBatch), placement(servers) {}
 
 StatusOr<uint64_t> Pager::FetchBack(Region& region, uint64_t first, uint64_t n) {
   std::lock_guard<std::mutex> io_lock(io_mu_);
   if (forked_child_) return Unavailable(kForkedMessage);
+  DrainWrites();
   return FetchBackLocked(region, first, n);
 }
 
@@ -390,6 +406,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
 void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
   std::lock_guard<std::mutex> io_lock(io_mu_);  // no eviction of these pages meanwhile
   if (forked_child_) return ChildDrop(region, first, n, /*discard=*/true);
+  DrainWrites();  // and none of their writes in flight
   // Sampled pages of the span are given up (not put back): its next touch reads zeros.
   if (sampler_) sampler_->Drop(region.PageAddress(first), n * kPage, /*unregistered=*/false);
   for (uint64_t i = first; i < first + n; ++i) {
@@ -418,6 +435,7 @@ void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
   // drop pages after this run was freed and handed out again, losing the new owner's data.
   std::lock_guard<std::mutex> io_lock(io_mu_);
   if (forked_child_) return ChildDrop(region, first, n, /*discard=*/false);
+  DrainWrites();  // a window of this run still being written would be dropped after the free
   // Sampled pages are given up (their run is freed), and the range is unregistered below.
   if (sampler_) sampler_->Drop(region.PageAddress(first), n * kPage, /*unregistered=*/true);
   // Each page becomes kReleasing by compare-and-swap from whatever it is, waiting while it is

@@ -74,6 +74,7 @@
 #include "base/os.h"
 #include "runtime/core/region.h"
 #include "runtime/paging/erasure.h"
+#include "runtime/paging/evict_writer.h"
 #include "runtime/paging/fork_share.h"
 #include "runtime/paging/prefetch.h"
 #include "runtime/paging/soft_sampler.h"
@@ -193,6 +194,18 @@ class Pager {
   // share the round trips (up to a window of pages at once) instead of one Evict call each. On
   // failure, the pages of the window that failed stay local and intact; earlier windows are done.
   StatusOr<uint64_t> EvictPages(Region& region, const std::vector<uint64_t>& pages);
+  // Background eviction (evict_writer.h): like EvictPages, but returns once the pages are
+  // claimed, write-protected and queued (the count), without waiting for memd. The writer
+  // thread drops each page once every copy is acknowledged, or gives it back local (intact,
+  // dirty) when a write fails. Blocks only while EvictWriter::kMaxJobs windows are queued or in
+  // flight. A write to a queued page waits (write-protect) until its window is finished.
+  StatusOr<uint64_t> EvictPagesQueued(Region& region, const std::vector<uint64_t>& pages);
+  // Waits until no eviction write is queued or in flight. Every user of the io connections
+  // other than the writer thread calls it with io_mu_ held (io_mutex(), too).
+  void DrainWrites() {
+    if (writer_) writer_->Drain();
+  }
+  const EvictWriter* writer() const { return writer_.get(); }
   // Takes on a fresh run allocated as remote (Region::AllocRun with kInFlight: contents zero,
   // nothing on the server yet): registers it and marks it kRemote, so its first touch faults to
   // the handler, which installs a zero page.
@@ -254,7 +267,7 @@ class Pager {
   // here (no write-protect, user-mode-only faults, or its buffer could not be mapped).
   AccessSampler* sampler() { return sampler_.get(); }
   // The raw eviction connection of the first connected server (benchmarks measure it); lock
-  // with io_mutex() while using it.
+  // with io_mutex() and DrainWrites() while using it.
   remote::Transport& io_transport() { return *servers_[first_connected_]->io; }
   std::mutex& io_mutex() { return io_mu_; }
 
@@ -404,21 +417,29 @@ class Pager {
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
   StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
-  // One eviction window: pages idx[0..m) of `region` (ascending, m <= kBatch, registered), io_mu_
-  // held. Claim, write-protect, write what needs writing, wait for it, drop.
+  // ---- eviction (pager_evict.cc) and its writer thread (pager_writer.cc, evict_writer.h) ----
   struct EvictScratch {
     explicit EvictScratch(size_t servers);
     std::vector<uint64_t> pm;
-    std::vector<uint8_t> claimed;
-    std::vector<size_t> outstanding, written;
-    std::vector<char> parity;  // coded: the parity pieces of the window's pages (SpareBytes each)
     bool no_fresh = false;     // no healthy group could take a page of an unhealthy one
-    size_t placement;        // chosen at the first page that needs a new slot
-    uint64_t became_remote = 0;
-    bool server_lost = false;  // the last window failed because a server failed (now down)
+    size_t placement;          // chosen at the first page that needs a new slot
+    uint64_t queued = 0;       // pages the last window claimed
   };
-  Status EvictWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
-  Status EvictWindowRetrying(Region& region, const uint64_t* idx, size_t m, EvictScratch* w);
+  Status RegisterRuns(Region& region, const std::vector<uint64_t>& pages);
+  // Queues the windows of idx[0..n) and waits for them; windows lost with a server go again.
+  StatusOr<uint64_t> EvictAndWait(Region& region, const uint64_t* idx, size_t n);
+  // One window: pages idx[0..m) of `region` (ascending, m <= kBatch, registered), io_mu_ held.
+  // Claim, write-protect, plan the writes, queue the job (t: who waits, or null). On a failure
+  // before queueing, the pages are given back local and nothing is queued.
+  Status QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w, EvictTicket* t);
+  // Page i of the job (claimed, `pm` its pagemap entry or null): its slot, and its writes.
+  Status PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_t i, EvictScratch* w, EvictJob* job);
+  void GiveBack(EvictJob& job);  // a failed job's pages: local, dirty, unprotected, woken
+  void WriterLoop();             // the writer thread
+  void PostJob(EvictJob& job, std::vector<size_t>& outstanding);  // writer thread
+  void FinishJob(EvictJob& job);  // writer thread: every write of the job came back
+  std::unique_ptr<EvictWriter> writer_;
+  std::thread writer_thread_;
   // Polls the io (or fault) connections of the servers with outstanding[server] > 0 until every
   // request came back, calling on_done(server, completion) for each. With nothing ready it
   // waits on every busy connection at once (Transport::WaitFd), so a slow server does not hold

@@ -10,7 +10,7 @@
 // connections) and installed in the child; one on any other page gets a zero page; a write to a
 // page shared write-protected is let through. The child needs no thread and no connection.
 // While a child lives, the parent never overwrites or frees a held slot: a page it writes and
-// evicts again goes to a new slot (EvictWindow), and slots it frees stay allocated
+// evicts again goes to a new slot (PlanPage), and slots it frees stay allocated
 // (SlotHolds::Defer). When the child's address space is gone (exit or exec: UffdMmGone), the
 // holds are released and the slots the parent let go of are freed.
 #include <algorithm>
@@ -84,6 +84,7 @@ void Pager::ForgetAtExit() {
 
 void Pager::PrepareFork(Region* const* regions, int nregions) {
   io_mu_.lock();  // no eviction runs across the fork
+  DrainWrites();  // and no eviction write is in flight across it
   if (forked_child_) {
     // A child forking: its parent serves it, but nobody would serve the grandchild.
     if (parent_serves_) TouchRemoteInChild(regions, nregions);
@@ -344,6 +345,7 @@ bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* st
   bool ok;
   {
     std::lock_guard<std::mutex> lock(io_mu_);
+    DrainWrites();
     ok = ReadSlotsLocked(slots, e.size(), staging, &lost);
   }
   if (!ok) {

@@ -22,4 +22,21 @@ inline bool Cas(PageRecord& r, PageState from, PageState to) {
   return r.state.compare_exchange_strong(f, S(to), std::memory_order_acq_rel);
 }
 
+// Calls fn(i, j) for each maximal run [i, j) of adjacent pages of idx[0..m) (ascending); with
+// `claimed`, runs of claimed pages only: pages an eviction did not claim (being fetched by the
+// fault handler, say) must not be protected or dropped by it.
+template <typename Fn>
+void ForRuns(const uint64_t* idx, size_t m, const uint8_t* claimed, Fn&& fn) {
+  for (size_t i = 0; i < m;) {
+    if (claimed != nullptr && !claimed[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < m && (claimed == nullptr || claimed[j]) && idx[j] == idx[j - 1] + 1) ++j;
+    fn(i, j);
+    i = j;
+  }
+}
+
 }  // namespace tiermem::pager_internal

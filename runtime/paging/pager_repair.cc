@@ -63,6 +63,7 @@ void Pager::Probe() {
     if (!Usable(k)) continue;
     std::lock_guard<std::mutex> io(io_mu_);
     if (forked_child_) return;
+    DrainWrites();
     auto st = servers_[k]->io->Stats();
     if (!st.ok()) MarkDown(k, st.status());
   }
@@ -109,6 +110,7 @@ void Pager::Rejoin() {
         (*io)->Close();
         return;
       }
+      DrainWrites();
       // Nothing but this lock's holder touches a server that is down or not connected, and no
       // range lists it: its state starts again.
       if (s.io) {
@@ -169,6 +171,7 @@ void Pager::CountDebt() {
 bool Pager::RepairOne() {
   std::unique_lock<std::mutex> io(io_mu_);
   if (forked_child_) return false;
+  DrainWrites();
   // A down server's copies are gone: off the counters, once.
   for (auto& s : servers_) {
     if (s->down.load(std::memory_order_acquire) && !s->down_counted) {
@@ -288,6 +291,7 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
         result = Aborted("forked");
         break;
       }
+      DrainWrites();  // no write of the range's slots interleaves with the copy
       const Range& r = *ranges_[ri];
       int src = -1;
       for (uint32_t m = 0; m < r.n && src < 0; ++m) {
@@ -372,6 +376,7 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
         result = Aborted("forked");
         break;
       }
+      DrainWrites();  // no write of the range's slots interleaves with the copy
       const Range& r = *ranges_[ri];
       uint32_t have[kMaxCodeData], nh = 0;
       for (uint32_t m = 0; m < r.n && nh < k; ++m) {

@@ -134,6 +134,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     return ResourceExhausted("remote tier: " + std::to_string(usable) + " memory servers are up, fewer than " +
                              Redundancy() + " needs");
   }
+  DrainWrites();  // the io connections are the writer thread's while writes are out
   // Ask memd for a chunk of slots; when it refuses (capacity or quota), or too few other servers
   // grant the same count for the replicas, ask for less, down to one page, before calling the
   // lead full (or the replicas unplaceable).

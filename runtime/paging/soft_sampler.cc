@@ -99,6 +99,7 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages) {
   // mu_ only to reserve copies and, at the end, to publish and drop at once: the fault handler
   // (which takes mu_ for every sampled fault) never waits for the copying.
   std::lock_guard<std::mutex> io_lock(pager_->io_mu_);
+  pager_->DrainWrites();  // no page being written out is armed
   std::vector<char*> fresh;
   std::vector<uint32_t> copies;
   {

@@ -8,6 +8,7 @@ tiermem_add_gtest(NAME remote_integration_test LABEL integration TIMEOUT 600 SOU
   remote_replicas_test.cc
   remote_code_test.cc
   remote_race_test.cc
+  remote_writer_test.cc
   public_api_test.cc
   stats_block_test.cc)
 target_compile_definitions(remote_integration_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")

@@ -1,0 +1,140 @@
+// The pager's writer thread: it owns the eviction windows queued by QueueWindow (pager_evict.cc,
+// evict_writer.h) from Push to Done. It posts their writes on the servers' io connections, many
+// windows and every replica at once, collects the acknowledgements as they come (every busy
+// connection and the queue's eventfd in one poll), and finishes each window once all its writes
+// are in: its pages dropped and marked remote, or given back local when a write failed.
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "base/os.h"
+#include "runtime/paging/pager.h"
+#include "runtime/paging/pager_internal.h"
+
+namespace tiermem {
+
+using pager_internal::ForRuns;
+using pager_internal::kPage;
+using pager_internal::S;
+
+void Pager::WriterLoop() {
+  std::vector<size_t> outstanding(servers_.size(), 0);
+  std::deque<std::unique_ptr<EvictJob>> flight;  // in queue order; cookie = seq
+  std::vector<std::unique_ptr<EvictJob>> fresh;
+  uint64_t next_seq = 0;
+  auto fail = [&](EvictJob& job, size_t server, const Status& why) {
+    if (!job.failure.ok()) return;
+    job.failure = why;
+    job.failure_server = servers_[server]->name;
+    job.failed_server = server;
+  };
+  for (;;) {
+    fresh.clear();
+    // Waits for work only with nothing in flight; stops once stopped and nothing is left.
+    if (!writer_->Take(&fresh, flight.empty()) && flight.empty()) return;
+    for (auto& job : fresh) {
+      job->seq = next_seq++;
+      PostJob(*job, outstanding);
+      flight.push_back(std::move(job));
+    }
+    for (auto& job : flight) {
+      if (!job->finished && job->outstanding == 0) FinishJob(*job);
+    }
+    while (!flight.empty() && flight.front()->finished) flight.pop_front();
+    if (flight.empty()) continue;
+    CollectError err;
+    bool intake = false;
+    const bool ok = Collect(false, outstanding, &err, [&](size_t k, const remote::Completion& c) {
+      const uint64_t first = flight.front()->seq;
+      if (c.cookie < first || c.cookie - first >= flight.size()) return;
+      EvictJob& job = *flight[c.cookie - first];
+      if (job.out[k] == 0) return;
+      --job.out[k];
+      --job.outstanding;
+      if (!c.status.ok()) fail(job, k, c.status);
+    }, writer_->event_fd(), &intake);
+    if (!ok) {
+      // The connection failed as a whole: every write still out on it failed.
+      outstanding[err.server] = 0;
+      for (auto& job : flight) {
+        if (job->out[err.server] == 0) continue;
+        job->outstanding -= job->out[err.server];
+        job->out[err.server] = 0;
+        fail(*job, err.server, err.status);
+      }
+    }
+  }
+}
+
+void Pager::PostJob(EvictJob& job, std::vector<size_t>& outstanding) {
+  job.out.assign(servers_.size(), 0);
+  job.written.assign(servers_.size(), 0);
+  std::vector<uint32_t> posted(job.idx.size(), 0);
+  for (const EvictWrite& wr : job.writes) {
+    if (!job.failure.ok()) break;
+    if (!Usable(wr.server)) continue;  // marked down since it was planned: repaired later
+    Server& srv = *servers_[wr.server];
+    Status s = wr.length != 0 ? srv.io->PostWritePart(wr.memd, wr.slot, wr.offset, wr.length, wr.src, job.seq)
+                              : srv.io->PostWrite(wr.memd, wr.slot, wr.src, job.seq);
+    if (!s.ok()) {
+      job.failure = s;
+      job.failure_server = srv.name;
+      job.failed_server = wr.server;
+      break;
+    }
+    ++job.out[wr.server];
+    ++job.written[wr.server];
+    ++outstanding[wr.server];
+    ++job.outstanding;
+    ++posted[wr.page];
+  }
+  for (size_t i = 0; i < job.idx.size() && job.failure.ok(); ++i) {
+    if (job.planned[i] && posted[i] < need_) {
+      job.failure = Unavailable("too few memory servers of a page's group are up (" + Redundancy() + ")");
+    }
+  }
+}
+
+void Pager::FinishJob(EvictJob& job) {
+  job.finished = true;
+  Region& region = *job.region;
+  const uint64_t* idx = job.idx.data();
+  const size_t m = job.idx.size();
+  if (!job.failure.ok()) {
+    // A server that failed a write is down: the waiting caller queues the window again, and
+    // its pages then go to healthy groups. Queued without a caller, the pages stay local.
+    const bool lost = job.failed_server < servers_.size();
+    if (lost) MarkDown(job.failed_server, job.failure);
+    GiveBack(job);
+    writer_->Done(job, 0, lost ? &job.idx : nullptr);
+    return;
+  }
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    servers_[k]->c->written.fetch_add(job.written[k], std::memory_order_relaxed);
+    c_->written.fetch_add(job.written[k], std::memory_order_relaxed);
+  }
+  // Drop, mark remote (the server copy is current: clean), and wake waiters to fault again.
+  ForRuns(idx, m, job.claimed.data(), [&](size_t i, size_t j) {
+    int rc = os::Discard(region.PageAddress(idx[i]), (j - i) * kPage);
+    if (rc != 0) TM_LOG_WARN("remote tier: madvise(DONTNEED) after eviction: %s", strerror(-rc));
+  });
+  uint64_t became_remote = 0;
+  for (size_t i = 0; i < m; ++i) {
+    if (!job.claimed[i]) continue;
+    PageRecord& rec = region.record(idx[i]);
+    rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);  // back only by a fault or a fetch
+    if (config_.on_evicted) config_.on_evicted(region, idx[i]);
+    rec.state.store(S(PageState::kRemote), std::memory_order_release);
+    ++became_remote;
+  }
+  ForRuns(idx, m, nullptr, [&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); });
+  c_->evicted.fetch_add(became_remote, std::memory_order_relaxed);
+  c_->evict_latency.Record(os::MonotonicNanos() - job.t0_ns);
+  writer_->Done(job, became_remote, nullptr);
+}
+
+}  // namespace tiermem

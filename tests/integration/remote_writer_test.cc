@@ -1,0 +1,251 @@
+// The background eviction writer (runtime/paging/evict_writer.h): a page rewritten while its
+// write is in flight keeps its new bytes; a full queue blocks the evicting thread and drops
+// nothing; a server lost with writes in flight leaves the pages local and intact (one server),
+// or their windows go to the survivors (replicas). A memd stopped with SIGSTOP holds the writes
+// in flight for as long as the test needs, so none of this depends on timing.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "runtime/core/runtime_impl.h"
+#include "runtime/paging/pager.h"
+#include "tests/integration/remote_memd_fixture.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+using testing::CheckPage;
+using testing::FillPage;
+using testing::MemdProcess;
+
+constexpr size_t kPage = 4096;
+constexpr size_t kWindow = 256;  // pages per queued job (pager_internal.h's kBatch)
+
+std::unique_ptr<Runtime> StartOn(const std::string& servers, int replicas = 1) {
+  Options o;
+  o.Set("remote", servers);
+  o.Set("token", "tok");
+  // Long enough that a stopped memd is not timed out while the test looks at the queue.
+  o.Set("remote_timeout_ms", 120000);
+  o.Set("prefetch", "off");
+  o.Set("replicas", replicas);
+  auto rt = Runtime::Start(o);
+  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) return nullptr;
+  return std::move(*rt);
+}
+
+// `pages` pages filled with FillPage(i + tag), and their region and first index.
+struct Data {
+  uint8_t* base = nullptr;
+  Region* region = nullptr;
+  uint64_t first = 0;
+  size_t pages = 0;
+  std::vector<uint64_t> Indices(size_t from, size_t n) const {
+    std::vector<uint64_t> idx(n);
+    std::iota(idx.begin(), idx.end(), first + from);
+    return idx;
+  }
+  PageState State(size_t i) const { return static_cast<PageState>(region->record(first + i).state.load()); }
+};
+
+// Slots come from memd in chunks, asked for (synchronously) by the first eviction: one page
+// evicted first, so the evictions under test need nothing of a stopped memd but its acks.
+void TakeSlotsFirst(Runtime& rt) {
+  auto p = rt.Allocate(kPage, Tier::kDram);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  memset(*p, 1, kPage);
+  auto m = rt.Migrate(*p, kPage, Tier::kRemote);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+}
+
+Data Fill(Runtime& rt, size_t pages) {
+  Data d;
+  auto p = rt.Allocate(pages * kPage, Tier::kDram);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (!p.ok()) return d;
+  d.base = static_cast<uint8_t*>(*p);
+  d.pages = pages;
+  for (size_t i = 0; i < pages; ++i) FillPage(d.base + i * kPage, i);
+  d.region = ImplOf(rt)->RegionOf(d.base);
+  d.first = d.region->PageIndex(d.base);
+  return d;
+}
+
+// Waits (bounded: 60 s, so a broken writer fails instead of hanging) until cond() holds.
+template <typename Cond>
+bool Await(Cond&& cond) {
+  for (int i = 0; i < 60000; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// One memd, a runtime on it with its slots taken, and `pages` pages filled.
+class RemoteWriter : public ::testing::Test {
+ protected:
+  void StartOne(size_t pages) {
+    ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
+    rt = StartOn(memd.url());
+    ASSERT_NE(rt, nullptr);
+    pager = ImplOf(*rt)->pager();
+    TakeSlotsFirst(*rt);
+    d = Fill(*rt, pages);
+    ASSERT_NE(d.base, nullptr);
+  }
+  MemdProcess memd;
+  std::unique_ptr<Runtime> rt;
+  Pager* pager = nullptr;
+  Data d;
+};
+
+TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightKeepsItsNewBytes) {
+  constexpr size_t kPages = 2 * kWindow;
+  ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
+  if (!pager->write_protect()) GTEST_SKIP() << "userfaultfd write-protect is not available here";
+
+  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);  // the writes stay in flight
+  auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kPages));
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(*q, kPages);
+  // Queued, not written: every page is claimed and still here.
+  for (size_t i = 0; i < kPages; ++i) ASSERT_EQ(d.State(i), PageState::kInFlight) << i;
+
+  // Every other page rewritten by a thread: each write waits for its page's window.
+  std::atomic<bool> started{false};
+  std::thread writer([&] {
+    started = true;
+    for (size_t i = 0; i < kPages; i += 2) FillPage(d.base + i * kPage, i + 100000);
+  });
+  ASSERT_TRUE(Await([&] { return started.load(); }));
+  // While memd is stopped no write can be acknowledged: the pages are still claimed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the thread reach its fault
+  EXPECT_EQ(d.State(0), PageState::kInFlight);
+  ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
+  writer.join();
+  pager->DrainWrites();
+
+  auto check = [&] {
+    size_t bad = 0;
+    for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i % 2 == 0 ? i + 100000 : i) ? 0 : 1;
+    return bad;
+  };
+  EXPECT_EQ(check(), 0u);
+  // The new bytes are what the next eviction writes, and what comes back from the server.
+  auto m = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (size_t i = 0; i < kPages; ++i) ASSERT_EQ(d.State(i), PageState::kRemote) << i;
+  EXPECT_EQ(check(), 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+TEST_F(RemoteWriter, AFullQueueBlocksTheEvictingThreadAndDropsNothing) {
+  constexpr size_t kPages = (EvictWriter::kMaxJobs + 2) * kWindow;
+  ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
+
+  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  std::atomic<bool> returned{false};
+  StatusOr<uint64_t> queued = uint64_t{0};
+  std::thread evictor([&] {
+    queued = pager->EvictPagesQueued(*d.region, d.Indices(0, kPages));
+    returned = true;
+  });
+  // kMaxJobs windows are queued or in flight and the evicting thread waits for room.
+  const bool blocked = Await([&] { return pager->writer()->waiting() == 1; });
+  EXPECT_TRUE(blocked);
+  EXPECT_EQ(pager->writer()->depth(), EvictWriter::kMaxJobs);
+  EXPECT_FALSE(returned.load());
+  ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
+  evictor.join();
+  ASSERT_TRUE(queued.ok()) << queued.status().ToString();
+  EXPECT_EQ(*queued, kPages);
+  EXPECT_GE(pager->writer()->full_waits(), 1u);
+  pager->DrainWrites();
+  size_t remote = 0;
+  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
+  EXPECT_EQ(remote, kPages);
+  size_t bad = 0;
+  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
+  EXPECT_EQ(bad, 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+TEST_F(RemoteWriter, AServerLostWithWritesInFlightLeavesThePagesLocalAndIntact) {
+  constexpr size_t kPages = 3 * kWindow;
+  ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
+
+  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kPages));
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(*q, kPages);
+  memd.Stop(SIGKILL);  // the connection resets under the writes in flight
+  pager->DrainWrites();
+  size_t local = 0, bad = 0;
+  for (size_t i = 0; i < kPages; ++i) local += d.State(i) == PageState::kLocal ? 1 : 0;
+  EXPECT_EQ(local, kPages);
+  EXPECT_EQ(pager->stats().evicted, 1u);  // TakeSlotsFirst's page only
+  EXPECT_EQ(pager->stats().servers_down, 1u);
+  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
+  EXPECT_EQ(bad, 0u);
+  // They are ordinary local pages again: written to, and the bytes stay.
+  FillPage(d.base, 7);
+  EXPECT_TRUE(CheckPage(d.base, 7));
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+TEST(RemoteWriterReplicas, AReplicaLostWithWritesInFlightSendsTheWindowsToTheSurvivors) {
+  MemdProcess memd[3];
+  std::string servers;
+  for (auto& m : memd) {
+    ASSERT_TRUE(m.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
+    servers += (servers.empty() ? "" : ",") + m.url();
+  }
+  auto rt = StartOn(servers, 2);
+  ASSERT_NE(rt, nullptr);
+  Pager* pager = ImplOf(*rt)->pager();
+  constexpr size_t kPages = 4 * kWindow;
+  // Evicted once, then rewritten: the pages keep their slots, so the windows below go to the
+  // group that holds them, and one of its servers is stopped: their writes there stay in flight.
+  Data d = Fill(*rt, kPages);
+  ASSERT_NE(d.base, nullptr);
+  auto once = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
+  ASSERT_TRUE(once.ok()) << once.status().ToString();
+  auto st = pager->server_stats();
+  size_t victim = 3;
+  for (size_t k = 0; k < st.size() && victim == 3; ++k) victim = st[k].pages > 0 ? k : 3;
+  ASSERT_LT(victim, 3u);
+  for (size_t i = 0; i < kPages; ++i) FillPage(d.base + i * kPage, i);
+  ASSERT_EQ(kill(memd[victim].pid(), SIGSTOP), 0);
+
+  StatusOr<MigrateResult> moved = MigrateResult{};
+  std::atomic<bool> returned{false};
+  std::thread evictor([&] {
+    moved = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
+    returned = true;
+  });
+  ASSERT_TRUE(Await([&] { return pager->writer()->depth() > 0; }));
+  EXPECT_FALSE(returned.load());  // its writes to the stopped server are not acknowledged
+  memd[victim].Stop(SIGKILL);
+  evictor.join();
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->pages_moved, kPages);
+  EXPECT_EQ(pager->stats().servers_down, 1u);
+  size_t remote = 0, bad = 0;
+  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
+  EXPECT_EQ(remote, kPages);
+  // Every page comes back from the survivors.
+  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
+  EXPECT_EQ(bad, 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+}  // namespace
+}  // namespace tiermem
