@@ -6,6 +6,8 @@
 #
 # Busybox runs its own applets before anything on PATH, so iproute2 is called as /usr/sbin/ip.
 
+# First thing: tell run-guest.sh that the kernel reached /init (its boot-stall watcher waits for it).
+echo "===TIERMEM-GUEST-INIT==="
 export PATH=/tiermem/bin:/usr/sbin:/usr/bin:/usr/local/busybox
 export LD_LIBRARY_PATH=/tiermem/lib
 export HOME=/root

@@ -2,7 +2,7 @@
 # Boots a QEMU guest with a named memory topology and runs a command in it.
 #
 #   qemu/run-guest.sh --topology numa|cxl|rdma|full [--kernel k61|k612] [--cxl-mode pmem|ram]
-#                     [--timeout SECONDS] [--cache DIR] [--smp N] [--file PATH]... -- GUEST COMMAND...
+#                     [--timeout SECONDS] [--boot-timeout SECONDS] [--cache DIR] [--smp N] [--file PATH]... -- GUEST COMMAND...
 #
 # --file   puts PATH (a test binary or script) into the guest as /tiermem/bin/NAME, on PATH, with
 #          the libraries `ldd` lists; repeat for several.
@@ -15,6 +15,10 @@
 # --cache  where the guest kernel and initramfs parts are cached (default $TM_QEMU_CACHE,
 #          else ./qemu-cache).
 # --timeout  whole run limit, boot included (default 300 s).
+# --boot-timeout  how long the kernel may take to reach /init (default 90 s, or
+#          $TM_QEMU_BOOT_TIMEOUT); a boot that stalls before it is started once more, within what is
+#          left of --timeout (not watched again).
+# --stall-first-boot  the watcher's self-test: the first boot starts with its CPUs stopped (-S).
 # --smp    virtual CPUs of the cxl, rdma and full topologies (default 2; numa has 2, one per
 #          socket). Under TCG on a busy 2-core host, a guest system call that changes the page
 #          tables of a process running on the other vCPU (move_pages, mprotect, madvise) waits for
@@ -38,6 +42,8 @@ die() { echo "run-guest: $*" >&2; exit 125; }
 
 topology=""
 timeout_s=300
+boot_timeout_s=${TM_QEMU_BOOT_TIMEOUT:-90}
+stall_first_boot=0
 smp=2
 kname=k61
 cxl_mode=""
@@ -47,6 +53,8 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --topology) topology=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
+    --boot-timeout) boot_timeout_s=$2; shift 2 ;;
+    --stall-first-boot) stall_first_boot=1; shift ;;
     --cache) cache=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
     --kernel) kname=$2; shift 2 ;;
@@ -59,6 +67,7 @@ done
 [[ $# -gt 0 ]] || die "usage: $0 --topology numa|cxl|rdma|full [--timeout S] [--file F]... -- CMD..."
 case $topology in numa|cxl|rdma|full) ;; *) die "--topology must be numa, cxl, rdma or full" ;; esac
 [[ $timeout_s =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
+[[ $boot_timeout_s =~ ^[1-9][0-9]*$ ]] || die "--boot-timeout (or TM_QEMU_BOOT_TIMEOUT) takes whole seconds, at least 1"
 [[ $smp =~ ^[1-8]$ ]] || die "--smp takes 1 to 8 virtual CPUs"
 case $kname in k61|k612) ;; *) die "--kernel must be k61 or k612" ;; esac
 [[ -n "$cxl_mode" ]] || { [[ $kname == k61 ]] && cxl_mode=pmem || cxl_mode=ram; }
@@ -86,10 +95,9 @@ initrd="$cache/initrd-$kname-$key.img"
   die "could not build the initramfs"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tiermem-qemu.XXXXXX")
-qemu_pid=""
 # shellcheck disable=SC2317  # called through the trap
 cleanup() {
-  if [[ -n "$qemu_pid" ]]; then kill "$qemu_pid" 2>/dev/null || true; fi
+  if [[ -s $tmp/qemu.pid ]]; then kill "$(cat "$tmp/qemu.pid")" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -168,40 +176,91 @@ esac
 
 # Boot. Guest lines between the markers are the command's output (stdout); the rest (boot, setup)
 # goes to stderr. Everything is also kept in $tmp/console.log to diagnose failures.
+#
+# A boot that stalls before /init runs is booted once more. Under TCG on a busy host a guest kernel
+# occasionally stops early in its boot and prints nothing more (seen in a CI run: qemu.numa.tier.k612
+# printed no console line in 300 s, where that test takes 14-31 s in all). guest-init.sh prints
+# $init_marker first thing; a watcher stops QEMU when the marker has not come within
+# $boot_timeout_s, and the run starts over with what is left of --timeout (the second boot is
+# not watched: a slow boot then only costs time).
 begin='===TIERMEM-GUEST-BEGIN==='
+init_marker='===TIERMEM-GUEST-INIT==='
 end_re='===TIERMEM-GUEST-END rc=([0-9]+)==='
-boot_s=$(date +%s)
 cxl_desc=""
 [[ $topology != cxl && $topology != full ]] || cxl_desc=", cxl $cxl_mode"
+
+# Stops the QEMU of this attempt (pid in $tmp/qemu.pid) unless the console has shown the init
+# marker $1 seconds from now; leaves $tmp/boot-stalled behind when it does.
+watch_boot() {
+  sleep "$1"
+  grep -qF "$init_marker" "$tmp/console.log" 2>/dev/null && return 0
+  : > "$tmp/boot-stalled"
+  [[ -s $tmp/qemu.pid ]] && kill "$(cat "$tmp/qemu.pid")" 2>/dev/null
+  return 0
+}
+
+# boot_once LIMIT_S WATCH_S QEMU_COMMAND...: one boot, limited to LIMIT_S seconds and stopped after
+# WATCH_S seconds without the init marker (0: not watched). Sets guest_rc (empty without an end
+# marker) and qemu_rc.
+boot_once() {
+  local limit_s=$1 watch_s=$2 in_cmd=0 blank=0 line prefix watcher=""
+  shift 2
+  guest_rc=""
+  rm -f "$tmp/boot-stalled" "$tmp/qemu.pid" "$tmp/qemu.rc"
+  : > "$tmp/console.log"
+  if ((watch_s > 0 && watch_s < limit_s)); then
+    watch_boot "$watch_s" < /dev/null > /dev/null 2>&1 &
+    watcher=$!
+  fi
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    line=${line%$'\r'}
+    printf '%s\n' "$line" >> "$tmp/console.log"
+    [[ $line != "$init_marker" ]] || continue
+    if [[ $in_cmd == 0 && $line == *"$begin"* ]]; then
+      in_cmd=1
+      continue
+    fi
+    if [[ $line =~ $end_re ]]; then
+      guest_rc=${BASH_REMATCH[1]}
+      prefix=${line%%===TIERMEM-GUEST-END*}
+      [[ -z "$prefix" ]] || { ((blank)) && echo; printf '%s\n' "$prefix"; }
+      blank=0
+      in_cmd=2
+      continue
+    fi
+    if [[ $in_cmd == 1 ]]; then
+      ((blank)) && echo
+      blank=0
+      if [[ -z "$line" ]]; then blank=1; else printf '%s\n' "$line"; fi
+    else
+      printf '%s\n' "$line" >&2
+    fi
+  done < <(rc=0; timeout -k 10 "$limit_s" "$@" -pidfile "$tmp/qemu.pid" < /dev/null 2>&1 || rc=$?
+           echo "$rc" > "$tmp/qemu.rc")
+  wait "$!" 2>/dev/null || true  # the process substitution writes qemu.rc after closing its output
+  if [[ -n $watcher ]]; then
+    pkill -P "$watcher" 2>/dev/null || true  # its sleep
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+  fi
+  qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo "?")
+}
+
+boot_s=$(date +%s)
 echo "run-guest: booting topology '$topology' on kernel $kver ($kname$cxl_desc, QEMU $qemu_version) (initramfs ready after $((boot_s - start_s)) s)" >&2
-guest_rc=""
-in_cmd=0
-blank=0  # an empty command line held back: the one guest-init prints before the end marker
-while IFS= read -r line || [[ -n "$line" ]]; do
-  line=${line%$'\r'}
-  printf '%s\n' "$line" >> "$tmp/console.log"
-  if [[ $in_cmd == 0 && $line == *"$begin"* ]]; then
-    in_cmd=1
-    continue
+first=("${qemu[@]}")
+# --stall-first-boot (the watcher's self-test): the first boot starts with its CPUs stopped.
+((stall_first_boot)) && first+=(-S)
+boot_once "$timeout_s" "$boot_timeout_s" "${first[@]}"
+if [[ -e $tmp/boot-stalled ]]; then
+  left_s=$((timeout_s - ($(date +%s) - boot_s)))
+  if ((left_s < 10)); then
+    echo "run-guest: FAILED: boot stalled: the guest kernel did not reach /init within $boot_timeout_s s, and $left_s s of --timeout are left" >&2
+    exit 125
   fi
-  if [[ $line =~ $end_re ]]; then
-    guest_rc=${BASH_REMATCH[1]}
-    prefix=${line%%===TIERMEM-GUEST-END*}
-    [[ -z "$prefix" ]] || { ((blank)) && echo; printf '%s\n' "$prefix"; }
-    blank=0
-    in_cmd=2
-    continue
-  fi
-  if [[ $in_cmd == 1 ]]; then
-    ((blank)) && echo
-    blank=0
-    if [[ -z "$line" ]]; then blank=1; else printf '%s\n' "$line"; fi
-  else
-    printf '%s\n' "$line" >&2
-  fi
-done < <(rc=0; timeout -k 10 "$timeout_s" "${qemu[@]}" < /dev/null 2>&1 || rc=$?; echo "$rc" > "$tmp/qemu.rc")
-wait "$!" 2>/dev/null || true  # the process substitution writes qemu.rc after closing its output
-qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo "?")
+  echo "run-guest: the guest kernel did not reach /init within $boot_timeout_s s (console: $(wc -l < "$tmp/console.log") lines); booting again with the $left_s s left of --timeout" >&2
+  boot_once "$left_s" 0 "${qemu[@]}"
+fi
 elapsed=$(( $(date +%s) - boot_s ))
 
 if [[ $qemu_rc == 124 || $qemu_rc == 137 ]]; then
