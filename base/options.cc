@@ -54,7 +54,7 @@ const OptionSpec kTable[] = {
            "and m servers may be lost; needs ISA-L (libisal2). Empty: off"),
     TM_OPT("TIERMEM_REPAIR_RATE", OptionKind::kUint, "50000", repair_rate,
            "pages per second copied to restore the replicas a lost memory server held"),
-    TM_OPT_CHOICE("TIERMEM_FORK", "fetch|share", "fetch", fork,
+    TM_OPT_CHOICE("TIERMEM_FORK", "fetch|share", "share", fork,
                   "remote pages at fork(): fetch (every remote page comes back before the fork) or "
                   "share (they stay remote; the child's faults are served by this process from the "
                   "fork-time copies, which are kept until the child exits or execs)"),

@@ -8,6 +8,7 @@
 #include <numaif.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <signal.h>
@@ -368,12 +369,32 @@ Status UffdUnregister(int uffd, void* addr, size_t bytes) {
   return Status::Ok();
 }
 
+namespace {
+thread_local UffdAgainFn t_again_fn = nullptr;
+thread_local void* t_again_arg = nullptr;
+
+// Before an EAGAIN is retried: the thread's handler (it reads the fork event), then a yield (the
+// forking thread is still copying the address space).
+void UffdAgain() {
+  if (t_again_fn != nullptr) t_again_fn(t_again_arg);
+  sched_yield();
+}
+}  // namespace
+
+void SetUffdAgainHandler(UffdAgainFn fn, void* arg) {
+  t_again_fn = fn;
+  t_again_arg = arg;
+}
+
 Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect) {
   uffdio_writeprotect w{};
   w.range.start = reinterpret_cast<uintptr_t>(addr);
   w.range.len = bytes;
   w.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : UFFDIO_WRITEPROTECT_MODE_DONTWAKE;
-  if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0) return ErrnoToStatus(errno, "UFFDIO_WRITEPROTECT");
+  while (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0) {
+    if (errno != EAGAIN) return ErrnoToStatus(errno, "UFFDIO_WRITEPROTECT");
+    UffdAgain();
+  }
   return Status::Ok();
 }
 
@@ -392,7 +413,10 @@ Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp) {
       done += static_cast<size_t>(c.copy);
       continue;
     }
-    if (errno == EAGAIN) continue;  // the mm changed under it (e.g. fork): retry
+    if (errno == EAGAIN) {  // the mm changes under it (a fork): retry once the change is over
+      UffdAgain();
+      continue;
+    }
     if (errno == EEXIST) {          // this page is there already: installed
       done += page;
       continue;
@@ -415,7 +439,10 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes) {
       done += static_cast<size_t>(z.zeropage);
       continue;
     }
-    if (errno == EAGAIN) continue;
+    if (errno == EAGAIN) {
+      UffdAgain();
+      continue;
+    }
     if (errno == EEXIST) {
       done += page;
       continue;

@@ -108,12 +108,22 @@ StatusOr<Uffd> UffdOpen(bool fork_events = false);
 Status UffdRegister(int uffd, void* addr, size_t bytes, bool wp);
 // Unregisters; a range that never was registered is not an error.
 Status UffdUnregister(int uffd, void* addr, size_t bytes);
-// Sets or clears write protection. Clearing does not wake waiters (see UffdWake).
+// Sets or clears write protection. Clearing does not wake waiters (see UffdWake). EAGAIN is
+// retried as UffdCopy does.
 Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect);
+// What the calling thread does when UFFDIO_COPY, _ZEROPAGE or _WRITEPROTECT answers EAGAIN. The
+// kernel refuses them while the address space changes: during a fork() of a process whose
+// userfaultfd asked for fork events, from the copy of its ranges until the descriptor's reader
+// has read the fork event (fork() waits for that read). A thread that is that reader must read
+// the event while it retries, or neither call ever returns: its handler does (UffdBacklog). Each
+// retry then yields the CPU. Thread-local; nullptr removes it. Not for the
+// allocator's fast paths (nothing here is).
+using UffdAgainFn = void (*)(void* arg);
+void SetUffdAgainHandler(UffdAgainFn fn, void* arg);
 // Installs `bytes` from `src` at `dst` (write-protected when `wp`) / zero pages at `dst`. Nobody
 // is woken (the caller publishes its state first, then calls UffdWake). A page already present
 // (EEXIST) counts as installed and the rest of the range is still installed; EAGAIN (the mm
-// changed under it) is retried.
+// changed under it) is retried, the calling thread's UffdAgainHandler called before each retry.
 Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp);
 Status UffdZeroPage(int uffd, void* dst, size_t bytes);
 // True when the address space `uffd` serves is gone (its process exited or called exec): a

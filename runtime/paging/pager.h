@@ -121,7 +121,7 @@ struct PagerConfig {
   std::string code;
   // TIERMEM_REPAIR_RATE: pages per second the repair thread copies to restore lost replicas.
   uint64_t repair_rate = 50000;
-  // TIERMEM_FORK: "share" (true; the default is fetch): a child forked while pages are remote is served by this
+  // TIERMEM_FORK: "share" (true; the runtime's default): a child forked while pages are remote is served by this
   // pager through UFFD_EVENT_FORK and the pages stay remote (pager_fork.cc); where the kernel
   // refuses fork events, and with "fetch" (false), every remote page comes back before fork().
   bool fork_share = false;
@@ -565,7 +565,8 @@ class Pager {
     uint64_t index;
     bool installed = false;
   };
-  void InstallAhead(size_t n, const char* staging, const std::function<AheadPage(size_t)>& at);
+  template <typename At>  // At: AheadPage(size_t); a template, so the fault path never allocates
+  void InstallAhead(size_t n, const char* staging, const At& at);
   // Installs one page fetched ahead from `page` (`copied`: already placed by a larger copy) and
   // marks it local and kPageAhead, without waking anyone; false (the page left remote, its copy
   // on the server) when it cannot be placed.
@@ -593,7 +594,8 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     outstanding[k] -= std::min(outstanding[k], *got);
     return *got;
   };
-  std::vector<int> fds;  // intake_fd first, then the busy connections
+  int fds[65];  // intake_fd first, then the busy connections (no allocation: uffd_backlog.h)
+  size_t nfds = 0;
   for (;;) {
     // Which servers have requests out? Take what is ready from each; when none had anything,
     // wait on all of them (and intake_fd) at once.
@@ -632,13 +634,13 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       }
       continue;
     }
-    fds.clear();
-    if (intake_fd >= 0) fds.push_back(intake_fd);
-    for (size_t k = first_busy; k < outstanding.size() && fds.size() < 64; ++k) {
-      if (outstanding[k] > 0) fds.push_back(conn(k).WaitFd());
+    nfds = 0;
+    if (intake_fd >= 0) fds[nfds++] = intake_fd;
+    for (size_t k = first_busy; k < outstanding.size() && nfds < 65; ++k) {
+      if (outstanding[k] > 0) fds[nfds++] = conn(k).WaitFd();
     }
     // Past the timeout with no reply, the next Poll(.., 0) fails the silent connection.
-    auto ready = os::WaitAnyReadable(fds.data(), fds.size(), static_cast<int>(config_.timeout_ms) + 1);
+    auto ready = os::WaitAnyReadable(fds, nfds, static_cast<int>(config_.timeout_ms) + 1);
     if (!ready.ok()) {
       *err = CollectError{first_busy, ready.status()};
       return false;

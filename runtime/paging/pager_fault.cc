@@ -14,6 +14,7 @@
 #include "runtime/core/page_table.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_internal.h"
+#include "runtime/paging/uffd_backlog.h"
 
 namespace tiermem {
 
@@ -52,7 +53,8 @@ bool Pager::InstallOneAhead(Region& region, uint64_t index, const char* page, bo
   return true;
 }
 
-void Pager::InstallAhead(size_t n, const char* staging, const std::function<AheadPage(size_t)>& at) {
+template <typename At>
+void Pager::InstallAhead(size_t n, const char* staging, const At& at) {
   // In runs of one stride (a window is one run): one wake per run, and for a sequential run one
   // UFFDIO_COPY. A thread that reached one of these pages while it was in flight sleeps until
   // its run is in; installed and woken page by page, a thread reading through a window slept and
@@ -139,8 +141,12 @@ void Pager::FaultLoop() {
     uint32_t tid = 0;      // ahead: the thread whose stream it is
     ReadReq rr{};          // its read, with the replicas tried
   };
+  // Allocated here, once: inside fork() glibc holds its malloc locks until this thread has read
+  // the fork event, so the loop allocates nothing (uffd_backlog.h).
   std::vector<Pending> pending;
   pending.reserve(kBatch);
+  std::vector<bool> window_open;  // per batch: the windows with a read still out
+  window_open.reserve(kBatch);
   std::vector<size_t> outstanding(servers_.size());
   // After a remote fault (Prefetcher::OnFault) or a fault on a page of a window in flight
   // (OnHit): the pages the prefetcher predicts along the thread's stream (prefetch.h) that are
@@ -182,6 +188,9 @@ void Pager::FaultLoop() {
     }
   };
   os::UffdFault faults[64];
+  // The faults read while one of our ioctls waits out a fork (uffd_backlog.h): read from here first.
+  UffdBacklog backlog(uffd_, [](void* self, int fd) { static_cast<Pager*>(self)->OnForkEvent(fd); }, this);
+  backlog.Install();
   // After a batch of soft-sampled faults only (served here, no server involved), the handler
   // polls for kSampledSpinNs before it sleeps: a thread sweeping through sampled pages faults
   // again within microseconds, and waking a sleeping handler across CPUs costs tens of them on
@@ -190,13 +199,15 @@ void Pager::FaultLoop() {
   constexpr uint64_t kSampledSpinNs = 50'000;
   bool sampled_only = false;
   for (;;) {
-    auto ready = os::WaitReadable(uffd_, stop_fd_, sampled_only ? kSampledSpinNs : 0);
-    if (!ready.ok()) {
-      TM_LOG_ERROR("remote tier: fault handler: %s", ready.status().message().c_str());
-      RemoveExitFiles();
-      std::_Exit(kRemoteLostExitCode);
+    if (backlog.empty()) {
+      auto ready = os::WaitReadable(uffd_, stop_fd_, sampled_only ? kSampledSpinNs : 0);
+      if (!ready.ok()) {
+        TM_LOG_ERROR("remote tier: fault handler: %s", ready.status().message().c_str());
+        RemoveExitFiles();
+        std::_Exit(kRemoteLostExitCode);
+      }
+      if (*ready == 1) break;  // stop
     }
-    if (*ready == 1) break;  // stop
     pending.clear();
     std::fill(outstanding.begin(), outstanding.end(), 0);
     // Take every fault queued now (up to kBatch), post the reads, then install as they arrive.
@@ -207,7 +218,7 @@ void Pager::FaultLoop() {
     auto room = [&] { return pending.size() + 64 <= kBatch && read_faults < kBatch && zero_filled < kBatch; };
     auto intake = [&] {
       while (room()) {
-        auto got = os::UffdReadFaults(uffd_, faults, 64);
+        auto got = backlog.Read(faults, 64);
         if (!got.ok()) {
           TM_LOG_ERROR("remote tier: fault handler: %s", got.status().message().c_str());
           RemoveExitFiles();
@@ -345,7 +356,6 @@ void Pager::FaultLoop() {
     // are read and posted too while staging has room, so a slow server holds its own pages only,
     // not the faults behind them (nor the pages of other servers). A window fetched ahead is
     // installed once it is all in (or at the batch's end).
-    std::vector<bool> window_open;
     for (;;) {
       const bool more = CollectReads(
           true, outstanding, pending.size(), [&](size_t j) { return j < pending.size() ? &pending[j].rr : nullptr; },
@@ -425,6 +435,7 @@ void Pager::FaultLoop() {
     if (config_.after_faults) config_.after_faults();
     sampled_only = sampled > 0 && pending.empty() && zero_filled == 0;
   }
+  UffdBacklog::Uninstall();
   os::Unmap(mem, (kBatch + 1) * kPage);
   os::Unmap(zeros, kZeroBatch * kPage);
   if (spare != nullptr) os::Unmap(spare, kBatch * spare_bytes);

@@ -29,6 +29,7 @@
 #include "runtime/core/page_table.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_internal.h"
+#include "runtime/paging/uffd_backlog.h"
 
 namespace tiermem {
 
@@ -269,9 +270,13 @@ void Pager::ServeChild(ForkChild* c) {
   os::UffdFault faults[64];
   std::vector<int64_t> batch;
   batch.reserve(kBatch);
+  // The child's own fork waits for this thread to read its event (uffd_backlog.h): a grandchild
+  // gets no server (its parent took its remote pages in first), so its descriptor is closed.
+  UffdBacklog backlog(c->fd, [](void*, int fd) { (void)os::Close(fd); }, nullptr, 256);
+  backlog.Install();
   bool gone = false, stop = false;
   while (!gone && !stop) {
-    const int w = os::WaitReadableFor(c->fd, fork_stop_fd_, kChildProbeMs);
+    const int w = backlog.empty() ? os::WaitReadableFor(c->fd, fork_stop_fd_, kChildProbeMs) : 0;
     if (w == 1 || w < 0) {
       stop = true;
       break;
@@ -280,7 +285,7 @@ void Pager::ServeChild(ForkChild* c) {
       gone = os::UffdMmGone(c->fd, probe, kPage);
       continue;
     }
-    auto got = os::UffdReadFaults(c->fd, faults, 64);
+    auto got = backlog.Read(faults, 64);
     if (!got.ok()) {
       TM_LOG_ERROR("remote tier: serving a forked child: %s", got.status().message().c_str());
       stop = true;
@@ -328,6 +333,7 @@ void Pager::ServeChild(ForkChild* c) {
       }
     }
   }
+  UffdBacklog::Uninstall();
   {
     std::lock_guard<std::mutex> lock(io_mu_);
     ReleaseSnapshot(snap);

@@ -270,6 +270,10 @@ class Migrator {
   static constexpr size_t kAheadRingPages = size_t{1} << 16;
   std::vector<uint64_t> ahead_ring_;
   uint64_t ahead_head_ = 0, ahead_tail_ = 0;  // under ring_lock_
+  // A spin lock the pager's fault thread takes (OnResident). Its holders never allocate, fault
+  // or block: inside fork() glibc holds its malloc locks until the fault thread has read the
+  // fork event, so a holder waiting in malloc there would stop the fault thread, and the fork
+  // with it (vectors are reserved before it is taken).
   std::atomic_flag ring_lock_ = ATOMIC_FLAG_INIT;
   bool relief_ = false;          // a DRAM budget and a remote tier: relief on
   bool plans_ = false;           // rounds run (every mode but off)

@@ -69,6 +69,7 @@ void Migrator::OnResident(Region* region, uint64_t first, uint64_t npages) {
 
 void Migrator::TakeFaultLog(std::vector<uint64_t>* out) {
   out->clear();
+  out->reserve(kLogPages);  // the most it can take, before the lock (see ring_lock_)
   SpinGuard g(ring_lock_);
   // The entries since the last read that are still there (a lossy log: the oldest overwritten).
   const uint64_t from = std::max(log_read_, log_head_ > kLogPages ? log_head_ - kLogPages : 0);
@@ -111,6 +112,7 @@ Region* Migrator::RegionOf(const char* addr) const {
 
 bool Migrator::PopVictims(size_t max, std::vector<Victim>* out) {
   const size_t page = config_.page_size;
+  out->reserve(out->size() + max);  // no allocation under ring_lock_ (migrator.h says why)
   SpinGuard g(ring_lock_);
   // Pops entries of one ring while they last; `need` flags a victim must still have. An entry
   // whose page is still being installed (the pager reports a page resident before it stores

@@ -4,12 +4,16 @@
 // does not take the remote data back at the fork; a child that forks again gives its child
 // everything; TIERMEM_FORK=fetch keeps the old behaviour (every page back before the fork).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
@@ -63,6 +67,28 @@ uint64_t ResidentPages(Runtime& rt, void* p, size_t bytes) {
   }
   return n;
 }
+
+// A memd, and a runtime on it sharing remote pages with its children, holding kPages pages of
+// FillPage(i, 1), all evicted; skipped where the kernel gives no userfaultfd fork events.
+class RemoteForkShared : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(memd_.Start({"--capacity", "256M", "--no-rdma"}));
+    rt_ = StartWith(memd_.url());
+    ASSERT_NE(rt_, nullptr);
+    pager_ = ImplOf(*rt_)->pager();
+    if (!pager_->fork_sharing()) GTEST_SKIP() << "no userfaultfd fork events here (CAP_SYS_PTRACE is needed)";
+    auto p = rt_->Allocate(kPages * kPage, Tier::kDram);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    base_ = static_cast<uint8_t*>(*p);
+    for (size_t i = 0; i < kPages; ++i) FillPage(base_ + i * kPage, i, 1);
+    ASSERT_TRUE(rt_->Migrate(base_, kPages * kPage, Tier::kRemote).ok());
+  }
+  MemdProcess memd_;
+  std::unique_ptr<Runtime> rt_;
+  Pager* pager_ = nullptr;
+  uint8_t* base_ = nullptr;
+};
 
 // Waits (bounded) until the pager has seen the child's end; false when it never did.
 bool WaitChildReleased(Pager& pager) {
@@ -156,18 +182,10 @@ TEST(RemoteFork, ChildSeesForkTimeBytesWithTwoReplicas) {
   ForkWhileParentRewrites(memds[0].url() + "," + memds[1].url(), 2, memds);
 }
 
-TEST(RemoteFork, FreedPagesKeepTheirSlotsUntilTheChildExitsAndAGrandchildGetsEverything) {
-  MemdProcess memd;
-  ASSERT_TRUE(memd.Start({"--capacity", "256M", "--no-rdma"}));
-  auto rt = StartWith(memd.url());
-  ASSERT_NE(rt, nullptr);
-  Pager& pager = *ImplOf(*rt)->pager();
-  if (!pager.fork_sharing()) GTEST_SKIP() << "no userfaultfd fork events here (CAP_SYS_PTRACE is needed)";
-  auto p = rt->Allocate(kPages * kPage, Tier::kDram);
-  ASSERT_TRUE(p.ok());
-  auto* base = static_cast<uint8_t*>(*p);
-  for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i, 1);
-  ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
+TEST_F(RemoteForkShared, FreedPagesKeepTheirSlotsUntilTheChildExitsAndAGrandchildGetsEverything) {
+  std::unique_ptr<Runtime>& rt = rt_;
+  Pager& pager = *pager_;
+  uint8_t* const base = base_;
   int to_child[2];
   ASSERT_EQ(pipe(to_child), 0);
   const pid_t pid = fork();
@@ -199,6 +217,79 @@ TEST(RemoteFork, FreedPagesKeepTheirSlotsUntilTheChildExitsAndAGrandchildGetsEve
   EXPECT_EQ(ServerPages(pager), 0u) << "the last holder let go: the slots are free";
   close(to_child[0]);
   close(to_child[1]);
+}
+
+// fork() while other threads fault on remote pages all the time. During a fork the kernel
+// refuses UFFDIO_COPY on the parent's descriptor (EAGAIN) until the fork event has been read; a
+// fault thread that retried its copy without reading waited for the fork and the fork for it
+// (uffd_backlog.h). The watchdog turns that hang into a failure that says so.
+TEST_F(RemoteForkShared, ForkWhileOtherThreadsFaultOnRemotePages) {
+  std::unique_ptr<Runtime>& rt = rt_;
+  Pager& pager = *pager_;
+  uint8_t* const base = base_;
+
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> bad{0};
+  std::atomic<uint64_t> reads{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {  // readers: each page they touch is a remote fault, mostly
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t + 1);
+      while (!stop.load(std::memory_order_relaxed)) {
+        const size_t i = rng() % kPages;
+        if (!CheckPage(base + i * kPage, i, 1)) bad.fetch_add(1);
+        reads.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  threads.emplace_back([&] {  // sends what the readers brought back to the server again
+    std::mt19937_64 rng(99);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t i = (rng() % (kPages / 64)) * 64;
+      (void)rt->Migrate(base + i * kPage, 64 * kPage, Tier::kRemote);
+    }
+  });
+  constexpr int kForks = 30;
+  std::atomic<int> forks_done{0};
+  std::thread watchdog([&] {
+    for (int waited = 0; forks_done.load() < kForks; ++waited) {
+      if (waited == 1200) {  // 120 s
+        fprintf(stderr, "fork() %d of %d has not returned in 120 s (the fault thread and the fork "
+                        "wait for each other)\n", forks_done.load() + 1, kForks);
+        kill(memd_.pid(), SIGKILL);  // no destructor runs past _exit
+        _exit(2);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  int failed_children = 0;
+  for (int f = 0; f < kForks; ++f) {
+    const uint64_t seen = reads.load();
+    while (reads.load() < seen + 64) std::this_thread::yield();  // faults are being served now
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::mt19937_64 rng(1000 + f);
+      size_t wrong = 0;
+      for (int k = 0; k < 256; ++k) {
+        const size_t i = rng() % kPages;
+        wrong += CheckPage(base + i * kPage, i, 1) ? 0 : 1;
+      }
+      _exit(wrong == 0 ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed_children;
+    forks_done.fetch_add(1);
+  }
+  watchdog.join();
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed_children, 0) << "children saw bytes other than the fork-time ones";
+  EXPECT_EQ(bad.load(), 0u) << "the parent's readers saw wrong bytes";
+  EXPECT_GE(pager.fork_stats().children, 1u);
+  ASSERT_TRUE(WaitChildReleased(pager));
+  EXPECT_TRUE(rt->Free(base).ok());
 }
 
 TEST(RemoteFork, FetchModeBringsEveryPageBackBeforeTheFork) {

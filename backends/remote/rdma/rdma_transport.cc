@@ -37,8 +37,13 @@ Status RdmaDevicePresent() {
   return Status::Ok();
 }
 
+struct RdmaTransport::WorkRequests {
+  std::vector<ibv_sge> sges = std::vector<ibv_sge>(1024);
+  std::vector<ibv_send_wr> wrs = std::vector<ibv_send_wr>(1024);
+};
+
 RdmaTransport::RdmaTransport(Endpoint endpoint)
-    : endpoint_(endpoint), control_(endpoint, proto::DataPath::kRdma) {}
+    : endpoint_(endpoint), control_(endpoint, proto::DataPath::kRdma), wrs_(std::make_unique<WorkRequests>()) {}
 
 RdmaTransport::~RdmaTransport() { Teardown(); }
 
@@ -201,8 +206,12 @@ Status RdmaTransport::PostReadPart(const SlotRange& range, uint64_t slot, uint32
 
 Status RdmaTransport::Doorbell() {
   if (queued_.empty()) return Status::Ok();
-  std::vector<ibv_sge> sges(queued_.size());
-  std::vector<ibv_send_wr> wrs(queued_.size());
+  if (wrs_->sges.size() < queued_.size()) {
+    wrs_->sges.resize(queued_.size());
+    wrs_->wrs.resize(queued_.size());
+  }
+  ibv_sge* sges = wrs_->sges.data();
+  ibv_send_wr* wrs = wrs_->wrs.data();
   for (size_t i = 0; i < queued_.size(); ++i) {
     const Request& r = queued_[i];
     sges[i].addr = reinterpret_cast<uintptr_t>(staging_ + r.staging * kPage);
@@ -224,7 +233,7 @@ Status RdmaTransport::Doorbell() {
     w.next = last ? nullptr : &wrs[i + 1];
   }
   ibv_send_wr* bad = nullptr;
-  int rc = ibv_post_send(id_->qp, wrs.data(), &bad);
+  int rc = ibv_post_send(id_->qp, wrs, &bad);
   if (rc != 0) return Fail(Unavailable("memory server " + name() + ": ibv_post_send: " + strerror(rc)));
   for (auto& r : queued_) posted_.push_back(r);
   queued_.clear();

@@ -17,12 +17,12 @@
 // there is no fixed sleep quantum between checks.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/remote/tcp/tcp_transport.h"
+#include "base/ring_queue.h"
 #include "backends/remote/transport.h"
 
 struct rdma_cm_id;
@@ -112,9 +112,12 @@ class RdmaTransport final : public Transport {
   char* staging_ = nullptr;
   bool qp_ = false;
   std::vector<size_t> free_staging_;
-  std::deque<Request> queued_;  // not yet handed to the NIC
-  std::deque<Request> posted_;  // handed to the NIC, in order
-  std::deque<Completion> ready_;
+  // Sized so that nothing allocates on the fault path (base/ring_queue.h says why).
+  RingQueue<Request> queued_{1024};  // not yet handed to the NIC
+  RingQueue<Request> posted_{1024};  // handed to the NIC, in order
+  RingQueue<Completion> ready_{1024};
+  struct WorkRequests;  // Doorbell's work requests, kept (rdma_transport.cc)
+  std::unique_ptr<WorkRequests> wrs_;
   uint64_t next_seq_ = 1;
   size_t since_signal_ = 0;
 };

@@ -25,6 +25,7 @@ Status ErrorToStatus(const proto::Error& e, const std::string& server) {
 TcpTransport::TcpTransport(Endpoint endpoint, proto::DataPath path)
     : endpoint_(std::move(endpoint)), path_(path) {
   in_.resize(kInBuffer);
+  out_.reserve(kFlushThreshold + proto::kHeaderSize + 64 * 1024);  // grows only for large writes
 }
 
 TcpTransport::~TcpTransport() {

@@ -5,10 +5,10 @@
 // send buffer never deadlocks with a full receive buffer.
 #pragma once
 
-#include <deque>
 #include <string>
 #include <vector>
 
+#include "base/ring_queue.h"
 #include "protocol/protocol.h"
 #include "backends/remote/transport.h"
 
@@ -82,8 +82,10 @@ class TcpTransport final : public Transport {
   size_t out_off_ = 0;
   std::vector<uint8_t> in_;
   size_t in_len_ = 0;
-  std::deque<Pending> pending_;
-  std::deque<Completion> ready_;
+  // Sized for a full batch of reads and more: they grow past that, but never allocate while the
+  // pager's fault thread uses the connection inside a fork() (base/ring_queue.h).
+  RingQueue<Pending> pending_{1024};
+  RingQueue<Completion> ready_{1024};
   bool control_done_ = false;
   bool in_call_ = false;
   proto::Body control_reply_;
