@@ -8,6 +8,7 @@ int Compare(int argc, char** argv);      // bench/compare.cc
 int Gups(int argc, char** argv);         // bench/gups.cc
 int KernelGups(int argc, char** argv);   // bench/gups_kernel.cc: gups --kernel
 int Kv(int argc, char** argv);           // bench/kv.cc
+int KvReplay(int argc, char** argv);     // bench/kv_replay.cc
 int Malloc(int argc, char** argv);       // bench/malloc_bench.cc
 int PreloadHotset(int argc, char** argv);  // bench/preload_hotset.cc
 int Memcached(int argc, char** argv);    // bench/memcached.cc

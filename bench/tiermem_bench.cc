@@ -23,6 +23,8 @@ const Subcommand kSubcommands[] = {
      "GUPS with a moving hot set: automatic tiering vs oracle, no tracking and all-DRAM;\n"
      "                 gups --kernel: the QEMU full guest's workload under the kernel's own tiering"},
     {"kv", tiermem::bench::Kv, "Zipfian get/put over a hash table: throughput and p99 per tier setup"},
+    {"kv-replay", tiermem::bench::KvReplay,
+     "kv's request trace against page-replacement policies (oracle, fifo, lru, clock, lfu), no runtime"},
     {"malloc", tiermem::bench::Malloc,
      "allocator workloads under glibc, jemalloc, mimalloc and tiermem (LD_PRELOAD)"},
     {"preload-hotset", tiermem::bench::PreloadHotset,
