@@ -167,6 +167,7 @@ Status Pager::Init(PagerConfig config) {
       WriterLoop();
     });
   }
+  fault_ready_.wait(false, std::memory_order_acquire);  // its allocations done (FaultLoop)
   if (code_) {
     TM_LOG_INFO("remote tier: memory servers %s, each page in %u data and %u parity pieces (write-protect tracking %s)",
                 server_.c_str(), code_->shape().k, code_->shape().m, wp_ ? "on" : "off");
@@ -262,6 +263,7 @@ std::vector<PagerServerStats> Pager::server_stats() const {
               s->full_until_ns.load(std::memory_order_relaxed) > now;
     st.down = s->down.load(std::memory_order_acquire);
     if (st.down) st.down_reason = DownReason(out.size() - 1);
+    st.rejoin_tries = s->rejoin_tries.load(std::memory_order_relaxed);
   }
   return out;
 }

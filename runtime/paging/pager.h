@@ -160,6 +160,7 @@ struct PagerServerStats {
   bool full = false;       // it refused the last allocation (placement skips it for a while)
   bool down = false;       // marked down after a failure: no new pages, no requests
   std::string down_reason; // why
+  uint64_t rejoin_tries = 0;  // times the repair thread tried to connect to it again
 };
 
 // The most copies TIERMEM_REPLICAS may ask for.
@@ -292,6 +293,11 @@ class Pager {
     bool down_counted = false;               // its pages were taken off the counters; io_mu_
     std::atomic<uint64_t> read_ns{0};        // recent read latency (EWMA; fault thread writes)
     std::string down_reason;                 // repair_mu_ (DownReason)
+    // Rejoin's backoff (the repair thread only): the next try not before rejoin_at_ns, after
+    // rejoin_wait_ms; both start again once it answers.
+    uint64_t rejoin_at_ns = 0;
+    uint32_t rejoin_wait_ms = 0;
+    std::atomic<uint64_t> rejoin_tries{0};   // connection attempts by Rejoin so far
     PagerServerCounters own{};
     PagerServerCounters* c = &own;  // the stats block's entry, or `own`
   };
@@ -539,6 +545,7 @@ class Pager {
   size_t first_connected_ = 0;
   size_t next_pick_ = 0;  // round-robin start among equals; io_mu_
   std::mutex io_mu_;
+  std::atomic<bool> fault_ready_{false};  // the fault thread has made its buffers (Start waits)
   mutable std::mutex slots_mu_;  // ranges_ (read by the fault thread)
   std::vector<std::unique_ptr<Range>> ranges_;  // sorted by first (pager slots only grow)
   uint64_t next_slot_ = 0;       // io_mu_ and slots_mu_

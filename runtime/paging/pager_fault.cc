@@ -191,6 +191,11 @@ void Pager::FaultLoop() {
   // The faults read while one of our ioctls waits out a fork (uffd_backlog.h): read from here first.
   UffdBacklog backlog(uffd_, [](void* self, int fd) { static_cast<Pager*>(self)->OnForkEvent(fd); }, this);
   backlog.Install();
+  // Everything this thread allocates is allocated now (its first malloc sets up glibc's
+  // per-thread cache and arena, under locks a fork() holds): Start returns only after this, so
+  // the program cannot fork while this thread is still in malloc.
+  fault_ready_.store(true, std::memory_order_release);
+  fault_ready_.notify_all();
   // After a batch of soft-sampled faults only (served here, no server involved), the handler
   // polls for kSampledSpinNs before it sleeps: a thread sweeping through sampled pages faults
   // again within microseconds, and waking a sleeping handler across CPUs costs tens of them on

@@ -9,6 +9,15 @@
 
 namespace tiermem::pager_internal {
 
+// Rejoin's wait after a failed attempt to connect to a server again: 1 s after the first, then
+// twice the last, at most kRejoinMaxWaitMs (a server gone for good costs an attempt, and up to
+// a second's connect timeout, every half minute instead of every second).
+inline constexpr uint32_t kRejoinMaxWaitMs = 30000;
+inline uint32_t NextRejoinWaitMs(uint32_t last_ms) {
+  const uint64_t next = last_ms == 0 ? 1000 : uint64_t{last_ms} * 2;
+  return next > kRejoinMaxWaitMs ? kRejoinMaxWaitMs : static_cast<uint32_t>(next);
+}
+
 constexpr size_t kPage = remote::kPage;
 constexpr size_t kBatch = 256;  // faults served per round, and pages per eviction window
 // Fresh pages zero-filled by one fault (256 KiB): the first touch of remote memory costs one

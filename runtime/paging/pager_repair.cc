@@ -93,16 +93,29 @@ void Pager::Rejoin() {
     // A range that still lists it holds copies there that are gone (a new session starts
     // empty): it waits until the repair has moved them all.
     if (was_connected && Listed(k)) continue;
+    // Backing off while it stays away (pager_internal::NextRejoinWaitMs).
+    if (os::MonotonicNanos() < s.rejoin_at_ns) continue;
+    s.rejoin_tries.fetch_add(1, std::memory_order_relaxed);
+    auto failed = [&] {
+      s.rejoin_wait_ms = pager_internal::NextRejoinWaitMs(s.rejoin_wait_ms);
+      s.rejoin_at_ns = os::MonotonicNanos() + uint64_t{s.rejoin_wait_ms} * 1000000;
+    };
     // New connections, made without the eviction lock (a silent host costs up to a second).
     const uint32_t timeout = std::min<uint32_t>(config_.timeout_ms == 0 ? 1000 : config_.timeout_ms, 1000);
     auto io = remote::MakeTransport(s.ep);
-    if (!io.ok() || !(*io)->Connect(config_.token, timeout).ok()) continue;
+    if (!io.ok() || !(*io)->Connect(config_.token, timeout).ok()) {
+      failed();
+      continue;
+    }
     remote::SessionTicket ticket = (*io)->ticket();
     auto fault = remote::MakeTransport(s.ep);
     if (!fault.ok() || !(*fault)->Connect(config_.token, timeout, &ticket).ok()) {
       (*io)->Close();
+      failed();
       continue;
     }
+    s.rejoin_wait_ms = 0;
+    s.rejoin_at_ns = 0;
     {
       std::lock_guard<std::mutex> lock(io_mu_);
       if (forked_child_) {

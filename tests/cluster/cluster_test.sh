@@ -187,7 +187,7 @@ case $case in
     echo "replicas restored in $((($(date +%s%N) - start) / 1000000)) ms: $after page copies on hosts 1 and 3"
     if [ "$case" = replicated_link_cut ]; then
       cluster_uncut 2
-      for _ in $(seq 100); do  # 10 s
+      for _ in $(seq 400); do  # 40 s: the repair thread backs off while the host is away (up to 30 s)
         grep -q "answers again" "$CLUSTER_WORK/err" && break
         sleep 0.1
       done

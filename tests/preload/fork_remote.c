@@ -2,7 +2,7 @@
 // Stores MiB 1 MiB chunks of a per-page pattern, waits (bounded) until the DRAM limit has pushed
 // the data out (RSS at most LIMIT_MIB + 24 MiB), then forks. The child checks every page against
 // the fork-time pattern; meanwhile the parent writes one word into page after page and samples its
-// RSS. Prints: rss_before_kib, rss_after_fork_kib, rss_max_kib, written_pages, child_bad (or
+// RSS. Prints: rss_before_kib, rss_after_fork_kib, rss_max_kib, written_pages, child_rss_at_start_kib, child_bad (or
 // "child failed"), parent_bad. Exit 0 when it ran (the script judges the numbers).
 #define _GNU_SOURCE
 #include <poll.h>
@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   const pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
+    // The child's RSS first: what it was handed (fetch: every page, resident before the fork;
+    // share: what was resident in the parent). The parent's own RSS after the fork can already
+    // be down again in fetch mode (relief evicts what came back as soon as the fork is done).
+    uint64_t msg[2] = {0, (uint64_t)rss_kib()};
     uint64_t bad = 0;
     for (size_t g = 0; g < pages; ++g) {
       const uint64_t* w = chunk[g / per] + (g % per) * (PAGE / 8);
@@ -64,7 +68,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    _exit(write(fds[1], &bad, sizeof(bad)) == sizeof(bad) ? 0 : 2);
+    msg[0] = bad;
+    _exit(write(fds[1], msg, sizeof(msg)) == sizeof(msg) ? 0 : 2);
   }
   const long after = rss_kib();
   long max = after;
@@ -79,8 +84,9 @@ int main(int argc, char** argv) {
     if (r > max) max = r;
     if (written == pages) usleep(1000);
   }
-  uint64_t child_bad = ~0ull;
-  const int got = read(fds[0], &child_bad, sizeof(child_bad)) == sizeof(child_bad);
+  uint64_t msg[2] = {~0ull, 0};
+  const int got = read(fds[0], msg, sizeof(msg)) == sizeof(msg);
+  const uint64_t child_bad = msg[0];
   int status = 0;
   waitpid(pid, &status, 0);
   uint64_t parent_bad = 0;
@@ -90,7 +96,8 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < PAGE / 8 && ok; ++i) ok = w[i] == word(g, i);
     parent_bad += ok ? 0 : 1;
   }
-  printf("rss_before_kib %ld\nrss_after_fork_kib %ld\nrss_max_kib %ld\nwritten_pages %zu\n", before, after, max, written);
+  printf("rss_before_kib %ld\nrss_after_fork_kib %ld\nrss_max_kib %ld\nwritten_pages %zu\nchild_rss_at_start_kib %llu\n",
+         before, after, max, written, (unsigned long long)msg[1]);
   if (got && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     printf("child_bad %llu\n", (unsigned long long)child_bad);
   } else {
