@@ -88,7 +88,7 @@ int ThreadCpuNanos(uint64_t* ns);
 
 // ---- userfaultfd (the remote tier's pager), eventfd, poll, pagemap ----
 // These return Status: they are not called inside the allocator, and they allocate only to build
-// an error's message. Every userfaultfd call of the project is here.
+// an error's message. Every userfaultfd call of the project is here (base/os_uffd.cc).
 
 struct Uffd {
   int fd = -1;

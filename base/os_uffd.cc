@@ -1,0 +1,242 @@
+// The userfaultfd part of the OS surface (base/os.h, "userfaultfd"): opening and negotiating the
+// descriptor, registration, the install and wake ioctls with their EAGAIN retry (and the
+// thread's handler for it), and reading fault and fork events.
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "base/os.h"
+
+namespace tiermem::os {
+
+// ---- userfaultfd ----
+
+namespace {
+
+// A userfaultfd from the system call, or from /dev/userfaultfd (Linux 6.1+), which gives the full
+// mode to whoever may open the device even when vm.unprivileged_userfaultfd=0 refuses the call.
+int UffdCreate(int flags) {
+  int fd = int(syscall(SYS_userfaultfd, flags));
+  if (fd >= 0 || errno != EPERM) return fd >= 0 ? fd : -errno;
+#ifdef USERFAULTFD_IOC_NEW
+  int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+  if (dev >= 0) {
+    fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
+    int err = errno;
+    close(dev);
+    if (fd >= 0) return fd;
+    errno = err;
+  }
+#endif
+  return -EPERM;
+}
+
+int UffdApi(int fd, uint64_t features) {
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = features;
+  return ioctl(fd, UFFDIO_API, &api) == 0 ? 0 : -errno;
+}
+
+}  // namespace
+
+StatusOr<Uffd> UffdOpen(bool fork_events) {
+  // Kernel-mode faults must reach the handler too: a write(2) or send(2) from a buffer whose
+  // pages were evicted faults inside the kernel (copy_from_user). With UFFD_USER_MODE_ONLY such a
+  // call would fail with EFAULT, so that mode is only the last resort for unprivileged processes.
+  Uffd u;
+  const int flags = O_CLOEXEC | O_NONBLOCK;
+  int fd = UffdCreate(flags);
+  if (fd == -EPERM) {
+    fd = int(syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY));
+    if (fd < 0) fd = -errno;
+    if (fd >= 0) u.user_mode_only = true;
+  }
+  if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd");
+  // The faulting thread's id (since 4.14) lets the pager's prefetcher follow each thread's stream.
+  // Fork events need CAP_SYS_PTRACE (since 5.11): refused, a fresh descriptor goes without.
+  if (fork_events && UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_EVENT_FORK) == 0) {
+    u.fd = fd;
+    u.write_protect = true;
+    u.fork_events = true;
+    return u;
+  }
+  if (fork_events) {
+    close(fd);
+    fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
+    if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
+  }
+  if (UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID) == 0) {
+    u.fd = fd;
+    u.write_protect = true;
+    return u;
+  }
+  // Kernels without write-protect on anonymous memory: a fresh descriptor (the API handshake
+  // is once per descriptor), missing faults only.
+  close(fd);
+  fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
+  if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
+  int rc = UffdApi(fd, UFFD_FEATURE_THREAD_ID);
+  if (rc != 0) {
+    close(fd);
+    fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
+    if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
+    rc = UffdApi(fd, 0);
+  }
+  if (rc != 0) {
+    close(fd);
+    return ErrnoToStatus(-rc, "userfaultfd API handshake");
+  }
+  u.fd = fd;
+  return u;
+}
+
+Status UffdRegister(int uffd, void* addr, size_t bytes, bool wp) {
+  uffdio_register r{};
+  r.range.start = reinterpret_cast<uintptr_t>(addr);
+  r.range.len = bytes;
+  r.mode = UFFDIO_REGISTER_MODE_MISSING | (wp ? UFFDIO_REGISTER_MODE_WP : 0);
+  if (ioctl(uffd, UFFDIO_REGISTER, &r) != 0) return ErrnoToStatus(errno, "userfaultfd register");
+  return Status::Ok();
+}
+
+Status UffdUnregister(int uffd, void* addr, size_t bytes) {
+  uffdio_range r{reinterpret_cast<uintptr_t>(addr), bytes};
+  if (ioctl(uffd, UFFDIO_UNREGISTER, &r) != 0 && errno != EINVAL) {
+    return ErrnoToStatus(errno, "userfaultfd unregister");
+  }
+  return Status::Ok();
+}
+
+namespace {
+thread_local UffdAgainFn t_again_fn = nullptr;
+thread_local void* t_again_arg = nullptr;
+
+// Before an EAGAIN is retried: the thread's handler (it reads the fork event), then a yield (the
+// forking thread is still copying the address space).
+void UffdAgain() {
+  if (t_again_fn != nullptr) t_again_fn(t_again_arg);
+  sched_yield();
+}
+}  // namespace
+
+void SetUffdAgainHandler(UffdAgainFn fn, void* arg) {
+  t_again_fn = fn;
+  t_again_arg = arg;
+}
+
+Status UffdWriteProtect(int uffd, void* addr, size_t bytes, bool protect) {
+  uffdio_writeprotect w{};
+  w.range.start = reinterpret_cast<uintptr_t>(addr);
+  w.range.len = bytes;
+  w.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : UFFDIO_WRITEPROTECT_MODE_DONTWAKE;
+  while (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0) {
+    if (errno != EAGAIN) return ErrnoToStatus(errno, "UFFDIO_WRITEPROTECT");
+    UffdAgain();
+  }
+  return Status::Ok();
+}
+
+Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp) {
+  const size_t page = PageSize();
+  size_t done = 0;
+  while (done < bytes) {
+    uffdio_copy c{};
+    c.dst = reinterpret_cast<uintptr_t>(dst) + done;
+    c.src = reinterpret_cast<uintptr_t>(src) + done;
+    c.len = bytes - done;
+    c.mode = UFFDIO_COPY_MODE_DONTWAKE | (wp ? UFFDIO_COPY_MODE_WP : 0);
+    if (ioctl(uffd, UFFDIO_COPY, &c) == 0) return Status::Ok();
+    // A range stops at the first page it could not install: go on after what was copied.
+    if (c.copy > 0) {
+      done += static_cast<size_t>(c.copy);
+      continue;
+    }
+    if (errno == EAGAIN) {  // the mm changes under it (a fork): retry once the change is over
+      UffdAgain();
+      continue;
+    }
+    if (errno == EEXIST) {          // this page is there already: installed
+      done += page;
+      continue;
+    }
+    return ErrnoToStatus(errno, "UFFDIO_COPY");
+  }
+  return Status::Ok();
+}
+
+Status UffdZeroPage(int uffd, void* dst, size_t bytes) {
+  const size_t page = PageSize();
+  size_t done = 0;
+  while (done < bytes) {
+    uffdio_zeropage z{};
+    z.range.start = reinterpret_cast<uintptr_t>(dst) + done;
+    z.range.len = bytes - done;
+    z.mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE;
+    if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) == 0) return Status::Ok();
+    if (z.zeropage > 0) {
+      done += static_cast<size_t>(z.zeropage);
+      continue;
+    }
+    if (errno == EAGAIN) {
+      UffdAgain();
+      continue;
+    }
+    if (errno == EEXIST) {
+      done += page;
+      continue;
+    }
+    return ErrnoToStatus(errno, "UFFDIO_ZEROPAGE");
+  }
+  return Status::Ok();
+}
+
+bool UffdMmGone(int uffd, void* addr, size_t bytes) {
+  uffdio_writeprotect w{};
+  w.range.start = reinterpret_cast<uintptr_t>(addr);
+  w.range.len = bytes;
+  w.mode = 0;  // clear: a page not present is left as it is, a present one loses its uffd-wp bit
+  return ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0 && errno == ESRCH;
+}
+
+void UffdWake(int uffd, void* addr, size_t bytes) {
+  uffdio_range r{reinterpret_cast<uintptr_t>(addr), bytes};
+  ioctl(uffd, UFFDIO_WAKE, &r);
+}
+
+StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
+  uffd_msg msgs[64];
+  size_t n = 0;
+  while (n < max) {
+    size_t want = max - n < 64 ? max - n : 64;
+    ssize_t got = read(uffd, msgs, want * sizeof(uffd_msg));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return ErrnoToStatus(errno, "userfaultfd read");
+    }
+    if (got == 0) break;
+    for (size_t k = 0; k < size_t(got) / sizeof(uffd_msg); ++k) {
+      if (msgs[k].event == UFFD_EVENT_FORK) {
+        out[n++] = UffdFault{0, false, false, 0, int(msgs[k].arg.fork.ufd)};
+        continue;
+      }
+      if (msgs[k].event != UFFD_EVENT_PAGEFAULT) continue;
+      UffdFault& f = out[n++];
+      f.fork_fd = -1;
+      f.address = uintptr_t(msgs[k].arg.pagefault.address);
+      f.write = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
+      f.wp = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+      f.tid = msgs[k].arg.pagefault.feat.ptid;
+    }
+  }
+  return n;
+}
+
+}  // namespace tiermem::os
