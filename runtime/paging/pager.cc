@@ -2,6 +2,7 @@
 // free/discard and fork. Eviction is in pager_evict.cc, the fault handler thread in
 // pager_fault.cc. System calls go through runtime/os.
 #include "runtime/paging/pager.h"
+#include "runtime/paging/pager_collect.h"
 
 #include <algorithm>
 #include <cstdio>

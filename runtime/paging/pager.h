@@ -453,7 +453,7 @@ class Pager {
   // `intake_fd` (>= 0): also returns, with *intake set and requests still out, after a round
   // that took replies (the caller installs what is complete) and when that descriptor becomes
   // readable (the fault handler's userfaultfd: new faults to post meanwhile).
-  // Fails on a poll error or a timeout.
+  // Fails on a poll error or a timeout. Defined in pager_collect.h, with CollectReads.
   template <typename OnDone>
   bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
                int intake_fd = -1, bool* intake = nullptr);
@@ -582,128 +582,5 @@ class Pager {
   PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
   Prefetcher prefetcher_{0};  // the fault handler thread's (made by Init)
 };
-
-template <typename OnDone>
-bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
-                    int intake_fd, bool* intake) {
-  remote::Completion done[64];
-  auto conn = [&](size_t k) -> remote::Transport& {
-    Server& s = *servers_[k];
-    return fault_conn ? *s.fault : *s.io;
-  };
-  auto take = [&](size_t k, int timeout_ms) -> StatusOr<size_t> {
-    auto got = conn(k).Poll(done, 64, timeout_ms);
-    if (!got.ok()) return got.status();
-    if (*got == 0 && timeout_ms != 0) {
-      return DeadlineExceeded("no reply within " + std::to_string(config_.timeout_ms) + " ms");
-    }
-    for (size_t i = 0; i < *got; ++i) on_done(k, done[i]);
-    outstanding[k] -= std::min(outstanding[k], *got);
-    return *got;
-  };
-  int fds[65];  // intake_fd first, then the busy connections (no allocation: uffd_backlog.h)
-  size_t nfds = 0;
-  for (;;) {
-    // Which servers have requests out? Take what is ready from each; when none had anything,
-    // wait on all of them (and intake_fd) at once.
-    size_t busy = 0, first_busy = 0;
-    for (size_t k = 0; k < outstanding.size(); ++k) {
-      if (outstanding[k] > 0 && busy++ == 0) first_busy = k;
-    }
-    if (busy == 0) return true;
-    const bool one_wait = busy == 1 && intake_fd < 0;  // the transport's own wait (it may spin)
-    size_t round = 0;
-    for (size_t k = first_busy; k < outstanding.size(); ++k) {
-      if (outstanding[k] == 0) continue;
-      auto got = take(k, one_wait ? -1 : 0);
-      if (!got.ok()) {
-        *err = CollectError{k, got.status()};
-        return false;
-      }
-      round += *got;
-    }
-    if (round > 0 && intake_fd >= 0) {
-      *intake = true;
-      return true;
-    }
-    if (round > 0 || one_wait) continue;
-    // After the takes above (which sent what was posted): a connection still holding unsent
-    // requests, or one of a kind that cannot be polled with the others, is waited on alone.
-    size_t alone = outstanding.size();
-    for (size_t k = first_busy; k < outstanding.size() && alone == outstanding.size(); ++k) {
-      if (outstanding[k] > 0 && conn(k).WaitFd() < 0) alone = k;
-    }
-    if (alone < outstanding.size()) {
-      auto got = take(alone, -1);
-      if (!got.ok()) {
-        *err = CollectError{alone, got.status()};
-        return false;
-      }
-      continue;
-    }
-    nfds = 0;
-    if (intake_fd >= 0) fds[nfds++] = intake_fd;
-    for (size_t k = first_busy; k < outstanding.size() && nfds < 65; ++k) {
-      if (outstanding[k] > 0) fds[nfds++] = conn(k).WaitFd();
-    }
-    // Past the timeout with no reply, the next Poll(.., 0) fails the silent connection.
-    auto ready = os::WaitAnyReadable(fds, nfds, static_cast<int>(config_.timeout_ms) + 1);
-    if (!ready.ok()) {
-      *err = CollectError{first_busy, ready.status()};
-      return false;
-    }
-    if (intake_fd >= 0 && *ready == 0) {
-      *intake = true;
-      return true;
-    }
-  }
-}
-
-template <typename Req, typename OnDone, typename OnLost>
-bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
-                         OnDone&& on_done, OnLost&& on_lost, int intake_fd) {
-  // With one replica a failed server is fatal to the read: the caller's one error line says so.
-  const bool quiet = members_ == 1;
-  std::vector<size_t> retry;
-  for (;;) {
-    retry.clear();
-    CollectError cerr;
-    bool intake = false;
-    const bool ok = Collect(fault_conn, outstanding, &cerr, [&](size_t k, const remote::Completion& c) {
-      const uint64_t j = c.cookie / kCookieMembers;
-      ReadReq* r = req(j);
-      if (r == nullptr) return;
-      bool again = false;
-      if (OnReadCompletion(*r, static_cast<uint32_t>(c.cookie % kCookieMembers), k, c.status, &again)) {
-        on_done(j, k);
-      }
-      if (again) retry.push_back(j);
-    }, intake_fd, &intake);
-    if (!ok) {
-      // The connection failed as a whole: everything still out on it goes elsewhere.
-      MarkDown(cerr.server, cerr.status, quiet);
-      outstanding[cerr.server] = 0;
-      for (size_t j = 0; j < n; ++j) {
-        ReadReq* r = req(j);
-        if (r == nullptr) continue;
-        bool lost_one = false;
-        for (uint32_t i = 0; i < r->ref.n; ++i) {
-          if (((r->out >> i) & 1u) && r->ref.m[i].server == cerr.server) {
-            r->out &= ~(1u << i);
-            lost_one = true;
-          }
-        }
-        if (!lost_one) continue;
-        r->last = cerr.status;
-        if (!r->done) retry.push_back(j);
-      }
-    }
-    for (size_t j : retry) {
-      c_->failovers.fetch_add(1, std::memory_order_relaxed);
-      if (!PostReplicaRead(fault_conn, *req(j), j, outstanding)) on_lost(j);
-    }
-    if (ok && (intake || retry.empty())) return intake;
-  }
-}
 
 }  // namespace tiermem

@@ -28,6 +28,7 @@
 #include "base/runtime_thread.h"
 #include "runtime/core/page_table.h"
 #include "runtime/paging/pager.h"
+#include "runtime/paging/pager_collect.h"
 #include "runtime/paging/pager_internal.h"
 #include "runtime/paging/uffd_backlog.h"
 

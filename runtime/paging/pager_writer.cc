@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/os.h"
 #include "runtime/paging/pager.h"
+#include "runtime/paging/pager_collect.h"
 #include "runtime/paging/pager_internal.h"
 
 namespace tiermem {
