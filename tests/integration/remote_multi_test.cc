@@ -2,11 +2,8 @@
 // both, a full server sends placement to the next one, everything reads back intact, a server
 // that stops answering holds only its own pages, and a dead server ends the process with a line
 // naming it.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +16,7 @@
 #include <vector>
 
 #include "backends/remote/transport.h"
+#include "base/net.h"
 #include "runtime/core/page_table.h"
 #include "runtime/core/region.h"
 #include "runtime/core/runtime_impl.h"
@@ -168,18 +166,11 @@ TEST(RemoteMultiServer, AnUnreachableServerOfTheListIsSkipped) {
 
 // A loopback port nothing listens on (bound once by the kernel's choice, then closed).
 uint16_t UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
+  auto fd = net::ListenTcp("127.0.0.1", 0, 1);
+  if (!fd.ok()) return 0;
+  const uint16_t port = net::LocalPort(*fd);
+  close(*fd);
+  return port;
 }
 
 // A server missing at start is tried again with growing waits (1 s, 2 s, 4 s, ...: about four
