@@ -302,11 +302,13 @@ StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns) {
   }
 }
 
-StatusOr<int> WaitAnyReadable(const int* fds, size_t n, int timeout_ms) {
-  constexpr size_t kMax = 64;
-  if (n == 0 || n > kMax) return InvalidArgument("WaitAnyReadable: 1 to 64 descriptors");
+StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, int timeout_ms) {
+  constexpr size_t kMax = 65;
+  if (n == 0 || n > kMax) return InvalidArgument("WaitAnyReady: 1 to 65 descriptors");
   pollfd p[kMax];
-  for (size_t i = 0; i < n; ++i) p[i] = pollfd{fds[i], POLLIN, 0};
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = pollfd{fds[i], static_cast<short>(POLLIN | (writable != nullptr && writable[i] ? POLLOUT : 0)), 0};
+  }
   const uint64_t end = timeout_ms < 0 ? 0 : MonotonicNanos() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
   for (;;) {
     int left = -1;
@@ -321,7 +323,7 @@ StatusOr<int> WaitAnyReadable(const int* fds, size_t n, int timeout_ms) {
     }
     if (rc == 0) return -1;
     for (size_t i = 0; i < n; ++i) {
-      if (p[i].revents & (POLLIN | POLLERR | POLLHUP)) return static_cast<int>(i);
+      if (p[i].revents & (POLLIN | POLLOUT | POLLERR | POLLHUP)) return static_cast<int>(i);
     }
   }
 }

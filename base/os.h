@@ -153,9 +153,10 @@ void EventFdClear(int fd);
 // `spin_ns`, polls without sleeping for that long first (a thread that sleeps is woken across
 // CPUs, tens of microseconds on these VMs), then sleeps.
 StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns = 0);
-// Waits up to timeout_ms (-1: no limit) until one of the `n` descriptors is readable (or has
-// an error or hang-up to report): the lowest index of those, -1 on timeout. EINTR is retried.
-StatusOr<int> WaitAnyReadable(const int* fds, size_t n, int timeout_ms);
+// Waits up to timeout_ms (-1: no limit) until one of the `n` (at most 65) descriptors is
+// readable, or writable where writable[i] is nonzero (writable may be null: none), or has an
+// error or hang-up to report: the lowest index of those, -1 on timeout. EINTR is retried.
+StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, int timeout_ms);
 // Waits up to timeout_ms for `fd` (returns 0) or `stop_fd` (1) to be readable; 2 when the time
 // passed (or a signal interrupted), a negative errno when poll failed.
 int WaitReadableFor(int fd, int stop_fd, int timeout_ms);

@@ -199,4 +199,20 @@ std::optional<uint64_t> ProcMajorFaults(pid_t pid) {
   return std::strtoull(field.c_str(), nullptr, 10);
 }
 
+std::optional<double> ProcCpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return std::nullopt;
+  const size_t close = stat.rfind(')');  // as in ProcMajorFaults
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream is(stat.substr(close + 1));
+  std::string field;
+  for (int i = 0; i < 11; ++i) {  // utime and stime are fields 14 and 15 (proc(5))
+    if (!(is >> field)) return std::nullopt;
+  }
+  uint64_t utime = 0, stime = 0;
+  if (!(is >> utime >> stime)) return std::nullopt;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 }  // namespace tiermem::bench

@@ -79,5 +79,7 @@ class Child {
 std::optional<uint64_t> ProcStatusBytes(pid_t pid, const char* field);
 // From /proc/PID/stat: major page faults so far (majflt); nullopt when unreadable.
 std::optional<uint64_t> ProcMajorFaults(pid_t pid);
+// From /proc/PID/stat: CPU time used so far (utime + stime) in seconds; nullopt when unreadable.
+std::optional<double> ProcCpuSeconds(pid_t pid);
 
 }  // namespace tiermem::bench

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/child.h"
 #include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/memd_child.h"
@@ -103,6 +104,10 @@ struct Tiered {
   double rereplication_s = 0;  // kill to no page short of a replica (with `kill`)
   bool rebuilt = false;        // with `kill`: every page had its copies (pieces) back
   double server_pages_per_page = 0;  // server memory held per page evicted (slots / pages)
+  // CPU time per page evicted, during the eviction: this process (every thread) and the
+  // memds this bench started (0 with --server). On a machine where client and memds share
+  // the cores, the eviction rate follows their sum.
+  double evict_client_cpu_us = 0, evict_memd_cpu_us = 0;
 };
 
 // One tiered pass: a runtime on `url` with `replicas`, pages evicted, touched in `pattern`'s
@@ -114,7 +119,14 @@ struct PassArgs {
   size_t pages = 0, replicas = 1, threads = 1;
   std::string code;   // TIERMEM_REMOTE_CODE ("4+2"), or "" for replicas
   bool spare = true;  // with `kill`: a server is left to restore the copies on (else no wait)
+  std::vector<pid_t> memd_pids;  // the memds started here (their CPU time is counted)
 };
+
+double CpuSeconds(const std::vector<pid_t>& pids) {
+  double sum = 0;
+  for (pid_t p : pids) sum += ProcCpuSeconds(p).value_or(0);
+  return sum;
+}
 
 Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kill, Tiered* out) {
   const std::string &url = a.url, &token = a.token, &prefetch = a.prefetch, &pattern = a.pattern;
@@ -130,9 +142,12 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
   TIERMEM_ASSIGN_OR_RETURN(void* mem, rt->Allocate(pages * kPage, Tier::kDram));
   auto* base = static_cast<uint8_t*>(mem);
   for (size_t i = 0; i < pages; ++i) Fill(base + i * kPage, i);
+  const double client_cpu0 = ProcCpuSeconds(getpid()).value_or(0), memd_cpu0 = CpuSeconds(a.memd_pids);
   auto t0 = Clock::now();
   TIERMEM_ASSIGN_OR_RETURN(MigrateResult m, rt->Migrate(base, pages * kPage, Tier::kRemote));
   const double evict_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  out->evict_client_cpu_us = (ProcCpuSeconds(getpid()).value_or(0) - client_cpu0) * 1e6 / double(pages);
+  out->evict_memd_cpu_us = (CpuSeconds(a.memd_pids) - memd_cpu0) * 1e6 / double(pages);
   if (m.pages_moved != pages) return Internal("eviction: not every page moved");
   {
     const RuntimeCounters c = rt->Counters();
@@ -278,8 +293,12 @@ int RemoteFault(int argc, char** argv) {
       "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page, servers,\n"
       "  replicas, threads, servers_lost; with --kill-one rereplication_s (kill to every page with its replicas\n"
       "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
-      "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica;\n"
-      "  server_pages_per_page (server memory held per page); with --code code, rebuilt (false: no\n"
+      "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica,\n"
+      "  one_replica_evict_client_cpu_us_per_page, one_replica_evict_memd_cpu_us_per_page,\n"
+      "  evict_cpu_vs_one_replica (CPU per page evicted, this process and its memds, 2 vs 1);\n"
+      "  server_pages_per_page (server memory held per page); evict_client_cpu_us_per_page and\n"
+      "  evict_memd_cpu_us_per_page (CPU time per page during the eviction: this process, and the\n"
+      "  memds it started; 0 with --server); with --code code, rebuilt (false: no\n"
       "  spare server), two_replicas_fault_p50_us, two_replicas_evict_pages_per_s,\n"
       "  two_replicas_server_pages_per_page, fault_p50_vs_two_replicas, evict_rate_vs_two_replicas\n"
       "Environment: TIERMEM_TOKEN (the token when --token is not given); TIERMEM_BENCH_MEMD_LOG=1\n"
@@ -352,8 +371,9 @@ int RemoteFault(int argc, char** argv) {
 
   // With replicas, the same run on the same servers with one replica first: the side-by-side
   // figures (fault p50 and eviction rate) of replication's cost.
-  const PassArgs pass{url, token, prefetch, pattern, pages, replicas, threads, code,
-                      code.empty() || nservers > code_k + code_m};
+  PassArgs pass{url, token, prefetch, pattern, pages, replicas, threads, code,
+                code.empty() || nservers > code_k + code_m, {}};
+  for (const auto& m : memds) pass.memd_pids.push_back(m->pid());
   Tiered one, two;
   if (!code.empty()) {
     PassArgs copies = pass;
@@ -394,7 +414,8 @@ int RemoteFault(int argc, char** argv) {
            raw.write_pages_per_s, access_gbps, raw.stream_gbps, static_cast<unsigned long long>(faults),
            static_cast<unsigned long long>(prefetched), double(faults) / double(pages), nservers, replicas, threads,
            static_cast<unsigned long long>(t.servers_lost));
-    printf(",\"server_pages_per_page\":%.3f", t.server_pages_per_page);
+    printf(",\"server_pages_per_page\":%.3f,\"evict_client_cpu_us_per_page\":%.2f,\"evict_memd_cpu_us_per_page\":%.2f",
+           t.server_pages_per_page, t.evict_client_cpu_us, t.evict_memd_cpu_us);
     if (kill_one) {
       if (pass.spare) printf(",\"rereplication_s\":%.3f", t.rereplication_s);
       else printf(",\"rereplication_s\":null");
@@ -413,6 +434,11 @@ int RemoteFault(int argc, char** argv) {
              "\"fault_p50_vs_one_replica\":%.3f,\"evict_rate_vs_one_replica\":%.3f",
              one.p50, one.evict_rate, one.p50 > 0 ? p50 / one.p50 : 0.0,
              one.evict_rate > 0 ? evict_rate / one.evict_rate : 0.0);
+      const double one_cpu = one.evict_client_cpu_us + one.evict_memd_cpu_us;
+      printf(",\"one_replica_evict_client_cpu_us_per_page\":%.2f,\"one_replica_evict_memd_cpu_us_per_page\":%.2f,"
+             "\"evict_cpu_vs_one_replica\":%.3f",
+             one.evict_client_cpu_us, one.evict_memd_cpu_us,
+             one_cpu > 0 ? (t.evict_client_cpu_us + t.evict_memd_cpu_us) / one_cpu : 0.0);
     }
     printf("}\n");
   } else {
@@ -422,6 +448,8 @@ int RemoteFault(int argc, char** argv) {
     printf("  raw round trip  p50 %8.2f us\n", raw.roundtrip_p50_us);
     printf("  eviction        %10.0f pages/s   (%.0f%% of the raw write stream, %.0f pages/s)\n", evict_rate,
            100.0 * evict_rate / raw.write_pages_per_s, raw.write_pages_per_s);
+    printf("  eviction CPU    %.2f us per page here, %.2f us in the memds started here\n", t.evict_client_cpu_us,
+           t.evict_memd_cpu_us);
     printf("  touches (%s)    %.3f GB/s, %llu faults, %llu pages prefetched (raw read stream %.3f GB/s)\n",
            pattern.c_str(), access_gbps, static_cast<unsigned long long>(faults),
            static_cast<unsigned long long>(prefetched), raw.stream_gbps);
@@ -431,8 +459,8 @@ int RemoteFault(int argc, char** argv) {
              code.c_str(), t.server_pages_per_page, two.p50, two.evict_rate, two.server_pages_per_page);
     }
     if (replicas > 1) {
-      printf("  one replica     fault p50 %8.2f us, eviction %10.0f pages/s (same servers, same run)\n", one.p50,
-             one.evict_rate);
+      printf("  one replica     fault p50 %8.2f us, eviction %10.0f pages/s, eviction CPU %.2f + %.2f us per page "
+             "(same servers, same run)\n", one.p50, one.evict_rate, one.evict_client_cpu_us, one.evict_memd_cpu_us);
     }
     if (kill_one) {
       if (pass.spare) {

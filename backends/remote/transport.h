@@ -114,11 +114,13 @@ class Transport {
   virtual size_t in_flight() const = 0;
   // A descriptor that poll(2) reports readable (POLLIN) when a reply may have arrived, so one
   // caller can wait on several connections (and descriptors of its own) at once and then take
-  // what is ready with Poll(.., 0); -1 when the transport cannot offer one now (RDMA; TCP with
-  // requests not yet sent): wait in Poll then.
+  // what is ready with Poll(.., 0); -1 when the transport cannot offer one (RDMA): wait in Poll
+  // then. When WantsWritable() is true, requests are queued that the connection could not send
+  // yet: the caller also waits for POLLOUT on it, and Poll(.., 0) sends more.
   // Poll(.., 0) also fails a connection whose oldest request is past the timeout, as a waiting
   // Poll does.
   virtual int WaitFd() const { return -1; }
+  virtual bool WantsWritable() const { return false; }
   // Before sleeping in Poll, spin this long checking for replies (0 = never spin). For a latency-
   // critical caller with a core to spare, like the fault handler. Transports may ignore it.
   virtual void SetBusyPoll(uint32_t microseconds) { (void)microseconds; }

@@ -30,6 +30,7 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     return *got;
   };
   int fds[65];  // intake_fd first, then the busy connections (no allocation: uffd_backlog.h)
+  uint8_t want_out[65];
   size_t nfds = 0;
   for (;;) {
     // Which servers have requests out? Take what is ready from each; when none had anything,
@@ -55,8 +56,7 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       return true;
     }
     if (round > 0 || one_wait) continue;
-    // After the takes above (which sent what was posted): a connection still holding unsent
-    // requests, or one of a kind that cannot be polled with the others, is waited on alone.
+    // A connection of a kind that cannot be polled with the others (RDMA) is waited on alone.
     size_t alone = outstanding.size();
     for (size_t k = first_busy; k < outstanding.size() && alone == outstanding.size(); ++k) {
       if (outstanding[k] > 0 && conn(k).WaitFd() < 0) alone = k;
@@ -69,13 +69,21 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       }
       continue;
     }
+    // Every busy connection at once: readable (replies), or writable where requests are still
+    // unsent (the takes above send more). Waiting on one alone while another's socket buffer
+    // holds unsent writes would leave that server idle: replicas' writes go out together.
     nfds = 0;
-    if (intake_fd >= 0) fds[nfds++] = intake_fd;
+    if (intake_fd >= 0) {
+      want_out[nfds] = 0;
+      fds[nfds++] = intake_fd;
+    }
     for (size_t k = first_busy; k < outstanding.size() && nfds < 65; ++k) {
-      if (outstanding[k] > 0) fds[nfds++] = conn(k).WaitFd();
+      if (outstanding[k] == 0) continue;
+      want_out[nfds] = conn(k).WantsWritable() ? 1 : 0;
+      fds[nfds++] = conn(k).WaitFd();
     }
     // Past the timeout with no reply, the next Poll(.., 0) fails the silent connection.
-    auto ready = os::WaitAnyReadable(fds, nfds, static_cast<int>(config_.timeout_ms) + 1);
+    auto ready = os::WaitAnyReady(fds, want_out, nfds, static_cast<int>(config_.timeout_ms) + 1);
     if (!ready.ok()) {
       *err = CollectError{first_busy, ready.status()};
       return false;

@@ -36,7 +36,8 @@ class TcpTransport final : public Transport {
   size_t in_flight() const override { return pending_.size(); }
   // None while requests wait unsent (the socket was full): the caller then waits in Poll, which
   // also waits to send them; a wait for replies alone could outlast the server's last answer.
-  int WaitFd() const override { return broken_.ok() && out_off_ >= out_.size() ? fd_ : -1; }
+  int WaitFd() const override { return broken_.ok() ? fd_ : -1; }
+  bool WantsWritable() const override { return out_off_ < out_.size(); }
   void SetBusyPoll(uint32_t microseconds) override { busy_poll_ns_ = uint64_t(microseconds) * 1000; }
   void Close() override;
   std::string name() const override { return endpoint_.ToString(); }
