@@ -88,12 +88,12 @@ Status Migrator::Start() {
     snprintf(counters_->mode, sizeof(counters_->mode), "off");
     return Status::Ok();
   }
-  log_.assign(kLogPages, 0);
+  TIERMEM_RETURN_IF_ERROR(log_.Reset(kLogPages).WithContext("tiering: the fault log"));
   if (relief_) {
     // The slack: the larger of 4 MiB and 1/32 of the budget (docs/tiering.md, "DRAM limit").
     slack_pages_ = std::max<uint64_t>((4u << 20) / config_.page_size, dram_budget_ / 32);
-    ring_.assign(kRingPages, 0);
-    ahead_ring_.assign(kAheadRingPages, 0);
+    TIERMEM_RETURN_IF_ERROR(ring_.Reset(kRingPages).WithContext("tiering: the relief ring"));
+    TIERMEM_RETURN_IF_ERROR(ahead_ring_.Reset(kAheadRingPages).WithContext("tiering: the relief ring"));
     relief_cv_.emplace();
   }
   sample_always_ = config_.sample_always;

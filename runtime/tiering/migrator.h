@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "base/counters.h"
+#include "base/zeroed_array.h"
 #include "runtime/tiering/mover.h"
 #include "runtime/tiering/policy.h"
 #include "runtime/core/region.h"
@@ -249,7 +250,7 @@ class Migrator {
 
   // Relief: the ring of resident page keys (page address / page size), oldest at ring_tail_.
   static constexpr size_t kRingPages = size_t{1} << 18;  // 1 GiB of pages; more are dropped
-  std::vector<uint64_t> ring_;  // made by Start when relief is on
+  ZeroedArray<uint64_t> ring_;  // made by Start when relief is on (resident as it is used)
   uint64_t ring_head_ = 0, ring_tail_ = 0;  // under ring_lock_
   // The fault log: every page the pager made resident, as a ring entry (the key, the stamp, and
   // kLogAhead for a page fetched ahead), newest at log_head_; lossy (the oldest are overwritten,
@@ -259,7 +260,7 @@ class Migrator {
   static constexpr size_t kLogPages = size_t{1} << 16;
   static constexpr uint64_t kLogAhead = uint64_t{1} << 52;  // keys are < 2^52
   static constexpr uint64_t kLogKeyMask = kLogAhead - 1;
-  std::vector<uint64_t> log_;   // made by Start
+  ZeroedArray<uint64_t> log_;   // made by Start
   std::vector<uint64_t> fault_log_scratch_;  // the round's copy (policy thread)
   uint64_t log_head_ = 0;       // under ring_lock_
   uint64_t log_read_ = 0;       // policy thread only
@@ -268,7 +269,7 @@ class Migrator {
   // The same entries for the pages the prefetcher installed (kPageAhead), which relief takes
   // before the ring's: they are in both, and whichever is popped first finds the other stale.
   static constexpr size_t kAheadRingPages = size_t{1} << 16;
-  std::vector<uint64_t> ahead_ring_;
+  ZeroedArray<uint64_t> ahead_ring_;
   uint64_t ahead_head_ = 0, ahead_tail_ = 0;  // under ring_lock_
   // A spin lock the pager's fault thread takes (OnResident). Its holders never allocate, fault
   // or block: inside fork() glibc holds its malloc locks until the fault thread has read the

@@ -120,7 +120,7 @@ bool Migrator::PopVictims(size_t max, std::vector<Victim>* out) {
   // where it is and ends the drain: dropped, a page fetched ahead lost its place as a first
   // victim (it remained only in the FIFO ring, behind the pages used before it), and a faulted
   // page left the ring for good. Returns whether it stopped at such an entry.
-  auto drain = [&](std::vector<uint64_t>& ring, uint64_t& tail, uint64_t head, uint8_t need) {
+  auto drain = [&](ZeroedArray<uint64_t>& ring, uint64_t& tail, uint64_t head, uint8_t need) {
     while (out->size() < max && tail != head) {
       const uint64_t e = ring[tail % ring.size()];
       char* addr = reinterpret_cast<char*>((e & kKeyMask) * page);
