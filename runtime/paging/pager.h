@@ -366,11 +366,12 @@ class Pager {
   [[noreturn]] void FatalAll(const void* addr, const SlotRef& ref, const Status& why);
   // Slot management (pager_slots.cc). TakeSlot/GiveSlot/PickServer/NewRange run with io_mu_
   // held.
-  // servers_.size() when every server is full, down or unreachable. With `with_free_only_not`:
-  // only servers that lead groups with free slots, and are not marked there.
   // Pages a server can still take, for placement (under slots_mu_ or io_mu_).
   uint64_t Room(size_t k) const;
-  size_t PickServer(const std::vector<uint8_t>* with_free_only_not = nullptr);
+  // The usable server with the most room, or servers_.size() when every server is full, down or
+  // unreachable. Servers marked in `skip` are passed over; with `free_only`, so are those that
+  // lead no group with free slots.
+  size_t PickServer(const std::vector<uint8_t>* skip = nullptr, bool free_only = false);
   // *lead_refused: `server` itself could not take the page (full or down), so placement may try
   // the next; otherwise the replicas could not be placed anywhere.
   StatusOr<uint64_t> TakeSlotOn(size_t server, bool* lead_refused);

@@ -103,7 +103,7 @@ uint64_t Pager::Room(size_t k) const {
   return cap > used ? cap - used : 0;
 }
 
-size_t Pager::PickServer(const std::vector<uint8_t>* with_free_only_not) {
+size_t Pager::PickServer(const std::vector<uint8_t>* skip, bool free_only) {
   const size_t n = servers_.size();
   const uint64_t now = os::MonotonicNanos();
   size_t best = n;
@@ -112,7 +112,8 @@ size_t Pager::PickServer(const std::vector<uint8_t>* with_free_only_not) {
     const size_t i = (next_pick_ + k) % n;
     Server& s = *servers_[i];
     if (!Usable(i)) continue;
-    if (with_free_only_not != nullptr && ((*with_free_only_not)[i] || s.free_slots == 0)) continue;
+    if (skip != nullptr && (*skip)[i]) continue;
+    if (free_only && s.free_slots == 0) continue;
     if (s.free_slots == 0 && s.full_until_ns.load(std::memory_order_relaxed) > now) continue;
     const uint64_t room = Room(i);
     if (best == n || room > best_room) {
@@ -251,13 +252,16 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si, bool* lead_refused) {
 }
 
 StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
-  std::vector<uint8_t> no_new_group;  // leads that could not form a new group (replicas)
   // With replicas a new group is led by the roomiest server (so leads, which reads try first
   // among equals, rotate too); with one copy the placement stays until its server is full.
   if (*placement >= servers_.size() || !Usable(*placement) ||
       (members_ > 1 && servers_[*placement]->free_slots == 0)) {
     *placement = PickServer();
   }
+  // Each server is tried at most once per call: a server that refuses (full at memd, or no
+  // group can be formed with it) is not picked again until the next page, even when it still
+  // leads groups with free slots that cannot be used (a member down), so the loop ends.
+  std::vector<uint8_t> tried;
   for (;;) {
     if (*placement >= servers_.size()) {
       if (announce_full && config_.on_full) config_.on_full();
@@ -266,23 +270,20 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
     bool lead_refused = false;
     auto slot = TakeSlotOn(*placement, &lead_refused);
     if (slot.ok()) return slot;
+    if (tried.empty()) tried.assign(servers_.size(), 0);
+    tried[*placement] = 1;
+    const size_t refused = *placement;
     if (!lead_refused) {
       // Not the lead's fault: too few other servers could take a new group with it. A server
       // that leads a group with free slots can still take the page; none left: the tier is full.
-      if (no_new_group.empty()) no_new_group.assign(servers_.size(), 0);
-      no_new_group[*placement] = 1;
-      const size_t next = PickServer(&no_new_group);
-      if (next < servers_.size()) {
-        *placement = next;
-        continue;
-      }
+      *placement = PickServer(&tried, /*free_only=*/true);
+      if (*placement < servers_.size()) continue;
       if (slot.status().code() == StatusCode::kResourceExhausted && announce_full && config_.on_full) config_.on_full();
       return slot.status();
     }
-    const size_t full = *placement;
-    *placement = PickServer();  // this one is marked full (or down) now
+    *placement = PickServer(&tried);  // the one refused is marked full (or down) now
     if (*placement < servers_.size()) {
-      TM_LOG_INFO("remote tier: %s is full, placing on %s", servers_[full]->name.c_str(),
+      TM_LOG_INFO("remote tier: %s is full, placing on %s", servers_[refused]->name.c_str(),
                   servers_[*placement]->name.c_str());
     }
   }

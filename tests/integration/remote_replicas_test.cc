@@ -193,6 +193,49 @@ TEST(RemoteReplicas, ThreadsFaultingWhileAServerDiesAllReadTheirData) {
   EXPECT_EQ(BadPages(data), 0u);
 }
 
+TEST(RemoteReplicas, WithNoRoomToRestoreALostServersCopiesEvictionsEndAndLoseNothing) {
+  // b lost while a and c cannot take all of its copies: groups with a member on b stay short of
+  // a replica. Pages of those groups read back and evicted again look for a healthy group; each
+  // server is asked at most once per page, so the eviction ends (moved, or written to the
+  // member that is up, or refused with the pages still local) rather than turning from one
+  // full server to the other for good: a server that still led groups with free slots (free,
+  // but grouped with b) while memd refused it more sent placement back to it without end.
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  // Three memds of one size, so groups are led by each in turn (the roomiest leads) and the
+  // last group each survivor leads, partly used, has a member on b.
+  MemdProcess a, b, c;
+  for (MemdProcess* p : {&a, &b, &c}) ASSERT_TRUE(p->Start({"--capacity", "12M", "--no-rdma"}));  // 3072 slots
+  std::unique_ptr<Runtime> owned = testing::StartRemoteRuntime(a.url() + "," + b.url() + "," + c.url(), "", "off", 2);
+  ASSERT_NE(owned, nullptr);
+  Runtime& rt = *owned;
+  Pager& pager = *ImplOf(rt)->pager();
+  std::vector<Data> data = FillAndEvict(rt, 4, 1024);  // 8192 copies of 9216 slots
+  ASSERT_EQ(data.size(), 4u);
+  b.Stop(SIGKILL);
+  ASSERT_TRUE(EvictUntilDown(rt, pager, 1));
+  // A hang is turned into a failure.
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 1200 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done.load()) {
+      ADD_FAILURE() << "evictions after the loss did not end within 60 s";
+      _exit(1);
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(BadPages(data), 0u) << "round " << round;  // every page faulted back, local now
+    for (const Data& d : data) {
+      auto moved = rt.Migrate(d.base, d.pages * kPage, Tier::kRemote);
+      if (!moved.ok()) {
+        EXPECT_EQ(moved.status().code(), StatusCode::kResourceExhausted) << moved.status().ToString();
+      }
+    }
+  }
+  done = true;
+  watchdog.join();
+  EXPECT_EQ(BadPages(data), 0u);
+}
+
 TEST(RemoteReplicas, MoreReplicasThanServersIsRefusedBeforeAnythingConnects) {
   MemdProcess a, b;
   ASSERT_TRUE(a.Start({"--capacity", "16M", "--no-rdma"}));
