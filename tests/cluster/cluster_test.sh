@@ -29,6 +29,13 @@
 #                 host; hosts 2 and 5 killed while the program waits (the loss of both is found
 #                 by the probe or the first reads, one warning each), and every byte verifies,
 #                 decoded from the four hosts left.
+#   replicated_loss_under_load / replicated_cut_under_load   TIERMEM_REPLICAS=2, 1 GiB stored
+#                 (memds of 2 GiB each: the two left hold every copy), then read back by 8
+#                 threads, each page once, at random (a fault per page, prefetching off); 2 s into
+#                 the read-back host 2's memd is killed (SIGKILL) / its link cut. The program
+#                 runs on and every byte verifies; hosts 1 and 3 hold as many copies as the three
+#                 did (the time it took is printed, from the failure), and the read-back's time
+#                 is printed.
 # Exit 77 (ctest: skipped) when namespaces cannot be made.
 set -u
 case=$1 memd=$2 ctl=$3 lib=$4 prog=$5
@@ -44,20 +51,24 @@ fail() {
 }
 
 mib=24
+threads=""        # pattern's THREADS: read back at random by that many threads ("" one, in order)
+prog_timeout=50   # seconds the program may run in all
+capacity=64M      # each memd's
 replicas=1
 code=""
 prefetch=auto
 start_program() {  # the program (mib MiB) in the client namespace, in the background; sets prog_pid
   rm -f "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go"
   rm -f "$CLUSTER_WORK/stats.json"
-  cluster_exec_client timeout -s KILL 50 env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" TIERMEM_REPLICAS=$replicas \
+  cluster_exec_client timeout -s KILL "$prog_timeout" env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" TIERMEM_REPLICAS=$replicas \
     TIERMEM_REMOTE_CODE="$code" \
     TIERMEM_STATS="$CLUSTER_WORK/stats.json" TIERMEM_PREFETCH=$prefetch \
     TIERMEM_DRAM_LIMIT=4M TIERMEM_REMOTE_TIMEOUT_MS=2000 LD_PRELOAD="$lib" \
-    "$prog" "$mib" "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go" > "$CLUSTER_WORK/out" 2> "$CLUSTER_WORK/err" &
+    "$prog" "$mib" "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go" ${threads:+"$threads"} > "$CLUSTER_WORK/out" \
+    2> "$CLUSTER_WORK/err" &
   prog_pid=$!
   cluster_track "$prog_pid"
-  for _ in $(seq 600); do
+  for _ in $(seq $((prog_timeout * 20))); do
     [ -e "$CLUSTER_WORK/ready" ] && return 0
     kill -0 "$prog_pid" 2> /dev/null || break
     sleep 0.05
@@ -118,6 +129,19 @@ mine = sum(s["remote_faults"] for s in j["servers"] if s["address"].endswith("//
 print(0 if total == 0 else 100 * mine // total, total)' "$CLUSTER_WORK/stats.json" "$(cluster_addr "$1")"
 }
 
+wait_restored() {  # wait_restored BEFORE SECONDS: sets after, the copies on hosts 1 and 3 once they
+  # hold BEFORE (fails after SECONDS); prints the time since $start
+  local _
+  after=0
+  for _ in $(seq $(($2 * 5))); do
+    after=$(($(written_pages 1) + $(written_pages 3)))
+    [ "$after" -ge "$1" ] && break
+    sleep 0.2
+  done
+  [ "$after" -ge "$1" ] || fail "hosts 1 and 3 hold $after page copies, not the $1 there were"
+  echo "replicas restored $((($(date +%s%N) - start) / 1000000)) ms after host 2 failed: $after page copies on hosts 1 and 3"
+}
+
 timed_read_back() {  # sets ms: finish_program's time
   local start
   start=$(date +%s%N)
@@ -133,7 +157,8 @@ expect_verified() {
 
 hosts=3
 if [ "$case" = coded_two_hosts_lost ]; then hosts=6; fi
-cluster_up "$hosts" "$memd" 64M
+case $case in *under_load) capacity=2G ;; esac  # the two survivors take every copy
+cluster_up "$hosts" "$memd" "$capacity"
 case $case in
   placement)
     start_program "$(cluster_remote)"
@@ -177,14 +202,7 @@ case $case in
     echo "$before page copies on the three hosts"
     if [ "$case" = replicated_server_loss ]; then cluster_kill 2; else cluster_cut 2; fi
     start=$(date +%s%N)
-    after=0
-    for _ in $(seq 150); do  # 30 s
-      after=$(($(written_pages 1) + $(written_pages 3)))
-      [ "$after" -ge "$before" ] && break
-      sleep 0.2
-    done
-    [ "$after" -ge "$before" ] || fail "hosts 1 and 3 hold $after page copies, not the $before there were"
-    echo "replicas restored in $((($(date +%s%N) - start) / 1000000)) ms: $after page copies on hosts 1 and 3"
+    wait_restored "$before" 30
     if [ "$case" = replicated_link_cut ]; then
       cluster_uncut 2
       for _ in $(seq 400); do  # 40 s: the repair thread backs off while the host is away (up to 30 s)
@@ -194,6 +212,26 @@ case $case in
       expect_one_line "answers again" "*memory server tcp://$(cluster_addr 2) answers again*"
     fi
     finish_program
+    expect_verified
+    expect_one_line "is down" "*memory server tcp://$(cluster_addr 2) is down*"
+    ;;
+  replicated_loss_under_load|replicated_cut_under_load)
+    replicas=2 prefetch=off mib=1024 threads=8 prog_timeout=240
+    start_program "$(cluster_remote)"
+    wait_copies_still
+    before=$copies
+    [ "$before" -ge $((2 * 250000)) ] || fail "only $before page copies on the three hosts (2 x 1 GiB expected)"
+    echo "$before page copies on the three hosts"
+    touch "$CLUSTER_WORK/go"
+    read_start=$(date +%s%N)
+    sleep 2
+    kill -0 "$prog_pid" 2> /dev/null || fail "the read-back ended within 2 s: nothing was read while a host failed"
+    if [ "$case" = replicated_loss_under_load ]; then cluster_kill 2; else cluster_cut 2; fi
+    start=$(date +%s%N)
+    wait_restored "$before" 120
+    wait "$prog_pid"
+    rc=$?
+    echo "read back by $threads threads in $((($(date +%s%N) - read_start) / 1000000)) ms"
     expect_verified
     expect_one_line "is down" "*memory server tcp://$(cluster_addr 2) is down*"
     ;;
