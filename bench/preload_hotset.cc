@@ -150,7 +150,10 @@ int PreloadHotset(int argc, char** argv) {
   app.footer(
       "JSON keys (--json): dram_limit_bytes, baseline_rss_bytes, ideal_faults_per_update,\n"
       "  ideal_move_faults, array_bytes, hot_share, hot_update_share, seconds, updates, command,\n"
-      "  data_ok, setups.\n"
+      "  data_ok, setups; with tiermem: raw_write_pages_per_s (the bare write stream to the same\n"
+      "  memd, 64 requests in flight, before the setups), and with plain too fill_bound_s\n"
+      "  (1.5 x (plain's fill_s + the bytes beyond the DRAM limit at that raw rate)) and\n"
+      "  tiermem_fill_vs_bound (tiermem's fill_s over it: at most 1 is the goal).\n"
       "  setups[]: name, updates_per_s, peak_rss_bytes, faults_per_update [phase1, phase2],\n"
       "    fault_counter (remote_faults | major_faults), major_faults_per_update [p1, p2],\n"
       "    ideal_faults_per_update_with_window [p1, p2] (ideal + ideal_move_faults / the phase's\n"
@@ -176,6 +179,7 @@ int PreloadHotset(int argc, char** argv) {
   bench.config.dram_limit_bytes = static_cast<uint64_t>(static_cast<double>(c.bytes) * kBudgetShare) / 4096 * 4096;
   bench.config.swap_bytes = c.bytes + (c.bytes >> 2) + (64ull << 20);
   bench.memd_bytes = c.bytes * 2;
+  bench.raw_write_pages = std::min<uint64_t>(65536, std::max<uint64_t>(c.bytes / 4096, 1024));
   bench.run = [&](const PreloadSetup& setup) { return RunHotset(setup, c); };
   bench.line = [](const nlohmann::json& e) {
     char line[256];
@@ -185,12 +189,24 @@ int PreloadHotset(int argc, char** argv) {
              e["faults_per_update"][1].get<double>(), e["verified"].get<bool>() ? "verified" : "DATA LOST");
     return std::string(line);
   };
-  // The program's own RSS before its array: the plain run's, else the first that ran.
+  // The program's own RSS before its array: the plain run's, else the first that ran. The fill's
+  // bound: 1.5 x (plain's fill + the array beyond the limit written at the raw write rate).
   bench.finish = [](nlohmann::json& j) {
+    double plain_fill = 0, tiermem_fill = 0;
     for (const nlohmann::json& e : j["setups"]) {
       if (e.contains("start_rss_bytes") && (j["baseline_rss_bytes"].is_null() || e["name"] == "plain")) {
         j["baseline_rss_bytes"] = e["start_rss_bytes"];
       }
+      if (e.contains("fill_s") && e["name"] == "plain") plain_fill = e["fill_s"].get<double>();
+      if (e.contains("fill_s") && e["name"] == "tiermem") tiermem_fill = e["fill_s"].get<double>();
+    }
+    const double raw = j.contains("raw_write_pages_per_s") && j["raw_write_pages_per_s"].is_number()
+                           ? j["raw_write_pages_per_s"].get<double>()
+                           : 0.0;
+    if (plain_fill > 0 && tiermem_fill > 0 && raw > 0) {
+      const double excess = static_cast<double>(j["array_bytes"].get<uint64_t>() - j["dram_limit_bytes"].get<uint64_t>());
+      j["fill_bound_s"] = 1.5 * (plain_fill + excess / 4096.0 / raw);
+      j["tiermem_fill_vs_bound"] = tiermem_fill / j["fill_bound_s"].get<double>();
     }
   };
   const double ideal = IdealFaultsPerUpdate(kHotShare, kHotUpdates, kBudgetShare);

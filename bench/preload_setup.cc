@@ -1,9 +1,12 @@
 #include "bench/preload_setup.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
-
+#include "tiermem/remote.hpp"
 #include "tiermem/stats.hpp"
 
 namespace tiermem::bench {
@@ -60,6 +63,22 @@ SetupReading ReadSetup(const PreloadSetup& setup, pid_t pid) {
 
 namespace {
 
+// The bare write stream to `memd`: `pages` pages (of bytes that are not zero), 64 in flight.
+StatusOr<double> RawWritePagesPerSecond(const MemdChild& memd, uint64_t pages) {
+  const char* token = getenv("TIERMEM_TOKEN");
+  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> c,
+                           RemoteClient::Connect(memd.Url("tcp"), token == nullptr ? "" : token, 5000));
+  TIERMEM_ASSIGN_OR_RETURN(RemotePages r, c->Allocate(pages));
+  std::vector<uint8_t> buf(pages * 4096);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131 + 7);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = c->Write(r, r.first, buf.data(), pages, 64);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  (void)c->Free(r);
+  if (!s.ok()) return s;
+  return static_cast<double>(pages) / secs;
+}
+
 nlohmann::json DescribeSetup(const PreloadSetup& setup) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : setup.options.env) j["env"][k] = v;
@@ -97,6 +116,15 @@ int RunPreloadBench(PreloadBench& bench, nlohmann::json& report, int argc, char*
   const std::vector<std::string> names = SplitList(bench.setup_list);
   if (std::find(names.begin(), names.end(), "tiermem") != names.end() && memd.Start(bench.memd_bytes)) {
     bench.config.memd = &memd;
+    if (bench.raw_write_pages != 0) {
+      auto rate = RawWritePagesPerSecond(memd, bench.raw_write_pages);
+      if (rate.ok()) {
+        report["raw_write_pages_per_s"] = *rate;
+      } else {
+        report["raw_write_pages_per_s"] = nullptr;
+        fprintf(stderr, "raw write stream to %s: %s\n", memd.Url("tcp").c_str(), rate.status().ToString().c_str());
+      }
+    }
   }
   bool data_ok = true;
   report["setups"] = nlohmann::json::array();

@@ -64,6 +64,10 @@ struct PreloadBench {
   std::string setup_list = "plain,tiermem,kernel_swap";  // --setups, run in this order
   PreloadSetupConfig config;  // preload, swap_dir: flags; memd: filled in by RunPreloadBench
   uint64_t memd_bytes = 0;    // the capacity of the memd started for `tiermem`
+  // When not 0 and the memd runs: before the setups, this many pages are written to it on a
+  // connection of its own (64 requests in flight), and the report gets raw_write_pages_per_s,
+  // the bare transport's rate, measured on the same memd in the same run.
+  uint64_t raw_write_pages = 0;
   bool json = false;
   // Runs the program under a setup that can run here and gives its entry: with "verified", or
   // made by SetupFailed.
