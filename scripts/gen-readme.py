@@ -194,10 +194,13 @@ def gups_rows(r):
              f"{d['tiered_vs_oracle']:.2f}x; tracking_speed_ratio {d['tracking_speed_ratio']:.3f}")]
 
 
+def fmt_size(n):
+    return f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
+
+
 def kv_rows(r):
     d = r.data
-    size = d.get("table_bytes", 0)
-    size = f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
+    size = fmt_size(d.get("table_bytes", 0))
     rows = []
     for s in d.get("results", []):
         requests = s["ops_s"] * s.get("measured_s", d.get("seconds", 0))
@@ -225,6 +228,53 @@ def malloc_rows(r):
     return rows
 
 
+def unmodified_setups(d, figures):
+    """preload-hotset's or memcached's setups, joined: figures(s) for each that ran, or why not."""
+    parts = []
+    for s in d.get("setups", []):
+        if s.get("skipped"):
+            parts.append(f"{s['name']} skipped ({s['skipped']})")
+        elif s.get("error"):
+            parts.append(f"{s['name']} failed ({s['error']})")
+        else:
+            parts.append(f"{s['name']} {figures(s)}")
+    return "; ".join(parts)
+
+
+def preload_hotset_rows(r):
+    d = r.data
+    size = fmt_size(d.get("array_bytes", 0))
+
+    def figures(s):
+        fpu = " / ".join(f"{x:.3f}" for x in s.get("faults_per_update", []))
+        return (f"{s['updates_per_s']:,.0f} updates/s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB, "
+                f"faults/update {fpu}")
+    return [(f"preload-hotset: a plain C program, {size} array, 90% of updates on 10% (moved halfway), "
+             f"DRAM limit {d['dram_limit_bytes'] / 2**20:.0f} MiB; ideal faults/update "
+             f"{d['ideal_faults_per_update']:.3f}", unmodified_setups(d, figures))]
+
+
+def preload_fill_rows(r):
+    d = r.data
+    fills = {s["name"]: s.get("fill_s") for s in d.get("setups", [])}
+    return [(f"filling {fmt_size(d['array_bytes'])} under the preload library at a "
+             f"{d['dram_limit_bytes'] / 2**20:.0f} MiB DRAM limit, against 1.5 x (the plain fill + the "
+             "excess at the raw write rate, same run)",
+             f"{fills.get('tiermem', 0):.2f} s against a bound of {d['fill_bound_s']:.2f} s "
+             f"({d['tiermem_fill_vs_bound']:.2f}x); plain {fills.get('plain', 0):.2f} s, raw writes "
+             f"{d['raw_write_pages_per_s']:,.0f} pages/s")]
+
+
+def memcached_rows(r):
+    d = r.data
+
+    def figures(s):
+        return (f"{s['gets_per_s']:,.0f} gets/s, p99 {s['p99_us'] / 1000:.2f} ms, peak RSS "
+                f"{s['peak_rss_bytes'] / 2**20:.0f} MiB, {s['faults_per_get']:.2f} faults/get")
+    return [(f"memcached: {d['keys']:,} keys ({d['data_bytes'] / 2**20:.0f} MiB of values), hot-key gets, "
+             f"DRAM limit {d['dram_limit_bytes'] / 2**20:.0f} MiB", unmodified_setups(d, figures))]
+
+
 def is_dict_with(*keys):
     return lambda r: isinstance(r.data, dict) and all(k in r.data for k in keys)
 
@@ -244,6 +294,9 @@ HEADLINES = [
     (r"^gups-full.*\.json$", is_dict_with("tiered_vs_oracle", "tracking_speed_ratio"), gups_rows),
     (r"^kv-.*\.json$", is_dict_with("results", "table_bytes"), kv_rows),
     (r"^malloc.*\.json$", is_dict_with("summary"), malloc_rows),
+    (r"^preload-hotset.*\.json$", is_dict_with("setups", "ideal_faults_per_update"), preload_hotset_rows),
+    (r"^memcached.*\.json$", is_dict_with("setups", "hot_keys"), memcached_rows),
+    (r"^preload-fill.*\.json$", is_dict_with("fill_bound_s", "tiermem_fill_vs_bound"), preload_fill_rows),
 ]
 
 
