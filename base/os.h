@@ -125,7 +125,9 @@ void SetUffdAgainHandler(UffdAgainFn fn, void* arg);
 // (EEXIST) counts as installed and the rest of the range is still installed; EAGAIN (the mm
 // changed under it) is retried, the calling thread's UffdAgainHandler called before each retry.
 Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp);
-Status UffdZeroPage(int uffd, void* dst, size_t bytes);
+// The same with zeros; with `present`, *present gets the number of pages that were already
+// there (EEXIST: installed by someone else, left as they are).
+Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present = nullptr);
 // True when the address space `uffd` serves is gone (its process exited or called exec): a
 // UFFDIO_WRITEPROTECT clearing protection on [addr, addr+bytes), harmless where it is alive,
 // fails with ESRCH. The range must be registered there with write-protect.

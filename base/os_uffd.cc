@@ -171,9 +171,10 @@ Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp) {
   return Status::Ok();
 }
 
-Status UffdZeroPage(int uffd, void* dst, size_t bytes) {
+Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present) {
   const size_t page = PageSize();
   size_t done = 0;
+  if (present != nullptr) *present = 0;
   while (done < bytes) {
     uffdio_zeropage z{};
     z.range.start = reinterpret_cast<uintptr_t>(dst) + done;
@@ -190,6 +191,7 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes) {
     }
     if (errno == EEXIST) {
       done += page;
+      if (present != nullptr) ++*present;
       continue;
     }
     return ErrnoToStatus(errno, "UFFDIO_ZEROPAGE");

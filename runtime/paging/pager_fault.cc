@@ -349,9 +349,13 @@ void Pager::FaultLoop() {
           // The page was dropped here (the heap returns empty spans with MADV_DONTNEED) or never
           // touched: it becomes a zero page that is not write-protected, so whatever copy the
           // server holds is no longer current. Without clearing the flag, the next eviction
-          // would skip the write and a later fault would bring back stale data.
-          if (mine) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-          (void)os::UffdZeroPage(uffd_, addr, kPage);
+          // would skip the write and a later fault would bring back stale data. A page another
+          // thread's fault installed meanwhile is there (EEXIST) and keeps its flag: clean, it
+          // is not written again at its next eviction. (Claimed, nobody else acts on the page
+          // between the zero page and the flag.)
+          size_t present = 0;
+          (void)os::UffdZeroPage(uffd_, addr, kPage, &present);
+          if (mine && present == 0) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
           if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
           Wake(addr, kPage);
         }
