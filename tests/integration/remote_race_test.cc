@@ -113,14 +113,9 @@ TEST(RemoteRace, PagesManyThreadsFaultOnAtOnceStayCleanAndAreNotWrittenAgain) {
   // eviction skips the write; before, it cleared the flag as for a fresh zero page.
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
-  Options o;
-  o.Set("remote", memd.url());
-  o.Set("token", "tok");
-  o.Set("prefetch", "off");
-  auto started = Runtime::Start(o);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
-  Runtime& rt = **started;
-  ASSERT_TRUE(rt.HasTier(Tier::kRemote));
+  std::unique_ptr<Runtime> started = testing::StartRemoteRuntime(memd.url(), "tok", "off");
+  ASSERT_NE(started, nullptr);
+  Runtime& rt = *started;
   constexpr size_t kPages = 2048;
   auto mem = rt.Allocate(kPages * kPage, Tier::kDram);
   ASSERT_TRUE(mem.ok()) << mem.status().ToString();
