@@ -233,11 +233,7 @@ void Pager::FaultLoop() {
         if (*got == 0) break;
         read_faults += *got;
         for (size_t k = 0; k < *got; ++k) {
-          const os::UffdFault& f = faults[k];
-          if (f.fork_fd >= 0) {  // a fork(): the child's descriptor (no allocation here)
-            OnForkEvent(f.fork_fd);
-            continue;
-          }
+          const os::UffdFault& f = faults[k];  // a page fault (fork events went to OnForkEvent)
           char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
           Region* region = config_.region_of(addr);
           if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging

@@ -293,11 +293,7 @@ void Pager::ServeChild(ForkChild* c) {
       break;
     }
     for (size_t k = 0; k < *got && !gone; ++k) {
-      const os::UffdFault& f = faults[k];
-      if (f.fork_fd >= 0) {  // the child forked: it took its remote pages in first
-        (void)os::Close(f.fork_fd);
-        continue;
-      }
+      const os::UffdFault& f = faults[k];  // a page fault (a grandchild's descriptor was closed)
       char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
       if (f.wp) {  // a write to a page shared write-protected: the child does not track it
         (void)os::UffdWriteProtect(c->fd, addr, kPage, false);

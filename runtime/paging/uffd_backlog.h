@@ -9,6 +9,8 @@
 // hands a fork event on at once (its callback takes no lock and allocates nothing) and keeps the
 // page faults, in order, for the reader's next Read. Nothing is dropped: a fault that finds the
 // backlog full is woken instead (its thread retries the access and faults again, by then read).
+// The reader reads through Read, which hands fork events to the same callback: they are handled
+// in this one place, whenever they are read.
 #pragma once
 
 #include <cstddef>
@@ -35,8 +37,9 @@ class UffdBacklog {
   bool empty() const { return n_ == 0; }
   size_t size() const { return n_; }
 
-  // Up to `max` messages: the kept faults first, oldest first, then what the descriptor has
-  // queued (os::UffdReadFaults: fork events included, for the caller to handle).
+  // Up to `max` page faults: the kept ones first, oldest first, then what the descriptor has
+  // queued. A fork event read on the way goes to `on_fork`, as in OnAgain: the caller sees page
+  // faults only (0 when the descriptor held nothing else).
   StatusOr<size_t> Read(os::UffdFault* out, size_t max) {
     size_t got = 0;
     while (got < max && n_ > 0) {
@@ -47,7 +50,15 @@ class UffdBacklog {
     if (got == max) return got;
     auto more = os::UffdReadFaults(uffd_, out + got, max - got);
     if (!more.ok()) return more;
-    return got + *more;
+    const size_t end = got + *more;
+    for (size_t k = got; k < end; ++k) {
+      if (out[k].fork_fd >= 0) {
+        on_fork_(arg_, out[k].fork_fd);
+      } else {
+        out[got++] = out[k];
+      }
+    }
+    return got;
   }
 
   // The UffdAgainHandler: reads everything queued now. Errors are left for the next Read.
