@@ -244,7 +244,7 @@ void HeapCore::Release(int cls, void* head, uint32_t n) {
   int nfree = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (n > 1 && n <= BatchSize(cls) && c.nslots < c.max_slots) {
+    if (n > 1 && n <= CacheLimit(cls) && c.nslots < c.max_slots) {
       transfer_[cls][c.nslots++] = Batch{head, n};
       return;
     }

@@ -92,8 +92,8 @@ struct HeapFootprint {
   HeapStats stats;  // segment, span and large bytes read together under the page heap lock
   // Small blocks handed out and not back: live blocks, plus free blocks in the caches of threads
   // other than the caller (counted as live, as jemalloc counts its thread caches; at most
-  // 256 KiB per class per thread). Free blocks in the caller's cache and the transfer cache are
-  // not counted. Sizes are class sizes (what malloc_usable_size says).
+  // 256 KiB per class per thread, 512 KiB above 2 KiB: GrowLimit). Free blocks in the caller's
+  // cache and the transfer cache are not counted. Sizes are class sizes (malloc_usable_size).
   uint64_t small_block_bytes = 0;
   uint64_t dirty_bytes = 0;  // free span granules that kept their pages
 };

@@ -15,14 +15,6 @@ constinit std::atomic<HeapCore*> g_primary{nullptr};
 
 namespace {
 
-constexpr uint32_t kMaxCacheBytes = 256 * 1024;  // per class, per thread
-
-// The most objects of class `cls` a thread cache holds: two batches, at most kMaxCacheBytes.
-constexpr uint32_t CacheLimit(int cls) {
-  const uint32_t by_bytes =
-      std::max<uint32_t>(2, kMaxCacheBytes / static_cast<uint32_t>(ClassSize(cls)));
-  return std::min(by_bytes, 2 * BatchSize(cls));
-}
 // A thread's limit for a class it has only freed so far: half a batch. A thread that frees what
 // another allocates (a consumer) then passes the objects on in half batches, through the transfer
 // cache, instead of sitting on up to two batches per class while the producer carves new pages.
@@ -90,6 +82,14 @@ void HeapCore::FlushClass(ClassCache* cc, int cls, uint32_t n) {
   if (n > cc->count()) n = cc->count();
   if (n == 0) return;
   void* head = cc->head;
+  if (n == cc->count() && n <= CacheLimit(cls)) {
+    // The whole list (thread exit): it ends in nullptr already, and Release takes it as one
+    // transfer batch, so there is no need to walk it.
+    cc->head = nullptr;
+    cc->room += static_cast<int32_t>(n);
+    Release(cls, head, n);
+    return;
+  }
   void* tail = head;
   for (uint32_t i = 1; i < n; ++i) tail = *static_cast<void**>(tail);
   cc->head = *static_cast<void**>(tail);
@@ -129,8 +129,10 @@ void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
   if (n == 0) return nullptr;
   ClassCache& cc = tc->cls[cls];
   // The thread allocates this class: room for two batches, so that a thread that both frees
-  // and allocates does not go to the central list at every batch boundary. The list was empty.
-  cc.max = CacheLimit(cls);
+  // and allocates does not go to the central list at every batch boundary. A later refill means
+  // the list ran dry again: a batch more, up to GrowLimit. The list was empty.
+  const uint32_t limit = CacheLimit(cls);
+  cc.max = cc.max < limit ? limit : std::min(GrowLimit(cls), cc.max + BatchSize(cls));
   cc.head = *static_cast<void**>(head);
   cc.room = static_cast<int32_t>(cc.max - (n - 1));
   return head;
