@@ -45,6 +45,7 @@ ThreadCache* HeapCore::SlowCache() {
   if (tc != nullptr) {
     // A cache left from a destroyed heap that had this slot: its blocks are gone with it.
     memset(tc->cls, 0, sizeof(tc->cls));
+    memset(&tc->runs, 0, sizeof(tc->runs));
   } else {
     {
       std::lock_guard<std::mutex> lock(g_reg.tc_mu);
@@ -104,6 +105,7 @@ void HeapCore::Overflow(Span* span, ClassCache* cc) {
 
 void HeapCore::FlushCache(ThreadCache* tc) {
   for (int c = 0; c < kNumClasses; ++c) FlushClass(&tc->cls[c], c, tc->cls[c].count());
+  FlushLocalRuns(tc);
 }
 
 void HeapCore::FlushThreadCaches() {
