@@ -320,6 +320,10 @@ class HeapCore {
   char* TakeLocal(uint64_t lo, uint64_t hi, bool largest, uint64_t* pages);
   // Thread exit: the thread's LocalRuns go to the run cache.
   void FlushLocalRuns(ThreadCache* tc);
+  // Thread exit, primary heap: keeps tc whole for the next new thread; false when
+  // kMaxParked caches are parked already (the caller flushes it).
+  bool Park(ThreadCache* tc);
+  static constexpr uint32_t kMaxParked = 4;
   // Gives runs that fell out of the run cache back to the runtime.
   void ReleaseRuns(const RunCache::Run* runs, int n);
   static size_t LargeUsable(const void* p, Runtime::Impl* rt);

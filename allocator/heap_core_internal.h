@@ -93,8 +93,12 @@ struct HeapRegistry {
   std::mutex mu;  // slots, generations
   std::atomic<HeapCore*> heaps[kMaxHeaps];
   uint32_t gens[kMaxHeaps];
-  std::mutex tc_mu;  // free thread caches
+  std::mutex tc_mu;  // free and parked thread caches
   ThreadCache* free_tcs;
+  // Caches of the primary heap whose threads exited, with their class lists as they were: the
+  // next new thread takes one whole (see HeapCore::SlowCache). At most kMaxParked.
+  ThreadCache* parked;
+  uint32_t nparked;
   std::atomic<bool> key_ready;
   pthread_key_t key;
 };

@@ -138,6 +138,22 @@ TEST_F(PrimaryHeapTest, AThreadKeepsSmallRunsItFreesForItsNextLargeBlockUntilItE
   EXPECT_GE(heap_->Stats().cached_run_bytes, cached_before + (4 << 20) + (300 << 10));
 }
 
+TEST_F(PrimaryHeapTest, ANewThreadTakesTheCacheOfOneThatExitedWithItsBlocks) {
+  alloc::ThreadCache* parked = nullptr;
+  void* freed = nullptr;
+  std::thread([&] {
+    freed = heap_->Malloc(48);
+    ASSERT_NE(freed, nullptr);
+    heap_->Free(freed);  // stays in this thread's list
+    parked = t_thread.primary;
+  }).join();
+  std::thread([&] {
+    EXPECT_EQ(heap_->Malloc(48), freed);  // the last parked cache, its list as it was
+    EXPECT_EQ(t_thread.primary, parked);
+    heap_->Free(freed);
+  }).join();
+}
+
 TEST_F(PrimaryHeapTest, DestroyingThePrimaryHeapAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(heap_->Destroy(), "primary heap cannot be destroyed");
