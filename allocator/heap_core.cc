@@ -33,6 +33,7 @@ constexpr size_t kCarveBytes = 4096;  // fresh objects carved per Fetch (see the
 
 HeapCore::HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen)
     : rt_(rt), tier_(tier), flags_(flags), slot_(slot), gen_(gen),
+      local_runs_(false),
       max_dirty_bytes_(RetainBound(rt, kMaxDirtyBytes)),
       run_cache_(RetainBound(rt, kRunCacheBytes) / rt->page_size(), kRunCacheAgeNs) {
   for (int c = 0; c < kNumClasses; ++c) {
@@ -72,6 +73,8 @@ HeapCore* HeapCore::CreatePrimary(void* storage, Runtime::Impl* rt, Tier tier,
   }
   // Before any span or thread cache of the heap exists: AllocSpan and SlowCache read it.
   h->primary_ = true;
+  // Under a DRAM limit kept memory is bounded (RetainBound): no per-thread runs beside it.
+  h->local_runs_ = h->flags_ == kAllocDefault && rt->options().dram_limit == 0;
   g_primary.store(h, std::memory_order_release);
   return h;
 }
@@ -244,7 +247,7 @@ void HeapCore::Release(int cls, void* head, uint32_t n) {
   int nfree = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (n > 1 && n <= BatchSize(cls) && c.nslots < c.max_slots) {
+    if (n > 1 && n <= CacheLimit(cls) && c.nslots < c.max_slots) {
       transfer_[cls][c.nslots++] = Batch{head, n};
       return;
     }

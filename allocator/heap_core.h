@@ -92,8 +92,8 @@ struct HeapFootprint {
   HeapStats stats;  // segment, span and large bytes read together under the page heap lock
   // Small blocks handed out and not back: live blocks, plus free blocks in the caches of threads
   // other than the caller (counted as live, as jemalloc counts its thread caches; at most
-  // 256 KiB per class per thread). Free blocks in the caller's cache and the transfer cache are
-  // not counted. Sizes are class sizes (what malloc_usable_size says).
+  // 256 KiB per class per thread, 512 KiB above 2 KiB: GrowLimit). Free blocks in the caller's
+  // cache and the transfer cache are not counted. Sizes are class sizes (malloc_usable_size).
   uint64_t small_block_bytes = 0;
   uint64_t dirty_bytes = 0;  // free span granules that kept their pages
 };
@@ -135,10 +135,23 @@ struct ClassCache {
   uint32_t max;
   uint32_t count() const { return max - static_cast<uint32_t>(room); }
 };
+// Page runs that this thread freed, kept for its next large request without a lock (the
+// primary heap only; see HeapCore::KeepLocal). Their bytes still count as the heap's large
+// bytes, as the blocks in a thread's class lists count as handed out.
+inline constexpr int kLocalRuns = 8;
+inline constexpr uint64_t kLocalRunMaxBytes = 512 * 1024;      // larger runs: the run cache
+inline constexpr uint64_t kLocalRunsMaxBytes = 2 * 1024 * 1024;  // per thread
+struct LocalRuns {
+  char* start[kLocalRuns];
+  uint32_t pages[kLocalRuns];
+  uint32_t n;
+  uint32_t total_pages;
+};
 struct ThreadCache {
   uint32_t gen;  // the generation of the heap slot this cache belongs to
   ThreadCache* next_free;
   ClassCache cls[kNumClasses];
+  LocalRuns runs;
 };
 // Span::primary_off of a class.
 inline intptr_t PrimaryOffset(int cls) {
@@ -299,6 +312,18 @@ class HeapCore {
   // the run came from the run cache, so its pages are not zero.
   void* AllocLarge(size_t size, size_t align, size_t room = 0, bool* reused = nullptr);
   static void FreeLarge(void* p, Runtime::Impl* rt);
+  // A freed run of the primary heap, of at most kLocalRunMaxBytes, goes to the calling thread's
+  // LocalRuns while they have room; false when it does not (the caller caches or frees it).
+  static bool KeepLocal(Runtime::Impl* rt, char* start, uint64_t pages, uint8_t tier);
+  // A run of `lo` to `hi` pages from the calling thread's LocalRuns (the largest when
+  // `largest`, else the smallest), or nullptr.
+  char* TakeLocal(uint64_t lo, uint64_t hi, bool largest, uint64_t* pages);
+  // Thread exit: the thread's LocalRuns go to the run cache.
+  void FlushLocalRuns(ThreadCache* tc);
+  // Thread exit, primary heap: keeps tc whole for the next new thread; false when
+  // kMaxParked caches are parked already (the caller flushes it).
+  bool Park(ThreadCache* tc);
+  static constexpr uint32_t kMaxParked = 4;
   // Gives runs that fell out of the run cache back to the runtime.
   void ReleaseRuns(const RunCache::Run* runs, int n);
   static size_t LargeUsable(const void* p, Runtime::Impl* rt);
@@ -309,6 +334,7 @@ class HeapCore {
   int slot_;
   uint32_t gen_;
   bool primary_ = false;  // CreatePrimary
+  bool local_runs_;       // threads keep LocalRuns (primary heap, no DRAM limit)
   Central central_[kNumClasses];
   std::mutex page_mu_;
   Segment* segments_ = nullptr;  // all segments of this heap

@@ -32,6 +32,30 @@ inline constexpr uint64_t kRunCacheAgeNs = 1000000000;
 // beyond it a freed span's pages are discarded at once.
 inline constexpr uint64_t kMaxDirtyBytes = 4 << 20;
 
+// Thread cache limits, in objects of a class (see thread_cache.cc for how a class moves between
+// them). CacheLimit: two batches, at most 256 KiB; what a thread that has refilled the class
+// from the central list may hold. A transfer batch may be this long (a thread's whole list,
+// released at its exit), so a refill always fits the list.
+inline constexpr uint32_t kMaxCacheBytes = 256 * 1024;
+inline constexpr uint32_t CacheLimit(int cls) {
+  const uint32_t by_bytes = kMaxCacheBytes / static_cast<uint32_t>(ClassSize(cls));
+  const uint32_t two = 2 * BatchSize(cls);
+  return by_bytes < 2 ? 2 : by_bytes < two ? by_bytes : two;
+}
+// GrowLimit: a class refilled again and again (a thread that allocates and frees it at random)
+// grows its limit by a batch per refill up to this. Classes above 2 KiB move 2-16 objects per
+// batch, so their lists hit both ends every few operations; 512 KiB of objects (at most eight
+// batches) makes that rarer (mixed: central operations 116k -> ~30k per 4M). Smaller classes
+// stay at CacheLimit: their batches are full (32), and programs with many threads churn them.
+inline constexpr uint32_t kMaxGrowBytes = 512 * 1024;
+inline constexpr uint32_t GrowLimit(int cls) {
+  if (BatchSize(cls) >= 32) return CacheLimit(cls);
+  const uint32_t by_bytes = kMaxGrowBytes / static_cast<uint32_t>(ClassSize(cls));
+  const uint32_t eight = 8 * BatchSize(cls);
+  const uint32_t grow = by_bytes < eight ? by_bytes : eight;
+  return grow > CacheLimit(cls) ? grow : CacheLimit(cls);
+}
+
 // Memory kept for reuse is allocated memory to the runtime: under a DRAM limit
 // (TIERMEM_DRAM_LIMIT), keep at most a sixteenth of it, so that it does not push the program's
 // own data to slower tiers.
@@ -69,8 +93,12 @@ struct HeapRegistry {
   std::mutex mu;  // slots, generations
   std::atomic<HeapCore*> heaps[kMaxHeaps];
   uint32_t gens[kMaxHeaps];
-  std::mutex tc_mu;  // free thread caches
+  std::mutex tc_mu;  // free and parked thread caches
   ThreadCache* free_tcs;
+  // Caches of the primary heap whose threads exited, with their class lists as they were: the
+  // next new thread takes one whole (see HeapCore::SlowCache). At most kMaxParked.
+  ThreadCache* parked;
+  uint32_t nparked;
   std::atomic<bool> key_ready;
   pthread_key_t key;
 };

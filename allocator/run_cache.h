@@ -23,7 +23,7 @@ class RunCache {
     uint64_t pages;
     uint64_t stamp_ns;  // when it was put in the cache
   };
-  static constexpr int kSlots = 32;
+  static constexpr int kSlots = 64;
 
   constexpr RunCache(uint64_t max_pages, uint64_t max_age_ns)
       : max_pages_(max_pages), max_age_ns_(max_age_ns) {}

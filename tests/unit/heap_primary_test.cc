@@ -117,6 +117,43 @@ TEST_F(PrimaryHeapTest, AThreadLosesItsPrimaryCacheWhenItFlushesOrExits) {
   }).join();
 }
 
+TEST_F(PrimaryHeapTest, AThreadKeepsSmallRunsItFreesForItsNextLargeBlockUntilItExits) {
+  const uint64_t cached_before = heap_->Stats().cached_run_bytes;
+  std::thread([&] {
+    heap_->Free(heap_->Malloc(64));  // the thread's cache, which keeps its runs
+    void* p = heap_->Malloc(300 << 10);
+    ASSERT_NE(p, nullptr);
+    const alloc::HeapStats live = heap_->Stats();
+    heap_->Free(p);  // kept by this thread: still counted as large bytes, not in the run cache
+    EXPECT_EQ(heap_->Stats().large_bytes, live.large_bytes);
+    EXPECT_EQ(heap_->Stats().cached_run_bytes, cached_before);
+    EXPECT_EQ(heap_->Malloc(200 << 10), p);  // the best fit from the thread's own runs
+    void* big = heap_->Malloc(4 << 20);      // above kLocalRunMaxBytes: the run cache
+    ASSERT_NE(big, nullptr);
+    heap_->Free(big);
+    EXPECT_GE(heap_->Stats().cached_run_bytes, cached_before + (4 << 20));
+    heap_->Free(p);
+  }).join();
+  // At its exit the thread's runs went to the run cache (none was given back: it has room).
+  EXPECT_GE(heap_->Stats().cached_run_bytes, cached_before + (4 << 20) + (300 << 10));
+}
+
+TEST_F(PrimaryHeapTest, ANewThreadTakesTheCacheOfOneThatExitedWithItsBlocks) {
+  alloc::ThreadCache* parked = nullptr;
+  void* freed = nullptr;
+  std::thread([&] {
+    freed = heap_->Malloc(48);
+    ASSERT_NE(freed, nullptr);
+    heap_->Free(freed);  // stays in this thread's list
+    parked = t_thread.primary;
+  }).join();
+  std::thread([&] {
+    EXPECT_EQ(heap_->Malloc(48), freed);  // the last parked cache, its list as it was
+    EXPECT_EQ(t_thread.primary, parked);
+    heap_->Free(freed);
+  }).join();
+}
+
 TEST_F(PrimaryHeapTest, DestroyingThePrimaryHeapAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(heap_->Destroy(), "primary heap cannot be destroyed");
