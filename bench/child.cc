@@ -183,36 +183,32 @@ std::optional<uint64_t> ProcStatusBytes(pid_t pid, const char* field) {
   return std::nullopt;
 }
 
-std::optional<uint64_t> ProcMajorFaults(pid_t pid) {
+namespace {
+
+// Field `n` of /proc/PID/stat as numbered in proc(5) (n >= 3). comm (field 2) may hold spaces
+// and parentheses, so fields are counted from the last ')'.
+std::optional<uint64_t> ProcStatField(pid_t pid, int n) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
   if (!std::getline(f, stat)) return std::nullopt;
-  // majflt is the 10th field after "pid (comm)" (proc(5), field 12); comm may hold spaces and
-  // parentheses, so count from the last ')'.
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::istringstream is(stat.substr(close + 1));
   std::string field;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 3; i <= n; ++i) {
     if (!(is >> field)) return std::nullopt;
   }
   return std::strtoull(field.c_str(), nullptr, 10);
 }
 
+}  // namespace
+
+std::optional<uint64_t> ProcMajorFaults(pid_t pid) { return ProcStatField(pid, 12); }  // majflt
+
 std::optional<double> ProcCpuSeconds(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(f, stat)) return std::nullopt;
-  const size_t close = stat.rfind(')');  // as in ProcMajorFaults
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream is(stat.substr(close + 1));
-  std::string field;
-  for (int i = 0; i < 11; ++i) {  // utime and stime are fields 14 and 15 (proc(5))
-    if (!(is >> field)) return std::nullopt;
-  }
-  uint64_t utime = 0, stime = 0;
-  if (!(is >> utime >> stime)) return std::nullopt;
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  const std::optional<uint64_t> utime = ProcStatField(pid, 14), stime = ProcStatField(pid, 15);
+  if (!utime || !stime) return std::nullopt;
+  return static_cast<double>(*utime + *stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace tiermem::bench
