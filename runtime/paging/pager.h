@@ -105,6 +105,9 @@ struct PagerConfig {
   // TIERMEM_PREFETCH: the most pages a remote fault fetches ahead along its thread's stream
   // (prefetch.h); 0: none.
   uint32_t prefetch_window = 0;
+  // TIERMEM_FAULT_SPIN_US: how long the fault handler polls for the next fault after a batch
+  // with remote reads before it sleeps; -1: 200 us when every server is RDMA, else 0.
+  int64_t fault_spin_us = -1;
   // Called when no server can take a page (every connected one refused its last allocation and
   // has no free slot left): an eviction is about to fail with ResourceExhausted. Runs on the
   // evicting thread (policy thread, or a thread in Migrate) with the pager's io lock held; must
@@ -131,6 +134,12 @@ struct PagerConfig {
   PagerServerCounters* server_counters = nullptr;
 };
 
+// TIERMEM_FAULT_SPIN_US: "auto" (and "") -1, else the microseconds (at most kMaxFaultSpinUs);
+// anything else -1 with *problem saying why.
+inline constexpr uint64_t kMaxFaultSpinUs = 10'000;
+inline constexpr uint64_t kAutoFaultSpinNs = 200'000;  // auto over RDMA
+int64_t FaultSpinFromOption(const char* value, const char** problem);
+
 struct PagerStats {
   uint64_t faults = 0;           // remote pages fetched by the fault handler
   uint64_t zero_fills = 0;       // never-written remote pages installed as zeros (batched)
@@ -145,6 +154,8 @@ struct PagerStats {
   uint64_t repaired_pages = 0;   // page copies made by the repair thread (replicas restored)
   uint64_t degraded_pages = 0;   // pages in use with fewer than `replicas` copies now
   uint64_t failovers = 0;        // reads that turned to another replica
+  uint64_t fault_ns = 0;         // summed over faults: userfaultfd report to the page installed
+  uint64_t fault_read_ns = 0;    // of which the read: posted to its reply in
 };
 
 // One memory server of the list, as the pager sees it.
@@ -582,6 +593,7 @@ class Pager {
   PagerCounters own_counters_{};
   PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
   Prefetcher prefetcher_{0};  // the fault handler thread's (made by Init)
+  uint64_t fault_spin_ns_ = 0;  // TIERMEM_FAULT_SPIN_US, resolved by Init
 };
 
 }  // namespace tiermem
