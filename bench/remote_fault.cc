@@ -29,6 +29,7 @@
 #include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/memd_child.h"
+#include "bench/raw_stream.h"
 #include "bench/subcommands.h"
 #include "tiermem/remote.hpp"
 #include "tiermem/tiermem.hpp"
@@ -78,9 +79,7 @@ constexpr size_t kStride = 4;  // --pattern stride: pages between touches
   std::vector<uint8_t> buf(n * kPage);
   for (size_t i = 0; i < n; ++i) Fill(&buf[i * kPage], i);
   // Write stream.
-  auto t0 = Clock::now();
-  TIERMEM_RETURN_IF_ERROR(c->Write(r, r.first, buf.data(), n, 64));
-  out->write_pages_per_s = double(n) / std::chrono::duration<double>(Clock::now() - t0).count();
+  TIERMEM_ASSIGN_OR_RETURN(out->write_pages_per_s, TimedWritePagesPerSecond(*c, r, buf.data(), n));
   // Read round trips, one at a time.
   std::vector<double> lat;
   std::mt19937_64 rng(7);
@@ -93,7 +92,7 @@ constexpr size_t kStride = 4;  // --pattern stride: pages between touches
   out->roundtrip_p50_us = Percentile(lat, 0.5);
   out->roundtrip_mean_us = std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
   // Read stream.
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   TIERMEM_RETURN_IF_ERROR(c->Read(r, r.first, buf.data(), n, std::max<size_t>(1, window)));
   out->stream_gbps = double(n * kPage) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
   return Status::Ok();

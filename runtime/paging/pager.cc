@@ -260,6 +260,7 @@ PagerStats Pager::stats() const {
   s.failovers = c_->failovers.load(std::memory_order_relaxed);
   s.fault_ns = c_->fault_latency.sum_ns.load(std::memory_order_relaxed);
   s.fault_read_ns = c_->fault_read_latency.sum_ns.load(std::memory_order_relaxed);
+  s.placement_allocs = placement_allocs_.load(std::memory_order_relaxed);
   {
     // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).
     std::lock_guard<std::mutex> lock(slots_mu_);
@@ -284,7 +285,7 @@ std::vector<PagerServerStats> Pager::server_stats() const {
     st.written = s->c->written.load(std::memory_order_relaxed);
     st.faults = s->c->faults.load(std::memory_order_relaxed);
     st.fetched = s->c->fetched.load(std::memory_order_relaxed);
-    st.full = st.connected && st.pages >= st.slots * per_slot_ &&
+    st.full = st.connected && s->healthy_free.load(std::memory_order_relaxed) == 0 &&
               s->full_until_ns.load(std::memory_order_relaxed) > now;
     st.down = s->down.load(std::memory_order_acquire);
     if (st.down) st.down_reason = DownReason(out.size() - 1);
@@ -294,14 +295,16 @@ std::vector<PagerServerStats> Pager::server_stats() const {
 }
 
 bool Pager::Full() const {
-  // Full when fewer than `replicas` usable servers could take a page.
+  // Not full while a healthy group has a free slot (free slots of groups with a member down do
+  // not count: no new page goes there), or while a new group could be formed: `replicas` usable
+  // servers whose memd has not refused a slot. The counts are those of the last placement, so
+  // a server lost since is taken into account by the next eviction.
   uint32_t able = 0;
   for (size_t k = 0; k < servers_.size(); ++k) {
     if (!Usable(k)) continue;
     const Server& s = *servers_[k];
-    const uint64_t slots = s.c->slots.load(std::memory_order_relaxed);
-    const uint64_t pages = s.c->pages.load(std::memory_order_relaxed);
-    if (!s.refused.load(std::memory_order_relaxed) || pages < slots * per_slot_) ++able;
+    if (s.healthy_free.load(std::memory_order_relaxed) > 0) return false;
+    if (!s.refused.load(std::memory_order_relaxed)) ++able;
   }
   return able < members_;
 }

@@ -156,6 +156,7 @@ struct PagerStats {
   uint64_t failovers = 0;        // reads that turned to another replica
   uint64_t fault_ns = 0;         // summed over faults: userfaultfd report to the page installed
   uint64_t fault_read_ns = 0;    // of which the read: posted to its reply in
+  uint64_t placement_allocs = 0; // slot allocations placement asked of servers, granted or not
 };
 
 // One memory server of the list, as the pager sees it.
@@ -296,7 +297,10 @@ class Pager {
     std::atomic<bool> connected{false};
     std::atomic<uint32_t> gen{0};            // sessions so far: a Member of an older one is gone
     uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
-    uint64_t free_slots = 0;                 // unused slots of ranges it leads; io_mu_
+    // Unused slots of the ranges it leads whose members are all up: what a new page may take
+    // (a range with a member down takes none). Written with io_mu_ held (CountHealthyFree
+    // recounts it when health_gen_ moves); Full() reads it without a lock.
+    std::atomic<uint64_t> healthy_free{0};
     size_t fill = SIZE_MAX;                  // the range it leads that TakeSlotOn takes from; io_mu_
     std::atomic<uint64_t> full_until_ns{0};  // refused an allocation: skip until then
     std::atomic<bool> refused{false};        // the last allocation asked of it was refused
@@ -379,10 +383,18 @@ class Pager {
   // held.
   // Pages a server can still take, for placement (under slots_mu_ or io_mu_).
   uint64_t Room(size_t k) const;
-  // The usable server with the most room, or servers_.size() when every server is full, down or
-  // unreachable. Servers marked in `skip` are passed over; with `free_only`, so are those that
-  // lead no group with free slots.
+  // The usable server with the most room, or servers_.size() when none can take a page: each is
+  // down, or leads no healthy group with free slots and cannot lead a new one (memd refused it
+  // within the last second, or too few others could join it: CanLeadGroup). Servers marked in
+  // `skip` are passed over; with `free_only`, so are those that lead no healthy group with free
+  // slots. The counts are CountHealthyFree's (TakeSlot brings them up to date first).
   size_t PickServer(const std::vector<uint8_t>* skip = nullptr, bool free_only = false);
+  // Enough other usable servers that memd has not refused within the last second (full_until_ns
+  // before `now`) to form a new group led by `lead` (io_mu_).
+  bool CanLeadGroup(size_t lead, uint64_t now) const;
+  // Brings every server's healthy_free up to date when a server went down or a range got its
+  // members back since the last count (health_gen_); io_mu_.
+  void CountHealthyFree();
   // *lead_refused: `server` itself could not take the page (full or down), so placement may try
   // the next; otherwise the replicas could not be placed anywhere.
   StatusOr<uint64_t> TakeSlotOn(size_t server, bool* lead_refused);
@@ -590,6 +602,12 @@ class Pager {
   // marks it local and kPageAhead, without waking anyone; false (the page left remote, its copy
   // on the server) when it cannot be placed.
   bool InstallOneAhead(Region& region, uint64_t index, const char* page, bool copied);
+  // Every `alloc` NewRange sent (PagerStats::placement_allocs): a round trip each, under io_mu_.
+  std::atomic<uint64_t> placement_allocs_{0};
+  // Moves each time a range may have changed from healthy to not or back: a server marked down
+  // (MarkDown, any thread), a member restored (the repair thread, io_mu_ held).
+  std::atomic<uint64_t> health_gen_{0};
+  uint64_t health_counted_ = ~uint64_t{0};  // the health_gen_ of the last count; io_mu_
   PagerCounters own_counters_{};
   PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
   Prefetcher prefetcher_{0};  // the fault handler thread's (made by Init)
