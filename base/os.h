@@ -142,8 +142,7 @@ struct UffdFault {
   int fork_fd = -1;       // not a fault: a UFFD_EVENT_FORK, the child's new descriptor (ours now)
 };
 // Reads up to `max` page-fault and fork events without blocking (other events are skipped).
-// Returns the count, 0 when none is queued; a short read ends it (the queue was empty then, and
-// fewer than `max` came back). A fork event's descriptor is open in this process
+// Returns the count, 0 when none is queued. A fork event's descriptor is open in this process
 // from then on: the caller closes it.
 StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max);
 

@@ -237,9 +237,6 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
       f.wp = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
       f.tid = msgs[k].arg.pagefault.feat.ptid;
     }
-    // A short read emptied the queue: asking again now would only answer EAGAIN (a system call
-    // per fault on the fault handler's path). What comes later wakes the caller's poll.
-    if (size_t(got) < want * sizeof(uffd_msg)) break;
   }
   return n;
 }

@@ -235,9 +235,6 @@ void Pager::FaultLoop() {
           std::_Exit(kRemoteLostExitCode);
         }
         if (*got == 0) break;
-        // Fewer than asked: the queue was empty (reading again would only answer EAGAIN; what
-        // comes meanwhile wakes the poll below).
-        const bool drained = *got < 64;
         read_faults += *got;
         for (size_t k = 0; k < *got; ++k) {
           const os::UffdFault& f = faults[k];  // a page fault (fork events went to OnForkEvent)
@@ -362,7 +359,6 @@ void Pager::FaultLoop() {
           if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
           Wake(addr, kPage);
         }
-        if (drained) break;
       }
     };
     intake();
