@@ -284,7 +284,9 @@ int RemoteFault(int argc, char** argv) {
   bool json = false;
   app.add_option("--transport", transport, "tcp or rdma")->check(CLI::IsMember({"tcp", "rdma"}))->capture_default_str();
   AddCount(app, "--pages", pages, ParseUint, "0", "", "pages to evict and fault back (0 counts as 1)");
-  app.add_option("--server", server, "use this memd (host:port) instead of starting one (default: start one)");
+  app.add_option("--server", server,
+                 "use these memds (host:port, comma-separated; with --replicas up to their number) instead of "
+                 "starting any (default: start --servers)");
   app.add_option("--host", host, "address the started memd listens on (rdma needs one with a verbs device)")
       ->capture_default_str();
   app.add_option("--token", token, "token for the memd (default: TIERMEM_TOKEN)");
@@ -339,6 +341,25 @@ int RemoteFault(int argc, char** argv) {
   if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
   if (pages == 0) pages = 1;
   if (token.empty() && getenv("TIERMEM_TOKEN") != nullptr) token = getenv("TIERMEM_TOKEN");
+  // --server's list: the servers of every pass (the first one's transport is measured bare).
+  std::vector<std::string> listed;
+  if (!server.empty()) {
+    if (app.count("--servers") > 0) {
+      fprintf(stderr, "tiermem-bench remote-fault: --servers starts memds; --server names running ones (not both)\n");
+      return 2;
+    }
+    for (size_t at = 0; at <= server.size();) {
+      const size_t comma = std::min(server.find(',', at), server.size());
+      std::string one = server.substr(at, comma - at);
+      if (one.empty()) {
+        fprintf(stderr, "tiermem-bench remote-fault: --server %s: an empty entry\n", server.c_str());
+        return 2;
+      }
+      listed.push_back((one.find("://") == std::string::npos ? transport + "://" : "") + one);
+      at = comma + 1;
+    }
+    nservers = listed.size();
+  }
 
   // k+m: the form only (the runtime refuses unsupported numbers, naming them).
   size_t code_k = 0, code_m = 0;
@@ -361,16 +382,17 @@ int RemoteFault(int argc, char** argv) {
     }
   }
   if (replicas < 1 || replicas > nservers || (kill_one && replicas < 2 && code.empty()) ||
-      (!server.empty() && (nservers > 1 || kill_one))) {
+      (!server.empty() && kill_one)) {
     fprintf(stderr, "tiermem-bench remote-fault: --replicas must be 1 to --servers (%zu)%s%s\n", nservers,
             kill_one ? "; --kill-one needs --replicas 2 or more" : "",
-            server.empty() ? "" : "; --servers and --kill-one start their own memds (no --server)");
+            server.empty() ? "" : "; --kill-one starts its own memds (no --server)");
     return 2;
   }
   std::vector<std::unique_ptr<MemdChild>> memds;
   std::string url, first_url;
   if (!server.empty()) {
-    url = first_url = (server.find("://") == std::string::npos ? transport + "://" : "") + server;
+    for (size_t k = 0; k < listed.size(); ++k) url += (k == 0 ? "" : ",") + listed[k];
+    first_url = listed[0];
   } else {
     if (memd_path.empty()) memd_path = MemdBinary();
     // Room for the raw pass, the one-replica pass and the pass itself on each server.

@@ -46,9 +46,9 @@ kroot="$cache/kernel-$kname"
 # its mode from argv[0]) and be called by full path in the guest (busybox's own ip comes first).
 tools=(/usr/bin/numactl /usr/bin/cxl /usr/bin/ndctl /usr/bin/daxctl /usr/bin/rdma
        /usr/sbin/ip /usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ib_read_lat
-       /usr/bin/ib_read_bw /usr/bin/ib_write_lat /usr/bin/ib_write_bw /usr/bin/ib_send_lat)
+       /usr/bin/ib_read_bw /usr/bin/ib_write_lat /usr/bin/ib_write_bw /usr/bin/ib_send_lat /usr/sbin/tc)
 providers=(/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so)
-module_dirs=(drivers/cxl drivers/dax drivers/nvdimm drivers/infiniband drivers/net/veth.ko fs/configfs
+module_dirs=(drivers/cxl drivers/dax drivers/nvdimm drivers/infiniband drivers/net/veth.ko net/sched/sch_netem.ko fs/configfs
              net/ipv4 net/ipv6 net/core lib crypto arch/x86/crypto)
 [[ -x /bin/busybox ]] || die "busybox-static is not installed (/bin/busybox)"
 for t in "${tools[@]}" "${providers[@]}"; do
