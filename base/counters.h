@@ -83,6 +83,7 @@ struct PagerCounters {
   std::atomic<uint64_t> repaired;           // page copies made to restore replicas
   std::atomic<uint64_t> degraded;           // pages in use short of a replica (the repair thread's last count)
   AtomicHistogram fault_latency;            // report to install, per fault
+  AtomicHistogram fault_read_latency;       // read posted to its reply in, per fault (part of the above)
   AtomicHistogram evict_latency;            // per eviction window
 };
 

@@ -38,6 +38,11 @@ const OptionSpec kTable[] = {
     TM_OPT("TIERMEM_PREFETCH", OptionKind::kString, "auto", prefetch,
            "remote faults fetch ahead along a thread's sequential or strided stream: auto (up to "
            "32 pages), off, or N (up to N pages, at most 128)"),
+    TM_OPT("TIERMEM_FAULT_SPIN_US", OptionKind::kString, "auto", fault_spin_us,
+           "after serving remote faults, the fault handler polls for the next fault this many "
+           "microseconds before it sleeps (a core busy meanwhile; a thread faulting again soon "
+           "finds the handler awake): auto (200 when every memory server is rdma://, else 0: a "
+           "memd on the same cores needs them over TCP) or N (at most 10000)"),
     TM_OPT("TIERMEM_REMOTE_REQUIRED", OptionKind::kBool, "0", remote_required,
            "no memory server of TIERMEM_REMOTE reachable (or the token refused) at start: exit "
            "with status 75 instead of running on DRAM only (no effect without TIERMEM_REMOTE)"),

@@ -1,11 +1,11 @@
 #include "bench/preload_setup.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "bench/raw_stream.h"
 #include "tiermem/remote.hpp"
 #include "tiermem/stats.hpp"
 
@@ -71,12 +71,9 @@ StatusOr<double> RawWritePagesPerSecond(const MemdChild& memd, uint64_t pages) {
   TIERMEM_ASSIGN_OR_RETURN(RemotePages r, c->Allocate(pages));
   std::vector<uint8_t> buf(pages * 4096);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131 + 7);
-  const auto t0 = std::chrono::steady_clock::now();
-  Status s = c->Write(r, r.first, buf.data(), pages, 64);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  StatusOr<double> rate = TimedWritePagesPerSecond(*c, r, buf.data(), pages);
   (void)c->Free(r);
-  if (!s.ok()) return s;
-  return static_cast<double>(pages) / secs;
+  return rate;
 }
 
 nlohmann::json DescribeSetup(const PreloadSetup& setup) {

@@ -29,6 +29,7 @@
 #include "bench/cli.h"
 #include "bench/compare_util.h"
 #include "bench/memd_child.h"
+#include "bench/raw_stream.h"
 #include "bench/subcommands.h"
 #include "tiermem/remote.hpp"
 #include "tiermem/tiermem.hpp"
@@ -61,6 +62,7 @@ bool Check(const uint8_t* p, uint64_t page) {
 
 struct Raw {
   double roundtrip_p50_us = 0;
+  double roundtrip_mean_us = 0;  // to set beside the fault handler's mean read
   double write_pages_per_s = 0;
   double stream_gbps = 0;  // reads, `window` in flight
 };
@@ -77,9 +79,7 @@ constexpr size_t kStride = 4;  // --pattern stride: pages between touches
   std::vector<uint8_t> buf(n * kPage);
   for (size_t i = 0; i < n; ++i) Fill(&buf[i * kPage], i);
   // Write stream.
-  auto t0 = Clock::now();
-  TIERMEM_RETURN_IF_ERROR(c->Write(r, r.first, buf.data(), n, 64));
-  out->write_pages_per_s = double(n) / std::chrono::duration<double>(Clock::now() - t0).count();
+  TIERMEM_ASSIGN_OR_RETURN(out->write_pages_per_s, TimedWritePagesPerSecond(*c, r, buf.data(), n));
   // Read round trips, one at a time.
   std::vector<double> lat;
   std::mt19937_64 rng(7);
@@ -90,8 +90,9 @@ constexpr size_t kStride = 4;  // --pattern stride: pages between touches
     if (i >= 200) lat.push_back(Us(Clock::now() - s));
   }
   out->roundtrip_p50_us = Percentile(lat, 0.5);
+  out->roundtrip_mean_us = std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
   // Read stream.
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   TIERMEM_RETURN_IF_ERROR(c->Read(r, r.first, buf.data(), n, std::max<size_t>(1, window)));
   out->stream_gbps = double(n * kPage) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
   return Status::Ok();
@@ -108,7 +109,29 @@ struct Tiered {
   // memds this bench started (0 with --server). On a machine where client and memds share
   // the cores, the eviction rate follows their sum.
   double evict_client_cpu_us = 0, evict_memd_cpu_us = 0;
+  // Where a fault's time goes (docs/protocol.md): the touches' mean as the program sees it, the
+  // handler's mean from the userfaultfd report to the page installed, and of that the read
+  // (posted to its reply in); and a zero-page fault's p50 (the userfaultfd round trip with no
+  // server: a first touch of memory placed on the remote tier).
+  double touch_mean_us = 0, handler_mean_us = 0, read_mean_us = 0, zero_fault_p50_us = 0;
 };
+
+// Times first touches of fresh remote-tier pages: each a zero-page fault served by the handler
+// alone (top page first, so that no touch finds its page zero-filled with a neighbour's).
+StatusOr<double> ZeroFaultP50(Runtime& rt, size_t pages) {
+  TIERMEM_ASSIGN_OR_RETURN(void* mem, rt.Allocate(pages * kPage, Tier::kRemote));
+  auto* base = static_cast<uint8_t*>(mem);
+  std::vector<double> lat;
+  lat.reserve(pages);
+  for (size_t i = pages; i-- > 0;) {
+    volatile uint8_t* p = base + i * kPage;
+    auto f0 = Clock::now();
+    (void)*p;
+    lat.push_back(Us(Clock::now() - f0));
+  }
+  (void)rt.Free(base);
+  return Percentile(lat, 0.5);
+}
 
 // One tiered pass: a runtime on `url` with `replicas`, pages evicted, touched in `pattern`'s
 // order, checked. With `kill`, the memd holding the most of this run's copies is killed (SIGKILL)
@@ -227,6 +250,12 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
   for (size_t i = 0; i < pages; ++i) out->verified += Check(base + i * kPage, i) ? 1 : 0;
   out->p50 = Percentile(lat, 0.5);
   out->p99 = Percentile(lat, 0.99);
+  out->touch_mean_us = lat.empty() ? 0.0 : std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
+  if (out->faults > 0) {
+    out->handler_mean_us = double(after.remote_fault_ns - before.remote_fault_ns) / 1e3 / double(out->faults);
+    out->read_mean_us = double(after.remote_fault_read_ns - before.remote_fault_read_ns) / 1e3 / double(out->faults);
+  }
+  TIERMEM_ASSIGN_OR_RETURN(out->zero_fault_p50_us, ZeroFaultP50(*rt, std::min<size_t>(pages, 1000)));
   out->evict_rate = double(pages) / evict_s;
   if (watcher.joinable()) {
     // The pages are local now, but their slots (and copies) stay until freed: the repair
@@ -291,7 +320,11 @@ int RemoteFault(int argc, char** argv) {
       "  touch, faulting or not), raw_roundtrip_p50_us, evict_pages_per_s, raw_write_pages_per_s,\n"
       "  access_gbps (the touch loop's bytes over its time), raw_stream_gbps (the bare transport's\n"
       "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page, servers,\n"
-      "  replicas, threads, servers_lost; with --kill-one rereplication_s (kill to every page with its replicas\n"
+      "  replicas, threads, servers_lost; fault_mean_us (the touches' mean), handler_fault_mean_us (the\n"
+      "  fault handler's mean, userfaultfd report to page installed), handler_read_mean_us (of that, the\n"
+      "  read: posted to its reply in; raw_roundtrip_mean_us is the bare read's mean beside it),\n"
+      "  zero_fault_p50_us (a first touch of fresh remote-tier memory:\n"
+      "  the userfaultfd round trip with no server); with --kill-one rereplication_s (kill to every page with its replicas\n"
       "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
       "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica,\n"
       "  one_replica_evict_client_cpu_us_per_page, one_replica_evict_memd_cpu_us_per_page,\n"
@@ -414,6 +447,9 @@ int RemoteFault(int argc, char** argv) {
            raw.write_pages_per_s, access_gbps, raw.stream_gbps, static_cast<unsigned long long>(faults),
            static_cast<unsigned long long>(prefetched), double(faults) / double(pages), nservers, replicas, threads,
            static_cast<unsigned long long>(t.servers_lost));
+    printf(",\"fault_mean_us\":%.2f,\"handler_fault_mean_us\":%.2f,\"handler_read_mean_us\":%.2f,"
+           "\"raw_roundtrip_mean_us\":%.2f,\"zero_fault_p50_us\":%.2f",
+           t.touch_mean_us, t.handler_mean_us, t.read_mean_us, raw.roundtrip_mean_us, t.zero_fault_p50_us);
     printf(",\"server_pages_per_page\":%.3f,\"evict_client_cpu_us_per_page\":%.2f,\"evict_memd_cpu_us_per_page\":%.2f",
            t.server_pages_per_page, t.evict_client_cpu_us, t.evict_memd_cpu_us);
     if (kill_one) {
@@ -445,7 +481,10 @@ int RemoteFault(int argc, char** argv) {
     printf("remote-fault over %s (%zu pages, %zu replica%s)\n", url.c_str(), pages, replicas, replicas == 1 ? "" : "s");
     printf("  fault           p50 %8.2f us   p99 %8.2f us   (%.2fx the raw round trip)\n", p50, p99,
            raw.roundtrip_p50_us > 0 ? p50 / raw.roundtrip_p50_us : 0.0);
-    printf("  raw round trip  p50 %8.2f us\n", raw.roundtrip_p50_us);
+    printf("  raw round trip  p50 %8.2f us, mean %.2f us\n", raw.roundtrip_p50_us, raw.roundtrip_mean_us);
+    printf("  fault, mean     %8.2f us: handler %.2f us (of which the read %.2f us), the rest outside it;"
+           " a zero-page fault p50 %.2f us\n",
+           t.touch_mean_us, t.handler_mean_us, t.read_mean_us, t.zero_fault_p50_us);
     printf("  eviction        %10.0f pages/s   (%.0f%% of the raw write stream, %.0f pages/s)\n", evict_rate,
            100.0 * evict_rate / raw.write_pages_per_s, raw.write_pages_per_s);
     printf("  eviction CPU    %.2f us per page here, %.2f us in the memds started here\n", t.evict_client_cpu_us,

@@ -26,7 +26,7 @@ namespace tiermem {
 
 // The layout version of the block this build writes and reads. A block of another version is
 // refused with NotSupported naming both versions.
-inline constexpr uint32_t kStatsLayoutVersion = 4;
+inline constexpr uint32_t kStatsLayoutVersion = 5;
 
 // Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
 // last bucket counts the rest.
@@ -90,6 +90,7 @@ struct ProcessStats {
   uint64_t pages_evicted = 0;
   uint64_t pages_written = 0;
   LatencyHistogram fault_latency;   // remote fault: userfaultfd report to the page installed
+  LatencyHistogram fault_read_latency;  // of which the read: posted to its reply in
   LatencyHistogram evict_latency;   // one eviction window: write posted to acknowledged and dropped
   // Replicas (TIERMEM_REPLICAS): the same names and meanings as in RuntimeCounters.
   uint64_t remote_servers_down = 0;    // memory servers down now

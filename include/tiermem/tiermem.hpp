@@ -108,6 +108,12 @@ struct RuntimeCounters {
   uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write
   uint64_t pages_fetched = 0;        // pages brought back other than by faults
   uint64_t pages_prefetched = 0;     // pages fetched ahead of faults (TIERMEM_PREFETCH)
+  // Summed over remote faults: the fault handler's time from the userfaultfd report to the page
+  // installed, and the part of it from the read posted to its reply in (the servers' and the
+  // transport's share); per fault, divide by remote_faults. What a faulting thread waits beyond
+  // the first is the wake-ups into and out of the handler (docs/protocol.md, "Where a fault's time goes").
+  uint64_t remote_fault_ns = 0;
+  uint64_t remote_fault_read_ns = 0;
   // Replicas (TIERMEM_REPLICAS): servers down now, reads that turned to another replica,
   // page copies made to restore lost replicas, and pages in use with a replica missing now.
   uint64_t remote_servers_down = 0;

@@ -119,6 +119,8 @@ Status Runtime::Impl::Init(const Options& o) {
     const char* problem = nullptr;
     pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch, &problem);
     if (problem != nullptr) TM_LOG_WARN("TIERMEM_PREFETCH=\"%s\" %s", opts_.prefetch, problem);
+    pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us, &problem);
+    if (problem != nullptr) TM_LOG_WARN("TIERMEM_FAULT_SPIN_US=\"%s\" %s", opts_.fault_spin_us, problem);
     pc.region_of = [this](const void* p) { return RegionOf(p); };
     pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
     pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };

@@ -24,6 +24,8 @@ std::string CountersJson(const RuntimeCounters& c) {
   j.U("evictions_untouched", c.evictions_untouched);
   j.U("pages_fetched", c.pages_fetched);
   j.U("pages_prefetched", c.pages_prefetched);
+  j.U("remote_fault_ns", c.remote_fault_ns);
+  j.U("remote_fault_read_ns", c.remote_fault_read_ns);
   j.U("remote_servers_down", c.remote_servers_down);
   j.U("remote_failovers", c.remote_failovers);
   j.U("remote_repaired_pages", c.remote_repaired_pages);
@@ -119,6 +121,8 @@ RuntimeCounters Runtime::Impl::Counters() const {
     c.evictions_untouched = p.skipped_untouched;
     c.pages_fetched = p.fetched;
     c.pages_prefetched = p.prefetched;
+    c.remote_fault_ns = p.fault_ns;
+    c.remote_fault_read_ns = p.fault_read_ns;
     c.remote_servers_down = p.servers_down;
     c.remote_failovers = p.failovers;
     c.remote_repaired_pages = p.repaired_pages;

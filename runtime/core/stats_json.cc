@@ -62,6 +62,8 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   j.U("remote_degraded_pages", st.remote_degraded_pages);
   j.Histogram("fault_latency", kHistogramBoundsNs, st.fault_latency.buckets, st.fault_latency.count,
               st.fault_latency.sum_ns);
+  j.Histogram("fault_read_latency", kHistogramBoundsNs, st.fault_read_latency.buckets, st.fault_read_latency.count,
+              st.fault_read_latency.sum_ns);
   j.Histogram("evict_latency", kHistogramBoundsNs, st.evict_latency.buckets, st.evict_latency.count,
               st.evict_latency.sum_ns);
   j.U("policy_rounds", st.policy_rounds);

@@ -195,6 +195,7 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.remote_repaired_pages = b.pager.repaired.load(std::memory_order_relaxed);
   st.remote_degraded_pages = b.pager.degraded.load(std::memory_order_relaxed);
   st.fault_latency = b.pager.fault_latency.Load();
+  st.fault_read_latency = b.pager.fault_read_latency.Load();
   st.evict_latency = b.pager.evict_latency.Load();
   st.sampling_faults = b.policy.samples.load(std::memory_order_relaxed);
   st.policy_rounds = b.policy.rounds.load(std::memory_order_relaxed);

@@ -31,6 +31,19 @@ StatusOr<std::unique_ptr<Pager>> Pager::Start(PagerConfig config) {
   return p;
 }
 
+int64_t FaultSpinFromOption(const char* value, const char** problem) {
+  *problem = nullptr;
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return -1;
+  uint64_t n = 0;
+  const char* c = value;
+  for (; *c >= '0' && *c <= '9' && n <= kMaxFaultSpinUs; ++c) n = n * 10 + static_cast<uint64_t>(*c - '0');
+  if (c == value || *c != '\0' || n > kMaxFaultSpinUs) {
+    *problem = "is not auto or a number of microseconds up to 10000; using auto";
+    return -1;
+  }
+  return static_cast<int64_t>(n);
+}
+
 Status Pager::Init(PagerConfig config) {
   config_ = std::move(config);
   prefetcher_ = Prefetcher(config_.prefetch_window);
@@ -131,6 +144,15 @@ Status Pager::Init(PagerConfig config) {
     TM_LOG_WARN("remote tier: %zu memory servers reachable, fewer than %s needs: no page "
                 "can be evicted until enough of them answer",
                 connected, Redundancy().c_str());
+  }
+  if (config_.fault_spin_us >= 0) {
+    fault_spin_ns_ = static_cast<uint64_t>(config_.fault_spin_us) * 1000;
+  } else {
+    // auto: spin where no server's memd needs this host's cores to answer (one-sided RDMA).
+    const bool all_rdma = std::all_of(eps.begin(), eps.end(), [](const remote::Endpoint& e) {
+      return e.kind == remote::Endpoint::Kind::kRdma;
+    });
+    fault_spin_ns_ = all_rdma ? kAutoFaultSpinNs : 0;
   }
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
   writer_ = std::make_unique<EvictWriter>();
@@ -236,6 +258,9 @@ PagerStats Pager::stats() const {
   s.servers_down = c_->servers_down.load(std::memory_order_relaxed);
   s.repaired_pages = c_->repaired.load(std::memory_order_relaxed);
   s.failovers = c_->failovers.load(std::memory_order_relaxed);
+  s.fault_ns = c_->fault_latency.sum_ns.load(std::memory_order_relaxed);
+  s.fault_read_ns = c_->fault_read_latency.sum_ns.load(std::memory_order_relaxed);
+  s.placement_allocs = placement_allocs_.load(std::memory_order_relaxed);
   {
     // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).
     std::lock_guard<std::mutex> lock(slots_mu_);
@@ -260,7 +285,7 @@ std::vector<PagerServerStats> Pager::server_stats() const {
     st.written = s->c->written.load(std::memory_order_relaxed);
     st.faults = s->c->faults.load(std::memory_order_relaxed);
     st.fetched = s->c->fetched.load(std::memory_order_relaxed);
-    st.full = st.connected && st.pages >= st.slots * per_slot_ &&
+    st.full = st.connected && s->healthy_free.load(std::memory_order_relaxed) == 0 &&
               s->full_until_ns.load(std::memory_order_relaxed) > now;
     st.down = s->down.load(std::memory_order_acquire);
     if (st.down) st.down_reason = DownReason(out.size() - 1);
@@ -270,14 +295,16 @@ std::vector<PagerServerStats> Pager::server_stats() const {
 }
 
 bool Pager::Full() const {
-  // Full when fewer than `replicas` usable servers could take a page.
+  // Not full while a healthy group has a free slot (free slots of groups with a member down do
+  // not count: no new page goes there), or while a new group could be formed: `replicas` usable
+  // servers whose memd has not refused a slot. The counts are those of the last placement, so
+  // a server lost since is taken into account by the next eviction.
   uint32_t able = 0;
   for (size_t k = 0; k < servers_.size(); ++k) {
     if (!Usable(k)) continue;
     const Server& s = *servers_[k];
-    const uint64_t slots = s.c->slots.load(std::memory_order_relaxed);
-    const uint64_t pages = s.c->pages.load(std::memory_order_relaxed);
-    if (!s.refused.load(std::memory_order_relaxed) || pages < slots * per_slot_) ++able;
+    if (s.healthy_free.load(std::memory_order_relaxed) > 0) return false;
+    if (!s.refused.load(std::memory_order_relaxed)) ++able;
   }
   return able < members_;
 }

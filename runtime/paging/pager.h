@@ -105,6 +105,9 @@ struct PagerConfig {
   // TIERMEM_PREFETCH: the most pages a remote fault fetches ahead along its thread's stream
   // (prefetch.h); 0: none.
   uint32_t prefetch_window = 0;
+  // TIERMEM_FAULT_SPIN_US: how long the fault handler polls for the next fault after a batch
+  // with remote reads before it sleeps; -1: 200 us when every server is RDMA, else 0.
+  int64_t fault_spin_us = -1;
   // Called when no server can take a page (every connected one refused its last allocation and
   // has no free slot left): an eviction is about to fail with ResourceExhausted. Runs on the
   // evicting thread (policy thread, or a thread in Migrate) with the pager's io lock held; must
@@ -131,6 +134,12 @@ struct PagerConfig {
   PagerServerCounters* server_counters = nullptr;
 };
 
+// TIERMEM_FAULT_SPIN_US: "auto" (and "") -1, else the microseconds (at most kMaxFaultSpinUs);
+// anything else -1 with *problem saying why.
+inline constexpr uint64_t kMaxFaultSpinUs = 10'000;
+inline constexpr uint64_t kAutoFaultSpinNs = 200'000;  // auto over RDMA
+int64_t FaultSpinFromOption(const char* value, const char** problem);
+
 struct PagerStats {
   uint64_t faults = 0;           // remote pages fetched by the fault handler
   uint64_t zero_fills = 0;       // never-written remote pages installed as zeros (batched)
@@ -145,6 +154,9 @@ struct PagerStats {
   uint64_t repaired_pages = 0;   // page copies made by the repair thread (replicas restored)
   uint64_t degraded_pages = 0;   // pages in use with fewer than `replicas` copies now
   uint64_t failovers = 0;        // reads that turned to another replica
+  uint64_t fault_ns = 0;         // summed over faults: userfaultfd report to the page installed
+  uint64_t fault_read_ns = 0;    // of which the read: posted to its reply in
+  uint64_t placement_allocs = 0; // slot allocations placement asked of servers, granted or not
 };
 
 // One memory server of the list, as the pager sees it.
@@ -285,7 +297,10 @@ class Pager {
     std::atomic<bool> connected{false};
     std::atomic<uint32_t> gen{0};            // sessions so far: a Member of an older one is gone
     uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
-    uint64_t free_slots = 0;                 // unused slots of ranges it leads; io_mu_
+    // Unused slots of the ranges it leads whose members are all up: what a new page may take
+    // (a range with a member down takes none). Written with io_mu_ held (CountHealthyFree
+    // recounts it when health_gen_ moves); Full() reads it without a lock.
+    std::atomic<uint64_t> healthy_free{0};
     size_t fill = SIZE_MAX;                  // the range it leads that TakeSlotOn takes from; io_mu_
     std::atomic<uint64_t> full_until_ns{0};  // refused an allocation: skip until then
     std::atomic<bool> refused{false};        // the last allocation asked of it was refused
@@ -368,10 +383,18 @@ class Pager {
   // held.
   // Pages a server can still take, for placement (under slots_mu_ or io_mu_).
   uint64_t Room(size_t k) const;
-  // The usable server with the most room, or servers_.size() when every server is full, down or
-  // unreachable. Servers marked in `skip` are passed over; with `free_only`, so are those that
-  // lead no group with free slots.
+  // The usable server with the most room, or servers_.size() when none can take a page: each is
+  // down, or leads no healthy group with free slots and cannot lead a new one (memd refused it
+  // within the last second, or too few others could join it: CanLeadGroup). Servers marked in
+  // `skip` are passed over; with `free_only`, so are those that lead no healthy group with free
+  // slots. The counts are CountHealthyFree's (TakeSlot brings them up to date first).
   size_t PickServer(const std::vector<uint8_t>* skip = nullptr, bool free_only = false);
+  // Enough other usable servers that memd has not refused within the last second (full_until_ns
+  // before `now`) to form a new group led by `lead` (io_mu_).
+  bool CanLeadGroup(size_t lead, uint64_t now) const;
+  // Brings every server's healthy_free up to date when a server went down or a range got its
+  // members back since the last count (health_gen_); io_mu_.
+  void CountHealthyFree();
   // *lead_refused: `server` itself could not take the page (full or down), so placement may try
   // the next; otherwise the replicas could not be placed anywhere.
   StatusOr<uint64_t> TakeSlotOn(size_t server, bool* lead_refused);
@@ -579,9 +602,16 @@ class Pager {
   // marks it local and kPageAhead, without waking anyone; false (the page left remote, its copy
   // on the server) when it cannot be placed.
   bool InstallOneAhead(Region& region, uint64_t index, const char* page, bool copied);
+  // Every `alloc` NewRange sent (PagerStats::placement_allocs): a round trip each, under io_mu_.
+  std::atomic<uint64_t> placement_allocs_{0};
+  // Moves each time a range may have changed from healthy to not or back: a server marked down
+  // (MarkDown, any thread), a member restored (the repair thread, io_mu_ held).
+  std::atomic<uint64_t> health_gen_{0};
+  uint64_t health_counted_ = ~uint64_t{0};  // the health_gen_ of the last count; io_mu_
   PagerCounters own_counters_{};
   PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
   Prefetcher prefetcher_{0};  // the fault handler thread's (made by Init)
+  uint64_t fault_spin_ns_ = 0;  // TIERMEM_FAULT_SPIN_US, resolved by Init
 };
 
 }  // namespace tiermem

@@ -201,12 +201,16 @@ void Pager::FaultLoop() {
   // polls for kSampledSpinNs before it sleeps: a thread sweeping through sampled pages faults
   // again within microseconds, and waking a sleeping handler across CPUs costs tens of them on
   // these VMs (docs/tiering.md, "Soft eviction"). Never after remote reads: spinning there took
-  // memd's CPU on a 2-core machine and slowed remote faults by 10-20%.
+  // memd's CPU on a 2-core machine and slowed remote faults by 10-20%. That is TCP's case:
+  // after remote reads it polls for fault_spin_ns_ (TIERMEM_FAULT_SPIN_US; by default only when
+  // every server is RDMA, whose reads take no memd CPU), which saves the faulting thread's wake-up
+  // of a sleeping handler on its next fault (docs/protocol.md, "Where a fault's time goes").
   constexpr uint64_t kSampledSpinNs = 50'000;
-  bool sampled_only = false;
+  bool sampled_only = false, read_remote = false;
   for (;;) {
     if (backlog.empty()) {
-      auto ready = os::WaitReadable(uffd_, stop_fd_, sampled_only ? kSampledSpinNs : 0);
+      const uint64_t spin = sampled_only ? kSampledSpinNs : read_remote ? fault_spin_ns_ : 0;
+      auto ready = os::WaitReadable(uffd_, stop_fd_, spin);
       if (!ready.ok()) {
         TM_LOG_ERROR("remote tier: fault handler: %s", ready.status().message().c_str());
         RemoveExitFiles();
@@ -383,8 +387,12 @@ void Pager::FaultLoop() {
               }
               return;
             }
+            c_->fault_read_latency.Record(os::MonotonicNanos() - p.rr.posted_ns);
             char* dst = p.region->PageAddress(p.index);
-            // Installed write-protected after a read fault: it stays clean until written.
+            // Installed write-protected after a read fault: it stays clean until written. The
+            // wake is a call of its own, after the record says kLocal: a thread woken before
+            // would find its page kInFlight, and a Migrate of it right after the fault (an
+            // evictor leaves kInFlight pages alone) would skip it.
             const bool protect = wp_ && !p.write;
             Status cs = os::UffdCopy(uffd_, dst, p.rr.buf, kPage, protect);
             if (!cs.ok()) Fatal(dst, server, cs);
@@ -440,6 +448,7 @@ void Pager::FaultLoop() {
     }
     if (config_.after_faults) config_.after_faults();
     sampled_only = sampled > 0 && pending.empty() && zero_filled == 0;
+    read_remote = !pending.empty();
   }
   UffdBacklog::Uninstall();
   os::Unmap(mem, (kBatch + 1) * kPage);

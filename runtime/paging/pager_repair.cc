@@ -137,7 +137,7 @@ void Pager::Rejoin() {
       s.io = std::move(*io);
       s.fault = std::move(*fault);
       s.quota = s.io->quota_pages();
-      s.free_slots = 0;
+      s.healthy_free.store(0, std::memory_order_relaxed);  // it leads no range (not Listed)
       s.fill = SIZE_MAX;
       s.down_counted = false;
       s.full_until_ns.store(0, std::memory_order_relaxed);
@@ -271,10 +271,8 @@ bool Pager::RepairOne() {
     r.m[bad] = to;
     r.has_join = false;
   }
-  if (bad == 0) {  // the range's lead changes: so does whose free slots they count as
-    servers_[lost]->free_slots -= std::min<uint64_t>(servers_[lost]->free_slots, r.free.size());
-    dst.free_slots += r.free.size();
-  }
+  // Its free slots may take new pages again (under a new lead when member 0 was replaced).
+  health_gen_.fetch_add(1, std::memory_order_release);
   TM_LOG_INFO(code_ ? "remote tier: %llu pages of %s have all their pieces again (on %s)"
                     : "remote tier: %llu pages of %s have their replicas again (on %s)",
               static_cast<unsigned long long>(r.used.load(std::memory_order_relaxed)),

@@ -13,8 +13,9 @@
 namespace tiermem {
 
 namespace {
-// A server that refused an allocation is not asked again for this long (unless it has free
-// slots of its own): placement goes to the next one meanwhile.
+// A server that refused an allocation of one slot is not asked again for this long, to lead a
+// group or to join one (it may still take pages in healthy groups it leads with free slots):
+// placement goes to the next one meanwhile.
 constexpr uint64_t kFullRetryNs = 1000ull * 1000 * 1000;
 }  // namespace
 
@@ -72,6 +73,7 @@ void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
     if (s.down.load(std::memory_order_relaxed)) return;
     s.down_reason = reason;
     s.down.store(true, std::memory_order_release);
+    health_gen_.fetch_add(1, std::memory_order_release);  // its groups take no new page now
     repair_wanted_ = true;
   }
   repair_cv_.notify_one();
@@ -103,6 +105,28 @@ uint64_t Pager::Room(size_t k) const {
   return cap > used ? cap - used : 0;
 }
 
+void Pager::CountHealthyFree() {
+  // Counted again only after a change of health; in between, TakeSlotOn, GiveSlotNow and
+  // NewRange keep the counts. A server marked down during the count moves health_gen_ again,
+  // so the next call counts again.
+  const uint64_t gen = health_gen_.load(std::memory_order_acquire);
+  if (gen == health_counted_) return;
+  health_counted_ = gen;
+  std::vector<uint64_t> free(servers_.size(), 0);
+  for (const auto& r : ranges_) {
+    if (!r->free.empty() && Healthy(*r)) free[r->m[0].server] += r->free.size();
+  }
+  for (size_t k = 0; k < servers_.size(); ++k) servers_[k]->healthy_free.store(free[k], std::memory_order_relaxed);
+}
+
+bool Pager::CanLeadGroup(size_t lead, uint64_t now) const {
+  uint32_t others = 0;
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    if (k != lead && Usable(k) && servers_[k]->full_until_ns.load(std::memory_order_relaxed) <= now) ++others;
+  }
+  return others + 1 >= members_;
+}
+
 size_t Pager::PickServer(const std::vector<uint8_t>* skip, bool free_only) {
   const size_t n = servers_.size();
   const uint64_t now = os::MonotonicNanos();
@@ -113,8 +137,11 @@ size_t Pager::PickServer(const std::vector<uint8_t>* skip, bool free_only) {
     Server& s = *servers_[i];
     if (!Usable(i)) continue;
     if (skip != nullptr && (*skip)[i]) continue;
-    if (free_only && s.free_slots == 0) continue;
-    if (s.free_slots == 0 && s.full_until_ns.load(std::memory_order_relaxed) > now) continue;
+    const bool has_free = s.healthy_free.load(std::memory_order_relaxed) > 0;
+    if (free_only && !has_free) continue;
+    // Free slots only in groups with a member down, or none: it needs a new group, and cannot
+    // lead one while memd refuses it or too few others could join (no round trip to find out).
+    if (!has_free && (s.full_until_ns.load(std::memory_order_relaxed) > now || !CanLeadGroup(i, now))) continue;
     const uint64_t room = Room(i);
     if (best == n || room > best_room) {
       best = i;
@@ -135,6 +162,13 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     return ResourceExhausted("remote tier: " + std::to_string(usable) + " memory servers are up, fewer than " +
                              Redundancy() + " needs");
   }
+  // Too few others that memd has not refused lately: no group can be formed, and nothing is
+  // asked (they are asked again a second after they refused).
+  const uint64_t now = os::MonotonicNanos();
+  if (!CanLeadGroup(lead, now)) {
+    return ResourceExhausted("remote tier: fewer than " + std::to_string(members_) + " memory servers can take pages (" +
+                             Redundancy() + "): the others refused slots within the last second");
+  }
   DrainWrites();  // the io connections are the writer thread's while writes are out
   // Ask memd for a chunk of slots; when it refuses (capacity or quota), or too few other servers
   // grant the same count for the replicas, ask for less, down to one page, before calling the
@@ -153,6 +187,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   auto owned = std::make_unique<Range>();
   Range& range = *owned;
   for (; want > 0; want /= 2) {
+    placement_allocs_.fetch_add(1, std::memory_order_relaxed);
     auto r = s.io->AllocSlots(want);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kResourceExhausted) {
@@ -168,21 +203,30 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     range.n = 1;
     range.m[0] = MemberOn(lead, *r);
     if (members_ == 1) break;
-    // The other replicas: the roomiest usable servers that grant the same count.
+    // The other replicas: the roomiest usable servers that grant the same count (and did not
+    // refuse a single slot within the last second).
     std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
     for (size_t k = 0; k < servers_.size(); ++k) {
-      if (k == lead || !Usable(k)) continue;
+      if (k == lead || !Usable(k) || servers_[k]->full_until_ns.load(std::memory_order_relaxed) > now) continue;
       order.emplace_back(Room(k), k);
     }
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (const auto& [room, k] : order) {
       if (range.n == members_) break;
+      placement_allocs_.fetch_add(1, std::memory_order_relaxed);
       auto got = servers_[k]->io->AllocSlots(r->count);
       if (got.ok()) {
         range.m[range.n++] = MemberOn(k, *got);
       } else {
         last = got.status();
-        if (got.status().code() != StatusCode::kResourceExhausted) MarkDown(k, got.status());
+        if (got.status().code() != StatusCode::kResourceExhausted) {
+          MarkDown(k, got.status());
+        } else if (r->count == 1) {
+          // Not one slot: full at memd, as a lead that refuses one is. Not asked to join (or
+          // lead) a group for a second, so the pages that follow do not ask it again each.
+          servers_[k]->full_until_ns.store(os::MonotonicNanos() + kFullRetryNs, std::memory_order_relaxed);
+          servers_[k]->refused.store(true, std::memory_order_relaxed);
+        }
       }
     }
     if (range.n == members_) break;
@@ -212,7 +256,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   for (uint32_t i = 0; i < range.n; ++i) {
     servers_[range.m[i].server]->c->slots.fetch_add(range.m[i].memd.count, std::memory_order_relaxed);
   }
-  s.free_slots += range.count;
+  s.healthy_free.fetch_add(range.count, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(slots_mu_);
   ranges_.push_back(std::move(owned));
   return ranges_.size() - 1;
@@ -227,7 +271,7 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si, bool* lead_refused) {
   };
   if (!fits(s.fill)) {
     s.fill = SIZE_MAX;
-    if (s.free_slots > 0) {
+    if (s.healthy_free.load(std::memory_order_relaxed) > 0) {
       for (size_t i = 0; i < ranges_.size(); ++i) {
         if (fits(i)) {
           s.fill = i;
@@ -244,7 +288,7 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si, bool* lead_refused) {
   Range& r = *ranges_[s.fill];
   const uint64_t slot = r.free.back();
   r.free.pop_back();
-  --s.free_slots;
+  if (s.healthy_free.load(std::memory_order_relaxed) > 0) s.healthy_free.fetch_sub(1, std::memory_order_relaxed);
   r.used.fetch_add(1, std::memory_order_relaxed);
   for (uint32_t i = 0; i < r.n; ++i) servers_[r.m[i].server]->c->pages.fetch_add(1, std::memory_order_relaxed);
   if (r.has_join) servers_[r.join.server]->c->pages.fetch_add(1, std::memory_order_relaxed);
@@ -254,13 +298,14 @@ StatusOr<uint64_t> Pager::TakeSlotOn(size_t si, bool* lead_refused) {
 StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
   // With replicas a new group is led by the roomiest server (so leads, which reads try first
   // among equals, rotate too); with one copy the placement stays until its server is full.
+  CountHealthyFree();
   if (*placement >= servers_.size() || !Usable(*placement) ||
-      (members_ > 1 && servers_[*placement]->free_slots == 0)) {
+      (members_ > 1 && servers_[*placement]->healthy_free.load(std::memory_order_relaxed) == 0)) {
     *placement = PickServer();
   }
   // Each server is tried at most once per call: a server that refuses (full at memd, or no
-  // group can be formed with it) is not picked again until the next page, even when it still
-  // leads groups with free slots that cannot be used (a member down), so the loop ends.
+  // group can be formed with it) is not picked again until the next page, so the loop ends
+  // even where the counts that PickServer goes by are behind (a server marked down meanwhile).
   std::vector<uint8_t> tried;
   for (;;) {
     if (*placement >= servers_.size()) {
@@ -301,7 +346,7 @@ void Pager::GiveSlotNow(uint64_t slot) {
   Range& r = *ranges_[ref.range];
   r.free.push_back(slot);
   r.used.fetch_sub(1, std::memory_order_relaxed);
-  ++servers_[r.m[0].server]->free_slots;
+  if (Healthy(r)) servers_[r.m[0].server]->healthy_free.fetch_add(1, std::memory_order_relaxed);
   // A down server's pages were taken off its count when the repair thread noticed it.
   for (uint32_t i = 0; i < r.n; ++i) {
     Server& s = *servers_[r.m[i].server];

@@ -236,6 +236,98 @@ TEST(RemoteReplicas, WithNoRoomToRestoreALostServersCopiesEvictionsEndAndLoseNot
   EXPECT_EQ(BadPages(data), 0u);
 }
 
+TEST(RemoteReplicas, AfterALossWithNoRoomAFullTierIsSeenWithoutAskingTheServersPerPage) {
+  // a and b full at memd, c with room but no partner once b is lost: a new group needs two
+  // servers and only c could join one. Placement must see that at once (Full(), the
+  // remote-full path) instead of asking c for a group and a for its replica, halving down to
+  // one slot, for every page it is given; and the slots freed in groups with a member on b
+  // (free, but not for a new page) must not count as room.
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  MemdProcess a, b, c;
+  ASSERT_TRUE(a.Start({"--capacity", "12M", "--no-rdma"}));  // 3072 slots
+  ASSERT_TRUE(b.Start({"--capacity", "12M", "--no-rdma"}));
+  ASSERT_TRUE(c.Start({"--capacity", "64M", "--no-rdma"}));  // every group has a member on c
+  std::unique_ptr<Runtime> owned = testing::StartRemoteRuntime(a.url() + "," + b.url() + "," + c.url(), "", "off", 2);
+  ASSERT_NE(owned, nullptr);
+  Runtime& rt = *owned;
+  Pager& pager = *ImplOf(rt)->pager();
+  // Runs evicted until one is refused: a and b are full then (6144 slots, at most 6144 pages).
+  constexpr size_t kRunPages = 512;
+  std::vector<Data> data;
+  for (size_t r = 0; r < 16; ++r) {
+    auto p = rt.Allocate(kRunPages * kPage, Tier::kDram);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    data.push_back(Data{static_cast<uint8_t*>(*p), kRunPages});
+    for (size_t i = 0; i < kRunPages; ++i) FillPage(data.back().base + i * kPage, r * kRunPages + i);
+    if (!rt.Migrate(data.back().base, kRunPages * kPage, Tier::kRemote).ok()) break;
+  }
+  ASSERT_LT(data.size(), 16u) << "a and b never filled";
+  b.Stop(SIGKILL);
+  EXPECT_EQ(BadPages(data), 0u);  // every page read back, b's copies from the other replica
+  // Found down by a read, or else by the repair thread's probe (once a second while idle).
+  for (int i = 0; i < 100 && !pager.server_stats()[1].down; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(pager.server_stats()[1].down);
+  EXPECT_GT(pager.stats().degraded_pages, 0u);
+  // Every other run freed: free slots again, in groups of c with a (room for new pages) and of
+  // c with b (none).
+  std::vector<Data> kept;
+  for (size_t r = 0; r < data.size(); ++r) {
+    if (r % 2 == 0) {
+      ASSERT_TRUE(rt.Free(data[r].base).ok());
+    } else {
+      kept.push_back(data[r]);
+    }
+  }
+  auto bad_kept = [&] {
+    size_t bad = 0;
+    for (size_t j = 0; j < kept.size(); ++j) {
+      for (size_t i = 0; i < kRunPages; ++i) bad += CheckPage(kept[j].base + i * kPage, (2 * j + 1) * kRunPages + i) ? 0 : 1;
+    }
+    return bad;
+  };
+  // New pages, evicted one by one, take the free slots of healthy groups until none is left.
+  constexpr size_t kFresh = 4096, kAfterFull = 256;
+  constexpr uint64_t kFreshSalt = 100000;
+  auto mem = rt.Allocate(kFresh * kPage, Tier::kDram);
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  auto* fresh = static_cast<uint8_t*>(*mem);
+  for (size_t i = 0; i < kFresh; ++i) FillPage(fresh + i * kPage, kFreshSalt + i);
+  size_t placed = 0;
+  for (; placed < kFresh - kAfterFull; ++placed) {
+    if (!rt.Migrate(fresh + placed * kPage, kPage, Tier::kRemote).ok()) break;
+  }
+  ASSERT_LT(placed, kFresh - kAfterFull) << "the tier never filled";
+  // Full now: each further page is refused without asking a and c for slots again and again
+  // (they are asked again a second later, so a slow run may see a few rounds; before, every
+  // page cost about 26 allocations: c asked for a group, a for its replica, down to one slot).
+  const uint64_t asked_before = pager.stats().placement_allocs;
+  size_t refused = 0;
+  for (size_t i = placed; i < placed + kAfterFull; ++i) {
+    auto moved = rt.Migrate(fresh + i * kPage, kPage, Tier::kRemote);
+    if (!moved.ok()) {
+      EXPECT_EQ(moved.status().code(), StatusCode::kResourceExhausted) << moved.status().ToString();
+      ++refused;
+    }
+  }
+  const uint64_t asked = pager.stats().placement_allocs - asked_before;
+  EXPECT_EQ(refused, kAfterFull);
+  EXPECT_LE(asked, kAfterFull / 4) << "slot allocations asked for " << kAfterFull << " refused pages";
+  EXPECT_TRUE(pager.Full());
+  // The kept pages (groups of c with a or b), read back and evicted again: moved or written to
+  // the members that are up; all of them, and the new pages, read back intact.
+  EXPECT_EQ(bad_kept(), 0u);
+  for (const Data& d : kept) {
+    auto moved = rt.Migrate(d.base, d.pages * kPage, Tier::kRemote);
+    if (!moved.ok()) {
+      EXPECT_EQ(moved.status().code(), StatusCode::kResourceExhausted) << moved.status().ToString();
+    }
+  }
+  EXPECT_EQ(bad_kept(), 0u);
+  size_t bad_fresh = 0;
+  for (size_t i = 0; i < kFresh; ++i) bad_fresh += CheckPage(fresh + i * kPage, kFreshSalt + i) ? 0 : 1;
+  EXPECT_EQ(bad_fresh, 0u);
+}
+
 TEST(RemoteReplicas, MoreReplicasThanServersIsRefusedBeforeAnythingConnects) {
   MemdProcess a, b;
   ASSERT_TRUE(a.Start({"--capacity", "16M", "--no-rdma"}));

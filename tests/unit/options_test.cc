@@ -1,4 +1,5 @@
 #include "base/options.h"
+#include "runtime/paging/pager.h"
 #include "tiermem/options.hpp"
 
 #include <stdlib.h>
@@ -148,6 +149,24 @@ TEST(OptionsFromEnv, ChoiceOptionTakesOnlyItsValues) {
   // The API's Options are checked against the same table.
   EXPECT_TRUE(Options().Set("on_remote_full", "overcommit").status().ok());
   EXPECT_FALSE(Options().Set("on_remote_full", "sometimes").status().ok());
+}
+
+TEST(FaultSpinOption, AutoNumbersAndJunk) {
+  const char* problem = nullptr;
+  EXPECT_EQ(FaultSpinFromOption("auto", &problem), -1);
+  EXPECT_EQ(problem, nullptr);
+  EXPECT_EQ(FaultSpinFromOption("", &problem), -1);
+  EXPECT_EQ(problem, nullptr);
+  EXPECT_EQ(FaultSpinFromOption("0", &problem), 0);
+  EXPECT_EQ(problem, nullptr);
+  EXPECT_EQ(FaultSpinFromOption("150", &problem), 150);
+  EXPECT_EQ(FaultSpinFromOption("10000", &problem), 10000);
+  EXPECT_EQ(problem, nullptr);
+  for (const char* bad : {"10001", "99999999999999999999", "50us", "-1", "off"}) {
+    problem = nullptr;
+    EXPECT_EQ(FaultSpinFromOption(bad, &problem), -1) << bad;
+    EXPECT_NE(problem, nullptr) << bad;
+  }
 }
 
 }  // namespace

@@ -145,6 +145,9 @@ void Exposition::Add(const ProcessStats& s) {
          double(s.remote_degraded_pages));
   Histogram("tiermem_remote_fault_duration_seconds",
             "Remote faults: from the userfaultfd report to the page installed.", p, s.fault_latency);
+  Histogram("tiermem_remote_fault_read_duration_seconds",
+            "Remote faults: from the read posted to its reply in (part of the fault's duration).", p,
+            s.fault_read_latency);
   Histogram("tiermem_evict_duration_seconds",
             "Eviction windows: from the write posted to acknowledged and dropped.", p, s.evict_latency);
   Sample("tiermem_policy_rounds_total", "Rounds of the tiering policy.", "counter", p, double(s.policy_rounds));

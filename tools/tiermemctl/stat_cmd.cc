@@ -52,6 +52,7 @@ void PrintBlock(const ProcessStats& s) {
                 (unsigned long long)s.moves[f][1], (unsigned long long)s.moves[f][2]);
   }
   std::printf("\nremote faults    %llu (%s)\n", (unsigned long long)s.remote_faults, Latency(s.fault_latency).c_str());
+  std::printf("  of which read   %s\n", Latency(s.fault_read_latency).c_str());
   std::printf("zero fills       %llu\n", (unsigned long long)s.zero_fills);
   std::printf("prefetched       %llu pages\n", (unsigned long long)s.pages_prefetched);
   std::printf("sampling faults  %llu (mode %s)\n", (unsigned long long)s.sampling_faults,
