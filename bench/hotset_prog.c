@@ -16,14 +16,17 @@
  * weighted by 2i+1) are kept up to date with every update, and recomputed from the array at the
  * end. A page that came back as zeros, or as an older copy, changes both.
  *
- * --stop-at-phases: the process stops itself (SIGSTOP) after the fill, at the phase boundary and
- * after phase 2, before the verification, so that a parent reads its fault counters at exactly
- * those points (waitpid WUNTRACED, then SIGCONT). Without a parent that continues it, it would
- * wait forever: only the bench passes it.
+ * --stop-at-phases: the process stops itself (SIGSTOP) after the fill, halfway through each
+ * phase, at the phase boundary and after phase 2, before the verification (five stops), so that
+ * a parent reads its fault counters at exactly those points (waitpid WUNTRACED, then SIGCONT);
+ * the second half of a phase is its steady state, after the window's fetch. The time stopped
+ * halfway does not count in the phase. Without a parent that continues it, it would wait
+ * forever: only the bench passes it.
  *
  * Output: one JSON line on stdout, e.g.
  *   {"array_bytes":..,"start_rss_bytes":..,"peak_rss_bytes":..,"fill_s":..,"updates":[a,b],
- *    "seconds":[a,b],"major_faults":[a,b],"verify_s":..,"verified":true}
+ *    "seconds":[a,b],"half_updates":[a,b],"major_faults":[a,b],"verify_s":..,"verified":true}
+ * (half_updates: the updates of each phase's first half.)
  * Exit status 0 when verified, 1 when the array does not match its checksums, 2 on bad usage
  * or when the array cannot be allocated. */
 #define _GNU_SOURCE
@@ -128,7 +131,7 @@ int main(int argc, char** argv) {
   }
   const double fill_s = Now() - t;
 
-  uint64_t updates[2] = {0, 0};
+  uint64_t updates[2] = {0, 0}, half[2] = {0, 0};
   double secs[2] = {0, 0};
   long majflt[2] = {0, 0};
   const uint64_t hot_start[2] = {3 * tenth, 7 * tenth};
@@ -136,11 +139,23 @@ int main(int argc, char** argv) {
   for (int phase = 0; phase < 2; ++phase) {
     if (stop) raise(SIGSTOP);
     const long f0 = MajorFaults();
-    const double t0 = Now(), deadline = t0 + seconds / 2;
+    double t0 = Now(), deadline = t0 + seconds / 2, stopped = 0;
     const uint64_t limit = max_updates > 0 ? (max_updates + 1 - (uint64_t)phase) / 2 : UINT64_MAX;
     const uint64_t h0 = hot_start[phase];
     uint64_t n = 0;
+    int halfway = 0;
     while (n < limit) {
+      if (!halfway && (Now() >= t0 + seconds / 4 + stopped || n >= limit / 2)) {
+        /* Halfway (by time, or by count when the count bound comes first). */
+        halfway = 1;
+        half[phase] = n;
+        if (stop) {
+          const double s0 = Now();
+          raise(SIGSTOP);
+          stopped = Now() - s0;
+          deadline += stopped;
+        }
+      }
       /* 1024 updates between looks at the clock (a few us when everything is in DRAM). */
       for (int k = 0; k < 1024 && n < limit; ++k, ++n) {
         const uint64_t r = SplitMix64Next(&rng);
@@ -158,7 +173,8 @@ int main(int argc, char** argv) {
       }
       if (Now() >= deadline) break;
     }
-    secs[phase] = Now() - t0;
+    secs[phase] = Now() - t0 - stopped;
+    if (!halfway) half[phase] = n; /* ended before its middle (cannot happen with a bound > 0) */
     updates[phase] = n;
     majflt[phase] = MajorFaults() - f0;
   }
@@ -173,11 +189,12 @@ int main(int argc, char** argv) {
   const double verify_s = Now() - t;
   const int verified = check == sum && wcheck == wsum;
   printf("{\"array_bytes\":%llu,\"start_rss_bytes\":%llu,\"peak_rss_bytes\":%llu,\"fill_s\":%.3f,"
-         "\"updates\":[%llu,%llu],\"seconds\":[%.3f,%.3f],\"major_faults\":[%ld,%ld],"
+         "\"updates\":[%llu,%llu],\"seconds\":[%.3f,%.3f],\"half_updates\":[%llu,%llu],\"major_faults\":[%ld,%ld],"
          "\"verify_s\":%.3f,\"verified\":%s}\n",
          (unsigned long long)(words * 8), (unsigned long long)start_rss,
          (unsigned long long)StatusBytes("VmHWM"), fill_s, (unsigned long long)updates[0],
-         (unsigned long long)updates[1], secs[0], secs[1], majflt[0], majflt[1], verify_s,
+         (unsigned long long)updates[1], secs[0], secs[1], (unsigned long long)half[0], (unsigned long long)half[1],
+         majflt[0], majflt[1], verify_s,
          verified ? "true" : "false");
   free(a);
   if (!verified) {

@@ -3,9 +3,11 @@
 // bench/preload_setup.h (plain, tiermem by LD_PRELOAD, the kernel's swap in a memory cgroup), all
 // with a DRAM budget of 20% of its array.
 //
-// The program stops itself after its fill, at the phase boundary and after phase 2; at each stop
-// this process reads the child's fault counter, RSS and DRAM residency, then continues it. Faults
-// per update are the counter's growth over a phase divided by the phase's updates.
+// The program stops itself after its fill, halfway through each phase, at the phase boundary and
+// after phase 2; at each stop this process reads the child's fault counter, RSS and DRAM
+// residency, then continues it. Faults per update are the counter's growth over a phase divided
+// by the phase's updates; over its second half (after warm-up: the window's fetch is over, in a
+// placement that keeps the window) they compare with the steady state's ideal itself.
 //
 // The ideal: the independent reference model's optimal placement (Aho, Denning and Ullman's A0:
 // with independent draws, the best any placement can do is to keep the most likely pages in the
@@ -65,9 +67,10 @@ nlohmann::json RunHotset(const PreloadSetup& setup, const Config& c) {
   const uint64_t t0 = NowNs(), deadline = t0 + c.timeout_s * 1'000'000'000ull;
   auto fail = [&](const std::string& why) { return SetupFailed(e, why); };
   if (!child.Start(o, &err)) return fail(err);
-  // Stops: after the fill, at the phase boundary, after phase 2.
+  // Stops: after the fill, halfway through phase 1, at the phase boundary, halfway through phase
+  // 2, after phase 2.
   std::vector<SetupReading> at;
-  for (int stop = 0; stop < 3; ++stop) {
+  for (int stop = 0; stop < 5; ++stop) {
     const Child::Event ev = child.Wait(deadline);
     if (ev == Child::Event::kTimedOut) {
       child.Stop(SIGKILL);
@@ -93,26 +96,34 @@ nlohmann::json RunHotset(const PreloadSetup& setup, const Config& c) {
   }
   const bool verified = prog.value("verified", false) && child.Describe() == "exit 0";
   const std::vector<uint64_t> updates = prog["updates"];
+  const std::vector<uint64_t> half = prog.value("half_updates", std::vector<uint64_t>{0, 0});
   const std::vector<double> secs = prog["seconds"];
   const double total_s = secs[0] + secs[1];
   e["updates_per_s"] = total_s > 0 ? static_cast<double>(updates[0] + updates[1]) / total_s : 0.0;
   e["peak_rss_bytes"] = prog["peak_rss_bytes"];
   nlohmann::json fpu = nlohmann::json::array(), major = nlohmann::json::array(), ideal = nlohmann::json::array();
+  nlohmann::json second = nlohmann::json::array();
   for (int ph = 0; ph < 2; ++ph) {
+    const SetupReading &from = at[2 * ph], &mid = at[2 * ph + 1], &to = at[2 * ph + 2];
     const double n = std::max<double>(1, static_cast<double>(updates[ph]));
-    fpu.push_back(static_cast<double>(at[ph + 1].faults - at[ph].faults) / n);
-    major.push_back(static_cast<double>(at[ph + 1].major_faults - at[ph].major_faults) / n);
+    fpu.push_back(static_cast<double>(to.faults - from.faults) / n);
+    const double n2 = std::max<double>(1, static_cast<double>(updates[ph] - std::min(updates[ph], half[ph])));
+    second.push_back(static_cast<double>(to.faults - mid.faults) / n2);
+    major.push_back(static_cast<double>(to.major_faults - from.major_faults) / n);
     ideal.push_back(IdealFaultsPerUpdate(kHotShare, kHotUpdates, kBudgetShare) + static_cast<double>(WindowPages(c.bytes)) / n);
   }
   e["faults_per_update"] = fpu;
+  e["faults_per_update_second_half"] = second;
   e["ideal_faults_per_update_with_window"] = ideal;
   e["fault_counter"] = FaultCounterName(setup.name);
   e["major_faults_per_update"] = major;
   e["updates"] = updates;
+  e["half_updates"] = half;
   e["seconds"] = secs;
   e["verified"] = verified;
   for (const char* k : {"start_rss_bytes", "fill_s", "verify_s"}) e[k] = prog[k];
-  for (const SetupReading& r : at) {
+  for (size_t k = 0; k < at.size(); k += 2) {  // after the fill, at the move, after phase 2
+    const SetupReading& r = at[k];
     e["rss_bytes"].push_back(r.rss_bytes);
     if (setup.name == "tiermem") e["dram_resident_bytes"].push_back(r.dram_resident_bytes);
     if (setup.swap) e["cgroup_bytes"].push_back(r.cgroup_bytes);
@@ -155,9 +166,12 @@ int PreloadHotset(int argc, char** argv) {
       "  (1.5 x (plain's fill_s + the bytes beyond the DRAM limit at that raw rate)) and\n"
       "  tiermem_fill_vs_bound (tiermem's fill_s over it: at most 1 is the goal).\n"
       "  setups[]: name, updates_per_s, peak_rss_bytes, faults_per_update [phase1, phase2],\n"
+      "    faults_per_update_second_half [p1, p2] (the second half of each phase: its steady\n"
+      "    state, to compare with ideal_faults_per_update),\n"
       "    fault_counter (remote_faults | major_faults), major_faults_per_update [p1, p2],\n"
       "    ideal_faults_per_update_with_window [p1, p2] (ideal + ideal_move_faults / the phase's\n"
-      "    updates), updates [p1, p2], seconds [p1, p2], verified, start_rss_bytes, fill_s,\n"
+      "    updates), updates [p1, p2], half_updates [p1, p2] (those of each first half),\n"
+      "    seconds [p1, p2], verified, start_rss_bytes, fill_s,\n"
       "    verify_s, wall_s,\n"
       "    exit, rss_bytes [after fill, at the move, after phase 2], setup {env, cgroup,\n"
       "    cgroup_version, swap_file}; tiermem: dram_resident_bytes [3 points]; kernel_swap:\n"
@@ -183,10 +197,11 @@ int PreloadHotset(int argc, char** argv) {
   bench.run = [&](const PreloadSetup& setup) { return RunHotset(setup, c); };
   bench.line = [](const nlohmann::json& e) {
     char line[256];
-    snprintf(line, sizeof(line), "%12.0f updates/s  peak RSS %6.1f MiB  %s per update %.4f, %.4f  %s",
+    snprintf(line, sizeof(line), "%12.0f updates/s  peak RSS %6.1f MiB  %s per update %.4f, %.4f (second halves %.4f, %.4f)  %s",
              e["updates_per_s"].get<double>(), e["peak_rss_bytes"].get<double>() / 1048576.0,
              e["fault_counter"].get<std::string>().c_str(), e["faults_per_update"][0].get<double>(),
-             e["faults_per_update"][1].get<double>(), e["verified"].get<bool>() ? "verified" : "DATA LOST");
+             e["faults_per_update"][1].get<double>(), e["faults_per_update_second_half"][0].get<double>(),
+             e["faults_per_update_second_half"][1].get<double>(), e["verified"].get<bool>() ? "verified" : "DATA LOST");
     return std::string(line);
   };
   // The program's own RSS before its array: the plain run's, else the first that ran. The fill's

@@ -247,6 +247,9 @@ def preload_hotset_rows(r):
 
     def figures(s):
         fpu = " / ".join(f"{x:.3f}" for x in s.get("faults_per_update", []))
+        half = s.get("faults_per_update_second_half")
+        if half:
+            fpu += " (second halves " + " / ".join(f"{x:.3f}" for x in half) + ")"
         return (f"{s['updates_per_s']:,.0f} updates/s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB, "
                 f"faults/update {fpu}")
     return [(f"preload-hotset: a plain C program, {size} array, 90% of updates on 10% (moved halfway), "

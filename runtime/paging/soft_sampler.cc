@@ -67,6 +67,15 @@ void UffdSampler::InstallRun(Entry* const* run, size_t n, bool write_protect) {
   }
   live_ -= n;
   pager_->Wake(addr, n * kPage);
+  // The bytes live on in the page: the copies' memory is returned now (adjacent copies in one
+  // call), not at the round's end. Relief releases watched pages by the thousand between two
+  // rounds to evict them, and each freed copy beside its page was memory over the DRAM limit.
+  for (size_t k = 0; k < n;) {
+    size_t j = k + 1;
+    while (j < n && run[j]->copy == run[j - 1]->copy + 1) ++j;
+    (void)os::Discard(CopyOf(run[k]->copy), (j - k) * kPage);
+    k = j;
+  }
 }
 
 void UffdSampler::Install(Entry& e, bool write_protect) {
@@ -79,6 +88,7 @@ void UffdSampler::Forget(Entry& e) {
   rec.flags.fetch_and(uint8_t(~kPageSampled), std::memory_order_relaxed);
   rec.state.store(S(PageState::kLocal), std::memory_order_release);
   FreeCopy(e.copy);
+  (void)os::Discard(CopyOf(e.copy), kPage);  // its memory is returned at once, as in InstallRun
   --live_;
   e.state = kGone;
 }
@@ -136,64 +146,72 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages) {
     if (!Cas(r->record(index), PageState::kLocal, PageState::kInFlight)) continue;
     claimed.push_back({p, r, index});
   }
-  // Runs of adjacent claimed pages of one region: one system call each.
-  auto for_runs = [&](auto&& fn) {
-    for (size_t i = 0; i < claimed.size();) {
+  // Steps 2-5 go chunk by chunk (kArmChunk pages): between its copy and its drop a page is held
+  // twice, so arming thousands at once (the watch grows by the faults of a round) put as many
+  // pages over the DRAM limit for a moment; a chunk bounds that to 1 MiB.
+  std::vector<uint8_t> ok;
+  std::vector<uint64_t> pm;
+  std::vector<Entry> added;
+  size_t next_copy = 0, armed = 0;
+  for (size_t lo = 0; lo < claimed.size(); lo += kArmChunk) {
+    const size_t hi = std::min(claimed.size(), lo + kArmChunk);
+    // 2. Write-protect, so the copy is the page as it is dropped (a write meanwhile waits in the
+    //    handler, which leaves a claimed page alone, and is woken below to fault on the copy).
+    //    3. Which have contents? A never-touched page has nothing to keep: not sampled.
+    //    Runs of adjacent claimed pages of one region: one system call each.
+    ok.assign(hi - lo, 1);
+    pm.assign(hi - lo, 0);
+    for (size_t i = lo; i < hi;) {
       size_t j = i + 1;
-      while (j < claimed.size() && claimed[j].region == claimed[i].region && claimed[j].addr == claimed[j - 1].addr + kPage) ++j;
-      fn(i, j);
+      while (j < hi && claimed[j].region == claimed[i].region && claimed[j].addr == claimed[j - 1].addr + kPage) ++j;
+      bool good = os::UffdWriteProtect(pager_->uffd_, claimed[i].addr, (j - i) * kPage, true).ok();
+      good = good && os::ReadPagemap(pager_->pagemap_fd_, claimed[i].addr, j - i, pm.data() + (i - lo));
+      for (size_t k = i; k < j; ++k) ok[k - lo] = good && os::PagemapPopulated(pm[k - lo]);
       i = j;
     }
-  };
-  // 2. Write-protect, so the copy is the page as it is dropped (a write meanwhile waits in the
-  //    handler, which leaves a claimed page alone, and is woken below to fault on the copy).
-  //    3. Which have contents? A never-touched page has nothing to keep: not sampled.
-  std::vector<uint8_t> ok(claimed.size(), 1);
-  std::vector<uint64_t> pm(claimed.size());
-  for_runs([&](size_t i, size_t j) {
-    bool good = os::UffdWriteProtect(pager_->uffd_, claimed[i].addr, (j - i) * kPage, true).ok();
-    good = good && os::ReadPagemap(pager_->pagemap_fd_, claimed[i].addr, j - i, pm.data() + i);
-    for (size_t k = i; k < j; ++k) ok[k] = good && os::PagemapPopulated(pm[k]);
-  });
-  // 4. Copy.
-  std::vector<Entry> added;
-  added.reserve(claimed.size());
-  size_t next_copy = 0;
-  for (size_t k = 0; k < claimed.size(); ++k) {
-    PageRecord& rec = claimed[k].region->record(claimed[k].index);
-    if (!ok[k]) {
-      // Left as it was: write-protection of a clean page stays (it was there), of a dirty one is
-      // lifted, and waiters retry.
-      if (!(rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
-        (void)os::UffdWriteProtect(pager_->uffd_, claimed[k].addr, kPage, false);
+    // 4. Copy.
+    added.clear();
+    for (size_t k = lo; k < hi; ++k) {
+      PageRecord& rec = claimed[k].region->record(claimed[k].index);
+      if (!ok[k - lo]) {
+        // Left as it was: write-protection of a clean page stays (it was there), of a dirty one
+        // is lifted, and waiters retry.
+        if (!(rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
+          (void)os::UffdWriteProtect(pager_->uffd_, claimed[k].addr, kPage, false);
+        }
+        rec.state.store(S(PageState::kLocal), std::memory_order_release);
+        pager_->Wake(claimed[k].addr, kPage);
+        continue;
       }
-      rec.state.store(S(PageState::kLocal), std::memory_order_release);
-      pager_->Wake(claimed[k].addr, kPage);
-      continue;
+      const uint32_t copy = copies[next_copy++];
+      memcpy(CopyOf(copy), claimed[k].addr, kPage);
+      const bool clean = (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean) != 0;
+      added.push_back({reinterpret_cast<uintptr_t>(claimed[k].addr), claimed[k].region, claimed[k].index, copy,
+                       kArmed, clean});
     }
-    const uint32_t copy = copies[next_copy++];
-    memcpy(CopyOf(copy), claimed[k].addr, kPage);
-    const bool clean = (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean) != 0;
-    added.push_back({reinterpret_cast<uintptr_t>(claimed[k].addr), claimed[k].region, claimed[k].index, copy,
-                     kArmed, clean});
+    // 5. Publish, flag and drop together, then wake the writers that waited.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hi == claimed.size()) {
+      while (next_copy < copies.size()) FreeCopy(copies[next_copy++]);  // not needed after all
+    }
+    for (const Entry& e : added) e.region->record(e.index).flags.fetch_or(kPageSampled, std::memory_order_relaxed);
+    const size_t before = entries_.size();
+    entries_.insert(entries_.end(), added.begin(), added.end());
+    std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
+                       [](const Entry& x, const Entry& y) { return x.page < y.page; });
+    live_ += added.size();
+    for (size_t i = 0; i < added.size();) {
+      size_t j = i + 1;
+      while (j < added.size() && added[j].page == added[j - 1].page + kPage) ++j;
+      (void)os::Discard(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
+      pager_->Wake(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
+      i = j;
+    }
+    armed += added.size();
   }
-  // 5. Publish, flag and drop together, then wake the writers that waited.
   std::lock_guard<std::mutex> lock(mu_);
-  while (next_copy < copies.size()) FreeCopy(copies[next_copy++]);  // not needed after all
-  for (const Entry& e : added) e.region->record(e.index).flags.fetch_or(kPageSampled, std::memory_order_relaxed);
-  const size_t before = entries_.size();
-  entries_.insert(entries_.end(), added.begin(), added.end());
-  std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
-                     [](const Entry& x, const Entry& y) { return x.page < y.page; });
-  live_ += added.size();
-  for (size_t i = 0; i < added.size();) {
-    size_t j = i + 1;
-    while (j < added.size() && added[j].page == added[j - 1].page + kPage) ++j;
-    (void)os::Discard(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
-    pager_->Wake(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
-    i = j;
-  }
-  counters_.armed += added.size();
+  while (next_copy < copies.size()) FreeCopy(copies[next_copy++]);  // none claimed at all
+  counters_.armed += armed;
   return live_;
 }
 
@@ -244,20 +262,11 @@ void UffdSampler::Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::
   entries_.resize(w);
   in_round_ = false;
   ++counters_.rounds;
-  DiscardFreeCopies();
+  SortFreeCopies();
 }
 
-void UffdSampler::DiscardFreeCopies() {
-  // A copy put back lives on in the page it was copied into: its own memory is returned, so the
-  // sampler holds no more memory than the pages it has taken out (runs of free copies, one
-  // madvise each).
+void UffdSampler::SortFreeCopies() {
   std::sort(free_copies_.begin(), free_copies_.begin() + static_cast<long>(nfree_), std::greater<uint32_t>());
-  for (size_t i = 0; i < nfree_;) {
-    size_t j = i + 1;
-    while (j < nfree_ && free_copies_[j] + 1 == free_copies_[j - 1]) ++j;
-    (void)os::Discard(CopyOf(free_copies_[j - 1]), (j - i) * kPage);
-    i = j;
-  }
 }
 
 size_t UffdSampler::carried() const {
@@ -304,7 +313,7 @@ void UffdSampler::DisarmAll() {
   }
   entries_.clear();
   in_round_ = false;
-  DiscardFreeCopies();
+  SortFreeCopies();
 }
 
 void UffdSampler::Freeze() {

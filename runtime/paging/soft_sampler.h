@@ -42,7 +42,8 @@ class Pager;
 
 class UffdSampler final : public AccessSampler {
  public:
-  static constexpr size_t kMaxArmed = 4096;  // 16 MiB of copies at most (replacing the pages)
+  static constexpr size_t kMaxArmed = 16384;  // 64 MiB of copies at most (replacing the pages)
+  static constexpr size_t kArmChunk = 256;    // pages copied before they are dropped (Arm)
 
   // `pager` outlives the sampler and calls OnMissing/Drop/Freeze on it.
   explicit UffdSampler(Pager* pager);
@@ -100,8 +101,9 @@ class UffdSampler final : public AccessSampler {
   // chunk until Drop says it was unregistered). False when it cannot be registered.
   bool RegisterChunk(Region& region, uintptr_t page);
   void FreeCopy(uint32_t copy) { free_copies_[nfree_++] = copy; }
-  // Returns the memory of the free copies (mu_ held); leaves free_copies_ sorted for Arm.
-  void DiscardFreeCopies();
+  // Sorts the free copies for Arm (adjacent copies for adjacent pages); mu_ held. Their memory
+  // was returned when they were freed (InstallRun, Forget).
+  void SortFreeCopies();
   char* CopyOf(uint32_t copy) const { return copies_ + static_cast<size_t>(copy) * 4096; }
 
   Pager* pager_;

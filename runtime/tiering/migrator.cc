@@ -305,7 +305,7 @@ bool Migrator::Round() {
       if (e & kLogAhead) continue;
       const uint64_t key = e & kLogKeyMask;
       samples.push_back({key, false, now});
-      policy_->FaultedBack(key);
+      policy_->FaultedBack(key, now);
       ++fault_samples;
     }
   }

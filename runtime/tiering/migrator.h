@@ -24,10 +24,11 @@
 //
 // Budget relief (migrator_relief.cc), in every mode with a DRAM budget and a lower tier: pages
 // the pager makes resident (faults, zero fills of first touches, fetches) enter a FIFO ring.
-// When DRAM goes over its budget the fault handler nudges this thread, which evicts from the
-// ring's old end down to the budget without waiting for its round (pages the prefetcher fetched
-// and nobody touched first; a page the policy holds hot gets a second chance at the ring's new
-// end, once per entry the ring held, so the limit still holds); while DRAM is more than
+// When DRAM goes over its budget the fault handler nudges this thread, which evicts down to the
+// budget without waiting for its round: pages the prefetcher fetched and nobody touched first,
+// then the pages under the carried watch that went untouched the longest, then the ring's old
+// end (a page the policy holds hot gets a second chance at the ring's new end, once per entry
+// the ring held, so the limit still holds); while DRAM is more than
 // `slack` pages over, the handler waits (at most one interval per batch) for that room, so a
 // program that faults faster than pages can be written out is slowed down instead of running
 // past its limit. The round's plan still decides by heat where samples exist. When the remote
@@ -200,10 +201,15 @@ class Migrator {
   struct Victim {
     char* addr;
     bool spared;
+    bool watched = false;  // under the watch, untouched (TakeWatchedVictims): no second chance
   };
-  // Up to `max` victims: first the pages fetched ahead that nobody touched since (kPageAhead),
-  // oldest first, then the ring's oldest. False when there are none.
-  bool PopVictims(size_t max, std::vector<Victim>* out);
+  // Appends up to `max` victims: first the pages fetched ahead that nobody touched since
+  // (kPageAhead), oldest first, then (`fifo`) the ring's oldest. False when it found none.
+  bool PopVictims(size_t max, std::vector<Victim>* out, bool fifo = true);
+  // Appends up to `max` pages under the carried watch that are still untouched (the soft
+  // sampler holds them, or they are resident under protection), the longest watched first
+  // (Policy::TakeWatched).
+  void TakeWatchedVictims(size_t max, std::vector<Victim>* out);
   // The known region holding `addr`, or null (freed, or not managed).
   Region* RegionOf(const char* addr) const;
   // Puts popped victims that could not be evicted back at the ring's new end (the ring is
@@ -262,6 +268,7 @@ class Migrator {
   static constexpr uint64_t kLogKeyMask = kLogAhead - 1;
   ZeroedArray<uint64_t> log_;   // made by Start
   std::vector<uint64_t> fault_log_scratch_;  // the round's copy (policy thread)
+  std::vector<uint64_t> watched_scratch_;    // TakeWatchedVictims' (policy thread)
   uint64_t log_head_ = 0;       // under ring_lock_
   uint64_t log_read_ = 0;       // policy thread only
   // Entries since the last call, oldest first (policy thread).

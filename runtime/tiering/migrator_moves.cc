@@ -46,6 +46,7 @@ Migrator::Executed Migrator::Execute(std::vector<PageMove>& moves, bool cxl, uin
       return;
     }
     policy_->Moved(moves[k].page, now);
+    if (moves[k].to == Tier::kRemote) policy_->NoteEviction(moves[k].page);
     if (moves[k].to > moves[k].from) {
       ++demoted;
     } else {

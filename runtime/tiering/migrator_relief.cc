@@ -5,7 +5,9 @@
 //
 // Why FIFO: the ring holds pages in the order they came back, so its old end is the pages
 // resident longest without a fault; under remote-fault sampling that is all the policy knows
-// of them. Pages the prefetcher fetched ahead go first while nobody is seen touching them
+// of them. Under the carried watch the sampler knows more: the pages it has watched untouched
+// the longest go before the ring's (TakeWatchedVictims), and a page it caught in use is spared
+// until it may be checked again (Policy::CaughtInUse). Pages the prefetcher fetched ahead go first while nobody is seen touching them
 // (kPageAhead; a second, smaller ring): a wrong guess leaves before a page that was used. Each
 // entry carries the page's residency stamp (PageRecord::stamp), so an entry of a page that was
 // evicted and came back since is skipped (its newer entry counts). A page the policy holds hot
@@ -110,9 +112,33 @@ Region* Migrator::RegionOf(const char* addr) const {
   return nullptr;
 }
 
-bool Migrator::PopVictims(size_t max, std::vector<Victim>* out) {
+void Migrator::TakeWatchedVictims(size_t max, std::vector<Victim>* out) {
+  if (!sampling_ || !policy_->carry()) return;
   const size_t page = config_.page_size;
-  out->reserve(out->size() + max);  // no allocation under ring_lock_ (migrator.h says why)
+  std::vector<uint64_t>& keys = watched_scratch_;
+  keys.clear();
+  policy_->TakeWatched(max, os::MonotonicNanos(), &keys);
+  for (uint64_t key : keys) {
+    char* addr = reinterpret_cast<char*>(key * page);
+    Region* region = RegionOf(addr);
+    if (region == nullptr) continue;
+    const PageRecord& rec = region->record(region->PageIndex(addr));
+    const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
+    const uint8_t state = rec.state.load(std::memory_order_acquire);
+    // Held by the soft sampler (untouched since it was armed), or resident under protection.
+    const bool held = state == static_cast<uint8_t>(PageState::kInFlight) && (flags & kPageSampled);
+    if ((state != static_cast<uint8_t>(PageState::kLocal) && !held) || (flags & kPagePinned) ||
+        rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(Tier::kDram)) {
+      continue;
+    }
+    out->push_back({addr, false, true});
+  }
+}
+
+bool Migrator::PopVictims(size_t max, std::vector<Victim>* out, bool fifo) {
+  const size_t page = config_.page_size;
+  max += out->size();
+  out->reserve(max);  // no allocation under ring_lock_ (migrator.h says why)
   SpinGuard g(ring_lock_);
   // Pops entries of one ring while they last; `need` flags a victim must still have. An entry
   // whose page is still being installed (the pager reports a page resident before it stores
@@ -138,8 +164,12 @@ bool Migrator::PopVictims(size_t max, std::vector<Victim>* out) {
         return true;  // being installed (or evicted: then its entry is stale next time)
       }
       ++tail;
-      // Still the residency this entry was made for, in DRAM, and movable.
-      if (!same || state != static_cast<uint8_t>(PageState::kLocal) ||
+      // Still the residency this entry was made for, in DRAM, and movable. A page the soft
+      // sampler holds (in flight, kPageSampled: under watch and untouched since it was armed) is
+      // as much a victim as a resident one: it counts against DRAM, and its entry, dropped, was
+      // gone from the ring for good while the watch held DRAM's coldest pages (thousands).
+      const bool held = state == static_cast<uint8_t>(PageState::kInFlight) && (flags & kPageSampled);
+      if (!same || (state != static_cast<uint8_t>(PageState::kLocal) && !held) ||
           rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(Tier::kDram) ||
           (flags & kPagePinned) || (flags & need) != need) {
         continue;
@@ -150,8 +180,9 @@ bool Migrator::PopVictims(size_t max, std::vector<Victim>* out) {
   };
   // The pages fetched ahead first; while one of them is still being installed, none of the FIFO
   // ring's (its old end holds pages that were used): the next relief step takes it.
-  if (!drain(ahead_ring_, ahead_tail_, ahead_head_, kPageAhead)) drain(ring_, ring_tail_, ring_head_, 0);
-  return !out->empty();
+  const size_t before = out->size();
+  if (!drain(ahead_ring_, ahead_tail_, ahead_head_, kPageAhead) && fifo) drain(ring_, ring_tail_, ring_head_, 0);
+  return out->size() > before;
 }
 
 void Migrator::RequeueVictims(const std::vector<char*>& pages, bool spared) {
@@ -209,7 +240,13 @@ uint64_t Migrator::Relieve() {
     const uint64_t usage = mover_->TierPages(Tier::kDram);
     if (usage <= target) break;
     popped.clear();
-    if (!PopVictims(std::min<uint64_t>(usage - target, kReliefBatch), &popped)) {
+    // The pages fetched ahead that nobody touched, then the pages the watch has seen untouched
+    // the longest, then the ring's oldest.
+    const size_t want = std::min<uint64_t>(usage - target, kReliefBatch);
+    PopVictims(want, &popped, false);
+    if (popped.size() < want) TakeWatchedVictims(want - popped.size(), &popped);
+    if (popped.size() < want) PopVictims(want - popped.size(), &popped);
+    if (popped.empty()) {
       // Nothing left in the ring: DRAM's other pages are the plan's (by heat, next round).
       relief_stuck_.store(true, std::memory_order_release);
       break;
@@ -218,7 +255,7 @@ uint64_t Migrator::Relieve() {
     batch.clear();
     spared.clear();
     for (const Victim& v : popped) {
-      if (policy_->ReliefSpares(reinterpret_cast<uintptr_t>(v.addr) / page, v.spared, sampling_, &spare_left, now)) {
+      if (!v.watched && policy_->ReliefSpares(reinterpret_cast<uintptr_t>(v.addr) / page, v.spared, sampling_, &spare_left, now)) {
         spared.push_back(v.addr);
       } else {
         batch.push_back(v.addr);
@@ -232,7 +269,10 @@ uint64_t Migrator::Relieve() {
     batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
     if (batch.empty()) continue;
     if (sampling_) {
-      for (char* p : batch) sampler_->Release(p, page);
+      for (char* p : batch) {
+        sampler_->Release(p, page);
+        policy_->LeftWatch(reinterpret_cast<uintptr_t>(p) / page);  // not carried into the next round
+      }
     }
     // With a CXL tier that has room, the victims go there: the plan then sends the coldest of
     // CXL on to remote (by heat, which the ring knows nothing of), so a warm page that faulted
@@ -266,11 +306,14 @@ uint64_t Migrator::Relieve() {
       uint64_t moved = 0;
       for (char* p : batch) {
         auto one = mover_->EvictPages({p});
-        if (one.ok()) moved += one->pages_moved;
+        if (!one.ok()) continue;
+        moved += one->pages_moved;
+        policy_->NoteEviction(reinterpret_cast<uintptr_t>(p) / page);
       }
       count(moved);
     } else {
       count(r->pages_moved);
+      for (char* p : batch) policy_->NoteEviction(reinterpret_cast<uintptr_t>(p) / page);
     }
     // Under remote-fault sampling nothing was seen of these pages while they were here: their
     // heat is carried to now undecayed, so the time to their next fault decides how hot they

@@ -43,7 +43,9 @@ double Policy::Decayed(const PageHeat& h, uint64_t now_ns) const {
 
 void Policy::KeepUnlisted(const Entry& e, bool some_unlisted, uint64_t now_ns) {
   // The stored heat bounds the decayed one: most forgotten pages cost no exp2.
-  if (!some_unlisted || e.h.heat < config_.forget_heat || Decayed(e.h, now_ns) < config_.forget_heat) return;
+  if (!some_unlisted) return;
+  // A page evicted lately is kept whatever its heat: its refault says whether it was in use.
+  if (!RecentlyEvicted(e.h) && (e.h.heat < config_.forget_heat || Decayed(e.h, now_ns) < config_.forget_heat)) return;
   next_.push_back(e);
 }
 
@@ -110,8 +112,17 @@ void Policy::Evicted(uint64_t page, uint64_t now_ns) {
   if (PageHeat* h = Find(page); h != nullptr && now_ns > h->updated_ns) h->updated_ns = now_ns;
 }
 
-void Policy::FaultedBack(uint64_t page) {
-  if (PageHeat* h = Find(page)) h->moved_ns = 0;
+void Policy::FaultedBack(uint64_t page, uint64_t now_ns) {
+  PageHeat* h = Find(page);
+  if (h == nullptr) return;
+  h->moved_ns = 0;
+  if (carry_ && RecentlyEvicted(*h)) hot_until_[page] = now_ns + kHotRecheck * confirm_ns_;
+  h->evicted_at = 0;
+}
+
+void Policy::NoteEviction(uint64_t page) {
+  ++evictions_;
+  if (PageHeat* h = Find(page)) h->evicted_at = static_cast<uint32_t>(evictions_) == 0 ? 1 : static_cast<uint32_t>(evictions_);
 }
 
 uint64_t Policy::TakeTokens(uint64_t now_ns, uint64_t wanted) {

@@ -26,8 +26,10 @@
 // Thread safety: none; one thread (the policy thread) owns a Policy.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -158,7 +160,19 @@ class Policy {
   // The program brought `page` back from the remote tier by touching it: it is where it is by
   // the program's doing, not a move of the policy's, so no residence time holds it there (a
   // cold page faulted back in must be demotable again, or DRAM's budget cannot be kept).
-  void FaultedBack(uint64_t page);
+  // Under the carried watch, a page that comes back within refault_window() evictions of its
+  // own (NoteEviction) is held as caught in use (CaughtInUse): it was evicted without being
+  // seen in use (by relief's ring order, or confirmed cold by a watch shorter than the time
+  // between its accesses), and a page used that often belongs in DRAM (the kernel's refault
+  // distance, counted in evictions here too).
+  void FaultedBack(uint64_t page, uint64_t now_ns = 0);
+  // `page` left DRAM for the remote tier (relief or the plan): it is stamped with the eviction
+  // count, and its heat is kept while it is within refault_window() evictions (see FaultedBack).
+  void NoteEviction(uint64_t page);
+  // Evictions after which a page that comes back is no longer taken as one in use: a quarter of
+  // DRAM's budget (0 without one). A page touched every few seconds comes back well within it
+  // (the evictions of that time are its faults' and the cold pages'), a cold page far past it.
+  uint64_t refault_window() const { return config_.budget_pages[0] / 4; }
 
   size_t tracked_pages() const { return pages_.size() + fresh_.size(); }
 
@@ -190,11 +204,20 @@ class Policy {
   // lately (each check of a hot page costs a sampled fault).
   bool WatchBusy(uint64_t page) const { return watch_since_.count(page) > 0 || hot_until_.count(page) > 0; }
   // The sampler armed DRAM page `page` at `now_ns` (carried protection only: its watch begins).
-  void WatchStarted(uint64_t page, uint64_t now_ns) {
-    if (carry_) watch_since_.emplace(page, now_ns);
-  }
+  void WatchStarted(uint64_t page, uint64_t now_ns);
   // No sampler round is running: every watch ends.
-  void WatchEnded() { watch_since_.clear(); }
+  void WatchEnded() {
+    watch_since_.clear();
+    watch_order_.clear();
+  }
+  // Budget relief's first victims under the carried watch (after the pages fetched ahead): up to
+  // `max` pages watched untouched for at least the confirmation time at `now_ns`, the longest
+  // watched first, appended to `out`. They went untouched the longest of any page with a record
+  // of it, where the relief ring's order says only how long ago a page came in; a page watched
+  // for less says nothing yet (one in use may not have been touched since). Each page is handed
+  // out once per watch; the caller checks that it is still untouched (its record), evicts it and
+  // calls LeftWatch.
+  void TakeWatched(size_t max, uint64_t now_ns, std::vector<uint64_t>* out);
   // The policy thread moved `page` (its protection is lifted): its watch ends, and it is a fresh
   // page when it comes back.
   void LeftWatch(uint64_t page) {
@@ -203,7 +226,9 @@ class Policy {
   }
   // The pages under watch, ascending (the mover lifts protection in spans between them).
   std::vector<uint64_t> WatchedPages() const;
-  bool ConfirmedCold(uint64_t page) const { return confirmed_cold_.count(page) > 0; }
+  bool ConfirmedCold(uint64_t page) const {
+    return std::binary_search(confirmed_cold_.begin(), confirmed_cold_.end(), page);
+  }
 
   struct RoundInput {
     std::span<const PageView> views;  // the resident pages, ascending (Plan's `pages`)
@@ -235,10 +260,20 @@ class Policy {
   // under remote-fault sampling each residency gets one second chance (CLOCK's bit), under access
   // sampling a page is spared while it is caught in use. `spare_left`: second chances this relief
   // may still give (decremented), so relief ends and the limit holds.
+  // Under access sampling a page the watch caught in use is spared until it may be checked
+  // again (CaughtInUse): its heat from the catch has decayed long before that, and nothing but
+  // relief's second chance would keep it meanwhile.
   bool ReliefSpares(uint64_t page, bool spared_before, bool sampling, uint64_t* spare_left, uint64_t now_ns) const {
-    if (*spare_left == 0 || (!sampling && spared_before) || !SparedFromRelief(page, now_ns, sampling)) return false;
+    if (*spare_left == 0 || (!sampling && spared_before)) return false;
+    if (!SparedFromRelief(page, now_ns, sampling) && !(sampling && CaughtInUse(page, now_ns))) return false;
     --*spare_left;
     return true;
+  }
+  // Whether the watch caught `page` in use and will not check it again before now_ns (kHotRecheck
+  // confirmation times after the catch; carried watch only).
+  bool CaughtInUse(uint64_t page, uint64_t now_ns) const {
+    auto it = hot_until_.find(page);
+    return it != hot_until_.end() && it->second > now_ns;
   }
   // Whether `pages` more fit on `tier` (holding `usage` pages) below its low watermark; a tier
   // without a budget always has room, an absent one never.
@@ -286,6 +321,7 @@ class Policy {
  private:
   struct PageHeat {
     float heat = 0;
+    uint32_t evicted_at = 0;   // evictions_ (low 32 bits, never 0) when it last left DRAM; 0 = not since
     uint64_t updated_ns = 0;   // heat is valid as of this time
     uint64_t moved_ns = 0;     // last move, 0 = never
   };
@@ -318,13 +354,22 @@ class Policy {
   // The victim watch (ConfigureWatch, Watched).
   bool carry_ = false;
   uint64_t confirm_ns_ = 0;
-  std::unordered_set<uint64_t> confirmed_cold_;          // watched long enough, untouched
+  std::vector<uint64_t> confirmed_cold_;                 // watched long enough, untouched (ascending)
   std::unordered_map<uint64_t, uint64_t> watch_since_;   // carried: page -> when its watch began
+  std::unordered_map<uint64_t, uint64_t> watch_next_;    // Watched's scratch (keeps its buckets)
+  // The watches in the order they began (when, page); entries whose page left the watch, or was
+  // handed to relief, are skipped (TakeWatched) and dropped when they outnumber the watch.
+  std::deque<std::pair<uint64_t, uint64_t>> watch_order_;
   std::unordered_map<uint64_t, uint64_t> hot_until_;     // caught in use: not watched before then
   std::array<Ranked, kNumTiers> movable_;  // Plan's scratch
   Ranked hot_;                             // Plan's scratch
   double tokens_ = 0;
   uint64_t tokens_ns_ = 0;
+  uint64_t evictions_ = 0;  // NoteEviction's clock
+  // Whether an eviction stamp is within refault_window() of the clock now.
+  bool RecentlyEvicted(const PageHeat& h) const {
+    return h.evicted_at != 0 && static_cast<uint32_t>(evictions_ - h.evicted_at) <= refault_window();
+  }
 };
 
 }  // namespace tiermem

@@ -2,6 +2,7 @@
 // make itself around Plan (confirmation of DRAM victims, the carried watch, block expansion,
 // budget relief's second chance). Pure like Plan: no OS calls, every call takes the time.
 #include <algorithm>
+#include <iterator>
 #include <unordered_set>
 #include <utility>
 
@@ -18,22 +19,56 @@ void Policy::Watched(std::span<const uint64_t> untouched, std::span<const Access
   // Pages sampled without an access for confirm_ns_ (or a whole sampler round when they were not
   // under the carried watch) are confirmed cold. Pages under watch that were touched leave it:
   // only the untouched ones were carried by the sampler.
+  // The watch's entries move to the next map as they are (node handles: no allocation per page
+  // and round, which with thousands of pages under watch was a good part of the thread's time).
   confirmed_cold_.clear();
-  std::unordered_map<uint64_t, uint64_t> still;
+  std::unordered_map<uint64_t, uint64_t>& still = watch_next_;
+  still.clear();
   for (uint64_t k : untouched) {
-    auto it = watch_since_.find(k);
-    if (it == watch_since_.end()) {
-      confirmed_cold_.insert(k);  // sampled one whole round
+    auto node = watch_since_.extract(k);
+    if (node.empty()) {
+      confirmed_cold_.push_back(k);  // sampled one whole round
       continue;
     }
-    if (now_ns - it->second >= confirm_ns_) confirmed_cold_.insert(k);
-    still.insert(*it);  // still armed: the sampler carried it
+    if (now_ns - node.mapped() >= confirm_ns_) confirmed_cold_.push_back(k);
+    still.insert(std::move(node));  // still armed: the sampler carried it
   }
-  watch_since_ = std::move(still);
+  std::sort(confirmed_cold_.begin(), confirmed_cold_.end());
+  confirmed_cold_.erase(std::unique(confirmed_cold_.begin(), confirmed_cold_.end()), confirmed_cold_.end());
+  watch_since_.swap(still);
+  if (watch_order_.size() > 2 * watch_since_.size() + 1024) {
+    // Mostly stale: rebuilt from the watch itself, oldest first.
+    watch_order_.clear();
+    for (const auto& [page, since] : watch_since_) watch_order_.push_back({since, page});
+    std::sort(watch_order_.begin(), watch_order_.end());
+  }
   if (!carry_) return;
   // A page caught in use is not put under watch again for a while; expired marks are dropped.
   std::erase_if(hot_until_, [now_ns](const auto& kv) { return kv.second <= now_ns; });
   for (const AccessSample& a : samples) hot_until_[a.page] = now_ns + kHotRecheck * confirm_ns_;
+}
+
+void Policy::WatchStarted(uint64_t page, uint64_t now_ns) {
+  if (!carry_ || !watch_since_.emplace(page, now_ns).second) return;
+  // In the order the watches began: the policy thread starts them at ever later times, so this
+  // is an append but for a caller that does not.
+  auto at = watch_order_.end();
+  while (at != watch_order_.begin() && std::prev(at)->first > now_ns) --at;
+  watch_order_.insert(at, {now_ns, page});
+}
+
+void Policy::TakeWatched(size_t max, uint64_t now_ns, std::vector<uint64_t>* out) {
+  while (out->size() < max && !watch_order_.empty()) {
+    const auto [since, page] = watch_order_.front();
+    auto it = watch_since_.find(page);
+    if (it == watch_since_.end() || it->second != since) {
+      watch_order_.pop_front();  // left the watch
+      continue;
+    }
+    if (now_ns < since + confirm_ns_) break;  // the oldest watch is too young to say anything
+    watch_order_.pop_front();
+    out->push_back(page);
+  }
 }
 
 std::vector<uint64_t> Policy::WatchedPages() const {
@@ -80,6 +115,12 @@ uint64_t Policy::ConfirmVictims(std::vector<PlannedMove>* plan_in, const ViewLoo
   // fault and found again only by sampling. And a hot page is sampled once in seconds, so its
   // heat has decayed long before pages faulted in a moment ago, which look hotter.
   std::vector<PlannedMove>& plan = *plan_in;
+  // Nothing to confirm: the lists below (every page under watch, sorted) are not made.
+  if (std::none_of(plan.begin(), plan.end(), [this](const PlannedMove& m) {
+        return m.from == Tier::kDram && m.to > m.from && !ConfirmedCold(m.page);
+      })) {
+    return 0;
+  }
   const bool cxl = config_.present[Idx(Tier::kCxl)];
   const uint64_t dram_budget = config_.budget_pages[Idx(Tier::kDram)];
   std::unordered_set<uint64_t> in_plan;
@@ -97,7 +138,7 @@ uint64_t Policy::ConfirmVictims(std::vector<PlannedMove>* plan_in, const ViewLoo
     spare.push_back({w != watch_since_.end() ? static_cast<double>(w->second) : Heat(k, now_ns), k});
   }
   for (auto& [k, since] : watch_since_) {
-    if (!confirmed_cold_.count(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
+    if (!ConfirmedCold(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
   }
   std::sort(spare.begin(), spare.end());
   std::sort(partial.begin(), partial.end());
@@ -112,7 +153,7 @@ uint64_t Policy::ConfirmVictims(std::vector<PlannedMove>* plan_in, const ViewLoo
   const uint64_t unconfirmed_above = cxl ? dram_budget * 3 / 2 : dram_budget;
   uint64_t remote_unconfirmed = dram_pages > unconfirmed_above ? dram_pages - unconfirmed_above : 0;
   std::erase_if(plan, [&](PlannedMove& m) {
-    if (m.from != Tier::kDram || m.to <= m.from || confirmed_cold_.count(m.page)) return false;
+    if (m.from != Tier::kDram || m.to <= m.from || ConfirmedCold(m.page)) return false;
     if (carry_ && next_spare < spare_end) {  // confirmed pages first, the longest watched
       m.page = spare[next_spare++].second;
       return false;
@@ -178,7 +219,7 @@ std::vector<PageMove> Policy::ExpandBlocks(const std::vector<PlannedMove>& plan,
       if (v == nullptr || v->pinned) continue;
       if (v->tier == m.to) {
         moves.push_back({k, v->tier, m.to, true});
-      } else if (v->tier == m.from && room[Idx(m.to)] > 0 && (!in.sampling || confirmed_cold_.count(k)) &&
+      } else if (v->tier == m.from && room[Idx(m.to)] > 0 && (!in.sampling || ConfirmedCold(k)) &&
                  Heat(k, now_ns) < config_.promote_heat) {
         moves.push_back({k, m.from, m.to, false});
         --room[Idx(m.to)];

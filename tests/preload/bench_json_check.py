@@ -5,7 +5,8 @@
   bench_json_check.py memcached FILE [RSS_SLACK_BYTES]
 
 hotset: the documented shape (dram_limit_bytes, baseline_rss_bytes, ideal_faults_per_update,
-setups [{name, updates_per_s, peak_rss_bytes, faults_per_update [2]}]), plain and tiermem run,
+setups [{name, updates_per_s, peak_rss_bytes, faults_per_update [2],
+faults_per_update_second_half [2]}]), plain and tiermem run,
 kernel_swap either ran, or says why it was skipped, or reports that the kernel's OOM killer ended
 it, and every program that ran to its end verified its array.
 
@@ -55,6 +56,9 @@ def check_hotset(j):
         fpu = s.get("faults_per_update")
         check(isinstance(fpu, list) and len(fpu) == 2 and all(number(v) and v >= 0 for v in fpu),
               f"{name}: faults_per_update is {fpu!r}, not [phase1, phase2]")
+        half = s.get("faults_per_update_second_half")
+        check(isinstance(half, list) and len(half) == 2 and all(number(v) and v >= 0 for v in half),
+              f"{name}: faults_per_update_second_half is {half!r}, not [phase1, phase2]")
         check(s.get("verified") is True, f"{name}: the program did not verify its array")
         check(all(u > 0 for u in s.get("updates", [0, 0])), f"{name}: a phase made no updates")
     check(j.get("data_ok") is True, "data_ok is not true")

@@ -251,6 +251,119 @@ TEST(PolicyRoundTest, ReliefSparesAPageWhileItIsCaughtInUseUnderAccessSampling) 
   EXPECT_EQ(left, 4u);
 }
 
+TEST(PolicyRoundTest, ReliefSparesAPageCaughtInUseUntilTheWatchMayCheckItAgain) {
+  Policy p(Config(100, 0, false));
+  p.ConfigureWatch(true, 100 * kMs);
+  const uint64_t t0 = 1000 * kMs;
+  p.WatchStarted(7, t0);
+  const AccessSample caught[] = {{7, true, t0 + 10 * kMs}};
+  p.Record(caught);  // weight 1: its heat alone is below promote_heat
+  p.Watched({}, caught, t0 + 20 * kMs);
+  EXPECT_TRUE(p.CaughtInUse(7, t0 + 20 * kMs));
+  uint64_t left = 5;
+  // Long after its heat has decayed, while the watch will not look at it again: spared.
+  const uint64_t later = t0 + 20 * kMs + (Policy::kHotRecheck * 100 - 1) * kMs;
+  EXPECT_TRUE(p.ReliefSpares(7, false, true, &left, later));
+  EXPECT_FALSE(p.ReliefSpares(7, false, false, &left, later)) << "remote-fault sampling: by heat only";
+  // Once it may be checked again, relief takes it like any page.
+  EXPECT_FALSE(p.ReliefSpares(7, false, true, &left, t0 + 20 * kMs + Policy::kHotRecheck * 100 * kMs));
+  EXPECT_EQ(left, 4u);
+}
+
+TEST(PolicyRoundTest, ReliefTakesTheLongestWatchedPagesFirstAndEachOnce) {
+  Policy p(Config(100, 0, false));
+  p.ConfigureWatch(true, 100 * kMs);
+  const uint64_t t0 = 1000 * kMs;
+  p.WatchStarted(30, t0 + 2 * kMs);
+  p.WatchStarted(10, t0);
+  p.WatchStarted(20, t0 + 1 * kMs);
+  p.WatchStarted(10, t0 + 5 * kMs);  // watched already: its watch began at t0
+  // Page 20 is touched: it leaves the watch, and relief never gets it.
+  const uint64_t untouched[] = {10, 30};
+  const AccessSample touched[] = {{20, false, t0 + 3 * kMs}};
+  p.Watched(untouched, touched, t0 + 4 * kMs);
+  std::vector<uint64_t> got;
+  p.TakeWatched(5, t0 + 99 * kMs, &got);
+  EXPECT_TRUE(got.empty()) << "watched for less than the confirmation time: nothing known yet";
+  p.TakeWatched(1, t0 + 101 * kMs, &got);
+  EXPECT_EQ(got, (std::vector<uint64_t>{10}));
+  p.TakeWatched(5, t0 + 101 * kMs, &got);
+  EXPECT_EQ(got, (std::vector<uint64_t>{10})) << "page 30's watch began 2 ms later";
+  p.TakeWatched(5, t0 + 102 * kMs, &got);
+  EXPECT_EQ(got, (std::vector<uint64_t>{10, 30}));
+  got.clear();
+  p.TakeWatched(5, t0 + 500 * kMs, &got);
+  EXPECT_TRUE(got.empty()) << "each page is handed out once per watch";
+  // A page watched again after it left the watch is handed out again.
+  p.LeftWatch(30);
+  p.WatchStarted(30, t0 + 500 * kMs);
+  p.TakeWatched(5, t0 + 600 * kMs, &got);
+  EXPECT_EQ(got, (std::vector<uint64_t>{30}));
+  p.WatchEnded();
+  got.clear();
+  p.TakeWatched(5, t0 + 1000 * kMs, &got);
+  EXPECT_TRUE(got.empty());
+}
+
+TEST(PolicyRoundTest, APageBackSoonAfterItsEvictionIsHeldAsInUse) {
+  // DRAM budget 40: a page back within 10 evictions of its own counts as in use.
+  Policy p(Config(40, 0, false));
+  p.ConfigureWatch(true, 100 * kMs);
+  ASSERT_EQ(p.refault_window(), 10u);
+  const uint64_t t0 = 1000 * kMs;
+  Touch(p, 1, t0, 1);  // faulted in once (heat 1), never seen again
+  Touch(p, 2, t0, 1);
+  p.NoteEviction(1);
+  p.NoteEviction(2);
+  for (uint64_t k = 100; k < 109; ++k) p.NoteEviction(k);  // 9 more (pages it does not know)
+  // Page 1 comes back 10 evictions after its own: in use, though its heat is low.
+  p.FaultedBack(1, t0 + 500 * kMs);
+  EXPECT_TRUE(p.CaughtInUse(1, t0 + 500 * kMs));
+  EXPECT_TRUE(p.WatchBusy(1));
+  uint64_t left = 5;
+  EXPECT_TRUE(p.ReliefSpares(1, false, true, &left, t0 + 600 * kMs));
+  // Page 2, 11 evictions after its own: an ordinary page.
+  p.NoteEviction(200);
+  p.NoteEviction(201);
+  p.FaultedBack(2, t0 + 500 * kMs);
+  EXPECT_FALSE(p.CaughtInUse(2, t0 + 500 * kMs));
+  // Its stamp is used once: the next fault of page 1 without an eviction between counts for nothing.
+  p.Watched({}, {}, t0 + 500 * kMs + Policy::kHotRecheck * 100 * kMs);  // the mark expires
+  p.FaultedBack(1, t0 + 500 * kMs + Policy::kHotRecheck * 100 * kMs);
+  EXPECT_FALSE(p.CaughtInUse(1, t0 + 500 * kMs + Policy::kHotRecheck * 100 * kMs));
+}
+
+TEST(PolicyRoundTest, AnEvictedPageIsRememberedUntilItsRefaultWindowHasPassed) {
+  // The policy keeps an evicted page's record while a refault would still count (its heat alone
+  // would have been forgotten), and forgets it after.
+  Policy p(Config(40, 0, false));
+  p.ConfigureWatch(true, 100 * kMs);
+  const uint64_t t0 = 1000 * kMs;
+  Pages pages;
+  pages.Add(1, 1, Tier::kDram);
+  pages.remote = 1;
+  Touch(p, 1, t0, 1);
+  p.PlanRound(pages.Input(true, 1), t0, nullptr);  // listed: known
+  pages.by_page.clear();
+  pages.remote = 2;  // page 1 evicted
+  p.NoteEviction(1);
+  // Ten half-lives later its heat is far below forget_heat, but it left DRAM 1 eviction ago.
+  p.PlanRound(pages.Input(true), t0 + 1000 * kMs, nullptr);
+  p.FaultedBack(1, t0 + 1000 * kMs);
+  EXPECT_TRUE(p.CaughtInUse(1, t0 + 1000 * kMs));
+  // Without the window, forgotten: a page out for more evictions than the window comes back cold.
+  Touch(p, 3, t0, 1);
+  pages.by_page.clear();
+  pages.Add(3, 1, Tier::kDram);
+  p.PlanRound(pages.Input(true, 1), t0, nullptr);
+  pages.by_page.clear();
+  p.NoteEviction(3);
+  for (uint64_t k = 100; k < 111; ++k) p.NoteEviction(k);
+  p.PlanRound(pages.Input(true), t0 + 2000 * kMs, nullptr);
+  p.FaultedBack(3, t0 + 2000 * kMs);
+  EXPECT_FALSE(p.CaughtInUse(3, t0 + 2000 * kMs));
+}
+
 TEST(PolicyRoundTest, RoomBelowLowWatermark) {
   PolicyConfig c = Config(100, 100, true);
   c.low_watermark = 0.5;
