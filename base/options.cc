@@ -31,6 +31,11 @@ const OptionSpec kTable[] = {
            "NUMA nodes of the CXL tier: auto (CXL nodes, else memory-only nodes), none, or a list"),
     TM_OPT("TIERMEM_REMOTE", OptionKind::kString, "", remote,
            "memory servers: tcp://host:port or rdma://host:port, comma-separated"),
+    TM_OPT("TIERMEM_REMOTE_FILE", OptionKind::kString, "", remote_file,
+           "a file of memory servers (addresses separated by commas, spaces or newlines; # starts "
+           "a comment), used with those of TIERMEM_REMOTE and read again once a second: a server "
+           "added to it takes new pages once it answers, one taken out takes no new pages (its "
+           "pages stay there); write it whole (rename) so no half-written file is read"),
     TM_OPT("TIERMEM_TOKEN", OptionKind::kString, "", token,
            "shared secret presented to tiermem-memd"),
     TM_OPT("TIERMEM_REMOTE_TIMEOUT_MS", OptionKind::kUint, "5000", remote_timeout_ms,

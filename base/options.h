@@ -25,6 +25,7 @@ struct OptionValues {
   char dram_nodes[64];     // "auto" or a node list "0,2" / "0-3"
   char cxl_nodes[64];      // "auto", "none" or a node list
   char remote[512];        // comma-separated tcp://host:port / rdma://host:port
+  char remote_file[256];   // a file of memory servers, read again while the process runs; "" = none
   char token[256];
   uint64_t remote_timeout_ms;
   char prefetch[16];       // auto | off | N (the largest window, in pages)

@@ -38,6 +38,10 @@ int tiermem_migrate(tiermem_runtime* rt, void* ptr, size_t len, int tier, uint64
 /* For each page of [ptr, ptr+len): tiers[i] (enum tiermem_tier) and nodes[i] (-1 when not
  * resident). Both arrays hold ceil(len / page size) entries. */
 int tiermem_locate(tiermem_runtime* rt, const void* ptr, size_t len, int* tiers, int* nodes);
+/* Lists one more memory server ("tcp://host:port", "rdma://host:port") for the remote tier while
+ * the program runs; it takes new pages once it answers (Runtime::AddRemoteServer). -EINVAL for a
+ * malformed address or one listed already, -ENODEV when the remote tier is not running. */
+int tiermem_add_remote_server(tiermem_runtime* rt, const char* address);
 /* 1 when the tier is available on this machine, 0 otherwise. */
 int tiermem_has_tier(tiermem_runtime* rt, int tier);
 /* Message of this thread's last failed call ("" if none). Valid until the next call. */

@@ -184,6 +184,15 @@ class Runtime {
   Status Pin(void* ptr);
   Status Unpin(void* ptr);
 
+  // Lists one more memory server for the remote tier while the program runs ("tcp://host:port"
+  // or "rdma://host:port"; TIERMEM_REMOTE_FILE does the same from a file): the runtime connects
+  // to it within a second (and again, backing off, while it does not answer); from then on it
+  // takes new pages and the copies that restore lost replicas (docs/protocol.md). Ok once it is
+  // listed; InvalidArgument for a malformed address or one listed already; Unavailable when the
+  // remote tier is not running (no server list, or no server reached at start) and in a child
+  // after fork(); ResourceExhausted past 64 servers.
+  Status AddRemoteServer(std::string_view address);
+
   bool HasTier(Tier tier) const;
   std::vector<TierStats> Stats() const;
   RuntimeCounters Counters() const;

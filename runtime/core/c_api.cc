@@ -70,6 +70,12 @@ int tiermem_migrate(tiermem_runtime* rt, void* ptr, size_t len, int tier, uint64
   return 0;
 }
 
+int tiermem_add_remote_server(tiermem_runtime* rt, const char* address) {
+  if (rt == nullptr || address == nullptr) return BadArg("tiermem_add_remote_server: NULL argument");
+  tiermem::Status s = rt->rt->AddRemoteServer(address);
+  return s.ok() ? 0 : Fail(s);
+}
+
 int tiermem_locate(tiermem_runtime* rt, const void* ptr, size_t len, int* tiers, int* nodes) {
   if (rt == nullptr || tiers == nullptr || nodes == nullptr) {
     return BadArg("tiermem_locate: NULL argument");

@@ -107,9 +107,11 @@ Status Runtime::Impl::Init(const Options& o) {
   if (!s.ok()) return s.WithContext("reserving the first managed region");
   PublishRegion(0);
   nregions_.store(1, std::memory_order_release);
-  if (opts_.remote[0] != '\0') {  // the remote tier: connect to memd, start the fault handler
+  if (opts_.remote[0] != '\0' || opts_.remote_file[0] != '\0') {  // the remote tier: connect, start the fault handler
     PagerConfig pc;
     pc.servers = opts_.remote;
+    pc.servers_file = opts_.remote_file;
+    pc.on_server_listed = [this](size_t index, const std::string& name) { PublishServer(index, name); };
     pc.token = opts_.token;
     pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
     pc.replicas = static_cast<uint32_t>(std::min<uint64_t>(opts_.replicas, 1000));
@@ -134,7 +136,9 @@ Status Runtime::Impl::Init(const Options& o) {
     if (pager.ok()) {
       pager_ = std::move(*pager);
     } else {
-      tier_absent_[2] = "TIERMEM_REMOTE=" + std::string(opts_.remote) + ": " + pager.status().message();
+      // The pager's messages about the servers file name the file themselves.
+      tier_absent_[2] = (opts_.remote[0] != '\0' ? "TIERMEM_REMOTE=" + std::string(opts_.remote) + ": " : "") +
+                        pager.status().message();
       remote_absent_ = true;
       if (opts_.remote_required) {
         TM_LOG_ERROR("remote tier unavailable: %s; TIERMEM_REMOTE_REQUIRED=1: exiting (status %d)",

@@ -187,15 +187,31 @@ void Runtime::Impl::PublishTopology() {
   }
   if (pager_ != nullptr) {
     std::vector<PagerServerStats> servers = pager_->server_stats();
-    const size_t n = std::min(servers.size(), kMaxStatsServers);
-    for (size_t i = 0; i < n; ++i) {
-      snprintf(b->server_address[i], sizeof(b->server_address[i]), "%s", servers[i].server.c_str());
-    }
-    b->nservers.store(static_cast<uint32_t>(n), std::memory_order_release);
+    for (size_t i = 0; i < servers.size(); ++i) PublishServer(i, servers[i].server);
   }  // The remote tier's capacity is what its connected servers offer (they said so at hello).
   if (b->tier_capacity_bytes[Index(Tier::kRemote)] == 0) {
     b->tier_capacity_bytes[Index(Tier::kRemote)] = RemoteCapacityBytes();
   }
+}
+
+void Runtime::Impl::PublishServer(size_t index, const std::string& name) {
+  // At start (PublishTopology), then by the pager as servers join the list (with its io lock
+  // held: one at a time, in list order), so the count only grows past a written address.
+  if (index >= kMaxStatsServers) return;
+  snprintf(sb_->server_address[index], sizeof(sb_->server_address[index]), "%s", name.c_str());
+  if (sb_->nservers.load(std::memory_order_relaxed) < index + 1) {
+    sb_->nservers.store(static_cast<uint32_t>(index + 1), std::memory_order_release);
+  }
+}
+
+Status Runtime::AddRemoteServer(std::string_view address) { return impl_->AddRemoteServer(address); }
+
+Status Runtime::Impl::AddRemoteServer(std::string_view address) {
+  if (pager_ == nullptr) {
+    return Unavailable("the remote tier is not running (TIERMEM_REMOTE and TIERMEM_REMOTE_FILE unset, or no "
+                       "memory server reached at start): a server cannot be added");
+  }
+  return pager_->AddServer(std::string(address));
 }
 
 void Runtime::Impl::PublishRegion(int n) {

@@ -62,6 +62,7 @@ class Runtime::Impl final : public PageMover {
   RuntimeCounters Counters() const;                                   // runtime_counters.cc
   bool GetProperty(std::string_view name, std::string* value) const;  // runtime_counters.cc
   Status SetPinned(void* ptr, bool pinned);                           // runtime_counters.cc
+  Status AddRemoteServer(std::string_view address);                  // runtime_counters.cc
   StatsBlock* stats_block() const { return sb_; }  // the live counters (never null)
   // The TIERMEM_STATS report, once: from Stop, or the preload library's exit handler.
   void FinishStats();
@@ -137,6 +138,8 @@ class Runtime::Impl final : public PageMover {
   std::atomic<Migrator*> live_migrator_{nullptr};
   void PublishTopology();  // tiers, nodes, limits and servers into the stats block, at start
   void PublishRegion(int n);
+  // Server `index` of the pager's list into the stats block (the first kMaxStatsServers).
+  void PublishServer(size_t index, const std::string& name);
   // TIERMEM_STATS (stats_report.cc): the timeline thread and one JSON line of it.
   void StartStatsTimeline();
   void WriteStatsLine();

@@ -15,6 +15,7 @@
 #include "base/os.h"
 #include "runtime/core/page_table.h"
 #include "runtime/paging/pager_internal.h"
+#include "runtime/paging/server_file.h"
 #include "base/runtime_thread.h"
 
 namespace tiermem {
@@ -49,7 +50,36 @@ Status Pager::Init(PagerConfig config) {
   prefetcher_ = Prefetcher(config_.prefetch_window);
   if (!config_.region_of) return InvalidArgument("pager: no region lookup");
   if (config_.counters != nullptr) c_ = config_.counters;
-  TIERMEM_ASSIGN_OR_RETURN(std::vector<remote::Endpoint> eps, remote::ParseEndpointList(config_.servers));
+  std::vector<remote::Endpoint> eps;
+  std::vector<bool> from_file;  // per entry of eps: listed by the servers file alone
+  if (!config_.servers.empty() || config_.servers_file.empty()) {
+    TIERMEM_ASSIGN_OR_RETURN(eps, remote::ParseEndpointList(config_.servers));
+    from_file.assign(eps.size(), false);
+  }
+  if (!config_.servers_file.empty()) {
+    // At start a file that cannot be read, or an entry that is not an address, is refused like
+    // a bad TIERMEM_REMOTE (nothing starts); later reads only warn (WatchServerFile).
+    const std::string& path = config_.servers_file;
+    if (const int err = os::ReadWholeFile(path.c_str(), &server_file_text_); err != 0) {
+      return InvalidArgument("TIERMEM_REMOTE_FILE=" + path + ": cannot be read (" + strerror(err < 0 ? -err : err) + ")");
+    }
+    ServerFileEntries file = ParseServerFile(server_file_text_);
+    if (!file.bad.empty()) {
+      return InvalidArgument("TIERMEM_REMOTE_FILE=" + path + ": " + file.bad[0] + " is not a memory server address");
+    }
+    for (const remote::Endpoint& ep : file.servers) {
+      const bool listed = std::any_of(eps.begin(), eps.end(),
+                                      [&](const remote::Endpoint& e) { return e.ToString() == ep.ToString(); });
+      if (listed) continue;
+      eps.push_back(ep);
+      from_file.push_back(true);
+    }
+    if (eps.empty()) return InvalidArgument("TIERMEM_REMOTE_FILE=" + path + " lists no memory server");
+  }
+  if (eps.size() > kMaxServers) {
+    return InvalidArgument("more than " + std::to_string(kMaxServers) + " memory servers listed (" +
+                           std::to_string(eps.size()) + ")");
+  }
   // Checked before anything is opened or connected: a bad count starts nothing.
   if (config_.replicas < 1 || config_.replicas > kMaxReplicas) {
     return InvalidArgument("TIERMEM_REPLICAS=" + std::to_string(config_.replicas) + ": must be 1 to " +
@@ -99,10 +129,12 @@ Status Pager::Init(PagerConfig config) {
   pagemap_fd_ = os::PagemapOpen();
   std::string tried;
   size_t connected = 0;
-  for (const auto& ep : eps) {
+  for (size_t e = 0; e < eps.size(); ++e) {
+    const remote::Endpoint& ep = eps[e];
     auto srv = std::make_unique<Server>();
     srv->name = ep.ToString();
     srv->ep = ep;
+    srv->from_file = from_file[e];
     if (config_.server_counters != nullptr && servers_.size() < kMaxStatsServers) {
       srv->c = &config_.server_counters[servers_.size()];
     }
@@ -133,7 +165,7 @@ Status Pager::Init(PagerConfig config) {
       srv->error = s.message();
       tried += (tried.empty() ? "" : "; ") + s.message();
     }
-    servers_.push_back(std::move(srv));
+    servers_.push_back(std::move(srv));  // at most kMaxServers (checked above)
   }
   if (connected == 0) return Unavailable("no memory server reachable: " + tried);
   if (connected < servers_.size()) {
@@ -288,6 +320,7 @@ std::vector<PagerServerStats> Pager::server_stats() const {
     st.full = st.connected && s->healthy_free.load(std::memory_order_relaxed) == 0 &&
               s->full_until_ns.load(std::memory_order_relaxed) > now;
     st.down = s->down.load(std::memory_order_acquire);
+    st.withdrawn = s->withdrawn.load(std::memory_order_relaxed);
     if (st.down) st.down_reason = DownReason(out.size() - 1);
     st.rejoin_tries = s->rejoin_tries.load(std::memory_order_relaxed);
   }
@@ -300,8 +333,8 @@ bool Pager::Full() const {
   // servers whose memd has not refused a slot. The counts are those of the last placement, so
   // a server lost since is taken into account by the next eviction.
   uint32_t able = 0;
-  for (size_t k = 0; k < servers_.size(); ++k) {
-    if (!Usable(k)) continue;
+  for (size_t k = 0, n = servers_.size(); k < n; ++k) {
+    if (!Placeable(k)) continue;
     const Server& s = *servers_[k];
     if (s.healthy_free.load(std::memory_order_relaxed) > 0) return false;
     if (!s.refused.load(std::memory_order_relaxed)) ++able;
@@ -359,8 +392,7 @@ Status Pager::AdoptRemote(Region& region, uint64_t first, uint64_t n) {
   return Status::Ok();
 }
 
-Pager::EvictScratch::EvictScratch(size_t servers)
-    : pm(kBatch), placement(servers) {}
+Pager::EvictScratch::EvictScratch() : pm(kBatch) {}
 
 StatusOr<uint64_t> Pager::FetchBack(Region& region, uint64_t first, uint64_t n) {
   std::lock_guard<std::mutex> io_lock(io_mu_);
@@ -378,7 +410,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
   std::vector<char> spare(kBatch * spare_bytes);
   std::vector<uint64_t> idx(kBatch);
   std::vector<ReadReq> reqs(kBatch);
-  std::vector<size_t> outstanding(servers_.size());
+  std::vector<size_t> outstanding(kMaxServers);
   uint64_t fetched = 0;
   Status failure;
   for (uint64_t b = first; b < first + n && failure.ok(); b += kBatch) {

@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "backends/remote/transport.h"
+#include "base/append_only_list.h"
 #include "base/counters.h"
 #include "base/os.h"
 #include "runtime/core/region.h"
@@ -84,6 +85,10 @@ namespace tiermem {
 
 struct PagerConfig {
   std::string servers;  // TIERMEM_REMOTE: "tcp://127.0.0.1:7471,tcp://10.0.0.2:7471" (all used)
+  // TIERMEM_REMOTE_FILE: a file of servers (server_file.h), read at start (its servers join
+  // `servers`) and again once a second by the repair thread: a server added there is listed
+  // and takes new pages once it answers; one taken out takes no new pages. Empty: none.
+  std::string servers_file;
   std::string token;
   uint32_t timeout_ms = 5000;
   uint64_t slot_chunk = 16384;  // slots asked of memd at a time (64 MiB)
@@ -128,11 +133,22 @@ struct PagerConfig {
   // pager through UFFD_EVENT_FORK and the pages stay remote (pager_fork.cc); where the kernel
   // refuses fork events, and with "fetch" (false), every remote page comes back before fork().
   bool fork_share = false;
-  // Where the counters live (the process's stats block); the pager's own when null. `servers`
-  // has room for kMaxServers entries.
+  // Where the counters live (the process's stats block); the pager's own when null.
+  // `server_counters` has room for kMaxStatsServers entries (servers past them count in the
+  // totals only).
   PagerCounters* counters = nullptr;
   PagerServerCounters* server_counters = nullptr;
+  // Called when a server joins the list after start (AddServer, the servers file), with its
+  // index in the list and its address, before it is connected; by the repair thread or
+  // AddServer's caller, with the pager's io lock held: must not allocate, block, or call the
+  // pager. Optional.
+  std::function<void(size_t index, const std::string& name)> on_server_listed;
 };
+
+// The most servers the list may hold, those given at start and those added since together.
+inline constexpr size_t kMaxServers = 64;
+// No server (placement found none).
+inline constexpr size_t kNoServer = ~size_t{0};
 
 // TIERMEM_FAULT_SPIN_US: "auto" (and "") -1, else the microseconds (at most kMaxFaultSpinUs);
 // anything else -1 with *problem saying why.
@@ -171,6 +187,7 @@ struct PagerServerStats {
   uint64_t fetched = 0;    // pages brought back from it by FetchBack
   bool full = false;       // it refused the last allocation (placement skips it for a while)
   bool down = false;       // marked down after a failure: no new pages, no requests
+  bool withdrawn = false;  // taken out of the servers file: no new pages (its pages are read)
   std::string down_reason; // why
   uint64_t rejoin_tries = 0;  // times the repair thread tried to connect to it again
 };
@@ -267,13 +284,19 @@ class Pager {
   // when the quota memd gives this process is below its capacity), ';'-separated, into buf
   // (always NUL-terminated, truncated to n). Lock-free and allocation-free, like Full().
   void DescribeServers(char* buf, size_t n) const;
+  // Lists one more memory server ("tcp://host:port" or "rdma://host:port") while the process
+  // runs: the repair thread connects to it within a second (and again, backing off, while it
+  // does not answer), and from then on it takes new pages and replacement copies like any
+  // server of the list. Ok once listed; InvalidArgument for a malformed address or one listed
+  // already, ResourceExhausted past kMaxServers, Unavailable in a forked child. Any thread but the pager's own; takes io_mu_.
+  Status AddServer(const std::string& address);
   // Pages the connected servers could hold for this process in all: the sum of each one's
   // quota (memd's capacity when the quota is larger). Lock-free.
   uint64_t CapacityPages() const;
 
   PagerStats stats() const;  // all servers together
   std::vector<PagerServerStats> server_stats() const;  // one per listed server, in list order
-  // The connected servers, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
+  // The servers connected at start, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
   const std::string& server() const { return server_; }
   bool write_protect() const { return wp_; }
   // The soft sampler on this pager's userfaultfd (soft_sampler.h), or null where it cannot work
@@ -305,6 +328,10 @@ class Pager {
     std::atomic<uint64_t> full_until_ns{0};  // refused an allocation: skip until then
     std::atomic<bool> refused{false};        // the last allocation asked of it was refused
     std::atomic<bool> down{false};           // failed: no requests, no placements (MarkDown)
+    // Taken out of the servers file: no new pages (its copies stay where they are and are
+    // read as before). Put back: it takes them again.
+    std::atomic<bool> withdrawn{false};
+    bool from_file = false;                  // listed by the servers file alone (set before it is published)
     bool down_counted = false;               // its pages were taken off the counters; io_mu_
     std::atomic<uint64_t> read_ns{0};        // recent read latency (EWMA; fault thread writes)
     std::string down_reason;                 // repair_mu_ (DownReason)
@@ -383,7 +410,7 @@ class Pager {
   // held.
   // Pages a server can still take, for placement (under slots_mu_ or io_mu_).
   uint64_t Room(size_t k) const;
-  // The usable server with the most room, or servers_.size() when none can take a page: each is
+  // The usable server with the most room, or kNoServer when none can take a page: each is
   // down, or leads no healthy group with free slots and cannot lead a new one (memd refused it
   // within the last second, or too few others could join it: CanLeadGroup). Servers marked in
   // `skip` are passed over; with `free_only`, so are those that lead no healthy group with free
@@ -409,6 +436,10 @@ class Pager {
   bool Healthy(const Range& r) const;              // every member up
   bool Usable(size_t server) const {
     return servers_[server]->connected.load(std::memory_order_acquire) && !servers_[server]->down.load(std::memory_order_acquire);
+  }
+  // Usable and not withdrawn from the servers file: may lead or join a new group.
+  bool Placeable(size_t server) const {
+    return Usable(server) && !servers_[server]->withdrawn.load(std::memory_order_relaxed);
   }
   // A member whose copy may be read: its server is usable and still in the member's session.
   bool Readable(const Member& m) const {
@@ -438,6 +469,15 @@ class Pager {
   // takes new placements. Repair thread.
   void Rejoin();
   bool Listed(size_t server) const;  // some range (or a join) has a member there
+  // Appends a server (not connected: Rejoin connects it) and calls on_server_listed, io_mu_
+  // held: true. False when it is listed already (taken out of the servers file: now back in,
+  // when `from_file`). ResourceExhausted past kMaxServers.
+  StatusOr<bool> ListServer(const remote::Endpoint& ep, bool from_file);
+  // The servers file (PagerConfig::servers_file), read again when it changed: new entries are
+  // listed, entries taken out stop taking new pages, put back take them again (repair thread).
+  void WatchServerFile();
+  // "tcp://a:7471,tcp://b:7471": the usable servers, for messages (io_mu_).
+  std::string UsableNames() const;
   // Publishes the pages short of a replica, per lost server and in all (PagerCounters::degraded,
   // PagerServerCounters::debt); the repair thread calls it after each change it makes.
   void CountDebt();      // a stats request to each usable server: one that fails is marked down
@@ -449,10 +489,10 @@ class Pager {
   StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
   // ---- eviction (pager_evict.cc) and its writer thread (pager_writer.cc, evict_writer.h) ----
   struct EvictScratch {
-    explicit EvictScratch(size_t servers);
+    EvictScratch();
     std::vector<uint64_t> pm;
     bool no_fresh = false;     // no healthy group could take a page of an unhealthy one
-    size_t placement;          // chosen at the first page that needs a new slot
+    size_t placement = kNoServer;  // chosen at the first page that needs a new slot
     uint64_t queued = 0;       // pages the last window claimed
   };
   Status RegisterRuns(Region& region, const std::vector<uint64_t>& pages);
@@ -565,7 +605,9 @@ class Pager {
   int uffd_ = -1;
   int stop_fd_ = -1;
   bool wp_ = false;
-  std::vector<std::unique_ptr<Server>> servers_;  // list order; unreachable ones have no io
+  // List order; unreachable ones have no io. Appended with io_mu_ held (Init, ListServer);
+  // read by any thread (size() once, then entries below it).
+  AppendOnlyList<Server, kMaxServers> servers_;
   size_t first_connected_ = 0;
   size_t next_pick_ = 0;  // round-robin start among equals; io_mu_
   std::mutex io_mu_;
@@ -584,6 +626,9 @@ class Pager {
   mutable std::atomic<uint32_t> pick_seq_{0};  // PickReplica's turn
   std::condition_variable repair_cv_;
   bool repair_wanted_ = false;             // repair_mu_
+  bool rejoin_wanted_ = false;             // repair_mu_: a server was listed (AddServer)
+  std::string server_file_text_;           // the servers file as last read (repair thread)
+  bool server_file_unread_ = false;        // the last read failed: said once (repair thread)
   std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held
   int pagemap_fd_ = -1;
   std::unique_ptr<UffdSampler> sampler_;  // made by Init where it can work

@@ -42,7 +42,7 @@ StatusOr<uint64_t> Pager::EvictPagesQueued(Region& region, const std::vector<uin
   std::lock_guard<std::mutex> io_lock(io_mu_);
   if (forked_child_) return Unavailable(kForkedMessage);
   TIERMEM_RETURN_IF_ERROR(RegisterRuns(region, pages));
-  EvictScratch w(servers_.size());
+  EvictScratch w;
   uint64_t queued = 0;
   for (size_t b = 0; b < pages.size(); b += kBatch) {
     TIERMEM_RETURN_IF_ERROR(QueueWindow(region, pages.data() + b, std::min(kBatch, pages.size() - b), &w, nullptr));
@@ -66,7 +66,7 @@ StatusOr<uint64_t> Pager::EvictAndWait(Region& region, const uint64_t* idx, size
   // EvictWriter::kMaxJobs windows' writes in flight, to every server at once, while this thread
   // prepares the next. A window that failed because a server went down is queued again for the
   // others (a server is marked down once, so this ends).
-  EvictScratch w(servers_.size());
+  EvictScratch w;
   EvictTicket t;
   Status failure;
   for (size_t b = 0; b < n && failure.ok(); b += kBatch) {
@@ -76,7 +76,7 @@ StatusOr<uint64_t> Pager::EvictAndWait(Region& region, const uint64_t* idx, size
   while (failure.ok() && t.failure.ok() && !t.lost_windows.empty()) {
     std::vector<std::vector<uint64_t>> lost = std::move(t.lost_windows);
     t.lost_windows.clear();
-    w.placement = servers_.size();
+    w.placement = kNoServer;
     for (size_t k = 0; k < lost.size() && failure.ok(); ++k) {
       failure = QueueWindow(region, lost[k].data(), lost[k].size(), &w, &t);
     }

@@ -148,7 +148,7 @@ void Pager::FaultLoop() {
   pending.reserve(kBatch);
   std::vector<bool> window_open;  // per batch: the windows with a read still out
   window_open.reserve(kBatch);
-  std::vector<size_t> outstanding(servers_.size());
+  std::vector<size_t> outstanding(kMaxServers);
   // After a remote fault (Prefetcher::OnFault) or a fault on a page of a window in flight
   // (OnHit): the pages the prefetcher predicts along the thread's stream (prefetch.h) that are
   // remote with a copy on a server are claimed and their reads posted (behind the fault's own),

@@ -391,7 +391,7 @@ bool Pager::ReadSlotsLocked(const uint64_t* slots, size_t n, char* staging, size
   const size_t spare_bytes = SpareBytes();  // coded pages: their parity pieces
   std::vector<char> spare(n * spare_bytes);
   std::vector<ReadReq> reqs(n);
-  std::vector<size_t> outstanding(servers_.size());
+  std::vector<size_t> outstanding(kMaxServers);
   bool ok = true;
   size_t posted = 0;
   for (; posted < n; ++posted) {

@@ -35,16 +35,20 @@ void Pager::RepairLoop() {
   while (!repair_stop_.load(std::memory_order_relaxed)) {
     // Woken by MarkDown; once a second besides, for repairs that could not be done yet (no
     // server had room for a replacement).
+    // AddServer wakes it too, to connect the server it listed.
     const bool woken = repair_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
-      return repair_wanted_ || repair_stop_.load(std::memory_order_relaxed);
+      return repair_wanted_ || rejoin_wanted_ || repair_stop_.load(std::memory_order_relaxed);
     });
+    const bool rejoin = rejoin_wanted_;
     repair_wanted_ = false;
+    rejoin_wanted_ = false;
     if (repair_stop_.load(std::memory_order_relaxed)) break;
     lock.unlock();
     if (!woken) {
       Probe();
-      Rejoin();
+      WatchServerFile();
     }
+    if (!woken || rejoin) Rejoin();
     if (c_->servers_down.load(std::memory_order_relaxed) == 0) {
       lock.lock();
       continue;
@@ -93,6 +97,8 @@ void Pager::Rejoin() {
     // A range that still lists it holds copies there that are gone (a new session starts
     // empty): it waits until the repair has moved them all.
     if (was_connected && Listed(k)) continue;
+    // Taken out of the servers file before it ever answered: nothing to connect it for.
+    if (!was_connected && s.withdrawn.load(std::memory_order_relaxed)) continue;
     // Backing off while it stays away (pager_internal::NextRejoinWaitMs).
     if (os::MonotonicNanos() < s.rejoin_at_ns) continue;
     s.rejoin_tries.fetch_add(1, std::memory_order_relaxed);
@@ -157,12 +163,16 @@ void Pager::Rejoin() {
       }
       s.c->up.store(1, std::memory_order_relaxed);
     }
-    TM_LOG_WARN("remote tier: memory server %s answers again: it takes new pages (a new session)", s.name.c_str());
+    if (was_connected) {
+      TM_LOG_WARN("remote tier: memory server %s answers again: it takes new pages (a new session)", s.name.c_str());
+    } else {
+      TM_LOG_INFO("remote tier: memory server %s answers: it takes new pages", s.name.c_str());
+    }
   }
 }
 
 void Pager::CountDebt() {
-  std::vector<uint64_t> debt(servers_.size(), 0);
+  std::vector<uint64_t> debt(kMaxServers, 0);
   uint64_t degraded = 0;
   {
     std::lock_guard<std::mutex> lock(slots_mu_);
@@ -177,7 +187,7 @@ void Pager::CountDebt() {
       if (short_of_one) degraded += used;
     }
   }
-  for (size_t k = 0; k < servers_.size(); ++k) servers_[k]->c->debt.store(debt[k], std::memory_order_relaxed);
+  for (size_t k = 0, n = servers_.size(); k < n; ++k) servers_[k]->c->debt.store(debt[k], std::memory_order_relaxed);
   c_->degraded.store(degraded, std::memory_order_relaxed);
 }
 

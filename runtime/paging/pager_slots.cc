@@ -112,17 +112,17 @@ void Pager::CountHealthyFree() {
   const uint64_t gen = health_gen_.load(std::memory_order_acquire);
   if (gen == health_counted_) return;
   health_counted_ = gen;
-  std::vector<uint64_t> free(servers_.size(), 0);
+  std::vector<uint64_t> free(kMaxServers, 0);
   for (const auto& r : ranges_) {
     if (!r->free.empty() && Healthy(*r)) free[r->m[0].server] += r->free.size();
   }
-  for (size_t k = 0; k < servers_.size(); ++k) servers_[k]->healthy_free.store(free[k], std::memory_order_relaxed);
+  for (size_t k = 0, n = servers_.size(); k < n; ++k) servers_[k]->healthy_free.store(free[k], std::memory_order_relaxed);
 }
 
 bool Pager::CanLeadGroup(size_t lead, uint64_t now) const {
   uint32_t others = 0;
-  for (size_t k = 0; k < servers_.size(); ++k) {
-    if (k != lead && Usable(k) && servers_[k]->full_until_ns.load(std::memory_order_relaxed) <= now) ++others;
+  for (size_t k = 0, n = servers_.size(); k < n; ++k) {
+    if (k != lead && Placeable(k) && servers_[k]->full_until_ns.load(std::memory_order_relaxed) <= now) ++others;
   }
   return others + 1 >= members_;
 }
@@ -130,12 +130,12 @@ bool Pager::CanLeadGroup(size_t lead, uint64_t now) const {
 size_t Pager::PickServer(const std::vector<uint8_t>* skip, bool free_only) {
   const size_t n = servers_.size();
   const uint64_t now = os::MonotonicNanos();
-  size_t best = n;
+  size_t best = kNoServer;
   uint64_t best_room = 0;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (next_pick_ + k) % n;
     Server& s = *servers_[i];
-    if (!Usable(i)) continue;
+    if (!Placeable(i)) continue;
     if (skip != nullptr && (*skip)[i]) continue;
     const bool has_free = s.healthy_free.load(std::memory_order_relaxed) > 0;
     if (free_only && !has_free) continue;
@@ -143,12 +143,12 @@ size_t Pager::PickServer(const std::vector<uint8_t>* skip, bool free_only) {
     // lead one while memd refuses it or too few others could join (no round trip to find out).
     if (!has_free && (s.full_until_ns.load(std::memory_order_relaxed) > now || !CanLeadGroup(i, now))) continue;
     const uint64_t room = Room(i);
-    if (best == n || room > best_room) {
+    if (best == kNoServer || room > best_room) {
       best = i;
       best_room = room;
     }
   }
-  if (best != n) next_pick_ = (best + 1) % n;
+  if (best != kNoServer) next_pick_ = (best + 1) % n;
   return best;
 }
 
@@ -157,7 +157,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   Server& s = *servers_[lead];
   // Fewer servers up than a group has members: no group can be formed, and nothing is asked.
   size_t usable = 0;
-  for (size_t k = 0; k < servers_.size(); ++k) usable += Usable(k) ? 1 : 0;
+  for (size_t k = 0, n = servers_.size(); k < n; ++k) usable += Placeable(k) ? 1 : 0;
   if (usable < members_) {
     return ResourceExhausted("remote tier: " + std::to_string(usable) + " memory servers are up, fewer than " +
                              Redundancy() + " needs");
@@ -207,7 +207,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     // refuse a single slot within the last second).
     std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
     for (size_t k = 0; k < servers_.size(); ++k) {
-      if (k == lead || !Usable(k) || servers_[k]->full_until_ns.load(std::memory_order_relaxed) > now) continue;
+      if (k == lead || !Placeable(k) || servers_[k]->full_until_ns.load(std::memory_order_relaxed) > now) continue;
       order.emplace_back(Room(k), k);
     }
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -299,7 +299,7 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
   // With replicas a new group is led by the roomiest server (so leads, which reads try first
   // among equals, rotate too); with one copy the placement stays until its server is full.
   CountHealthyFree();
-  if (*placement >= servers_.size() || !Usable(*placement) ||
+  if (*placement >= servers_.size() || !Placeable(*placement) ||
       (members_ > 1 && servers_[*placement]->healthy_free.load(std::memory_order_relaxed) == 0)) {
     *placement = PickServer();
   }
@@ -310,12 +310,12 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
   for (;;) {
     if (*placement >= servers_.size()) {
       if (announce_full && config_.on_full) config_.on_full();
-      return ResourceExhausted("remote tier: every memory server is full (" + server_ + ")");
+      return ResourceExhausted("remote tier: every memory server is full (" + UsableNames() + ")");
     }
     bool lead_refused = false;
     auto slot = TakeSlotOn(*placement, &lead_refused);
     if (slot.ok()) return slot;
-    if (tried.empty()) tried.assign(servers_.size(), 0);
+    if (tried.empty()) tried.assign(kMaxServers, 0);
     tried[*placement] = 1;
     const size_t refused = *placement;
     if (!lead_refused) {

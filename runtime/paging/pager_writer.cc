@@ -22,7 +22,7 @@ using pager_internal::kPage;
 using pager_internal::S;
 
 void Pager::WriterLoop() {
-  std::vector<size_t> outstanding(servers_.size(), 0);
+  std::vector<size_t> outstanding(kMaxServers, 0);
   std::deque<std::unique_ptr<EvictJob>> flight;  // in queue order; cookie = seq
   std::vector<std::unique_ptr<EvictJob>> fresh;
   uint64_t next_seq = 0;
@@ -71,8 +71,8 @@ void Pager::WriterLoop() {
 }
 
 void Pager::PostJob(EvictJob& job, std::vector<size_t>& outstanding) {
-  job.out.assign(servers_.size(), 0);
-  job.written.assign(servers_.size(), 0);
+  job.out.assign(kMaxServers, 0);
+  job.written.assign(kMaxServers, 0);
   std::vector<uint32_t> posted(job.idx.size(), 0);
   for (const EvictWrite& wr : job.writes) {
     if (!job.failure.ok()) break;

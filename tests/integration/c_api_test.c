@@ -23,6 +23,10 @@ int tiermem_c_api_smoke(void) {
   if (tiermem_alloc(rt, 4096, 42, 0, &p) != -EINVAL) return 8;
   if (tiermem_free(rt, p) != 0) return 9;
   if (tiermem_has_tier(rt, TIERMEM_TIER_DRAM) != 1) return 10;
+  /* No remote tier in this runtime: a server cannot be added, and the caller is told why. */
+  if (tiermem_add_remote_server(rt, "tcp://127.0.0.1:7471") != -ENODEV) return 12;
+  if (strstr(tiermem_last_error(), "remote tier is not running") == NULL) return 13;
+  if (tiermem_add_remote_server(rt, NULL) != -EINVAL) return 14;
   if (tiermem_stop(rt) != 0) return 11;
   return 0;
 }
