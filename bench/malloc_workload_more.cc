@@ -20,24 +20,18 @@ void DataError(const char* workload, const void* block, size_t offset) {
   exit(3);
 }
 
-// The byte of tag in every byte, written and compared 8 bytes at a time: cheap next to the
-// allocator calls being measured, under -O2 as well.
+// The byte of tag in every byte. Both are glibc's vector code (memset, memcmp), so that they stay
+// cheap next to the allocator calls being measured: a loop comparing 8 bytes at a time was
+// 60% of fanin's instructions (callgrind: 323M of 540M under tiermem, its malloc and free 50M).
 void Fill(void* p, size_t n, uint64_t tag) { memset(p, static_cast<unsigned char>(tag), n); }
 
 void Check(const char* workload, const void* p, size_t n, uint64_t tag) {
+  if (n == 0) return;
   const auto* b = static_cast<const unsigned char*>(p);
   const auto byte = static_cast<unsigned char>(tag);
-  const uint64_t word = byte * 0x0101010101010101ull;
-  uint64_t bad = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t v;
-    memcpy(&v, b + i, sizeof(v));
-    bad |= v ^ word;
-  }
-  for (; i < n; ++i) bad |= b[i] ^ byte;
-  if (bad == 0) return;
-  for (i = 0; i < n; ++i) {
+  // Every byte equals the next one and the first is the tag's: all n bytes are.
+  if (b[0] == byte && memcmp(b, b + 1, n - 1) == 0) return;
+  for (size_t i = 0; i < n; ++i) {
     if (b[i] != byte) DataError(workload, p, i);
   }
 }
