@@ -21,7 +21,8 @@ SpanMap::Leaf* SpanMap::GetLeaf(uintptr_t top_index) {
   return fresh;
 }
 
-bool SpanMap::Set(const void* start, uint32_t granules, Span* span) {
+bool SpanMap::Set(const void* start, uint32_t granules, Span* span, uintptr_t tag) {
+  const uintptr_t entry = span != nullptr ? reinterpret_cast<uintptr_t>(span) | tag : 0;
   uintptr_t a = reinterpret_cast<uintptr_t>(start);
   for (uint32_t i = 0; i < granules; ++i, a += kGranule) {
     if ((a >> 47) != 0) return false;
@@ -30,7 +31,7 @@ bool SpanMap::Set(const void* start, uint32_t granules, Span* span) {
       if (span != nullptr) return false;
       continue;
     }
-    leaf->entry[(a >> kGranuleShift) & ((1u << kLeafBits) - 1)].store(span,
+    leaf->entry[(a >> kGranuleShift) & ((1u << kLeafBits) - 1)].store(entry,
                                                                        std::memory_order_release);
   }
   return true;
