@@ -141,8 +141,7 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     Release(cls, p, 1);
     return;
   }
-  ClassCache* cc = &tc->cls[cls];
-  if (__builtin_expect(Push(cc, p), 0)) Overflow(span, cc);
+  Push(span, &tc->cls[cls], p);
 }
 
 uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {

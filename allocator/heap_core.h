@@ -37,8 +37,7 @@ struct Segment;
 
 inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cache slots)
 
-// 64-byte aligned (MetaAlloc gives no less): the span map keeps a tag in the low bits of its address.
-struct alignas(64) Span {
+struct Span {
   // Set before the span is published in the span map; constant while it is live.
   char* start = nullptr;
   uint32_t obj_size = 0;
@@ -49,10 +48,14 @@ struct alignas(64) Span {
   HeapCore* heap = nullptr;
   int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
   uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
+  // The preload library's free pushes a block straight onto the primary heap's thread cache
+  // (HeapCore::TryFreePrimary) while this is >= 0: for a span of the primary heap that has
+  // handed out no aligned block, the byte offset of its class's list in a ThreadCache
+  // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
+  std::atomic<intptr_t> primary_off{-1};
   // Set once Memalign hands out a block of this span: only then does a free round the pointer
   // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
-  // The blocks of other spans are freed by the pointer malloc returned, as is. The span map's
-  // tag of such a span is 0: the primary heap's fast free (which does not round) leaves it.
+  // The blocks of other spans are freed by the pointer malloc returned, as is.
   std::atomic<bool> aligned{false};
   Segment* segment = nullptr;
   uint32_t first_granule = 0;
@@ -64,11 +67,9 @@ struct alignas(64) Span {
   Span* next = nullptr;
   bool listed = false;  // on the central list's `nonempty` list
 
-  // Before Memalign returns a block of this span (every time: a free of that block must find
-  // the tag cleared, whichever thread marked the span first).
   void MarkAligned() {
     aligned.store(true, std::memory_order_relaxed);
-    (void)GlobalSpanMap().Set(start, granules, this, 0);  // the leaves exist: cannot fail
+    primary_off.store(-1, std::memory_order_relaxed);
   }
   char* ObjectStart(const void* p) const {
     const uint64_t off = static_cast<uint64_t>(static_cast<const char*>(p) - start);
@@ -152,9 +153,10 @@ struct ThreadCache {
   ClassCache cls[kNumClasses];
   LocalRuns runs;
 };
-// The span map's tag of a span of the primary heap (SpanMap::kTagMask): its class + 1.
-inline constexpr uintptr_t PrimaryTag(int cls) { return static_cast<uintptr_t>(cls) + 1; }
-static_assert(PrimaryTag(kNumClasses - 1) <= SpanMap::kTagMask);
+// Span::primary_off of a class.
+inline intptr_t PrimaryOffset(int cls) {
+  return static_cast<intptr_t>(offsetof(ThreadCache, cls) + sizeof(ClassCache) * cls);
+}
 
 class HeapCore {
  public:
@@ -225,14 +227,11 @@ class HeapCore {
     }
     return Pop(&tc->cls[cls]);
   }
-  // `entry` is p's span map entry (GlobalSpanMap().Entry(p), not 0): its tag names the class
-  // list, so the Span record is read only when the list overflows.
-  static bool TryFreePrimary(uintptr_t entry, void* p) {
+  static bool TryFreePrimary(Span* span, void* p) {
     ThreadCache* tc = t_thread.primary;
-    const uintptr_t tag = entry & SpanMap::kTagMask;
-    if (__builtin_expect(tc == nullptr || tag == 0, 0)) return false;
-    ClassCache* cc = &tc->cls[tag - PrimaryTag(0)];
-    if (__builtin_expect(Push(cc, p), 0)) Overflow(SpanMap::SpanOf(entry), cc);
+    const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
+    if (__builtin_expect(tc == nullptr || off < 0, 0)) return false;
+    Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
     return true;
   }
   // Any heap: this thread's cache of the span's heap, checked by slot and generation.
@@ -242,8 +241,7 @@ class HeapCore {
     if (__builtin_expect(span->aligned.load(std::memory_order_relaxed), 0)) {
       p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
     }
-    ClassCache* cc = &tc->cls[span->cls];
-    if (__builtin_expect(Push(cc, p), 0)) Overflow(span, cc);
+    Push(span, &tc->cls[span->cls], p);
     return true;
   }
 
@@ -258,11 +256,11 @@ class HeapCore {
       ++cc->room;
     }
     return p;
-  }  // True when the list is past its limit: the caller then calls Overflow.
-  static bool Push(ClassCache* cc, void* p) {
+  }
+  static void Push(Span* span, ClassCache* cc, void* p) {
     *static_cast<void**>(p) = cc->head;
     cc->head = p;
-    return --cc->room < 0;
+    if (__builtin_expect(--cc->room < 0, 0)) Overflow(span, cc);
   }
   // A list past its limit (the list of span's class): a batch goes to the central list.
   __attribute__((noinline)) static void Overflow(Span* span, ClassCache* cc);

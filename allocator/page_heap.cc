@@ -104,9 +104,10 @@ Span* HeapCore::AllocSpan(int cls) {
       s->heap = this;
       s->heap_slot = slot_;
       s->heap_gen = gen_;
+      s->primary_off.store(primary_ ? PrimaryOffset(cls) : -1, std::memory_order_relaxed);
       s->segment = seg;
       s->first_granule = g;
-      if (!GlobalSpanMap().Set(s->start, k, s, primary_ ? PrimaryTag(cls) : 0)) {
+      if (!GlobalSpanMap().Set(s->start, k, s)) {
         (void)GlobalSpanMap().Set(s->start, k, nullptr);
         s->next = spare_spans_;
         spare_spans_ = s;

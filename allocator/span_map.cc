@@ -21,8 +21,7 @@ SpanMap::Leaf* SpanMap::GetLeaf(uintptr_t top_index) {
   return fresh;
 }
 
-bool SpanMap::Set(const void* start, uint32_t granules, Span* span, uintptr_t tag) {
-  const uintptr_t entry = span != nullptr ? reinterpret_cast<uintptr_t>(span) | tag : 0;
+bool SpanMap::Set(const void* start, uint32_t granules, Span* span) {
   uintptr_t a = reinterpret_cast<uintptr_t>(start);
   for (uint32_t i = 0; i < granules; ++i, a += kGranule) {
     if ((a >> 47) != 0) return false;
@@ -31,7 +30,7 @@ bool SpanMap::Set(const void* start, uint32_t granules, Span* span, uintptr_t ta
       if (span != nullptr) return false;
       continue;
     }
-    leaf->entry[(a >> kGranuleShift) & ((1u << kLeafBits) - 1)].store(entry,
+    leaf->entry[(a >> kGranuleShift) & ((1u << kLeafBits) - 1)].store(span,
                                                                        std::memory_order_release);
   }
   return true;

@@ -2,10 +2,6 @@
 // the process. Two levels (addr>>32, then the granule within those 4 GiB); leaves are mapped on
 // first use and never unmapped. Lookups are lock-free (two acquire loads); updates are made by
 // the page heap under its lock, before a span is handed out (set) and after it is retired (clear).
-//
-// An entry is the Span's address with a tag in its low bits (Span records are 64-byte aligned,
-// MetaAlloc): the primary heap's free takes its class list from the tag and never reads the Span
-// record, one dependent load fewer (see HeapCore::TryFreePrimary).
 #pragma once
 
 #include <atomic>
@@ -22,30 +18,23 @@ class SpanMap {
   static constexpr int kLeafBits = 32 - kGranuleShift;  // 16: granules per 4 GiB
   static constexpr int kTopBits = 47 - 32;              // user space is below 2^47
 
-  // The tag of an entry: the class + 1 for a span of the primary heap that has handed out no
-  // aligned block, so the primary heap's free may push onto the class list as it is; 0 otherwise.
-  static constexpr uintptr_t kTagMask = 63;
-
-  // The entry of p's granule (Span address | tag), 0 when p is in no span.
-  uintptr_t Entry(const void* p) const {
+  Span* Lookup(const void* p) const {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     const uintptr_t top = a >> 32;
-    if (top >= (uintptr_t{1} << kTopBits)) return 0;
+    if (top >= (uintptr_t{1} << kTopBits)) return nullptr;
     Leaf* leaf = top_[top].load(std::memory_order_acquire);
-    if (leaf == nullptr) return 0;
+    if (leaf == nullptr) return nullptr;
     // The granule within the 4 GiB: the low 32 bits shifted (kLeafBits wide already).
     return leaf->entry[static_cast<uint32_t>(a) >> kGranuleShift].load(std::memory_order_acquire);
   }
-  static Span* SpanOf(uintptr_t entry) { return reinterpret_cast<Span*>(entry & ~kTagMask); }
-  Span* Lookup(const void* p) const { return SpanOf(Entry(p)); }
-  // Sets `granules` entries from `start` (granule-aligned) to `span` with `tag` (nullptr clears).
-  // Returns false when a leaf could not be mapped (out of memory); nothing is left half-set then
-  // only for entries already written, which the caller clears again.
-  bool Set(const void* start, uint32_t granules, Span* span, uintptr_t tag = 0);
+  // Sets `granules` entries from `start` (granule-aligned) to `span` (nullptr clears). Returns
+  // false when a leaf could not be mapped (out of memory); nothing is left half-set then only
+  // for entries already written, which the caller clears again.
+  bool Set(const void* start, uint32_t granules, Span* span);
 
  private:
   struct Leaf {
-    std::atomic<uintptr_t> entry[1u << kLeafBits];
+    std::atomic<Span*> entry[1u << kLeafBits];
   };
   Leaf* GetLeaf(uintptr_t top_index);
   std::atomic<Leaf*> top_[1u << kTopBits] = {};

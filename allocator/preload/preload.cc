@@ -146,11 +146,9 @@ __attribute__((noinline)) void FreeSmallSlow(alloc::Span* span, void* p) {
 }
 
 inline void FreeImpl(void* p) {
-  const uintptr_t entry = alloc::GlobalSpanMap().Entry(p);  // 0 for p == nullptr
-  if (__builtin_expect(entry != 0, 1)) {
-    if (__builtin_expect(!HeapCore::TryFreePrimary(entry, p), 0)) {
-      FreeSmallSlow(alloc::SpanMap::SpanOf(entry), p);
-    }
+  alloc::Span* span = alloc::GlobalSpanMap().Lookup(p);  // nullptr for p == nullptr
+  if (__builtin_expect(span != nullptr, 1)) {
+    if (__builtin_expect(!HeapCore::TryFreePrimary(span, p), 0)) FreeSmallSlow(span, p);
     return;
   }
   FreeSlow(p);

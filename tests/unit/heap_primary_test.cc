@@ -52,10 +52,8 @@ TEST_F(PrimaryHeapTest, FastPathsPopAndPushTheThreadsPrimaryCache) {
   ASSERT_NE(t_thread.primary, nullptr);
   Span* span = SpanOf(p);
   ASSERT_NE(span, nullptr);
-  const uintptr_t entry = alloc::GlobalSpanMap().Entry(p);
-  EXPECT_EQ(entry & alloc::SpanMap::kTagMask, alloc::PrimaryTag(alloc::SizeClass(100)));
-  EXPECT_EQ(alloc::SpanMap::SpanOf(entry), span);
-  ASSERT_TRUE(HeapCore::TryFreePrimary(entry, p));
+  EXPECT_EQ(span->primary_off.load(), alloc::PrimaryOffset(alloc::SizeClass(100)));
+  ASSERT_TRUE(HeapCore::TryFreePrimary(span, p));
   EXPECT_EQ(HeapCore::TryMallocPrimary(100), p);  // last in, first out
   EXPECT_EQ(HeapCore::TryMallocPrimary(alloc::kMaxSmall + 1), nullptr);  // not small
   heap_->Free(p);
@@ -70,7 +68,7 @@ TEST_F(PrimaryHeapTest, ABypassedThreadHasNoPrimaryCacheUntilItsLastScopeEnds) {
   alloc::EnterBypass();
   EXPECT_EQ(t_thread.primary, nullptr);
   EXPECT_EQ(HeapCore::TryMallocPrimary(48), nullptr);
-  EXPECT_FALSE(HeapCore::TryFreePrimary(alloc::GlobalSpanMap().Entry(p), p));
+  EXPECT_FALSE(HeapCore::TryFreePrimary(SpanOf(p), p));
   alloc::LeaveBypass();
   EXPECT_EQ(t_thread.primary, nullptr);  // still inside the outer scope
   alloc::LeaveBypass();
@@ -84,9 +82,9 @@ TEST_F(PrimaryHeapTest, ASpanThatHandedOutAnAlignedBlockLeavesTheFastPath) {
   Span* span = SpanOf(a);
   ASSERT_NE(span, nullptr);
   EXPECT_TRUE(span->aligned.load());
-  EXPECT_EQ(alloc::GlobalSpanMap().Entry(a), reinterpret_cast<uintptr_t>(span));  // tag 0
+  EXPECT_EQ(span->primary_off.load(), -1);
   char* inside = static_cast<char*>(a) + 300;
-  EXPECT_FALSE(HeapCore::TryFreePrimary(alloc::GlobalSpanMap().Entry(inside), inside));
+  EXPECT_FALSE(HeapCore::TryFreePrimary(span, inside));
   HeapCore::FreeInSpan(span, inside);  // the preload library's slow path: rounds down
   EXPECT_EQ(heap_->Memalign(512, 500), a);
   heap_->Free(a);
@@ -99,7 +97,7 @@ TEST_F(PrimaryHeapTest, FreesPastTheCacheLimitGoBackInBatches) {
   alloc::ThreadCache* tc = t_thread.primary;
   ASSERT_NE(tc, nullptr);
   for (void* p : blocks) {
-    ASSERT_TRUE(HeapCore::TryFreePrimary(alloc::GlobalSpanMap().Entry(p), p));
+    ASSERT_TRUE(HeapCore::TryFreePrimary(SpanOf(p), p));
     ASSERT_GE(tc->cls[cls].room, 0);
     ASSERT_LE(tc->cls[cls].count(), tc->cls[cls].max);
   }
