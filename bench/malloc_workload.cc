@@ -11,8 +11,8 @@
 //   realloc      buffers grown by realloc in ~12% steps from 16 bytes to 1 MiB
 //   mixed        two threads: sizes 16 B..64 KiB (1% up to 512 KiB), window of 4096 blocks
 // and, in malloc_workload_more.cc, each checking every byte it wrote:
-//   fanin        4 threads each allocate 16..512 bytes and send every block to one of the
-//                others, while freeing what the others sent them (all frees cross-thread)
+//   fanin        4 threads each allocate 16..512 bytes for the others in rounds, while freeing
+//                what the others made for them the round before (all frees cross-thread)
 //   large_touch  blocks of 5..25 MiB, one at a time: every page written, read back, freed
 //   thread_churn rounds of 4 threads that each make a burst of 1024 small blocks and exit
 //   small_loop   one thread: stacks of 1..16 blocks of 8..128 bytes, freed last in first out

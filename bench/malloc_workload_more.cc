@@ -1,7 +1,8 @@
 // The workloads of tiermem-malloc-workload that follow kinds of work of public allocator
 // benchmarks (cross-thread fan-in, large touched blocks, thread churn, a small-size loop, a small
 // program's whole run). Each checks every byte it wrote before it frees it.
-#include <atomic>
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,24 +20,18 @@ void DataError(const char* workload, const void* block, size_t offset) {
   exit(3);
 }
 
-// The byte of tag in every byte, written and compared 8 bytes at a time: cheap next to the
-// allocator calls being measured, under -O2 as well.
+// The byte of tag in every byte. Both are glibc's vector code (memset, memcmp), so that they stay
+// cheap next to the allocator calls being measured: a loop comparing 8 bytes at a time was
+// 60% of fanin's instructions (callgrind: 323M of 540M under tiermem, its malloc and free 50M).
 void Fill(void* p, size_t n, uint64_t tag) { memset(p, static_cast<unsigned char>(tag), n); }
 
 void Check(const char* workload, const void* p, size_t n, uint64_t tag) {
+  if (n == 0) return;
   const auto* b = static_cast<const unsigned char*>(p);
   const auto byte = static_cast<unsigned char>(tag);
-  const uint64_t word = byte * 0x0101010101010101ull;
-  uint64_t bad = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t v;
-    memcpy(&v, b + i, sizeof(v));
-    bad |= v ^ word;
-  }
-  for (; i < n; ++i) bad |= b[i] ^ byte;
-  if (bad == 0) return;
-  for (i = 0; i < n; ++i) {
+  // Every byte equals the next one and the first is the tag's: all n bytes are.
+  if (b[0] == byte && memcmp(b, b + 1, n - 1) == 0) return;
+  for (size_t i = 0; i < n; ++i) {
     if (b[i] != byte) DataError(workload, p, i);
   }
 }
@@ -44,14 +39,6 @@ void Check(const char* workload, const void* p, size_t n, uint64_t tag) {
 namespace {
 
 constexpr size_t kPage = 4096;
-
-// One producer, one consumer: thread src hands blocks to thread dst.
-struct alignas(64) Ring {
-  static constexpr uint64_t kSize = 1024;
-  alignas(64) std::atomic<uint64_t> head{0};  // next slot the consumer takes
-  alignas(64) std::atomic<uint64_t> tail{0};  // next slot the producer fills
-  void* slots[kSize];
-};
 
 // A block of the fan-in and churn workloads: its size in the first 8 bytes, then the pattern of
 // that size, so the thread that frees it can check it without knowing who made it.
@@ -74,49 +61,46 @@ void FreeBlock(const char* workload, void* p) {
 
 // 4 threads, each allocating 16..512-byte blocks and sending each to one of the other three in
 // turn, while freeing what the others sent it: every free is of another thread's block.
+//
+// The hand-off is in rounds, not through rings that a thread polls: in round r each thread
+// allocates kRound blocks into this round's boxes for the others and, one for one, frees the
+// blocks the others put in its boxes in round r - 1; a barrier ends the round. Every thread does
+// the same work in every run, and a thread whose partners are behind sleeps in the barrier
+// (glibc's pthread_barrier_wait: a futex, no spinning) instead of polling. With rings, a thread
+// that found its ring full or empty spun and called sched_yield: on the 2-core build machine
+// (4 threads, other work beside them) that spinning was up to three quarters of a run's CPU
+// time (0.07 s user and 0.23 s system with 286k context switches in one run, 0.09 s and 0 in the
+// next, the same allocator), so runs took about 100 or about 300 ms by scheduling alone.
 uint64_t FanIn(uint64_t scale) {
-  constexpr int kThreads = 4;
-  // A multiple of kThreads - 1, so that each thread receives exactly per_thread blocks.
-  const uint64_t per_thread = 3 * 100000 * scale;
-  std::vector<Ring> rings(kThreads * kThreads);  // rings[src * kThreads + dst]
-  auto drain = [&](int t) {
-    uint64_t got = 0;
-    for (int src = 0; src < kThreads; ++src) {
-      Ring& ring = rings[src * kThreads + t];
-      const uint64_t head = ring.head.load(std::memory_order_relaxed);
-      const uint64_t tail = ring.tail.load(std::memory_order_acquire);
-      for (uint64_t i = head; i < tail; ++i) FreeBlock("fanin", ring.slots[i % Ring::kSize]);
-      ring.head.store(tail, std::memory_order_release);
-      got += tail - head;
-    }
-    return got;
+  constexpr int kThreads = 4, kOthers = kThreads - 1;
+  constexpr uint64_t kPerDst = 1024;                // blocks to each other thread per round
+  constexpr uint64_t kRound = kOthers * kPerDst;    // blocks each thread allocates per round
+  const uint64_t rounds = 100 * scale;              // 307,200 blocks per thread at scale 1
+  // boxes[parity][dst][src]: the blocks src allocated for dst in a round of that parity. A box
+  // written in round r is emptied in round r + 1 and written again in round r + 2, after the
+  // barrier that ends round r + 1.
+  std::vector<void*> boxes(2 * kThreads * kThreads * kPerDst);
+  auto box = [&](uint64_t round, int dst, int src) {
+    return &boxes[((round % 2 * kThreads + dst) * kThreads + src) * kPerDst];
   };
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, nullptr, kThreads);
   auto work = [&](int t) {
     Rng r{static_cast<uint64_t>(t) + 1};
-    uint64_t received = 0;
-    for (uint64_t i = 0; i < per_thread; ++i) {
-      Ring& ring = rings[t * kThreads + (t + 1 + static_cast<int>(i % (kThreads - 1))) % kThreads];
-      void* p = NewBlock(16 + r.Next() % 497);
-      const uint64_t tail = ring.tail.load(std::memory_order_relaxed);
-      while (tail - ring.head.load(std::memory_order_acquire) >= Ring::kSize) {
-        const uint64_t got = drain(t);  // the receiver is behind; keep freeing meanwhile
-        if (got == 0) std::this_thread::yield();
-        received += got;
+    for (uint64_t round = 0; round <= rounds; ++round) {
+      for (uint64_t i = 0; i < kRound; ++i) {
+        const int other = (t + 1 + static_cast<int>(i % kOthers)) % kThreads;
+        if (round > 0) FreeBlock("fanin", box(round - 1, t, other)[i / kOthers]);
+        if (round < rounds) box(round, other, t)[i / kOthers] = NewBlock(16 + r.Next() % 497);
       }
-      ring.slots[tail % Ring::kSize] = p;
-      ring.tail.store(tail + 1, std::memory_order_release);
-      if (i % 16 == 15) received += drain(t);
-    }
-    while (received < per_thread) {
-      const uint64_t got = drain(t);
-      if (got == 0) std::this_thread::yield();
-      received += got;
+      pthread_barrier_wait(&barrier);
     }
   };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
   for (auto& th : threads) th.join();
-  return per_thread * kThreads;
+  pthread_barrier_destroy(&barrier);
+  return rounds * kRound * kThreads;
 }
 
 // One block of 5..25 MiB at a time: every page written, read back, freed.
