@@ -185,18 +185,15 @@ void Runtime::Impl::PublishTopology() {
     for (; i < tier_nodes_[t].size() && i < kStatsMaxNodes; ++i) b->tier_nodes[t][i] = tier_nodes_[t][i];
     for (; i < kStatsMaxNodes; ++i) b->tier_nodes[t][i] = -1;
   }
-  if (pager_ != nullptr) {
-    std::vector<PagerServerStats> servers = pager_->server_stats();
-    for (size_t i = 0; i < servers.size(); ++i) PublishServer(i, servers[i].server);
-  }  // The remote tier's capacity is what its connected servers offer (they said so at hello).
+  // The remote tier's capacity is what its connected servers offer (they said so at hello).
   if (b->tier_capacity_bytes[Index(Tier::kRemote)] == 0) {
     b->tier_capacity_bytes[Index(Tier::kRemote)] = RemoteCapacityBytes();
   }
 }
 
 void Runtime::Impl::PublishServer(size_t index, const std::string& name) {
-  // At start (PublishTopology), then by the pager as servers join the list (with its io lock
-  // held: one at a time, in list order), so the count only grows past a written address.
+  // By the pager as servers join its list (PagerConfig::on_server_listed: one at a time, in
+  // list order), so the count only grows past a written address.
   if (index >= kMaxStatsServers) return;
   snprintf(sb_->server_address[index], sizeof(sb_->server_address[index]), "%s", name.c_str());
   if (sb_->nservers.load(std::memory_order_relaxed) < index + 1) {

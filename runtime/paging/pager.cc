@@ -145,7 +145,7 @@ Status Pager::Init(PagerConfig config) {
       auto fault = remote::MakeTransport(ep);
       s = (*fault)->Connect(config_.token, config_.timeout_ms, &ticket);
       if (s.ok()) {
-        srv->quota = (*io)->quota_pages();
+        srv->quota.store((*io)->quota_pages(), std::memory_order_relaxed);
         srv->c->capacity_pages.store((*io)->capacity_pages(), std::memory_order_relaxed);
         srv->c->up.store(1, std::memory_order_relaxed);
         srv->io = std::move(*io);
@@ -165,7 +165,9 @@ Status Pager::Init(PagerConfig config) {
       srv->error = s.message();
       tried += (tried.empty() ? "" : "; ") + s.message();
     }
+    const std::string name = srv->name;
     servers_.push_back(std::move(srv));  // at most kMaxServers (checked above)
+    if (config_.on_server_listed) config_.on_server_listed(servers_.size() - 1, name);
   }
   if (connected == 0) return Unavailable("no memory server reachable: " + tried);
   if (connected < servers_.size()) {
@@ -293,6 +295,7 @@ PagerStats Pager::stats() const {
   s.fault_ns = c_->fault_latency.sum_ns.load(std::memory_order_relaxed);
   s.fault_read_ns = c_->fault_read_latency.sum_ns.load(std::memory_order_relaxed);
   s.placement_allocs = placement_allocs_.load(std::memory_order_relaxed);
+  s.server_file_changes = server_file_changes_.load(std::memory_order_relaxed);
   {
     // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).
     std::lock_guard<std::mutex> lock(slots_mu_);
@@ -349,7 +352,11 @@ uint64_t Pager::CapacityPages() const {
     if (!Usable(k)) continue;
     const Server& s = *servers_[k];
     const uint64_t cap = s.c->capacity_pages.load(std::memory_order_relaxed);
-    pages += s.quota != 0 && s.quota < cap ? s.quota : cap;
+    const uint64_t quota = s.quota.load(std::memory_order_relaxed);
+    // A server taken out of the servers file offers no room beyond what it holds.
+    pages += s.withdrawn.load(std::memory_order_relaxed) ? s.c->pages.load(std::memory_order_relaxed)
+             : quota != 0 && quota < cap                 ? quota
+                                                         : cap;
   }
   return pages * per_slot_ / members_;
 }
@@ -362,7 +369,8 @@ void Pager::DescribeServers(char* buf, size_t n) const {
     const auto& s = servers_[k];
     if (!Usable(k) || at + 1 >= n) continue;
     const uint64_t cap = s->c->capacity_pages.load(std::memory_order_relaxed);
-    const uint64_t quota = s->quota != 0 && s->quota < cap ? s->quota : cap;
+    const uint64_t q = s->quota.load(std::memory_order_relaxed);
+    const uint64_t quota = q != 0 && q < cap ? q : cap;
     int w = snprintf(buf + at, n - at, "%s%s: %llu MiB%s, %llu pages used", at == 0 ? "" : "; ",
                      s->name.c_str(), static_cast<unsigned long long>(quota * kPage >> 20),
                      quota < cap ? " quota" : "",

@@ -138,10 +138,11 @@ struct PagerConfig {
   // totals only).
   PagerCounters* counters = nullptr;
   PagerServerCounters* server_counters = nullptr;
-  // Called when a server joins the list after start (AddServer, the servers file), with its
-  // index in the list and its address, before it is connected; by the repair thread or
-  // AddServer's caller, with the pager's io lock held: must not allocate, block, or call the
-  // pager. Optional.
+  // Called for each server as it joins the list, with its index in the list and its address:
+  // at start (Start's thread, before the pager's threads run), and later (AddServer, the
+  // servers file) before it is connected, by the repair thread or AddServer's caller with the
+  // pager's io lock held. So the calls never overlap and come in list order. Must not
+  // allocate, block, or call the pager. Optional.
   std::function<void(size_t index, const std::string& name)> on_server_listed;
 };
 
@@ -173,6 +174,7 @@ struct PagerStats {
   uint64_t fault_ns = 0;         // summed over faults: userfaultfd report to the page installed
   uint64_t fault_read_ns = 0;    // of which the read: posted to its reply in
   uint64_t placement_allocs = 0; // slot allocations placement asked of servers, granted or not
+  uint64_t server_file_changes = 0;  // times the servers file was found changed and read again
 };
 
 // One memory server of the list, as the pager sees it.
@@ -319,7 +321,9 @@ class Pager {
     std::vector<std::unique_ptr<remote::Transport>> retired;  // closed, kept: a rejoin's old ones
     std::atomic<bool> connected{false};
     std::atomic<uint32_t> gen{0};            // sessions so far: a Member of an older one is gone
-    uint64_t quota = 0;                      // pages memd allows this session (hello_ok)
+    // Pages memd allows this session (hello_ok); set again by Rejoin while lock-free readers
+    // (CapacityPages, DescribeServers) may still look: atomic.
+    std::atomic<uint64_t> quota{0};
     // Unused slots of the ranges it leads whose members are all up: what a new page may take
     // (a range with a member down takes none). Written with io_mu_ held (CountHealthyFree
     // recounts it when health_gen_ moves); Full() reads it without a lock.
@@ -628,6 +632,7 @@ class Pager {
   bool repair_wanted_ = false;             // repair_mu_
   bool rejoin_wanted_ = false;             // repair_mu_: a server was listed (AddServer)
   std::string server_file_text_;           // the servers file as last read (repair thread)
+  std::atomic<uint64_t> server_file_changes_{0};
   bool server_file_unread_ = false;        // the last read failed: said once (repair thread)
   std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held
   int pagemap_fd_ = -1;

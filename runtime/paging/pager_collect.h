@@ -34,15 +34,17 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
   size_t nfds = 0;
   for (;;) {
     // Which servers have requests out? Take what is ready from each; when none had anything,
-    // wait on all of them (and intake_fd) at once.
+    // wait on all of them (and intake_fd) at once. Only listed servers can have any (the
+    // tables have room for kMaxServers).
+    const size_t nserv = std::min(outstanding.size(), servers_.size());
     size_t busy = 0, first_busy = 0;
-    for (size_t k = 0; k < outstanding.size(); ++k) {
+    for (size_t k = 0; k < nserv; ++k) {
       if (outstanding[k] > 0 && busy++ == 0) first_busy = k;
     }
     if (busy == 0) return true;
     const bool one_wait = busy == 1 && intake_fd < 0;  // the transport's own wait (it may spin)
     size_t round = 0;
-    for (size_t k = first_busy; k < outstanding.size(); ++k) {
+    for (size_t k = first_busy; k < nserv; ++k) {
       if (outstanding[k] == 0) continue;
       auto got = take(k, one_wait ? -1 : 0);
       if (!got.ok()) {
@@ -57,11 +59,11 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     }
     if (round > 0 || one_wait) continue;
     // A connection of a kind that cannot be polled with the others (RDMA) is waited on alone.
-    size_t alone = outstanding.size();
-    for (size_t k = first_busy; k < outstanding.size() && alone == outstanding.size(); ++k) {
+    size_t alone = nserv;
+    for (size_t k = first_busy; k < nserv && alone == nserv; ++k) {
       if (outstanding[k] > 0 && conn(k).WaitFd() < 0) alone = k;
     }
-    if (alone < outstanding.size()) {
+    if (alone < nserv) {
       auto got = take(alone, -1);
       if (!got.ok()) {
         *err = CollectError{alone, got.status()};
@@ -77,7 +79,7 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       want_out[nfds] = 0;
       fds[nfds++] = intake_fd;
     }
-    for (size_t k = first_busy; k < outstanding.size() && nfds < 65; ++k) {
+    for (size_t k = first_busy; k < nserv && nfds < 65; ++k) {
       if (outstanding[k] == 0) continue;
       want_out[nfds] = conn(k).WantsWritable() ? 1 : 0;
       fds[nfds++] = conn(k).WaitFd();

@@ -97,8 +97,9 @@ void Pager::Rejoin() {
     // A range that still lists it holds copies there that are gone (a new session starts
     // empty): it waits until the repair has moved them all.
     if (was_connected && Listed(k)) continue;
-    // Taken out of the servers file before it ever answered: nothing to connect it for.
-    if (!was_connected && s.withdrawn.load(std::memory_order_relaxed)) continue;
+    // Taken out of the servers file (and holding nothing, or it would be Listed): nothing to
+    // connect it for until it is put back.
+    if (s.withdrawn.load(std::memory_order_relaxed)) continue;
     // Backing off while it stays away (pager_internal::NextRejoinWaitMs).
     if (os::MonotonicNanos() < s.rejoin_at_ns) continue;
     s.rejoin_tries.fetch_add(1, std::memory_order_relaxed);
@@ -142,7 +143,7 @@ void Pager::Rejoin() {
       }
       s.io = std::move(*io);
       s.fault = std::move(*fault);
-      s.quota = s.io->quota_pages();
+      s.quota.store(s.io->quota_pages(), std::memory_order_relaxed);
       s.healthy_free.store(0, std::memory_order_relaxed);  // it leads no range (not Listed)
       s.fill = SIZE_MAX;
       s.down_counted = false;
@@ -154,6 +155,7 @@ void Pager::Rejoin() {
       s.c->slots.store(0, std::memory_order_relaxed);
       s.c->debt.store(0, std::memory_order_relaxed);
       s.gen.fetch_add(1, std::memory_order_release);
+      s.c->up.store(1, std::memory_order_relaxed);  // before it is usable: a reader that sees it usable sees it up
       if (was_connected) {
         std::lock_guard<std::mutex> rl(repair_mu_);
         s.down.store(false, std::memory_order_release);
@@ -161,7 +163,6 @@ void Pager::Rejoin() {
       } else {
         s.connected.store(true, std::memory_order_release);
       }
-      s.c->up.store(1, std::memory_order_relaxed);
     }
     if (was_connected) {
       TM_LOG_WARN("remote tier: memory server %s answers again: it takes new pages (a new session)", s.name.c_str());
@@ -222,10 +223,11 @@ bool Pager::RepairOne() {
   }
   if (ri == SIZE_MAX) return false;
   Range& r = *ranges_[ri];
-  // The replacement: the roomiest usable server that is not a member and grants the count.
+  // The replacement: the roomiest usable server that is not a member, not taken out of the
+  // servers file, and grants the count.
   std::vector<std::pair<uint64_t, size_t>> order;
-  for (size_t k = 0; k < servers_.size(); ++k) {
-    if (!Usable(k)) continue;
+  for (size_t k = 0, n = servers_.size(); k < n; ++k) {
+    if (!Placeable(k)) continue;
     bool member = false;
     for (uint32_t m = 0; m < r.n; ++m) member = member || r.m[m].server == k;
     if (member) continue;

@@ -101,7 +101,8 @@ uint64_t Pager::Room(size_t k) const {
   // server holds free are used before any new ones.
   const Server& s = *servers_[k];
   const uint64_t used = members_ > 1 ? s.c->slots.load(std::memory_order_relaxed) : s.c->pages.load(std::memory_order_relaxed);
-  const uint64_t cap = s.quota != 0 ? s.quota : ~uint64_t(0);
+  const uint64_t quota = s.quota.load(std::memory_order_relaxed);
+  const uint64_t cap = quota != 0 ? quota : ~uint64_t(0);
   return cap > used ? cap - used : 0;
 }
 
@@ -174,14 +175,15 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   // grant the same count for the replicas, ask for less, down to one page, before calling the
   // lead full (or the replicas unplaceable).
   const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
+  const uint64_t quota = s.quota.load(std::memory_order_relaxed);
   uint64_t want = config_.slot_chunk;
   if (members_ > 1) {
     // Smaller groups, so copies spread over every pairing of servers (and a lost server's
     // pages are restored from, and to, several) rather than two servers filling in step.
     want = std::min(want, kReplicaRangeSlots / per_slot_);
-    if (s.quota != 0) want = std::min(want, std::max<uint64_t>(s.quota / 4, 256));
+    if (quota != 0) want = std::min(want, std::max<uint64_t>(quota / 4, 256));
   }
-  if (s.quota != 0) want = std::min(want, s.quota > held ? s.quota - held : 0);
+  if (quota != 0) want = std::min(want, quota > held ? quota - held : 0);
   Status last = ResourceExhausted("memory server " + s.name + ": quota reached");
   bool lead_granted = false;
   auto owned = std::make_unique<Range>();

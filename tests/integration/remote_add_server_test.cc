@@ -72,7 +72,7 @@ TEST(RemoteServers, AServerAddedWhileRunningTakesTheNewPagesTheFirstHasNoRoomFor
   ASSERT_TRUE(rt->AddRemoteServer(b.url()).ok());
   ASSERT_EQ(pager.server_stats().size(), 2u);
   ASSERT_TRUE(WaitFor([&] { return Connected(pager, 1); })) << "b was not connected";
-  // The stats block (tiermemctl stat) lists it too.
+  // The stats block (tiermemctl stat) lists it too (up before it is usable).
   StatusOr<ProcessStats> ps = ReadProcessStats(getpid());
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
   ASSERT_EQ(ps->servers.size(), 2u);
@@ -159,12 +159,57 @@ TEST(RemoteServers, TheServersFileIsReadAgainWhileTheProgramRuns) {
   EXPECT_EQ(BadPages(second, 1 << 20), 0u);
 
   // A file that lists nobody (caught half-written) changes nothing; a back in takes pages again.
+  const uint64_t changes = pager.stats().server_file_changes;
   WriteWhole(path, "# nothing yet\n");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(WaitFor([&] { return pager.stats().server_file_changes > changes; })) << "the file was not read again";
   EXPECT_TRUE(pager.server_stats()[0].withdrawn);
   EXPECT_FALSE(pager.server_stats()[1].withdrawn);
   WriteWhole(path, a.url() + "\n" + b.url() + "\n");
-  EXPECT_TRUE(WaitFor([&] { return !pager.server_stats()[0].withdrawn; })) << "a was not put back";
+  ASSERT_TRUE(WaitFor([&] { return !pager.server_stats()[0].withdrawn; })) << "a was not put back";
+  // a (the roomier now) takes new pages again.
+  std::vector<Data> third = FillAndEvict(*rt, 1, 512, /*salt=*/2 << 20);
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_GT(pager.server_stats()[0].pages, on_a);
+  EXPECT_EQ(BadPages(third, 2 << 20), 0u);
+  rt.reset();
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+TEST(RemoteServers, AServerTakenOutOfTheFileGetsNoReplacementCopiesUntilItIsPutBack) {
+  // Two replicas over a, b and c of the file; c taken out, then b lost: c is the only server
+  // that could take b's copies, and gets none until it is back in the file.
+  if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  MemdProcess a, b, c;
+  for (MemdProcess* m : {&a, &b, &c}) ASSERT_TRUE(m->Start({"--capacity", "64M", "--no-rdma"}));
+  char dir[] = "/tmp/tiermem-servers-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/servers";
+  WriteWhole(path, a.url() + "," + b.url() + "," + c.url() + "\n");
+  Options o;
+  o.Set("remote_file", path);
+  o.Set("remote_timeout_ms", 3000);
+  o.Set("prefetch", "off");
+  o.Set("replicas", 2);
+  auto started = Runtime::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<Runtime> rt = std::move(*started);
+  Pager& pager = *ImplOf(*rt)->pager();
+  WriteWhole(path, a.url() + "," + b.url() + "\n");
+  ASSERT_TRUE(WaitFor([&] { return pager.server_stats()[2].withdrawn; })) << "c was not taken out";
+  std::vector<Data> data = FillAndEvict(*rt, 2, 512);
+  ASSERT_EQ(data.size(), 2u);
+  EXPECT_EQ(pager.server_stats()[2].pages, 0u);
+  b.Stop(SIGKILL);
+  ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a repair round or more
+  EXPECT_EQ(pager.server_stats()[2].pages, 0u) << "the repair copied to a server taken out";
+  EXPECT_GE(pager.stats().degraded_pages, 1024u);
+  WriteWhole(path, a.url() + "," + c.url() + "\n");
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  EXPECT_GE(pager.server_stats()[2].pages, 1024u);
+  a.Stop(SIGKILL);
+  EXPECT_EQ(BadPages(data), 0u);
   rt.reset();
   unlink(path.c_str());
   rmdir(dir);
