@@ -120,6 +120,9 @@ struct PolicyCounters {
   std::atomic<uint64_t> relief_pages;
   std::atomic<uint64_t> throttle_waits;
   std::atomic<uint64_t> throttle_ns;
+  // DRAM the runtime holds for itself and counts against TIERMEM_DRAM_LIMIT (the preload
+  // library's runtime: glibc's heap of its own threads), as of the latest refresh (a store).
+  std::atomic<uint64_t> own_bytes;
   std::atomic<uint64_t> cpu_ns;  // the thread's CPU time after its latest round (a store, not an add)
   BoundedHistogram<kPolicyRoundBoundsNs> round_time;  // wall time per round, as Loop times it
   std::atomic<uint64_t> interval_ms;  // the round interval; written before the thread starts

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <numaif.h>
 #include <poll.h>
@@ -266,6 +267,12 @@ int ThreadCpuNanos(uint64_t* ns) {
   if (clock_gettime(clock, &ts) != 0) return -errno;
   *ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
   return 0;
+}
+
+uint64_t LibcHeapBytes() {
+  // mallinfo2 (glibc 2.33+) walks every arena under its lock: a few microseconds.
+  const struct mallinfo2 mi = mallinfo2();
+  return static_cast<uint64_t>(mi.arena) + static_cast<uint64_t>(mi.hblkhd);
 }
 
 // ---- eventfd, poll, pagemap ----

@@ -85,6 +85,9 @@ uint64_t MonotonicNanos();
 // (pthread_getcpuclockid of pthread_self). Only the thread itself may ask (another thread's clock
 // id dies with it). 0, or a negative errno with *ns untouched.
 int ThreadCpuNanos(uint64_t* ns);
+// Bytes glibc's malloc holds from the system: its arenas (blocks in use and free ones it keeps)
+// and its mmapped blocks. Takes each arena's lock; never call it from a signal handler.
+uint64_t LibcHeapBytes();
 
 // ---- userfaultfd (the remote tier's pager), eventfd, poll, pagemap ----
 // These return Status: they are not called inside the allocator, and they allocate only to build

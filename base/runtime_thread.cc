@@ -30,6 +30,8 @@ RuntimeCallScope::~RuntimeCallScope() {
 
 void SetRuntimeThreadHook(RuntimeThreadHook hook) { g_hook.store(hook, std::memory_order_release); }
 
+bool RuntimeThreadHookSet() { return g_hook.load(std::memory_order_acquire) != nullptr; }
+
 void OnRuntimeThreadStart() {
   RuntimeThreadHook h = g_hook.load(std::memory_order_acquire);
   if (h != nullptr) h();

@@ -10,6 +10,9 @@ using RuntimeThreadHook = void (*)();
 // Installs the hook (nullptr removes it). Call before Runtime::Start.
 void SetRuntimeThreadHook(RuntimeThreadHook hook);
 void OnRuntimeThreadStart();
+// True once a hook is installed: the runtime is the preload library's (only it installs one),
+// and glibc's malloc serves the runtime's own threads alone.
+bool RuntimeThreadHookSet();
 
 // Held by the code that creates a runtime thread, around the std::thread constructor: the new
 // thread starts with every asynchronous signal blocked (the creator's mask comes back at the

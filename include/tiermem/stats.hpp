@@ -26,7 +26,7 @@ namespace tiermem {
 
 // The layout version of the block this build writes and reads. A block of another version is
 // refused with NotSupported naming both versions.
-inline constexpr uint32_t kStatsLayoutVersion = 5;
+inline constexpr uint32_t kStatsLayoutVersion = 6;
 
 // Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
 // last bucket counts the rest.
@@ -102,6 +102,7 @@ struct ProcessStats {
   uint64_t policy_round_ns = 0;     // time spent in rounds, all together
   uint64_t budget_relief_pages = 0; // pages moved out of DRAM (to CXL when it has room, else remote) because DRAM was over its limit
   uint64_t fault_throttle_ns = 0;   // time the fault handler waited for that room
+  uint64_t runtime_own_bytes = 0;   // DRAM the runtime holds for itself, counted in the DRAM limit
   uint64_t policy_interval_ms = 0;  // the policy thread's round interval; 0: none was started
   uint64_t policy_cpu_ns = 0;       // its CPU time, up to its latest round
   DurationHistogram policy_round_time;  // wall time per round (RuntimeCounters has the same)

@@ -140,6 +140,9 @@ struct RuntimeCounters {
   uint64_t budget_relief_pages = 0;
   uint64_t fault_throttle_waits = 0;
   uint64_t fault_throttle_ns = 0;
+  // DRAM the runtime holds for itself and counts against the DRAM limit: under the preload
+  // library, glibc's heap, which serves the runtime's own threads alone (docs/tiering.md).
+  uint64_t runtime_own_bytes = 0;
   std::string last_move_error;   // the latest refusal of a planned move
   // The policy thread's own cost. policy_interval_ms is its round interval
   // (TIERMEM_SAMPLE_INTERVAL_MS), 0 when no policy thread was started; policy_cpu_ns the CPU time

@@ -165,8 +165,11 @@ Status Runtime::Impl::Init(const Options& o) {
     page_resources_[t] = std::make_unique<PageResource>(this, static_cast<Tier>(t));
   }
   // Automatic tiering: the policy thread starts only when a tier has a budget.
-  const char* preload = os::GetEnv("LD_PRELOAD");
-  const bool preloaded = preload != nullptr && strstr(preload, "tiermem") != nullptr;
+  // The preload library installs the runtime-thread hook before it starts its runtime; no
+  // other runtime has one (a file name in LD_PRELOAD would say nothing about which runtime
+  // this is, and a renamed copy of the library would not say it at all).
+  const bool preloaded = RuntimeThreadHookSet();
+  preloaded_ = preloaded;
   migrator_ = std::make_unique<Migrator>(
       this, TieringConfigFromOptions(opts_, page_size_, HasTier(Tier::kCxl), HasTier(Tier::kRemote),
                                      preloaded, ProtectTracker::kMaxArmed,

@@ -42,6 +42,7 @@ std::string CountersJson(const RuntimeCounters& c) {
   j.U("migrate_calls", c.migrate_calls);
   j.U("migrate_ns", c.migrate_ns);
   j.U("budget_relief_pages", c.budget_relief_pages);
+  j.U("runtime_own_bytes", c.runtime_own_bytes);
   j.U("fault_throttle_waits", c.fault_throttle_waits);
   j.U("fault_throttle_ns", c.fault_throttle_ns);
   j.U("policy_interval_ms", c.policy_interval_ms);
@@ -150,6 +151,7 @@ RuntimeCounters Runtime::Impl::Counters() const {
     c.last_move_error = m.last_error;
   }
   c.budget_relief_pages = sb_->policy.relief_pages.load(std::memory_order_relaxed);
+  c.runtime_own_bytes = sb_->policy.own_bytes.load(std::memory_order_relaxed);
   c.fault_throttle_waits = sb_->policy.throttle_waits.load(std::memory_order_relaxed);
   c.fault_throttle_ns = sb_->policy.throttle_ns.load(std::memory_order_relaxed);
   // The policy thread's cost is kept in the stats block only (the thread writes it there).

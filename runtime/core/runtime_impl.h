@@ -86,6 +86,11 @@ class Runtime::Impl final : public PageMover {
   uint64_t TierPages(Tier tier) const override {
     return allocated_[Index(tier)].load(std::memory_order_relaxed) / page_size_;
   }
+  // Under the preload library glibc's heap serves the runtime's own threads alone
+  // (OnRuntimeThreadStart): the policy's tables, the pager's buffers. That DRAM counts against
+  // TIERMEM_DRAM_LIMIT like the program's, so the process stays near its limit. Elsewhere
+  // glibc's heap is the program's own, outside tiermem's accounting: nothing is counted.
+  uint64_t OwnPages() const override { return preloaded_ ? os::LibcHeapBytes() / page_size_ : 0; }
   size_t page_size() const { return page_size_; }
   // The policy thread, or nullptr before Init / after Stop.
   Migrator* migrator() const { return migrator_.get(); }
@@ -160,6 +165,7 @@ class Runtime::Impl final : public PageMover {
   static constexpr uint64_t kRemoteFullWarnNs = 60ull * 1000 * 1000 * 1000;
   RemoteFullPolicy on_remote_full_ = RemoteFullPolicy::kOvercommit;
   bool remote_absent_ = false;  // TIERMEM_REMOTE given, but no server was reached at start
+  bool preloaded_ = false;      // the preload library's runtime (RuntimeThreadHookSet)
   mutable OncePer remote_full_warning_{kRemoteFullWarnNs};
   std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
 

@@ -69,6 +69,7 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   j.U("policy_rounds", st.policy_rounds);
   j.U("policy_round_ns", st.policy_round_ns);
   j.U("budget_relief_pages", st.budget_relief_pages);
+  j.U("runtime_own_bytes", st.runtime_own_bytes);
   j.U("fault_throttle_ns", st.fault_throttle_ns);
   j.U("policy_interval_ms", st.policy_interval_ms);
   j.U("policy_cpu_ns", st.policy_cpu_ns);

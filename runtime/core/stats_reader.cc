@@ -201,6 +201,7 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.policy_rounds = b.policy.rounds.load(std::memory_order_relaxed);
   st.policy_round_ns = b.policy.round_ns.load(std::memory_order_relaxed);
   st.budget_relief_pages = b.policy.relief_pages.load(std::memory_order_relaxed);
+  st.runtime_own_bytes = b.policy.own_bytes.load(std::memory_order_relaxed);
   st.fault_throttle_ns = b.policy.throttle_ns.load(std::memory_order_relaxed);
   st.policy_interval_ms = b.policy.interval_ms.load(std::memory_order_relaxed);
   st.policy_cpu_ns = b.policy.cpu_ns.load(std::memory_order_relaxed);

@@ -77,6 +77,7 @@ Status Migrator::Start() {
   sample_pages_ = config_.sample_pages;
   const PolicyConfig& pc = config_.policy;
   dram_budget_ = pc.budget_pages[static_cast<int>(Tier::kDram)];
+  budget_now_.store(dram_budget_, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     DetectPebs(&stats_.pebs);
@@ -200,6 +201,9 @@ void Migrator::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   auto next_round = std::chrono::steady_clock::now();
   while (!stop_) {
+    lock.unlock();
+    RefreshBudget();
+    lock.lock();
     if (plans_ && std::chrono::steady_clock::now() >= next_round) {
       lock.unlock();
       const uint64_t start = os::MonotonicNanos();
@@ -225,7 +229,20 @@ void Migrator::Loop() {
 bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
   if (sample_always_) return true;
   if (dram_budget_ == 0) return lower_pages > 0;
-  return lower_pages > 0 || dram_pages * 4 >= dram_budget_ * 3;
+  return lower_pages > 0 || dram_pages * 4 >= Budget() * 3;
+}
+
+void Migrator::RefreshBudget() {
+  // Once an interval (the loop runs at every nudge from the fault handler as well).
+  const uint64_t now = os::MonotonicNanos();
+  if (dram_budget_ == 0 || now < budget_at_ns_ + interval_ms_ * 1000000) return;
+  budget_at_ns_ = now;
+  // At most half the limit: a runtime that somehow held more would otherwise leave the program
+  // no DRAM at all; the rest shows as DRAM over its limit.
+  const uint64_t own = mover_->OwnPages();
+  own_pages_ = std::min(own, dram_budget_ / 2);
+  budget_now_.store(dram_budget_ - own_pages_, std::memory_order_relaxed);
+  counters_->own_bytes.store(own * config_.page_size, std::memory_order_relaxed);
 }
 
 bool Migrator::Round() {
@@ -331,6 +348,7 @@ bool Migrator::Round() {
   in.views = views;
   in.lookup = &lookup;
   in.unlisted[static_cast<int>(Tier::kRemote)] = remote_unlisted;
+  in.reserved[static_cast<int>(Tier::kDram)] = own_pages_;
   in.samples = samples.size();
   in.sampling = sampling_;
   std::vector<PageMove> moves = policy_->PlanRound(in, now, &ps);

@@ -243,7 +243,15 @@ class Migrator {
   bool sample_always_ = false;
   uint64_t interval_ms_ = 20;
   uint64_t sample_pages_ = 256;
-  uint64_t dram_budget_ = 0;
+  uint64_t dram_budget_ = 0;  // TIERMEM_DRAM_LIMIT in pages; 0: none
+  // DRAM's budget for the program's pages: dram_budget_ less the DRAM the runtime holds for
+  // itself (PageMover::OwnPages, at most half of it), as of the last round (RefreshBudget).
+  // Relief (the fault handler's AfterFaults too) and the sample go by it.
+  uint64_t Budget() const { return budget_now_.load(std::memory_order_relaxed); }
+  void RefreshBudget();  // policy thread, at the start of a round
+  std::atomic<uint64_t> budget_now_{0};
+  uint64_t own_pages_ = 0;  // the runtime's own DRAM pages at the last RefreshBudget; policy thread
+  uint64_t budget_at_ns_ = 0;  // when RefreshBudget last looked; policy thread
   std::array<Known, 256> known_;
   size_t cursor_ = 0;                              // rotating sample position
   size_t victim_cursor_ = 0;                       // where the next victim window starts

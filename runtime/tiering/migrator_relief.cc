@@ -82,13 +82,13 @@ void Migrator::TakeFaultLog(std::vector<uint64_t>* out) {
 void Migrator::AfterFaults() {
   if (!relief_ || !running()) return;
   const uint64_t usage = mover_->TierPages(Tier::kDram);
-  if (usage <= dram_budget_) return;
+  if (usage <= Budget()) return;
   if (os::MonotonicNanos() < relief_retry_ns_.load(std::memory_order_acquire)) return;  // full
   if (!nudged_.exchange(true, std::memory_order_acq_rel)) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_->notify_all();
   }
-  if (usage <= dram_budget_ + slack_pages_ || relief_stuck_.load(std::memory_order_acquire)) return;
+  if (usage <= Budget() + slack_pages_ || relief_stuck_.load(std::memory_order_acquire)) return;
   // Over by more than the slack: hold the faults back until relief has made room, at most five
   // intervals (relief may be stuck behind a slow server; the program then runs over by this
   // batch, and the next batch asks again).
@@ -96,7 +96,7 @@ void Migrator::AfterFaults() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5 * interval_ms_);
   std::unique_lock<std::mutex> lock(relief_mu_);
   relief_cv_->wait_until(lock, deadline, [&] {
-    return mover_->TierPages(Tier::kDram) <= dram_budget_ + slack_pages_ ||
+    return mover_->TierPages(Tier::kDram) <= Budget() + slack_pages_ ||
            relief_stuck_.load(std::memory_order_acquire) || !running();
   });
   counters_->throttle_waits.fetch_add(1, std::memory_order_relaxed);
@@ -202,7 +202,8 @@ void Migrator::RequeueVictims(const std::vector<char*>& pages, bool spared) {
 
 uint64_t Migrator::Relieve() {
   // Down to half the slack below the budget, so that one relief buys room for several batches.
-  const uint64_t target = dram_budget_ > slack_pages_ / 2 ? dram_budget_ - slack_pages_ / 2 : 0;
+  const uint64_t budget = Budget();
+  const uint64_t target = budget > slack_pages_ / 2 ? budget - slack_pages_ / 2 : 0;
   const size_t page = config_.page_size;
   uint64_t evicted = 0;
   std::vector<Victim> popped;
@@ -333,7 +334,7 @@ uint64_t Migrator::Relieve() {
   TM_LOG_DEBUG("tiering: budget relief: %llu pages evicted, %llu hot ones spared, dram %llu pages (budget %llu)%s",
                static_cast<unsigned long long>(evicted), static_cast<unsigned long long>(spared_total),
                static_cast<unsigned long long>(mover_->TierPages(Tier::kDram)),
-               static_cast<unsigned long long>(dram_budget_),
+               static_cast<unsigned long long>(Budget()),
                relief_stuck_.load() ? ", nothing left to evict" : "");
   return evicted;
 }

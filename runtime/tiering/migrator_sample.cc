@@ -36,18 +36,19 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       size_t n = std::min<size_t>(sample_pages_, sample_candidates.size());
       // DRAM over its budget with a CXL tier below: victims go to CXL only once confirmed cold
       // (above), so checking them gets three quarters of the sample instead of half.
-      size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > dram_budget_ ? n * 3 / 4 : n / 2;
+      const uint64_t budget = Budget();
+      size_t victim_share = cxl && dram_budget_ != 0 && dram_pages > budget ? n * 3 / 4 : n / 2;
       if (policy_->carry() && dram_budget_ != 0) {
         // The watch must confirm pages as fast as they come in (faults) and DRAM's excess must
         // leave: that many more pages go under watch, as far as the tracker has room.
-        const uint64_t over = dram_pages > dram_budget_ ? dram_pages - dram_budget_ : 0;
+        const uint64_t over = dram_pages > budget ? dram_pages - budget : 0;
         const size_t busy = tracker->carried() + n;
         const size_t room = tracker->max_armed() > busy ? tracker->max_armed() - busy : 0;
         const size_t extra = std::min<size_t>(room, 2 * fault_samples + over);
         victim_share += extra;
         n += extra;
       }
-      if (dram_budget_ != 0 && dram_pages * 4 >= dram_budget_ * 3) {
+      if (dram_budget_ != 0 && dram_pages * 4 >= budget * 3) {
         // The coldest are looked for in a window of the candidates that rotates from round to
         // round (a clock hand), kVictimWindow times the pages wanted: ranking every resident
         // page by heat each round made the round's cost grow with DRAM (a heat lookup and three

@@ -64,6 +64,8 @@ class PageMover {
   virtual const std::vector<int>& TierNodes(Tier tier) const = 0;
   // Pages the tier holds now (allocated there, or faulted back into DRAM). Any thread.
   virtual uint64_t TierPages(Tier tier) const = 0;
+  // DRAM pages the runtime holds for its own use that count against DRAM's budget (0: none).
+  virtual uint64_t OwnPages() const { return 0; }
 
  protected:
   ~PageMover() = default;

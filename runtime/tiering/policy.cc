@@ -137,8 +137,9 @@ uint64_t Policy::TakeTokens(uint64_t now_ns, uint64_t wanted) {
 }
 
 std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
-                                      uint64_t now_ns, PlanStats* stats) {
+                                      uint64_t now_ns, PlanStats* stats, const TierPageCounts& reserved) {
   std::array<uint64_t, kNumTiers> usage = unlisted;
+  for (int t = 0; t < kNumTiers; ++t) usage[t] += reserved[t];
   // Movable pages of each tier with their heat now. The live pages are merged with pages_ (both
   // sorted by page: the policy thread lists them in address order; any other order is sorted
   // here first), and the merge makes the next pages_, so pages no longer listed are forgotten.

@@ -153,8 +153,10 @@ class Policy {
   // sampled lately, so their number follows the samples, not memory. The policy thread lists no remote page (they are most of the pages at
   // large sizes, and one comes back by a fault when touched), so a round's cost follows the
   // resident pages and the hot ones, not all of memory.
+  // `reserved[t]`: pages of tier t that are no page of the program's (the runtime's own DRAM,
+  // PageMover::OwnPages): they count against the budget like unlisted ones, and nothing else.
   std::vector<PlannedMove> Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
-                                uint64_t now_ns, PlanStats* stats = nullptr);
+                                uint64_t now_ns, PlanStats* stats = nullptr, const TierPageCounts& reserved = {});
   // Tells the policy that `page` now lives on `tier` (starts its residence time).
   void Moved(uint64_t page, uint64_t now_ns);
   // The program brought `page` back from the remote tier by touching it: it is where it is by
@@ -234,6 +236,7 @@ class Policy {
     std::span<const PageView> views;  // the resident pages, ascending (Plan's `pages`)
     const ViewLookup* lookup = nullptr;  // the same views by page
     TierPageCounts unlisted{};        // live pages not listed (remote), per tier
+    TierPageCounts reserved{};        // the runtime's own pages, per tier (Plan's `reserved`)
     uint64_t samples = 0;             // samples recorded for this round (accesses and faults)
     // Accesses to resident pages are sampled (protect, uffd): DRAM victims then need
     // confirmation, and block expansion takes confirmed-cold pages only.

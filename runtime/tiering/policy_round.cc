@@ -89,7 +89,9 @@ bool Policy::RoomBelowLowWatermark(Tier tier, uint64_t usage, uint64_t pages) co
 std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, PlanStats* stats) {
   uint64_t dram_pages = 0, lower_pages = 0;
   for (const PageView& v : in.views) (v.tier == Tier::kDram ? dram_pages : lower_pages)++;
-  for (int t = 0; t < kNumTiers; ++t) (t == Idx(Tier::kDram) ? dram_pages : lower_pages) += in.unlisted[t];
+  for (int t = 0; t < kNumTiers; ++t) {
+    (t == Idx(Tier::kDram) ? dram_pages : lower_pages) += in.unlisted[t] + in.reserved[t];
+  }
   PlanStats ps;
   // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
   // demotion is due and nothing can be promoted): the plan is skipped, so a runtime whose data
@@ -98,7 +100,7 @@ std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, P
   const bool idle = lower_pages == 0 && in.samples == 0 && budget != 0 &&
                     static_cast<double>(dram_pages) <= config_.high_watermark * static_cast<double>(budget);
   std::vector<PlannedMove> plan;
-  if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps);
+  if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps, in.reserved);
   if (in.sampling && in.lookup != nullptr) ps.held = ConfirmVictims(&plan, *in.lookup, dram_pages, now_ns);
   ps.deferred += ps.held;
   ps.planned = plan.size();
@@ -201,7 +203,7 @@ std::vector<PageMove> Policy::ExpandBlocks(const std::vector<PlannedMove>& plan,
   std::array<int64_t, kNumTiers> room{};
   {
     std::array<int64_t, kNumTiers> usage{};
-    for (int t = 0; t < kNumTiers; ++t) usage[t] = static_cast<int64_t>(in.unlisted[t]);
+    for (int t = 0; t < kNumTiers; ++t) usage[t] = static_cast<int64_t>(in.unlisted[t] + in.reserved[t]);
     for (const PageView& v : in.views) ++usage[Idx(v.tier)];
     for (const PlannedMove& m : plan) --usage[Idx(m.from)], ++usage[Idx(m.to)];
     for (int t = 0; t < kNumTiers; ++t) {

@@ -1,0 +1,90 @@
+// The preload library's runtime counts the DRAM it holds for itself (glibc's heap, which under
+// the preload library serves the runtime's own threads alone) against TIERMEM_DRAM_LIMIT: the
+// program's pages get the limit less that, so the process stays near its limit. A runtime that
+// is not the preload library's (no runtime-thread hook) counts nothing: glibc's heap is then
+// the program's own. Here the hook is installed by the test, as the preload library does, and
+// a glibc block of the test's stands for the runtime's own heap.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "base/runtime_thread.h"
+#include "remote_memd_fixture.h"
+#include "test_util.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr uint64_t kMiB = 1 << 20;
+
+void NoHook() {}
+
+struct FillRun {
+  uint64_t own_bytes = 0;   // RuntimeCounters::runtime_own_bytes after the fill
+  uint64_t dram_after = 0;  // the DRAM tier's pages after the fill and a read pass, in bytes
+};
+
+// 128 MiB placed on the remote tier, written and read back under a 64 MiB limit, with 24 MiB of
+// glibc's heap held (and touched) throughout.
+FillRun FillUnderLimit(testing::MemdProcess& memd) {
+  FillRun out;
+  const size_t held_bytes = 24 * kMiB;
+  char* held = static_cast<char*>(malloc(held_bytes));
+  memset(held, 1, held_bytes);
+  Options o;
+  o.Set("dram_limit", 64 * kMiB);
+  o.Set("remote", memd.url());
+  o.Set("sample_mode", "faults");
+  auto rt = Runtime::Start(o);
+  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) {
+    free(held);
+    return out;
+  }
+  const size_t bytes = 128 * kMiB;
+  auto p = (*rt)->Allocate(bytes, Tier::kRemote);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, bytes, 5);
+  EXPECT_EQ(testing::CheckPattern(base, bytes, 5), SIZE_MAX) << "data lost";
+  // Relief's rounds settle (one interval is 20 ms; a loaded machine takes longer).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  out.own_bytes = (*rt)->Counters().runtime_own_bytes;
+  for (const TierStats& t : (*rt)->Stats()) {
+    if (t.tier == Tier::kDram) out.dram_after = t.allocated_bytes;
+  }
+  EXPECT_TRUE((*rt)->Free(base).ok());
+  EXPECT_TRUE((*rt)->Stop().ok());
+  free(held);
+  return out;
+}
+
+TEST(OwnDram, ThePreloadLibrarysRuntimeCountsItsOwnHeapInTheDramLimit) {
+  testing::MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "512M"})) << memd.Log();
+  SetRuntimeThreadHook(&NoHook);
+  const FillRun r = FillUnderLimit(memd);
+  SetRuntimeThreadHook(nullptr);
+  EXPECT_GE(r.own_bytes, 24 * kMiB) << "the held heap was not counted";
+  // The program's pages stay within the limit less what was counted (24 MiB and more), plus
+  // relief's slack (4 MiB) and a fault batch (1.25 MiB): without the count they fill the limit.
+  EXPECT_LE(r.dram_after, 64 * kMiB - 24 * kMiB + 4 * kMiB + 320 * kPage)
+      << "DRAM holds " << r.dram_after / kMiB << " MiB with " << r.own_bytes / kMiB << " MiB counted";
+  EXPECT_GT(r.dram_after, 16 * kMiB) << "the program kept at least the rest of its budget";
+}
+
+TEST(OwnDram, AnyOtherRuntimeCountsNothing) {
+  testing::MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "512M"})) << memd.Log();
+  const FillRun r = FillUnderLimit(memd);
+  EXPECT_EQ(r.own_bytes, 0u);
+  EXPECT_GT(r.dram_after, 48 * kMiB) << "the program's pages had the whole limit";
+}
+
+}  // namespace
+}  // namespace tiermem
