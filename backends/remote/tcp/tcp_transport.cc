@@ -71,7 +71,7 @@ StatusOr<proto::Body> TcpTransport::Call(const proto::Body& req) {
   uint64_t id = next_id_++;
   proto::Encode(id, req, &out_);
   proto::MsgType expect = proto::MsgType(uint16_t(proto::TypeOf(req)) + 1);
-  pending_.push_back(Pending{id, expect, true, 0, nullptr, 0, false});
+  pending_.push_back(Pending{id, expect, true, 0, nullptr, 0, false, 1});
   control_done_ = false;
   last_progress_ns_ = os::MonotonicNanos();
   in_call_ = true;
@@ -134,14 +134,44 @@ Status TcpTransport::Queue(const Pending& p) {
   return Status::Ok();
 }
 
+bool TcpTransport::ExtendWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
+  // memd accepts a write only within one of its allocations: consecutive slot numbers may be two.
+  if (open_end_ == 0 || out_.size() != open_end_ || open_at_ < out_off_ || slot != open_next_slot_ ||
+      open_count_ >= proto::kMaxPagesPerMessage || range.first != open_range_first_ ||
+      slot - range.first >= range.count) {
+    return false;
+  }
+  const Pending& head = pending_[pending_.size() - 1];  // the message's last page; its id is the message's
+  out_.resize(open_end_ + kPage);
+  std::memcpy(out_.data() + open_end_, page, kPage);
+  ++open_count_;
+  ++open_next_slot_;
+  open_end_ = out_.size();
+  proto::EncodeHeader(proto::MsgType::kWrite, uint32_t(proto::kWriteFixed + open_count_ * kPage), head.request_id,
+                      out_.data() + open_at_);
+  proto::EncodeWriteFixed(open_next_slot_ - open_count_, open_count_, out_.data() + open_at_ + proto::kHeaderSize);
+  // The first entry of the message counts its pages; this page's entry follows the others.
+  pending_[pending_.size() - open_count_ + 1].pages = open_count_;
+  pending_.push_back(Pending{head.request_id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 0});
+  return true;
+}
+
 Status TcpTransport::PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
-  (void)range;
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
+  if (ExtendWrite(range, slot, page, cookie)) {
+    if (out_.size() - out_off_ >= kFlushThreshold) return Pump(0);
+    return Status::Ok();
+  }
   uint64_t id = next_id_++;
+  open_at_ = out_.size();
   uint8_t* p = AppendMessage(proto::MsgType::kWrite, proto::kWriteFixed + kPage, id);
   proto::EncodeWriteFixed(slot, 1, p);
   std::memcpy(p + proto::kWriteFixed, page, kPage);
-  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false});
+  open_end_ = out_.size();
+  open_next_slot_ = slot + 1;
+  open_count_ = 1;
+  open_range_first_ = range.first;
+  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 1});
 }
 
 Status TcpTransport::PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) {
@@ -149,7 +179,7 @@ Status TcpTransport::PostRead(const SlotRange& range, uint64_t slot, void* page,
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
   uint64_t id = next_id_++;
   proto::Encode(id, proto::Read{slot, 1}, &out_);
-  return Queue(Pending{id, proto::MsgType::kReadOk, false, cookie, page, uint32_t(kPage), false});
+  return Queue(Pending{id, proto::MsgType::kReadOk, false, cookie, page, uint32_t(kPage), false, 1});
 }
 
 Status TcpTransport::PostWritePart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
@@ -161,7 +191,7 @@ Status TcpTransport::PostWritePart(const SlotRange& range, uint64_t slot, uint32
   uint8_t* p = AppendMessage(proto::MsgType::kWritePart, proto::kWritePartFixed + length, id);
   proto::EncodeWritePartFixed(slot, offset, length, p);
   std::memcpy(p + proto::kWritePartFixed, data, length);
-  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, true});
+  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, true, 1});
 }
 
 Status TcpTransport::PostReadPart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
@@ -171,7 +201,7 @@ Status TcpTransport::PostReadPart(const SlotRange& range, uint64_t slot, uint32_
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
   uint64_t id = next_id_++;
   proto::Encode(id, proto::ReadPart{slot, offset, length}, &out_);
-  return Queue(Pending{id, proto::MsgType::kReadPartOk, false, cookie, data, length, true});
+  return Queue(Pending{id, proto::MsgType::kReadPartOk, false, cookie, data, length, true, 1});
 }
 
 StatusOr<size_t> TcpTransport::Poll(Completion* out, size_t max, int timeout_ms) {
@@ -207,6 +237,7 @@ Status TcpTransport::Flush() {
   }
   out_.clear();
   out_off_ = 0;
+  open_end_ = 0;  // sent: no longer extended
   return Status::Ok();
 }
 
@@ -276,7 +307,17 @@ Status TcpTransport::HandleReply(const proto::Header& h, const uint8_t* payload)
     }
     std::memcpy(p.dst, rp->data, rp->length);
   }
+  const Status status = c.status;
   ready_.push_back(std::move(c));
+  // A write of several posted pages: each page's entry completes with the message's status.
+  for (uint32_t i = 1; i < p.pages; ++i) {
+    if (pending_.empty() || pending_.front().request_id != h.request_id || pending_.front().pages != 0) {
+      return Fail(Aborted("memory server " + name() + ": lost track of the pages of request " +
+                          std::to_string(h.request_id)));
+    }
+    ready_.push_back(Completion{pending_.front().cookie, status});
+    pending_.pop_front();
+  }
   return Status::Ok();
 }
 
@@ -325,6 +366,7 @@ Status TcpTransport::CheckDeadline() {
 
 Status TcpTransport::Fail(Status why) {
   if (broken_.ok()) broken_ = why;
+  open_end_ = 0;
   for (auto& p : pending_) {
     if (p.control) {
       control_reply_ = proto::Error{uint16_t(why.code()), why.message()};

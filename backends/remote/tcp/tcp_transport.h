@@ -3,6 +3,11 @@
 // grows large), replies are matched to requests in order (memd answers a connection's requests
 // in the order it received them). TCP_NODELAY; non-blocking socket driven by poll(2), so a full
 // send buffer never deadlocks with a full receive buffer.
+//
+// Writes to consecutive slots posted one after another are sent as one write message of up to
+// kMaxPagesPerMessage pages (while it is still unsent): memd then parses one header, copies
+// once and answers once per 16 pages instead of per page, and on this loopback path each
+// reply is a wake-up of the waiting thread. Each page still gets its own completion.
 #pragma once
 
 #include <string>
@@ -51,9 +56,15 @@ class TcpTransport final : public Transport {
     void* dst;        // reads
     uint32_t length;  // reads: the bytes the reply carries for dst
     bool part;        // read_part / write_part
+    // A write message carrying several posted pages has one entry per page, all with its
+    // request id: the first says how many (`pages`), the others follow it (`pages` 0).
+    uint32_t pages;
   };
   // Appends a header for `payload` bytes to out_; returns where the payload goes.
   uint8_t* AppendMessage(proto::MsgType type, uint32_t payload, uint64_t id);
+  // Adds `page` to the last queued message when that is an unsent write of `range` ending just
+  // before `slot` with room for one more page; false when it is not.
+  bool ExtendWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie);
   // Records a posted data request; flushes when enough is queued.
   Status Queue(const Pending& p);
   // Fails the connection for an error the server sent with request id 0 (a message it refused).
@@ -81,6 +92,12 @@ class TcpTransport final : public Transport {
   uint64_t next_id_ = 1;
   std::vector<uint8_t> out_;
   size_t out_off_ = 0;
+  // The last queued message when it is a write that may take more pages: its header's offset in
+  // out_ (valid while out_ ends with it: out_.size() == open_end_), the slot after its last page,
+  // the first slot of the range it writes into, and its page count.
+  size_t open_at_ = 0, open_end_ = 0;
+  uint64_t open_next_slot_ = 0, open_range_first_ = 0;
+  uint32_t open_count_ = 0;
   std::vector<uint8_t> in_;
   size_t in_len_ = 0;
   // Sized for a full batch of reads and more: they grow past that, but never allocate while the
