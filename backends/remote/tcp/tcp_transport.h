@@ -8,6 +8,10 @@
 // kMaxPagesPerMessage pages (while it is still unsent): memd then parses one header, copies
 // once and answers once per 16 pages instead of per page, and on this loopback path each
 // reply is a wake-up of the waiting thread. Each page still gets its own completion.
+//
+// A written page is not copied into the output buffer: the buffer holds the messages' headers
+// (and every other message), and the pages are sent from where they are, with sendmsg(2) and a
+// list of pieces (the transport owns a posted page until its completion, so it may).
 #pragma once
 
 #include <string>
@@ -42,7 +46,7 @@ class TcpTransport final : public Transport {
   // None while requests wait unsent (the socket was full): the caller then waits in Poll, which
   // also waits to send them; a wait for replies alone could outlast the server's last answer.
   int WaitFd() const override { return broken_.ok() ? fd_ : -1; }
-  bool WantsWritable() const override { return out_off_ < out_.size(); }
+  bool WantsWritable() const override { return sent_ < Unsent(); }
   void SetBusyPoll(uint32_t microseconds) override { busy_poll_ns_ = uint64_t(microseconds) * 1000; }
   void Close() override;
   std::string name() const override { return endpoint_.ToString(); }
@@ -75,6 +79,8 @@ class TcpTransport final : public Transport {
   // reply arriving meanwhile.
   Status CheckDeadline();
   Status Flush();
+  // Bytes queued to send: out_ and the pages of segs_ (sent_ of them have gone).
+  size_t Unsent() const { return out_.size() + segs_.size() * kPage; }
   Status ReadAvailable();
   Status HandleReply(const proto::Header& h, const uint8_t* payload);
   // Fails the connection: every pending request completes with `why`.
@@ -90,12 +96,22 @@ class TcpTransport final : public Transport {
   Status broken_;
   SessionTicket ticket_;
   uint64_t next_id_ = 1;
+  // What goes out, in order: out_'s bytes up to segs_[0].out_end, the page segs_[0].page, out_'s
+  // bytes up to segs_[1].out_end, its page, ..., then the rest of out_. sent_: bytes of that
+  // sequence already sent.
+  struct Seg {
+    size_t out_end;
+    const void* page;
+  };
   std::vector<uint8_t> out_;
-  size_t out_off_ = 0;
+  std::vector<Seg> segs_;
+  size_t sent_ = 0;
   // The last queued message when it is a write that may take more pages: its header's offset in
-  // out_ (valid while out_ ends with it: out_.size() == open_end_), the slot after its last page,
-  // the first slot of the range it writes into, and its page count.
-  size_t open_at_ = 0, open_end_ = 0;
+  // out_ and its place in the sequence (unsent while sent_ <= open_pos_), out_'s size after its
+  // fixed part (it is the last message while out_.size() == open_end_ and segs_ ends with its
+  // pages), the slot after its last page, the first slot of the range it writes into, and its
+  // page count.
+  size_t open_at_ = 0, open_pos_ = 0, open_end_ = 0;
   uint64_t open_next_slot_ = 0, open_range_first_ = 0;
   uint32_t open_count_ = 0;
   std::vector<uint8_t> in_;
