@@ -3,6 +3,7 @@
 tiermem_add_gtest(NAME remote_integration_test LABEL integration TIMEOUT 600 SOURCES
   remote_transport_test.cc
   remote_part_test.cc
+  remote_batch_test.cc
   remote_pager_test.cc
   remote_multi_test.cc
   remote_replicas_test.cc

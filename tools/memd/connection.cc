@@ -1,6 +1,7 @@
 // One TCP connection of memd: reads requests, answers them in order, batches replies.
 #include <cerrno>
 #include <cstring>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -8,6 +9,10 @@
 #include <vector>
 
 #include "tools/memd/server.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C library headers lack it
+#endif
 
 namespace tiermem::memd {
 namespace {
@@ -56,6 +61,16 @@ uint8_t* AppendReply(std::vector<uint8_t>* out, proto::MsgType type, size_t payl
   return out->data() + n + proto::kHeaderSize;
 }
 
+// Maps the slots of a write of several pages in one call before the copy into them. A slot not
+// written since memd started or since it was freed (MADV_DONTNEED) is not mapped, and the copy
+// would take a page fault for each of its pages: with the pool's faults about half of memd's CPU
+// for a stream of new pages, one populate per message (up to 16 pages) costs less than 16 traps.
+// Slots already mapped cost one page-table walk. A kernel before 5.14 refuses (EINVAL), and the
+// copy faults them in as before.
+void PopulateForWrite(uint8_t* slots, uint32_t count) {
+  if (count > 1) (void)madvise(slots, size_t(count) * proto::kPageSize, MADV_POPULATE_WRITE);
+}
+
 // Answers a read, write, read_part or write_part of session `s` (which holds no lock). Each is
 // checked against the session's own allocations under its shared lock.
 void ServeData(Server& srv, Session& s, uint64_t id, const proto::Body& body, const std::string& peer,
@@ -75,6 +90,7 @@ void ServeData(Server& srv, Session& s, uint64_t id, const proto::Body& body, co
   } else if (auto* m = std::get_if<proto::Write>(&body)) {
     const Allocation* a = srv.OwnerOf(s, m->slot, m->count);
     if (a == nullptr) return RefuseForeignSlots(out, id, peer, s.id, "write", m->slot, m->count);
+    PopulateForWrite(srv.SlotAddress(m->slot), m->count);
     std::memcpy(srv.SlotAddress(m->slot), m->data, size_t(m->count) * proto::kPageSize);
     Server::NoteWrite(s, *a, m->slot, m->count);
     proto::Encode(id, proto::WriteOk{}, out);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/net.h"
@@ -25,7 +26,8 @@ Status ErrorToStatus(const proto::Error& e, const std::string& server) {
 TcpTransport::TcpTransport(Endpoint endpoint, proto::DataPath path)
     : endpoint_(std::move(endpoint)), path_(path) {
   in_.resize(kInBuffer);
-  out_.reserve(kFlushThreshold + proto::kHeaderSize + 64 * 1024);  // grows only for large writes
+  out_.reserve(64 * 1024);  // headers, reads and control messages; pages are not copied in
+  segs_.reserve(kFlushThreshold / kPage + 64);
 }
 
 TcpTransport::~TcpTransport() {
@@ -71,7 +73,7 @@ StatusOr<proto::Body> TcpTransport::Call(const proto::Body& req) {
   uint64_t id = next_id_++;
   proto::Encode(id, req, &out_);
   proto::MsgType expect = proto::MsgType(uint16_t(proto::TypeOf(req)) + 1);
-  pending_.push_back(Pending{id, expect, true, 0, nullptr, 0, false});
+  pending_.push_back(Pending{id, expect, true, 0, nullptr, 0, false, 1});
   control_done_ = false;
   last_progress_ns_ = os::MonotonicNanos();
   in_call_ = true;
@@ -130,18 +132,50 @@ uint8_t* TcpTransport::AppendMessage(proto::MsgType type, uint32_t payload, uint
 Status TcpTransport::Queue(const Pending& p) {
   if (pending_.empty()) last_progress_ns_ = os::MonotonicNanos();
   pending_.push_back(p);
-  if (out_.size() - out_off_ >= kFlushThreshold) return Pump(0);
+  if (Unsent() - sent_ >= kFlushThreshold) return Pump(0);
   return Status::Ok();
 }
 
+bool TcpTransport::ExtendWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
+  // memd accepts a write only within one of its allocations: consecutive slot numbers may be two.
+  if (open_end_ == 0 || out_.size() != open_end_ || sent_ > open_pos_ || slot != open_next_slot_ ||
+      open_count_ >= proto::kMaxPagesPerMessage || range.first != open_range_first_ ||
+      slot - range.first >= range.count) {
+    return false;
+  }
+  const Pending& head = pending_[pending_.size() - 1];  // the message's last page; its id is the message's
+  segs_.push_back(Seg{open_end_, page});
+  ++open_count_;
+  ++open_next_slot_;
+  proto::EncodeHeader(proto::MsgType::kWrite, uint32_t(proto::kWriteFixed + open_count_ * kPage), head.request_id,
+                      out_.data() + open_at_);
+  proto::EncodeWriteFixed(open_next_slot_ - open_count_, open_count_, out_.data() + open_at_ + proto::kHeaderSize);
+  // The first entry of the message counts its pages; this page's entry follows the others.
+  pending_[pending_.size() - open_count_ + 1].pages = open_count_;
+  pending_.push_back(Pending{head.request_id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 0});
+  return true;
+}
+
 Status TcpTransport::PostWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie) {
-  (void)range;
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
+  if (ExtendWrite(range, slot, page, cookie)) {
+    if (Unsent() - sent_ >= kFlushThreshold) return Pump(0);
+    return Status::Ok();
+  }
   uint64_t id = next_id_++;
-  uint8_t* p = AppendMessage(proto::MsgType::kWrite, proto::kWriteFixed + kPage, id);
-  proto::EncodeWriteFixed(slot, 1, p);
-  std::memcpy(p + proto::kWriteFixed, page, kPage);
-  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false});
+  open_at_ = out_.size();
+  open_pos_ = Unsent();
+  // The header and fixed part only: the page follows them from where it is.
+  const size_t n = out_.size();
+  out_.resize(n + proto::kHeaderSize + proto::kWriteFixed);
+  proto::EncodeHeader(proto::MsgType::kWrite, uint32_t(proto::kWriteFixed + kPage), id, out_.data() + n);
+  proto::EncodeWriteFixed(slot, 1, out_.data() + n + proto::kHeaderSize);
+  open_end_ = out_.size();
+  segs_.push_back(Seg{open_end_, page});
+  open_next_slot_ = slot + 1;
+  open_count_ = 1;
+  open_range_first_ = range.first;
+  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 1});
 }
 
 Status TcpTransport::PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) {
@@ -149,7 +183,7 @@ Status TcpTransport::PostRead(const SlotRange& range, uint64_t slot, void* page,
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
   uint64_t id = next_id_++;
   proto::Encode(id, proto::Read{slot, 1}, &out_);
-  return Queue(Pending{id, proto::MsgType::kReadOk, false, cookie, page, uint32_t(kPage), false});
+  return Queue(Pending{id, proto::MsgType::kReadOk, false, cookie, page, uint32_t(kPage), false, 1});
 }
 
 Status TcpTransport::PostWritePart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
@@ -161,7 +195,7 @@ Status TcpTransport::PostWritePart(const SlotRange& range, uint64_t slot, uint32
   uint8_t* p = AppendMessage(proto::MsgType::kWritePart, proto::kWritePartFixed + length, id);
   proto::EncodeWritePartFixed(slot, offset, length, p);
   std::memcpy(p + proto::kWritePartFixed, data, length);
-  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, true});
+  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, true, 1});
 }
 
 Status TcpTransport::PostReadPart(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length,
@@ -171,7 +205,7 @@ Status TcpTransport::PostReadPart(const SlotRange& range, uint64_t slot, uint32_
   TIERMEM_RETURN_IF_ERROR(CheckUsable());
   uint64_t id = next_id_++;
   proto::Encode(id, proto::ReadPart{slot, offset, length}, &out_);
-  return Queue(Pending{id, proto::MsgType::kReadPartOk, false, cookie, data, length, true});
+  return Queue(Pending{id, proto::MsgType::kReadPartOk, false, cookie, data, length, true, 1});
 }
 
 StatusOr<size_t> TcpTransport::Poll(Completion* out, size_t max, int timeout_ms) {
@@ -196,17 +230,41 @@ StatusOr<size_t> TcpTransport::Poll(Completion* out, size_t max, int timeout_ms)
 }
 
 Status TcpTransport::Flush() {
-  while (out_off_ < out_.size()) {
-    ssize_t w = send(fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL | MSG_DONTWAIT);
+  constexpr size_t kMaxIov = 256;  // well under IOV_MAX (1024)
+  iovec iov[kMaxIov];
+  const size_t total = Unsent();
+  while (sent_ < total) {
+    // The pieces from sent_ on, as many as fit: out_'s bytes between pages, and the pages.
+    size_t n = 0, pos = 0, out_at = 0;
+    auto add = [&](const void* base, size_t len) {
+      if (len == 0 || n == kMaxIov) return;
+      if (pos + len > sent_) {
+        const size_t skip = sent_ > pos ? sent_ - pos : 0;
+        iov[n++] = iovec{const_cast<uint8_t*>(static_cast<const uint8_t*>(base)) + skip, len - skip};
+      }
+      pos += len;
+    };
+    for (size_t i = 0; i < segs_.size() && n < kMaxIov; ++i) {
+      add(out_.data() + out_at, segs_[i].out_end - out_at);
+      add(segs_[i].page, kPage);
+      out_at = segs_[i].out_end;
+    }
+    add(out_.data() + out_at, out_.size() - out_at);
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
       return Fail(Unavailable("memory server " + name() + ": connection lost (" + strerror(errno) + ")"));
     }
-    out_off_ += size_t(w);
+    sent_ += size_t(w);
   }
   out_.clear();
-  out_off_ = 0;
+  segs_.clear();
+  sent_ = 0;
+  open_end_ = 0;  // sent: no longer extended
   return Status::Ok();
 }
 
@@ -276,7 +334,17 @@ Status TcpTransport::HandleReply(const proto::Header& h, const uint8_t* payload)
     }
     std::memcpy(p.dst, rp->data, rp->length);
   }
+  const Status status = c.status;
   ready_.push_back(std::move(c));
+  // A write of several posted pages: each page's entry completes with the message's status.
+  for (uint32_t i = 1; i < p.pages; ++i) {
+    if (pending_.empty() || pending_.front().request_id != h.request_id || pending_.front().pages != 0) {
+      return Fail(Aborted("memory server " + name() + ": lost track of the pages of request " +
+                          std::to_string(h.request_id)));
+    }
+    ready_.push_back(Completion{pending_.front().cookie, status});
+    pending_.pop_front();
+  }
   return Status::Ok();
 }
 
@@ -305,7 +373,7 @@ Status TcpTransport::Pump(int wait_ms) {
     }
     if (!ready_.empty()) return Status::Ok();
   }
-  pollfd p{fd_, short(POLLIN | (out_off_ < out_.size() ? POLLOUT : 0)), 0};
+  pollfd p{fd_, short(POLLIN | (WantsWritable() ? POLLOUT : 0)), 0};
   int n = poll(&p, 1, wait_ms);
   if (n < 0 && errno != EINTR) return Fail(ErrnoToStatus(errno, "poll"));
   if (n > 0) {
@@ -325,6 +393,11 @@ Status TcpTransport::CheckDeadline() {
 
 Status TcpTransport::Fail(Status why) {
   if (broken_.ok()) broken_ = why;
+  // Nothing more is sent: the posted pages go back to their owners with the completions below.
+  out_.clear();
+  segs_.clear();
+  sent_ = 0;
+  open_end_ = 0;
   for (auto& p : pending_) {
     if (p.control) {
       control_reply_ = proto::Error{uint16_t(why.code()), why.message()};

@@ -3,6 +3,15 @@
 // grows large), replies are matched to requests in order (memd answers a connection's requests
 // in the order it received them). TCP_NODELAY; non-blocking socket driven by poll(2), so a full
 // send buffer never deadlocks with a full receive buffer.
+//
+// Writes to consecutive slots posted one after another are sent as one write message of up to
+// kMaxPagesPerMessage pages (while it is still unsent): memd then parses one header, copies
+// once and answers once per 16 pages instead of per page, and on this loopback path each
+// reply is a wake-up of the waiting thread. Each page still gets its own completion.
+//
+// A written page is not copied into the output buffer: the buffer holds the messages' headers
+// (and every other message), and the pages are sent from where they are, with sendmsg(2) and a
+// list of pieces (the transport owns a posted page until its completion, so it may).
 #pragma once
 
 #include <string>
@@ -37,7 +46,7 @@ class TcpTransport final : public Transport {
   // None while requests wait unsent (the socket was full): the caller then waits in Poll, which
   // also waits to send them; a wait for replies alone could outlast the server's last answer.
   int WaitFd() const override { return broken_.ok() ? fd_ : -1; }
-  bool WantsWritable() const override { return out_off_ < out_.size(); }
+  bool WantsWritable() const override { return sent_ < Unsent(); }
   void SetBusyPoll(uint32_t microseconds) override { busy_poll_ns_ = uint64_t(microseconds) * 1000; }
   void Close() override;
   std::string name() const override { return endpoint_.ToString(); }
@@ -51,9 +60,15 @@ class TcpTransport final : public Transport {
     void* dst;        // reads
     uint32_t length;  // reads: the bytes the reply carries for dst
     bool part;        // read_part / write_part
+    // A write message carrying several posted pages has one entry per page, all with its
+    // request id: the first says how many (`pages`), the others follow it (`pages` 0).
+    uint32_t pages;
   };
   // Appends a header for `payload` bytes to out_; returns where the payload goes.
   uint8_t* AppendMessage(proto::MsgType type, uint32_t payload, uint64_t id);
+  // Adds `page` to the last queued message when that is an unsent write of `range` ending just
+  // before `slot` with room for one more page; false when it is not.
+  bool ExtendWrite(const SlotRange& range, uint64_t slot, const void* page, uint64_t cookie);
   // Records a posted data request; flushes when enough is queued.
   Status Queue(const Pending& p);
   // Fails the connection for an error the server sent with request id 0 (a message it refused).
@@ -64,6 +79,8 @@ class TcpTransport final : public Transport {
   // reply arriving meanwhile.
   Status CheckDeadline();
   Status Flush();
+  // Bytes queued to send: out_ and the pages of segs_ (sent_ of them have gone).
+  size_t Unsent() const { return out_.size() + segs_.size() * kPage; }
   Status ReadAvailable();
   Status HandleReply(const proto::Header& h, const uint8_t* payload);
   // Fails the connection: every pending request completes with `why`.
@@ -79,8 +96,24 @@ class TcpTransport final : public Transport {
   Status broken_;
   SessionTicket ticket_;
   uint64_t next_id_ = 1;
+  // What goes out, in order: out_'s bytes up to segs_[0].out_end, the page segs_[0].page, out_'s
+  // bytes up to segs_[1].out_end, its page, ..., then the rest of out_. sent_: bytes of that
+  // sequence already sent.
+  struct Seg {
+    size_t out_end;
+    const void* page;
+  };
   std::vector<uint8_t> out_;
-  size_t out_off_ = 0;
+  std::vector<Seg> segs_;
+  size_t sent_ = 0;
+  // The last queued message when it is a write that may take more pages: its header's offset in
+  // out_ and its place in the sequence (unsent while sent_ <= open_pos_), out_'s size after its
+  // fixed part (it is the last message while out_.size() == open_end_ and segs_ ends with its
+  // pages), the slot after its last page, the first slot of the range it writes into, and its
+  // page count.
+  size_t open_at_ = 0, open_pos_ = 0, open_end_ = 0;
+  uint64_t open_next_slot_ = 0, open_range_first_ = 0;
+  uint32_t open_count_ = 0;
   std::vector<uint8_t> in_;
   size_t in_len_ = 0;
   // Sized for a full batch of reads and more: they grow past that, but never allocate while the
