@@ -414,9 +414,12 @@ int RemoteFault(int argc, char** argv) {
     first_url = memds[0]->Url(transport);
   }
 
-  // The raw stream keeps as many reads in flight as the prefetcher's window (auto: 32 pages;
-  // with --prefetch off, auto's, so that runs with and without compare against the same stream).
-  const size_t window = prefetch == "auto" || prefetch == "off" ? 32 : std::min<size_t>(std::stoul(prefetch), 128);
+  // The raw stream keeps as many reads in flight as the prefetcher's window for the pattern
+  // (auto: 32 pages; a strided stream's is twice the window, at most 128: Prefetcher::WindowFor,
+  // runtime/paging/prefetch.h); with --prefetch off, auto's, so that runs with and without
+  // compare against the same stream.
+  const size_t option = prefetch == "auto" || prefetch == "off" ? 32 : std::min<size_t>(std::stoul(prefetch), 128);
+  const size_t window = pattern == "stride" ? std::max<size_t>(option, std::min<size_t>(2 * option, 128)) : option;
   Raw raw;
   Status s = MeasureRaw(first_url, token, pages, window, &raw);
   if (!s.ok()) {

@@ -69,12 +69,12 @@ Prefetcher::Ahead Prefetcher::OnFault(uint32_t tid, uintptr_t region, uint64_t i
   }
   if (s.window > 0) {
     if (delta == trend) {
-      s.depth = std::min(s.depth * 2, max_window_);  // the whole window was used
+      s.depth = std::min(s.depth * 2, WindowFor(max_window_, trend));  // the whole window was used
     } else {
       s.depth = std::max<uint32_t>(s.depth / 2, 1);  // off the step: the window was partly wasted
     }
   }
-  const uint32_t count = std::min(s.depth, max_window_);
+  const uint32_t count = std::min(s.depth, WindowFor(max_window_, trend));
   s.window = count;
   s.last = index + static_cast<uint64_t>(trend * static_cast<int64_t>(count));
   return {trend, count, index};
@@ -89,7 +89,7 @@ Prefetcher::Stream* Prefetcher::Lookup(uint32_t tid, uintptr_t region) {
 
 Prefetcher::Ahead Prefetcher::Next(Stream& s, int64_t trend) {
   s.used = ++clock_;
-  const uint32_t count = std::min(s.depth, max_window_);
+  const uint32_t count = std::min(s.depth, WindowFor(max_window_, trend));
   const uint64_t from = s.last;
   s.window = count;
   s.last = from + static_cast<uint64_t>(trend * static_cast<int64_t>(count));
@@ -99,9 +99,9 @@ Prefetcher::Ahead Prefetcher::Next(Stream& s, int64_t trend) {
 Prefetcher::Ahead Prefetcher::OnWindowIn(uint32_t tid, uintptr_t region, uint64_t last) {
   if (max_window_ == 0) return {};
   Stream* s = Lookup(tid, region);
-  if (s == nullptr || s->window == 0 || s->last != last || s->ahead_of_reader || s->depth < max_window_) return {};
+  if (s == nullptr || s->window == 0 || s->last != last || s->ahead_of_reader) return {};
   const int64_t trend = Trend(*s);
-  if (trend == 0) return {};
+  if (trend == 0 || s->depth < WindowFor(max_window_, trend)) return {};
   s->ahead_of_reader = true;
   return Next(*s, trend);
 }

@@ -9,7 +9,8 @@
 //   trend (Boyer-Moore majority vote). Pages fetched ahead count as the stream's accesses: a
 //   thread that reads through a window faults next just past it, one trend step on.
 // - A fault with a trend asks for the next `depth` pages along it. The depth starts at
-//   kStartDepth, doubles (up to the window given, TIERMEM_PREFETCH) each time the thread faults
+//   kStartDepth, doubles (up to the stream's window: the one given, TIERMEM_PREFETCH, for a
+//   sequential trend, kStrideWindowFactor times it for a strided one) each time the thread faults
 //   exactly where the last window ended (it used the whole window), halves when a fault breaks
 //   the trend's step, and a fault with no trend asks for nothing and resets it.
 // - A hit: a thread that faults on a page of its stream's last window while that window is still
@@ -63,6 +64,20 @@ class Prefetcher {
 
   static constexpr uint32_t kAutoWindow = 32;
   static constexpr uint32_t kMaxWindow = 128;  // half a fault batch's staging
+  // A strided window's pages cost the fault handler one UFFDIO_COPY each (a sequential part is
+  // one copy for all its pages), so a strided window takes longer to install and its reader
+  // more often runs past the windows asked for; with twice the requests in flight,
+  // remote-fault's stride touches took 460-500 faults per 32768 pages instead of 540-760
+  // (docs/results/NOTES.md, 2026-12-05). A reader that stops costs that bigger window.
+  static constexpr uint32_t kStrideWindowFactor = 2;
+  // The most pages one window of a stream with step `trend` asks for, given the window
+  // `max_window` (TIERMEM_PREFETCH): `max_window` for steps of 1 and -1, else
+  // kStrideWindowFactor times it, at most kMaxWindow (or `max_window` when that is larger).
+  static constexpr uint32_t WindowFor(uint32_t max_window, int64_t trend) {
+    if (trend == 1 || trend == -1) return max_window;
+    const uint32_t cap = max_window > kMaxWindow ? max_window : kMaxWindow;
+    return max_window * kStrideWindowFactor < cap ? max_window * kStrideWindowFactor : cap;
+  }
   // TIERMEM_PREFETCH's value as a window: "auto" kAutoWindow, "off" or "0" none, N up to
   // kMaxWindow (larger is capped). Anything else: kAutoWindow, and `*problem` says why.
   static uint32_t WindowFromOption(const char* value, const char** problem);

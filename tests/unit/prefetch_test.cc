@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -46,6 +47,27 @@ TEST(PrefetcherTest, StridedAndDescendingStreams) {
   for (uint64_t i = 0; i < 2048; ++i) down.push_back(100000 - i);
   EXPECT_LT(Replay(p, 1, stride), 2048u / 12);
   EXPECT_LT(Replay(p, 2, down), 2048u / 12);
+}
+
+TEST(PrefetcherTest, AStridedStreamGrowsToTwiceTheWindow) {
+  // Faults each just past the last window: a stride of 4 grows to kStrideWindowFactor times the
+  // window given, a stride of 1 (and -1) to the window itself.
+  for (const int64_t step : {int64_t{4}, int64_t{1}, int64_t{-1}, int64_t{-3}}) {
+    Prefetcher p(16);
+    uint64_t page = 1u << 20;
+    uint32_t widest = 0;
+    for (int i = 0; i < 64; ++i) {
+      const Prefetcher::Ahead a = p.OnFault(2, 1, page);
+      widest = std::max(widest, a.count);
+      page += static_cast<uint64_t>(step * static_cast<int64_t>(a.count + 1));
+    }
+    const uint32_t want = step == 1 || step == -1 ? 16u : 16u * Prefetcher::kStrideWindowFactor;
+    EXPECT_EQ(widest, want) << "step " << step;
+    EXPECT_EQ(Prefetcher::WindowFor(16, step), want);
+  }
+  // Never past kMaxWindow (half a fault batch's staging).
+  EXPECT_EQ(Prefetcher::WindowFor(Prefetcher::kMaxWindow, 4), Prefetcher::kMaxWindow);
+  EXPECT_EQ(Prefetcher::WindowFor(100, 4), Prefetcher::kMaxWindow);
 }
 
 TEST(PrefetcherTest, RandomFaultsFetchNothing) {
