@@ -13,15 +13,6 @@
 #include "runtime/tiering/tracker.h"
 
 namespace tiermem {
-namespace {
-
-constexpr uint8_t kStateLocal = static_cast<uint8_t>(PageState::kLocal);
-constexpr uint8_t kStateRemote = static_cast<uint8_t>(PageState::kRemote);
-constexpr uint8_t kStateFree = static_cast<uint8_t>(PageState::kFree);
-constexpr uint8_t kStateInFlight = static_cast<uint8_t>(PageState::kInFlight);
-
-}  // namespace
-
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
                                        bool has_remote, bool preloaded, uint64_t max_armed,
                                        AccessSampler* uffd_sampler) {
@@ -40,6 +31,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   }
   c.interval_ms = std::max<uint64_t>(1, o.sample_interval_ms);
   c.sample_pages = std::min<uint64_t>(o.sample_pages, max_armed);
+  c.scan_pages = o.scan_pages == 0 ? 0 : std::max<uint64_t>(o.scan_pages, 1024);
   c.sample_half_life_ms = std::max<uint64_t>(1, o.sample_half_life_ms);
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
   // Under the preload library, mode auto samples by soft eviction (uffd): pages cannot be
@@ -75,6 +67,7 @@ Status Migrator::Start() {
   std::string mode = config_.mode;
   interval_ms_ = config_.interval_ms;
   sample_pages_ = config_.sample_pages;
+  scan_pages_ = config_.scan_pages;
   const PolicyConfig& pc = config_.policy;
   dram_budget_ = pc.budget_pages[static_cast<int>(Tier::kDram)];
   budget_now_.store(dram_budget_, std::memory_order_relaxed);
@@ -267,50 +260,17 @@ bool Migrator::Round() {
     }
   }
 
-  // Page records of every live page.
-  std::vector<PageView> views;
-  ViewIndex& index = index_;  // page key -> views
-  index.Clear();
-  std::vector<char*> sample_candidates;
-  uint64_t fault_samples = 0, dram_pages = 0, lower_pages = 0, cxl_pages = 0, remote_unlisted = 0;
-  for (size_t ki = 0; ki < known_.size(); ++ki) {
-    Region* r = known_[ki].region.load(std::memory_order_acquire);
-    if (r == nullptr) break;
-    const uint64_t end = std::min(known_[ki].end.load(std::memory_order_acquire), r->pages());
-    bool pinned = false;
-    index.AddRegion(r, reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page, end);
-    for (uint64_t i = 0; i < end; ++i) {
-      if ((i & 0xffff) == 0xffff) MaybeRelieve();  // a long scan does not hold relief back
-      const PageRecord& rec = r->record(i);
-      const uint8_t st = rec.state.load(std::memory_order_acquire);
-      if (st == kStateFree) continue;
-      const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
-      if (flags & kPageRunHead) pinned = (flags & kPagePinned) != 0;
-      const uint64_t key = reinterpret_cast<uintptr_t>(r->PageAddress(i)) / page;
-      Tier tier;
-      if (st == kStateRemote) {
-        ++lower_pages, ++remote_unlisted;  // counted, not listed (Policy::Plan's `unlisted`)
-        continue;
-      } else if (st == kStateLocal || (st == kStateInFlight && (flags & kPageSampled))) {
-        // (a page the soft sampler holds is resident on its tier: its bytes wait in a copy)
-        const uint8_t tv = rec.tier.load(std::memory_order_relaxed);
-        if (tv >= kNumTiers) continue;  // kNoTier: its run is being freed
-        tier = static_cast<Tier>(tv);
-        if (tier == Tier::kRemote) tier = Tier::kDram;  // faulted back in: remote pages land in DRAM
-        if (!pinned) sample_candidates.push_back(r->PageAddress(i));
-      } else {
-        continue;  // in flight: the pager owns it this round
-      }
-      if (tier == Tier::kDram) {
-        ++dram_pages;
-      } else {
-        ++lower_pages;
-        cxl_pages += tier == Tier::kCxl;
-      }
-      index.Set(key, static_cast<uint32_t>(views.size()));
-      views.push_back({key, tier, pinned});
-    }
-  }
+  // Page records: every live page's, or a window of them (migrator_scan.cc), with the pages the
+  // sampler named this round wherever they are.
+  named_keys_.clear();
+  for (size_t k = 0; k < tracked; ++k) named_keys_.push_back(samples[k].page);
+  named_keys_.insert(named_keys_.end(), untouched.begin(), untouched.end());
+  RoundScan& scan = scan_;
+  Scan(named_keys_, &scan);
+  const std::vector<PageView>& views = scan.views;
+  const ViewIndex& index = index_;
+  const uint64_t dram_pages = scan.dram_pages, lower_pages = scan.lower_pages, cxl_pages = scan.cxl_pages;
+  uint64_t fault_samples = 0;
   // Pages the pager brought back since the last round (the fault log): a sample each, whether
   // the page is still here or already gone again. Pages fetched ahead by the prefetcher are not:
   // nobody touched them yet, and counting them gave streams of cold pages the heat of the hot
@@ -347,7 +307,7 @@ bool Migrator::Round() {
   const RoundViews lookup(index, views);
   in.views = views;
   in.lookup = &lookup;
-  in.unlisted[static_cast<int>(Tier::kRemote)] = remote_unlisted;
+  in.unlisted = scan.unlisted;
   in.reserved[static_cast<int>(Tier::kDram)] = own_pages_;
   in.samples = samples.size();
   in.sampling = sampling_;
@@ -358,7 +318,8 @@ bool Migrator::Round() {
   const Executed ex = Execute(moves, cxl, now, &moved_now);
   const uint64_t demoted = ex.demoted, promoted = ex.promoted, failed = ex.failed;
 
-  const uint64_t armed = ArmNextSample(now, views, sample_candidates, dram_pages, lower_pages, fault_samples, moved_now);
+  const uint64_t armed = ArmNextSample(now, views, scan.candidates, scan.population, dram_pages, lower_pages,
+                                       fault_samples, moved_now);
   // One line per round at TIERMEM_LOG=debug: what the round saw, planned and did (diagnosis of
   // placement in slow guests; docs/tiering.md).
   TM_LOG_DEBUG("tiering: round %llu dram=%llu cxl=%llu remote=%llu samples=%llu(cxl %llu) faults=%llu cold=%zu "
@@ -386,6 +347,10 @@ bool Migrator::Round() {
   stats_.migrate_ns += ex.migrate_ns;
   const uint64_t round_ns = os::MonotonicNanos() - now;
   stats_.round_ns += round_ns;
+  if (!scan.whole) {
+    ++stats_.window_rounds;
+    stats_.window_listed_max = std::max<uint64_t>(stats_.window_listed_max, scan.candidates.size());
+  }
   counters_->rounds.fetch_add(1, std::memory_order_relaxed);
   counters_->round_ns.fetch_add(round_ns, std::memory_order_relaxed);
   counters_->samples.fetch_add(tracked, std::memory_order_relaxed);

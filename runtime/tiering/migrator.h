@@ -42,8 +42,9 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
-#include <optional>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -76,40 +77,55 @@ struct MigratorStats {
   uint64_t migrate_calls = 0;   // Runtime::Migrate calls made (one per run of adjacent pages)
   uint64_t migrate_ns = 0;      // time spent in them
   uint64_t round_ns = 0;        // time spent in rounds in total (scan, plan, migrate, arm)
+  uint64_t window_rounds = 0;   // rounds that read a window of the page records, not all
+  uint64_t window_listed_max = 0;  // the most pages one such round listed from its window
   std::string last_error;       // the latest refusal of a planned move, for diagnosis
 };
 
-// Page key -> position in a round's page views (resident pages only): dense per region (a round
-// looks up pages often several times; a hash map of them was a good part of the policy thread's
-// time).
+// Page key -> position in a round's page views (resident pages only): dense over each window of
+// page records the round read (a round looks up pages often several times; a hash map of them
+// was a good part of the policy thread's time), and a small map for the pages listed outside
+// them (sampled pages; migrator_scan.cc).
 class ViewIndex {
  public:
-  void Clear() { nspans_ = 0; }
-  void AddRegion(const Region* region, uint64_t first_key, uint64_t pages) {
+  void Clear() {
+    nspans_ = 0;
+    extra_.clear();
+  }
+  // A window [first_key, first_key + pages) of `region`, whose page 0 has key `region_key`;
+  // returns its number for Set and Trim.
+  size_t AddSpan(const Region* region, uint64_t region_key, uint64_t first_key, uint64_t pages) {
     if (spans_.size() <= nspans_) spans_.emplace_back();
-    Span& s = spans_[nspans_++];
+    Span& s = spans_[nspans_];
     s.region = region;
+    s.region_key = region_key;
     s.first = first_key;
     s.at.assign(pages, kNone);
+    return nspans_++;
   }
-  // `key` must be a page of the region added last.
-  void Set(uint64_t key, uint32_t view) { spans_[nspans_ - 1].at[key - spans_[nspans_ - 1].first] = view; }
-  bool SameRegion(uint64_t a, uint64_t b) const {
+  void Set(size_t span, uint64_t key, uint32_t view) { spans_[span].at[key - spans_[span].first] = view; }
+  // The window ends after `pages` (the round stopped reading there).
+  void Trim(size_t span, uint64_t pages) { spans_[span].at.resize(pages); }
+  uint64_t SpanFirst(size_t span) const { return spans_[span].first; }
+  uint64_t SpanPages(size_t span) const { return spans_[span].at.size(); }
+  // A page listed outside every window.
+  void SetExtra(uint64_t key, uint32_t view) { extra_[key] = view; }
+  // Whether the round read `key`'s record in one of its windows.
+  bool InWindow(uint64_t key) const {
     for (size_t i = 0; i < nspans_; ++i) {
-      const Span& s = spans_[i];
-      if (a >= s.first && a - s.first < s.at.size()) return b >= s.first && b - s.first < s.at.size();
+      if (key >= spans_[i].first && key - spans_[i].first < spans_[i].at.size()) return true;
     }
     return false;
   }
-  // The page's record state now (kFree outside the regions added).
+  bool SameRegion(uint64_t a, uint64_t b) const {
+    const Span* s = RegionSpan(a);
+    return s != nullptr && b >= s->region_key && b - s->region_key < s->region->pages();
+  }
+  // The page's record state now (kFree outside the regions the round read).
   uint8_t State(uint64_t key) const {
-    for (size_t i = 0; i < nspans_; ++i) {
-      const Span& s = spans_[i];
-      if (key >= s.first && key - s.first < s.at.size()) {
-        return s.region->record(key - s.first).state.load(std::memory_order_acquire);
-      }
-    }
-    return static_cast<uint8_t>(PageState::kFree);
+    const Span* s = RegionSpan(key);
+    return s == nullptr ? static_cast<uint8_t>(PageState::kFree)
+                        : s->region->record(key - s->region_key).state.load(std::memory_order_acquire);
   }
   const uint32_t* Find(uint64_t key) const {
     for (size_t i = 0; i < nspans_; ++i) {
@@ -119,18 +135,29 @@ class ViewIndex {
         return *v == kNone ? nullptr : v;
       }
     }
-    return nullptr;
+    if (extra_.empty()) return nullptr;
+    auto it = extra_.find(key);
+    return it == extra_.end() ? nullptr : &it->second;
   }
 
  private:
   static constexpr uint32_t kNone = ~0u;
   struct Span {
     const Region* region = nullptr;
-    uint64_t first = 0;
+    uint64_t region_key = 0;  // key of the region's page 0
+    uint64_t first = 0;       // key of the window's first page
     std::vector<uint32_t> at;
   };
+  const Span* RegionSpan(uint64_t key) const {
+    for (size_t i = 0; i < nspans_; ++i) {
+      const Span& s = spans_[i];
+      if (key >= s.region_key && key - s.region_key < s.region->pages()) return &s;
+    }
+    return nullptr;
+  }
   std::vector<Span> spans_;
   size_t nspans_ = 0;
+  std::unordered_map<uint64_t, uint32_t> extra_;
 };
 
 // The round's views by page key for the Policy (ViewLookup over a ViewIndex).
@@ -217,6 +244,37 @@ class Migrator {
   // `spared`: they were given a second chance (their entries say so).
   void RequeueVictims(const std::vector<char*>& pages, bool spared);
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
+  // A round's scan (migrator_scan.cc): the resident pages it lists and what it counted.
+  struct RoundScan {
+    std::vector<PageView> views;       // ascending by page (Policy::RoundInput::views)
+    std::vector<char*> candidates;     // resident unpinned pages read this round, in read order
+    uint64_t dram_pages = 0, lower_pages = 0, cxl_pages = 0;  // whole memory, not the window
+    Policy::TierPageCounts unlisted{};  // live pages not listed, per tier
+    uint64_t population = 0;  // resident unpinned pages the candidates were drawn from, over time
+    bool whole = true;        // every live page was read (no window)
+  };
+  // Reads the page records: every live page's when they fit TIERMEM_SCAN_PAGES (or it is 0),
+  // else a window that continues where the last round's stopped, plus the pages named by
+  // `named` (sampled, watched) wherever they are. Fills `index_` for `out->views`.
+  void Scan(std::span<const uint64_t> named, RoundScan* out);
+  // Reads records [from, end) of `r` (known_[ki]) into `out` until `*list_left` pages are
+  // listed or `*read_left` records read (null: no limit); returns where it stopped.
+  uint64_t ScanWindow(Region* r, uint64_t from, uint64_t end, uint64_t* list_left, uint64_t* read_left,
+                      RoundScan* out);
+  // A window's scan from the cursor (scan_region_, scan_page_) round the regions, at most once.
+  void ScanFromCursor(size_t nregions, RoundScan* out);
+  // The named pages outside the windows that are resident, into named_scratch_ (ascending).
+  void ListNamed(std::span<const uint64_t> named, RoundScan* out);
+  // Puts out->views in address order with the named pages merged in, and indexes them.
+  void OrderViews(RoundScan* out);
+  struct ScanWindowViews {
+    size_t span;        // ViewIndex span
+    size_t begin, end;  // its views, [begin, end) of RoundScan::views as read
+  };
+  std::vector<ScanWindowViews> scan_windows_;  // Scan's scratch (policy thread)
+  RoundScan scan_;                             // the round's scan (policy thread; keeps capacity)
+  std::vector<uint64_t> named_keys_;           // Round's scratch: the pages the sampler named
+  std::vector<PageView> named_scratch_, sorted_scratch_;
   struct Executed {
     uint64_t demoted = 0, promoted = 0, failed = 0;
     uint64_t calls = 0, migrate_ns = 0;  // mover calls and the time in them
@@ -229,8 +287,8 @@ class Migrator {
   Executed Execute(std::vector<PageMove>& moves, bool cxl, uint64_t now, std::unordered_set<uint64_t>* moved);
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
-                         const std::vector<char*>& sample_candidates, uint64_t dram_pages,
-                         uint64_t lower_pages, uint64_t fault_samples,
+                         const std::vector<char*>& sample_candidates, uint64_t population,
+                         uint64_t dram_pages, uint64_t lower_pages, uint64_t fault_samples,
                          const std::unordered_set<uint64_t>& moved_now);
 
   PageMover* mover_;
@@ -254,6 +312,9 @@ class Migrator {
   uint64_t budget_at_ns_ = 0;  // when RefreshBudget last looked; policy thread
   std::array<Known, 256> known_;
   size_t cursor_ = 0;                              // rotating sample position
+  uint64_t scan_pages_ = 0;                        // TieringConfig::scan_pages
+  size_t scan_region_ = 0;                         // where the next windowed scan starts:
+  uint64_t scan_page_ = 0;                         //   known_[scan_region_], this page
   size_t victim_cursor_ = 0;                       // where the next victim window starts
   static constexpr size_t kVictimWindow = 16;      // pages looked at per victim checked
   static constexpr size_t kMinVictimWindow = 4096;

@@ -10,11 +10,13 @@
 
 namespace tiermem {
 
-// The next sample: a rotating window over the resident, unpinned pages, plus the DRAM pages
-// that are the next demotion victims (put under watch). Returns the pages armed.
+// The next sample: a rotating window over the resident, unpinned pages the round read, plus the
+// DRAM pages that are the next demotion victims (put under watch). `population`: the resident
+// pages each armed page stands for (the candidates, or every resident page when the round read
+// a window of them). Returns the pages armed.
 uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& views,
-                                 const std::vector<char*>& sample_candidates, uint64_t dram_pages,
-                                 uint64_t lower_pages, uint64_t fault_samples,
+                                 const std::vector<char*>& sample_candidates, uint64_t population,
+                                 uint64_t dram_pages, uint64_t lower_pages, uint64_t fault_samples,
                                  const std::unordered_set<uint64_t>& moved_now) {
   const size_t page = config_.page_size;
   AccessSampler* tracker = sampler_;
@@ -122,7 +124,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       }
       armed_ = armed > 0;
       last_armed_ = armed;
-      last_candidates_ = sample_candidates.size();
+      last_candidates_ = population;
     }
   }
   if (sampling_ && armed == 0 && tracker->carried() > 0) {

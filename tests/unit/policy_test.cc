@@ -89,13 +89,27 @@ TEST(PolicyTest, UnlistedPagesCountAgainstTheirTiersBudget) {
   auto plan = empty.Plan(sim.Views(), Policy::TierPageCounts{}, kMs);
   ASSERT_EQ(plan.size(), 2u);
   for (auto& m : plan) EXPECT_EQ(m.to, Tier::kRemote);
-  // 3 listed + 3 unlisted DRAM pages against a budget of 4: two of the listed ones leave.
+  // 3 listed + 3 unlisted DRAM pages against a budget of 4: two must leave, but a tier listed
+  // only in part gives the coldest quarter of what is listed at most (none of 3).
   Sim small;
   for (uint64_t i = 0; i < 3; ++i) small.tier[i] = Tier::kDram;
   Policy::TierPageCounts dram_unlisted{};
   dram_unlisted[static_cast<int>(Tier::kDram)] = 3;
   Policy p(c);
-  EXPECT_EQ(p.Plan(small.Views(), dram_unlisted, kMs).size(), 2u);
+  EXPECT_TRUE(p.Plan(small.Views(), dram_unlisted, kMs).empty());
+  // 16 listed + 3 unlisted against a budget of 16: the three over leave (the quarter is four);
+  // 8 listed + 11 unlisted: three are over, two (the quarter) leave.
+  PolicyConfig c16 = Config(16, 0, false, true);
+  Sim wide;
+  for (uint64_t i = 0; i < 16; ++i) wide.tier[i] = Tier::kDram;
+  Policy q(c16);
+  EXPECT_EQ(q.Plan(wide.Views(), dram_unlisted, kMs).size(), 3u);
+  Sim narrow;
+  for (uint64_t i = 0; i < 8; ++i) narrow.tier[i] = Tier::kDram;
+  Policy::TierPageCounts more_unlisted{};
+  more_unlisted[static_cast<int>(Tier::kDram)] = 11;
+  Policy r(c16);
+  EXPECT_EQ(r.Plan(narrow.Views(), more_unlisted, kMs).size(), 2u);
 }
 
 // A page that leaves the listed pages (evicted to remote: the policy thread lists no remote
