@@ -323,7 +323,8 @@ bool Migrator::Round() {
   // One line per round at TIERMEM_LOG=debug: what the round saw, planned and did (diagnosis of
   // placement in slow guests; docs/tiering.md).
   TM_LOG_DEBUG("tiering: round %llu dram=%llu cxl=%llu remote=%llu samples=%llu(cxl %llu) faults=%llu cold=%zu "
-               "plan=%zu(-%llu/+%llu) held=%llu demoted=%llu promoted=%llu failed=%llu armed=%llu ms=%.1f",
+               "plan=%zu(-%llu/+%llu) held=%llu demoted=%llu promoted=%llu failed=%llu armed=%llu listed=%zu%s "
+               "known=%zu ms=%.1f",
                static_cast<unsigned long long>(stats().rounds + 1),
                static_cast<unsigned long long>(dram_pages), static_cast<unsigned long long>(cxl_pages),
                static_cast<unsigned long long>(lower_pages - cxl_pages),
@@ -334,6 +335,7 @@ bool Migrator::Round() {
                static_cast<unsigned long long>(ps.held),
                static_cast<unsigned long long>(demoted), static_cast<unsigned long long>(promoted),
                static_cast<unsigned long long>(failed), static_cast<unsigned long long>(armed),
+               views.size(), scan.whole ? "" : "(window)", policy_->tracked_pages(),
                static_cast<double>(os::MonotonicNanos() - now) / 1e6);
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++stats_.rounds;
