@@ -4,9 +4,10 @@
 // backends/numa; it never includes runtime_impl.h.
 //
 // The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it runs scan -> plan
-// -> execute. Scan: it collects the tracker's samples and the remote faults seen since the last
-// round, reads the page records of every live page (a byte or two each) and lists the resident
-// ones (DRAM, CXL) with only a count of the remote ones. Plan: Policy::PlanRound makes every
+// -> execute. Scan (migrator_scan.cc): it collects the tracker's samples and the remote faults
+// seen since the last round, reads the page records of every live page (a byte or two each), or
+// past TIERMEM_SCAN_PAGES resident pages a window of them that moves on from round to round, and
+// lists the resident ones (DRAM, CXL) with only a count of the rest. Plan: Policy::PlanRound makes every
 // placement decision (the plan by heat, the second chance of DRAM's victims, block expansion).
 // Execute: the moves go through the PageMover (Migrate: move_pages for DRAM/CXL, the pager's
 // evict and fetch for the remote tier); then the next sample is armed. Budget relief asks the

@@ -153,6 +153,8 @@ class Policy {
   // sampled lately, so their number follows the samples, not memory. The policy thread lists no remote page (they are most of the pages at
   // large sizes, and one comes back by a fault when touched), so a round's cost follows the
   // resident pages and the hot ones, not all of memory.
+  // A tier with unlisted pages (the policy thread read a window of them) gives as victims at most
+  // the coldest quarter of its listed pages.
   // `reserved[t]`: pages of tier t that are no page of the program's (the runtime's own DRAM,
   // PageMover::OwnPages): they count against the budget like unlisted ones, and nothing else.
   std::vector<PlannedMove> Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
