@@ -9,6 +9,7 @@
 
 #include "base/net.h"
 #include "base/os.h"
+#include "base/tsan.h"
 
 namespace tiermem::remote {
 namespace {
@@ -253,7 +254,13 @@ Status TcpTransport::Flush() {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n;
-    ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w;
+    {
+      // The pages are the caller's, unchanged until their completion (transport.h): the pager
+      // keeps them write-protected meanwhile, which ThreadSanitizer cannot see (base/tsan.h).
+      TsanIgnoreAccesses pages_are_protected;
+      w = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
