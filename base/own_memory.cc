@@ -10,41 +10,37 @@ namespace {
 
 constinit std::atomic<int64_t> g_mapped{0};
 
-// The watched stacks. Lock-free, so that a fork() taken while the policy thread measures leaves
-// the child nothing held: a slot is claimed by its `low`, and a measure that races a thread's
-// exit at worst reads a range that is gone (mincore fails: not counted) for one second.
-constexpr int kMaxStacks = 64;
-constexpr uint64_t kStackRefreshNs = 1000000000;
+// The watched ranges. Lock-free, so that a fork() taken while the policy thread measures leaves
+// the child nothing held: a slot is claimed by its `low`, and a measure that races an unwatch at
+// worst reads a range that is gone (mincore fails: not counted) for one second.
+constexpr int kMaxWatched = 128;
+constexpr uint64_t kMeasureEveryNs = 1000000000;
 struct Slot {
   std::atomic<uintptr_t> low{0};
   std::atomic<size_t> bytes{0};
 };
-constinit Slot g_stacks[kMaxStacks];
-constinit std::atomic<uint64_t> g_stack_bytes{0};
-constinit std::atomic<uint64_t> g_stacks_at_ns{0};  // 0: measure at the next call
+constinit Slot g_watched[kMaxWatched];
+constinit std::atomic<uint64_t> g_watched_bytes{0};
+constinit std::atomic<uint64_t> g_measured_at_ns{0};  // 0: measure at the next call
 
-// Frees the thread's slot when it exits (glibc then reuses or unmaps the stack).
+// Unwatches the thread's stack when it exits (glibc then reuses or unmaps it).
 struct StackWatch {
-  int slot = -1;
-  ~StackWatch() {
-    if (slot < 0) return;
-    g_stacks[slot].bytes.store(0, std::memory_order_release);
-    g_stacks[slot].low.store(0, std::memory_order_release);
-    g_stacks_at_ns.store(0, std::memory_order_relaxed);
-  }
+  int handle = -1;
+  bool tried = false;
+  ~StackWatch() { UnwatchRange(handle); }
 };
 thread_local StackWatch t_stack_watch;
 
-void MeasureStacks() {
+void MeasureWatched() {
   uint64_t total = 0;
-  for (Slot& s : g_stacks) {
+  for (Slot& s : g_watched) {
     const size_t bytes = s.bytes.load(std::memory_order_acquire);
     const uintptr_t low = s.low.load(std::memory_order_acquire);
     if (low == 0 || bytes == 0) continue;
     const long resident = os::ResidentBytes(reinterpret_cast<const void*>(low), bytes);
     if (resident > 0) total += static_cast<uint64_t>(resident);
   }
-  g_stack_bytes.store(total, std::memory_order_relaxed);
+  g_watched_bytes.store(total, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -56,28 +52,39 @@ uint64_t OwnBufferBytes() {
   return static_cast<uint64_t>(mapped > 0 ? mapped : 0);
 }
 
-uint64_t OwnStackBytes() {
+uint64_t OwnWatchedBytes() {
   const uint64_t now = os::MonotonicNanos();
-  uint64_t at = g_stacks_at_ns.load(std::memory_order_relaxed);
+  uint64_t at = g_measured_at_ns.load(std::memory_order_relaxed);
   // One caller measures; the others take the last figure.
-  if (now >= at + kStackRefreshNs && g_stacks_at_ns.compare_exchange_strong(at, now)) MeasureStacks();
-  return g_stack_bytes.load(std::memory_order_relaxed);
+  if (now >= at + kMeasureEveryNs && g_measured_at_ns.compare_exchange_strong(at, now)) MeasureWatched();
+  return g_watched_bytes.load(std::memory_order_relaxed);
+}
+
+int WatchRange(const void* low, size_t bytes) {
+  for (int i = 0; i < kMaxWatched; ++i) {
+    uintptr_t free_slot = 0;
+    if (g_watched[i].low.compare_exchange_strong(free_slot, reinterpret_cast<uintptr_t>(low))) {
+      g_watched[i].bytes.store(bytes, std::memory_order_release);
+      g_measured_at_ns.store(0, std::memory_order_relaxed);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void UnwatchRange(int handle) {
+  if (handle < 0 || handle >= kMaxWatched) return;
+  g_watched[handle].bytes.store(0, std::memory_order_release);
+  g_watched[handle].low.store(0, std::memory_order_release);
+  g_measured_at_ns.store(0, std::memory_order_relaxed);
 }
 
 void WatchThreadStack() {
-  if (t_stack_watch.slot >= 0) return;
+  if (t_stack_watch.tried) return;
+  t_stack_watch.tried = true;
   void* low = nullptr;
   size_t bytes = 0;
-  if (os::ThreadStack(&low, &bytes) != 0 || low == nullptr) return;
-  for (int i = 0; i < kMaxStacks; ++i) {
-    uintptr_t free_slot = 0;
-    if (g_stacks[i].low.compare_exchange_strong(free_slot, reinterpret_cast<uintptr_t>(low))) {
-      g_stacks[i].bytes.store(bytes, std::memory_order_release);
-      t_stack_watch.slot = i;
-      g_stacks_at_ns.store(0, std::memory_order_relaxed);
-      return;
-    }
-  }
+  if (os::ThreadStack(&low, &bytes) == 0 && low != nullptr) t_stack_watch.handle = WatchRange(low, bytes);
 }
 
 OwnMapping& OwnMapping::operator=(OwnMapping&& o) noexcept {

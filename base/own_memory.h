@@ -1,6 +1,6 @@
 // The DRAM the runtime maps for itself outside glibc's heap: its buffers' anonymous mappings (the
-// pager's staging, the migrator's rings and fault log, the regions' page records, the tiered
-// heap's metadata) and its threads' stacks. Under the preload library the runtime counts it
+// pager's staging, the migrator's rings and fault log, the tiered heap's metadata), the regions'
+// page records and links, and its threads' stacks. Under the preload library the runtime counts it
 // against TIERMEM_DRAM_LIMIT beside glibc's heap (PageMover::OwnPages); in memcached's process
 // (200,000 keys) it came to 6.6 MiB, uncounted until then. Each owner counts what it has written,
 // not what it reserved: a ring sized for the worst case costs what it has used. The ledger is
@@ -17,16 +17,21 @@ namespace tiermem {
 void CountOwnMapped(int64_t bytes);
 // The ledger: the bytes its owners have counted. Any thread; O(1).
 uint64_t OwnBufferBytes();
-// The resident bytes of the watched stacks (WatchThreadStack). They are measured (mincore, one
-// call per 2 MiB of each stack) at most once a second, and again at the next call after a stack
-// is watched or its thread exits; in between the last figure is kept: a stack only grows while
-// its thread runs. Any thread; never allocates.
-uint64_t OwnStackBytes();
+// The resident bytes of the watched ranges: the runtime threads' stacks and the regions' page
+// records and links, whose residency no high-water mark tells (a stack grows down from where it
+// started, a large run's links are written at its ends only). They are measured (mincore, one
+// call per 2 MiB) at most once a second, and again at the next call after a range is watched or
+// unwatched; in between the last figure is kept. Any thread; never allocates.
+uint64_t OwnWatchedBytes();
 // Both: the DRAM the runtime maps for itself outside glibc's heap.
-inline uint64_t OwnMappedBytes() { return OwnBufferBytes() + OwnStackBytes(); }
-// The calling thread's stack counts in OwnMappedBytes until the thread exits. For runtime
-// threads, once their malloc is glibc's (OnRuntimeThreadStart): finding the stack allocates.
-// Stacks past the first 64 watched at a time are not counted.
+inline uint64_t OwnMappedBytes() { return OwnBufferBytes() + OwnWatchedBytes(); }
+// Counts the resident part of [low, low+bytes) (page aligned) in OwnWatchedBytes until
+// UnwatchRange(handle), which comes before the range is unmapped. A handle, or -1 when the 128
+// slots are all taken (the range is then not counted). Lock-free; never allocates.
+int WatchRange(const void* low, size_t bytes);
+void UnwatchRange(int handle);
+// The calling thread's stack is watched until the thread exits. For runtime threads, once their
+// malloc is glibc's (OnRuntimeThreadStart): finding the stack allocates.
 void WatchThreadStack();
 
 // An anonymous mapping (os::Reserve: zero, nothing resident until written) whose owner says how

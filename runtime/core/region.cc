@@ -1,6 +1,5 @@
 #include "runtime/core/region.h"
 
-#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -47,27 +46,18 @@ Status Region::Init(size_t bytes) {
   free_pages_ = 0;
   high_water_.store(0, std::memory_order_relaxed);
   PushFree(0, npages_);
-  CountMeta(0);
+  // Its resident part is the runtime's own DRAM (own_memory.h), measured: records are written
+  // for every page handed out, but a large run's links only at its ends.
+  meta_watch_ = WatchRange(m, meta);
   return Status::Ok();
-}
-
-void Region::CountMeta(uint64_t high_water) {
-  // Handed-out pages are below the high-water mark, so their records and links are resident up
-  // to there; a free run's tags touch the first link page and the last (the region's end).
-  auto pages = [this](uint64_t bytes) { return (bytes + page_size_ - 1) / page_size_ * page_size_; };
-  const size_t used = std::min<size_t>(
-      pages(high_water * sizeof(PageRecord)) + pages(high_water * sizeof(Link)) + 2 * page_size_, meta_bytes_);
-  if (used <= meta_counted_) return;
-  CountOwnMapped(static_cast<int64_t>(used - meta_counted_));
-  meta_counted_ = used;
 }
 
 void Region::Release() {
   if (base_ == nullptr) return;
   (void)os::Unmap(base_, npages_ * page_size_);
+  UnwatchRange(meta_watch_);
+  meta_watch_ = -1;
   (void)os::Unmap(meta_, meta_bytes_);
-  CountOwnMapped(-static_cast<int64_t>(meta_counted_));
-  meta_counted_ = 0;
   base_ = nullptr;
   meta_ = nullptr;
   npages_ = 0;
@@ -126,7 +116,6 @@ uint64_t Region::AllocRun(uint64_t npages, PageState initial) {
   links_[found].tag = static_cast<uint32_t>(npages);
   if (found + npages > high_water_.load(std::memory_order_relaxed)) {
     high_water_.store(found + npages, std::memory_order_release);
-    CountMeta(found + npages);
   }
   for (uint64_t i = found; i < found + npages; ++i) {
     PageRecord& r = records_[i];

@@ -85,9 +85,6 @@ class Region {
   void PushFree(uint64_t first, uint64_t len);
   void RemoveFree(uint64_t first);
   void SetFreeTags(uint64_t first, uint64_t len);
-  // Counts the metadata's resident bytes as the runtime's own DRAM (own_memory.h) as the
-  // high-water mark rises. Under mu_ (or before the region is shared).
-  void CountMeta(uint64_t high_water);
 
   char* base_ = nullptr;
   uint64_t npages_ = 0;
@@ -95,7 +92,7 @@ class Region {
   // Metadata mapping: records_[npages_], then links_[npages_].
   void* meta_ = nullptr;
   size_t meta_bytes_ = 0;
-  size_t meta_counted_ = 0;  // of meta_bytes_, in the own-DRAM ledger (CountMeta)
+  int meta_watch_ = -1;  // WatchRange's handle: the metadata counts as the runtime's own DRAM
   PageRecord* records_ = nullptr;
   // Free-run bookkeeping of a page, in one record so that the pages at a run's edge touch one
   // metadata page rather than three. tag: at the first and last page of a free run, its length;

@@ -1,5 +1,5 @@
 // The own-DRAM ledger (base/own_memory.h): buffers count what they have written, in whole pages,
-// and give it back when unmapped; watched thread stacks count what is resident of them.
+// and give it back when unmapped; watched ranges (thread stacks) count what is resident of them.
 #include "base/own_memory.h"
 
 #include <gtest/gtest.h>
@@ -51,6 +51,20 @@ TEST(OwnMemory, AZeroedArrayCountsTheEntriesWritten) {
   EXPECT_EQ(OwnBufferBytes(), before) << "unmapped: given back";
 }
 
+TEST(OwnMemory, AWatchedRangeCountsItsResidentPages) {
+  OwnMapping m;  // its own count stays 0: nothing is Touched
+  int err = 0;
+  char* p = m.Map(64 * kPage, &err);
+  ASSERT_NE(p, nullptr) << err;
+  for (size_t i : {0, 7, 63}) p[i * kPage] = 1;
+  const uint64_t before = OwnWatchedBytes();
+  const int handle = WatchRange(p, 64 * kPage);
+  ASSERT_GE(handle, 0);
+  EXPECT_EQ(OwnWatchedBytes(), before + 3 * kPage) << "measured at the first call after the watch";
+  UnwatchRange(handle);
+  EXPECT_EQ(OwnWatchedBytes(), before);
+}
+
 void NoHook() {}
 
 // Uses `bytes` of the calling thread's stack.
@@ -69,11 +83,11 @@ TEST(OwnMemory, ARuntimeThreadsStackCountsWhileItRuns) {
     while (step.load() != 2) std::this_thread::yield();
   });
   while (step.load() != 1) std::this_thread::yield();
-  const uint64_t running = OwnStackBytes();  // measured now: a stack was watched since the last
+  const uint64_t running = OwnWatchedBytes();  // measured now: a stack was watched since the last
   step.store(2);
   t.join();
   SetRuntimeThreadHook(nullptr);
-  const uint64_t after = OwnStackBytes();  // measured again: the thread exited
+  const uint64_t after = OwnWatchedBytes();  // measured again: the thread exited
   EXPECT_GE(running, uint64_t{1} << 20) << "the MiB the thread used";
   EXPECT_LE(after + (uint64_t{1} << 20), running) << "its exit took it back";
 }
