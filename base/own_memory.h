@@ -36,8 +36,8 @@ void WatchThreadStack();
 
 // An anonymous mapping (os::Reserve: zero, nothing resident until written) whose owner says how
 // far it has written it, so that the ledger counts that much. Owners that fill a buffer from its
-// start (staging by request index, rings by position, copies handed out lowest first) count their
-// high-water mark this way. Movable, not copyable; Touched is thread-safe, the rest is not.
+// start (staging by request index, rings by position) count their high-water mark this way.
+// Movable, not copyable; Touched is thread-safe, the rest is not.
 class OwnMapping {
  public:
   OwnMapping() = default;
