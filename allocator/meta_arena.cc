@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "base/os.h"
+#include "base/own_memory.h"
 
 namespace tiermem::alloc {
 
@@ -30,6 +31,7 @@ void* MetaAlloc(size_t bytes) {
   g_cur += bytes;
   g_left -= bytes;
   g_allocated.fetch_add(bytes, std::memory_order_relaxed);
+  CountOwnMapped(static_cast<int64_t>(bytes));  // the runtime's own DRAM once its user writes it
   return p;
 }
 

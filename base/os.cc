@@ -275,6 +275,28 @@ uint64_t LibcHeapBytes() {
   return static_cast<uint64_t>(mi.arena) + static_cast<uint64_t>(mi.hblkhd);
 }
 
+long ResidentBytes(const void* addr, size_t bytes) {
+  constexpr size_t kPages = 512;  // per mincore call, so the vector stays on the stack
+  const size_t page = PageSize();
+  unsigned char vec[kPages];
+  auto* p = static_cast<char*>(const_cast<void*>(addr));
+  long resident = 0;
+  for (size_t off = 0; off < bytes; off += kPages * page) {
+    const size_t n = (bytes - off) < kPages * page ? (bytes - off + page - 1) / page : kPages;
+    if (mincore(p + off, n * page, vec) != 0) return -errno;
+    for (size_t i = 0; i < n; ++i) resident += vec[i] & 1;
+  }
+  return resident * static_cast<long>(page);
+}
+
+int ThreadStack(void** low, size_t* bytes) {
+  pthread_attr_t attr;
+  if (int rc = pthread_getattr_np(pthread_self(), &attr); rc != 0) return -rc;
+  const int rc = pthread_attr_getstack(&attr, low, bytes);
+  pthread_attr_destroy(&attr);
+  return -rc;
+}
+
 // ---- eventfd, poll, pagemap ----
 
 StatusOr<int> EventFd() {

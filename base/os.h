@@ -1,6 +1,7 @@
 // The thin OS layer: every system call the runtime makes goes through here (the backends make
 // their own device calls). Contract: functions returning int return 0 on success or a negative
-// errno; none allocates memory from malloc, so all are safe inside the preload allocator.
+// errno; none allocates memory from malloc (ThreadStack aside, as it says), so all are safe
+// inside the preload allocator.
 #pragma once
 
 #include <cstddef>
@@ -88,6 +89,13 @@ int ThreadCpuNanos(uint64_t* ns);
 // Bytes glibc's malloc holds from the system: its arenas (blocks in use and free ones it keeps)
 // and its mmapped blocks. Takes each arena's lock; never call it from a signal handler.
 uint64_t LibcHeapBytes();
+// Bytes of [addr, addr+bytes) (page aligned) that are resident (mincore), or a negative errno
+// (-ENOMEM: part of the range is not mapped). One system call per 2 MiB of the range.
+long ResidentBytes(const void* addr, size_t bytes);
+// The calling thread's stack mapping: its lowest address and size. The one call here that may
+// allocate (pthread_getattr_np builds a CPU set with malloc): only for threads whose malloc is
+// glibc's. 0 or a negative errno.
+int ThreadStack(void** low, size_t* bytes);
 
 // ---- userfaultfd (the remote tier's pager), eventfd, poll, pagemap ----
 // These return Status: they are not called inside the allocator, and they allocate only to build

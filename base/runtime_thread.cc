@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "base/own_memory.h"
+
 namespace tiermem {
 namespace {
 std::atomic<RuntimeThreadHook> g_hook{nullptr};
@@ -34,7 +36,9 @@ bool RuntimeThreadHookSet() { return g_hook.load(std::memory_order_acquire) != n
 
 void OnRuntimeThreadStart() {
   RuntimeThreadHook h = g_hook.load(std::memory_order_acquire);
-  if (h != nullptr) h();
+  if (h == nullptr) return;
+  h();
+  WatchThreadStack();  // after the hook, which makes its allocation glibc's
 }
 
 NewRuntimeThreadSignals::NewRuntimeThreadSignals() {

@@ -1,7 +1,8 @@
 // Threads the runtime starts (the pager's fault handler, the policy thread) call
 // OnRuntimeThreadStart() first thing. The preload library installs a hook there that routes those
 // threads' own malloc calls to glibc: a fault handler whose heap memory had been evicted would
-// wait forever on its own fault. Without the preload library the hook is unset and this is free.
+// wait forever on its own fault. With a hook, the thread's stack then counts as the runtime's
+// own DRAM (WatchThreadStack). Without the preload library the hook is unset and this is free.
 #pragma once
 
 namespace tiermem {

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "base/os.h"
+#include "base/own_memory.h"
 
 namespace tiermem {
 
@@ -45,12 +46,17 @@ Status Region::Init(size_t bytes) {
   free_pages_ = 0;
   high_water_.store(0, std::memory_order_relaxed);
   PushFree(0, npages_);
+  // Its resident part is the runtime's own DRAM (own_memory.h), measured: records are written
+  // for every page handed out, but a large run's links only at its ends.
+  meta_watch_ = WatchRange(m, meta);
   return Status::Ok();
 }
 
 void Region::Release() {
   if (base_ == nullptr) return;
   (void)os::Unmap(base_, npages_ * page_size_);
+  UnwatchRange(meta_watch_);
+  meta_watch_ = -1;
   (void)os::Unmap(meta_, meta_bytes_);
   base_ = nullptr;
   meta_ = nullptr;

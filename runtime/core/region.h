@@ -92,6 +92,7 @@ class Region {
   // Metadata mapping: records_[npages_], then links_[npages_].
   void* meta_ = nullptr;
   size_t meta_bytes_ = 0;
+  int meta_watch_ = -1;  // WatchRange's handle: the metadata counts as the runtime's own DRAM
   PageRecord* records_ = nullptr;
   // Free-run bookkeeping of a page, in one record so that the pages at a run's edge touch one
   // metadata page rather than three. tag: at the first and last page of a free run, its length;

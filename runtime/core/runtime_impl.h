@@ -19,6 +19,7 @@
 #include "backends/numa/numa_backend.h"
 #include "base/once_per.h"
 #include "base/options.h"
+#include "base/own_memory.h"
 #include "runtime/paging/pager.h"
 #include "runtime/core/region.h"
 #include "runtime/core/stats_block.h"
@@ -87,10 +88,14 @@ class Runtime::Impl final : public PageMover {
     return allocated_[Index(tier)].load(std::memory_order_relaxed) / page_size_;
   }
   // Under the preload library glibc's heap serves the runtime's own threads alone
-  // (OnRuntimeThreadStart): the policy's tables, the pager's buffers. That DRAM counts against
-  // TIERMEM_DRAM_LIMIT like the program's, so the process stays near its limit. Elsewhere
-  // glibc's heap is the program's own, outside tiermem's accounting: nothing is counted.
-  uint64_t OwnPages() const override { return preloaded_ ? os::LibcHeapBytes() / page_size_ : 0; }
+  // (OnRuntimeThreadStart): the policy's tables, the pager's buffers. That DRAM, and what the
+  // runtime maps for itself beside it as far as it is written (OwnMappedBytes: staging, rings,
+  // region and heap metadata, its threads' stacks), counts against TIERMEM_DRAM_LIMIT like the
+  // program's, so the process stays near its limit. Elsewhere glibc's heap is the program's own,
+  // outside tiermem's accounting: nothing is counted.
+  uint64_t OwnPages() const override {
+    return preloaded_ ? (os::LibcHeapBytes() + OwnMappedBytes()) / page_size_ : 0;
+  }
   size_t page_size() const { return page_size_; }
   // The policy thread, or nullptr before Init / after Stop.
   Migrator* migrator() const { return migrator_.get(); }

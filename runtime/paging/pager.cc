@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/os.h"
+#include "base/own_memory.h"
 #include "runtime/core/page_table.h"
 #include "runtime/paging/pager_internal.h"
 #include "runtime/paging/server_file.h"
@@ -411,9 +412,9 @@ StatusOr<uint64_t> Pager::FetchBack(Region& region, uint64_t first, uint64_t n) 
 
 StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64_t n) {
   int err = 0;
-  void* mem = os::Reserve(kBatch * kPage, &err);
-  if (mem == nullptr) return ErrnoToStatus(-err, "mmap staging buffer");
-  auto* staging = static_cast<char*>(mem);
+  OwnMapping staging_map;  // counted as the runtime's own DRAM as far as reads use it
+  char* staging = staging_map.Map(kBatch * kPage, &err);
+  if (staging == nullptr) return ErrnoToStatus(-err, "mmap staging buffer");
   const size_t spare_bytes = SpareBytes();  // coded pages: their parity pieces
   std::vector<char> spare(kBatch * spare_bytes);
   std::vector<uint64_t> idx(kBatch);
@@ -442,6 +443,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
       if (!Locate(slot1 - 1, &r.ref)) {
         Fatal(region.PageAddress(b + i), first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
       }
+      staging_map.Touched((posted + 1) * kPage);
       r.buf = staging + posted * kPage;
       r.spare = spare.data() + posted * spare_bytes;
       idx[posted] = b + i;
@@ -465,7 +467,6 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         [&](size_t j) { FatalAll(region.PageAddress(idx[j]), reqs[j].ref, reqs[j].last); });
     Wake(region.PageAddress(b), m * kPage);
   }
-  os::Unmap(mem, kBatch * kPage);
   c_->fetched.fetch_add(fetched, std::memory_order_relaxed);
   if (!failure.ok()) return failure;
   return fetched;

@@ -11,6 +11,7 @@
 #include "base/exit_files.h"
 #include "base/log.h"
 #include "base/os.h"
+#include "base/own_memory.h"
 #include "runtime/core/page_table.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_collect.h"
@@ -99,31 +100,27 @@ void Pager::InstallAhead(size_t n, const char* staging, const At& at) {
 void Pager::FaultLoop() {
   constexpr uint32_t kAheadPart = 8;
   int err = 0;
-  void* mem = os::Reserve((kBatch + 1) * kPage, &err);
-  if (mem == nullptr) {
-    TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
-    RemoveExitFiles();
-    std::_Exit(kRemoteLostExitCode);
-  }
-  auto* staging = static_cast<char*>(mem);
-  // The source of zero fills: never written, so every page of it reads as the zero page.
-  void* zeros = os::Reserve(kZeroBatch * kPage, &err);
-  if (zeros == nullptr) {
-    TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
-    RemoveExitFiles();
-    std::_Exit(kRemoteLostExitCode);
-  }
+  // Staging and spare count as the runtime's own DRAM as far as reads have used them (stage).
+  OwnMapping staging_map;
+  char* staging = staging_map.Map((kBatch + 1) * kPage, &err);
+  // The source of zero fills: never written, so every page of it reads as the zero page (in no
+  // process's RSS, so not counted).
+  void* zeros = staging == nullptr ? nullptr : os::Reserve(kZeroBatch * kPage, &err);
   // Coded pages: room for the parity pieces each read may bring (a page's share of `spare`).
   const size_t spare_bytes = SpareBytes();
-  char* spare = nullptr;
-  if (spare_bytes > 0) {
-    spare = static_cast<char*>(os::Reserve(kBatch * spare_bytes, &err));
-    if (spare == nullptr) {
-      TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
-      RemoveExitFiles();
-      std::_Exit(kRemoteLostExitCode);
-    }
+  OwnMapping spare_map;
+  char* spare = spare_bytes == 0 || zeros == nullptr ? nullptr : spare_map.Map(kBatch * spare_bytes, &err);
+  if (zeros == nullptr || (spare_bytes > 0 && spare == nullptr)) {
+    TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
+    RemoveExitFiles();
+    std::_Exit(kRemoteLostExitCode);
   }
+  auto stage = [&](ReadReq& rr, size_t j) {
+    staging_map.Touched((j + 1) * kPage);
+    if (spare != nullptr) spare_map.Touched((j + 1) * spare_bytes);
+    rr.buf = staging + j * kPage;
+    rr.spare = spare + j * spare_bytes;
+  };
   auto resident = [&](Region& region, uint64_t first, uint64_t n) {
     if (config_.on_resident) config_.on_resident(region, first, n, true);
   };
@@ -179,8 +176,7 @@ void Pager::FaultLoop() {
       p.window = window;
       p.tid = tid;
       p.rr.ref = ref;
-      p.rr.buf = staging + j * kPage;
-      p.rr.spare = spare + j * spare_bytes;
+      stage(p.rr, j);
       // No replica to read from: nobody needs the page yet; a fault on it meets the trouble.
       if (!PostReplicaRead(true, p.rr, j, outstanding)) {
         r.state.store(S(PageState::kRemote), std::memory_order_release);
@@ -316,8 +312,7 @@ void Pager::FaultLoop() {
             if (!Locate(slot1 - 1, &p.rr.ref)) {
               Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
             }
-            p.rr.buf = staging + j * kPage;
-            p.rr.spare = spare + j * spare_bytes;
+            stage(p.rr, j);
             if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
             if (prefetcher_.max_window() > 0) {
             fetch_ahead(region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(region), index), *got - k - 1);
@@ -451,9 +446,7 @@ void Pager::FaultLoop() {
     read_remote = !pending.empty();
   }
   UffdBacklog::Uninstall();
-  os::Unmap(mem, (kBatch + 1) * kPage);
   os::Unmap(zeros, kZeroBatch * kPage);
-  if (spare != nullptr) os::Unmap(spare, kBatch * spare_bytes);
 }
 
 }  // namespace tiermem

@@ -19,6 +19,7 @@
 
 #include "base/log.h"
 #include "base/os.h"
+#include "base/own_memory.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_internal.h"
 
@@ -294,9 +295,10 @@ bool Pager::RepairOne() {
 
 Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>& in_use) {
   int err = 0;
-  void* mem = os::Reserve(kRepairChunk * kPage, &err);
-  if (mem == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
-  auto* buf = static_cast<char*>(mem);
+  OwnMapping mem;
+  char* buf = mem.Map(kRepairChunk * kPage, &err);
+  if (buf == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
+  mem.Touched(mem.size());  // the runtime's own DRAM while it copies: whole chunks at a time
   const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
   const uint64_t start = os::MonotonicNanos();
   uint64_t copied = 0;
@@ -361,7 +363,6 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
     const uint64_t now = os::MonotonicNanos();
     if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
   }
-  os::Unmap(mem, kRepairChunk * kPage);
   return result;
 }
 
@@ -373,9 +374,10 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
   constexpr uint64_t kChunk = 16;  // memd slots per io_mu_ hold
   int err = 0;
   const size_t buf_bytes = (k + 1) * kChunk * kPage;
-  void* mem = os::Reserve(buf_bytes, &err);
-  if (mem == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
-  auto* bufs = static_cast<char*>(mem);  // k sources, then the rebuilt piece
+  OwnMapping mem;
+  char* bufs = mem.Map(buf_bytes, &err);  // k sources, then the rebuilt piece
+  if (bufs == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
+  mem.Touched(buf_bytes);  // the runtime's own DRAM while it rebuilds: whole chunks at a time
   const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
   const uint64_t start = os::MonotonicNanos();
   uint64_t restored = 0;
@@ -458,7 +460,6 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
     const uint64_t now = os::MonotonicNanos();
     if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
   }
-  os::Unmap(mem, buf_bytes);
   return result;
 }
 

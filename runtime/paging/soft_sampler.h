@@ -107,7 +107,9 @@ class UffdSampler final : public AccessSampler {
   char* CopyOf(uint32_t copy) const { return copies_ + static_cast<size_t>(copy) * 4096; }
 
   Pager* pager_;
-  char* copies_ = nullptr;            // kMaxArmed pages
+  // kMaxArmed pages. Not the runtime's own DRAM (own_memory.h): a copy stands in for its page,
+  // which is dropped while armed, and is discarded once the page is back.
+  char* copies_ = nullptr;
   mutable std::mutex mu_;
   std::vector<Entry> entries_;        // sorted by page; reserved kMaxArmed (no allocation later)
   std::vector<uint32_t> free_copies_; // a stack of kMaxArmed

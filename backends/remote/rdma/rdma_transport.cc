@@ -10,6 +10,7 @@
 
 #include "backends/remote/rdma/rdma_api.h"
 #include "base/os.h"
+#include "base/own_memory.h"
 
 namespace tiermem::remote {
 namespace {
@@ -126,6 +127,7 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
   void* mem = mmap(nullptr, kStagingPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (mem == MAP_FAILED) return fail(ErrnoToStatus(errno, "mmap staging"));
   staging_ = static_cast<char*>(mem);
+  CountOwnMapped(static_cast<int64_t>(kStagingPages * kPage));  // populated: resident whole
   staging_mr_ = v_->reg_mr(pd_, staging_, kStagingPages * kPage, IBV_ACCESS_LOCAL_WRITE);
   if (staging_mr_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_reg_mr(staging)"));
   free_staging_.clear();
@@ -353,7 +355,10 @@ void RdmaTransport::Teardown() {
   }
   if (staging_mr_ != nullptr) v_->dereg_mr(staging_mr_);
   staging_mr_ = nullptr;
-  if (staging_ != nullptr) munmap(staging_, kStagingPages * kPage);
+  if (staging_ != nullptr) {
+    munmap(staging_, kStagingPages * kPage);
+    CountOwnMapped(-static_cast<int64_t>(kStagingPages * kPage));
+  }
   staging_ = nullptr;
   if (cq_ != nullptr) v_->destroy_cq(cq_);  // every event taken was acknowledged at once
   cq_ = nullptr;
