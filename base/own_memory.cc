@@ -34,10 +34,14 @@ thread_local StackWatch t_stack_watch;
 void MeasureWatched() {
   uint64_t total = 0;
   for (Slot& s : g_watched) {
-    const size_t bytes = s.bytes.load(std::memory_order_acquire);
     const uintptr_t low = s.low.load(std::memory_order_acquire);
+    const size_t bytes = s.bytes.load(std::memory_order_acquire);
     if (low == 0 || bytes == 0) continue;
     const long resident = os::ResidentBytes(reinterpret_cast<const void*>(low), bytes);
+    // The slot may have been given up and taken by another range between the loads, or during
+    // the count (a start from one range and a length from another would count whatever follows
+    // it): a slot that changed meanwhile is left out this time.
+    if (s.bytes.load(std::memory_order_acquire) != bytes || s.low.load(std::memory_order_acquire) != low) continue;
     if (resident > 0) total += static_cast<uint64_t>(resident);
   }
   g_watched_bytes.store(total, std::memory_order_relaxed);

@@ -351,7 +351,7 @@ bool Migrator::Round() {
   stats_.round_ns += round_ns;
   if (!scan.whole) {
     ++stats_.window_rounds;
-    stats_.window_listed_max = std::max<uint64_t>(stats_.window_listed_max, scan.candidates.size());
+    stats_.window_listed_max = std::max<uint64_t>(stats_.window_listed_max, scan.window_listed);
   }
   counters_->rounds.fetch_add(1, std::memory_order_relaxed);
   counters_->round_ns.fetch_add(round_ns, std::memory_order_relaxed);

@@ -252,6 +252,7 @@ class Migrator {
     uint64_t dram_pages = 0, lower_pages = 0, cxl_pages = 0;  // whole memory, not the window
     Policy::TierPageCounts unlisted{};  // live pages not listed, per tier
     uint64_t population = 0;  // resident unpinned pages the candidates were drawn from, over time
+    uint64_t window_listed = 0;  // pages listed from the records read (not the named ones)
     bool whole = true;        // every live page was read (no window)
   };
   // Reads the page records: every live page's when they fit TIERMEM_SCAN_PAGES (or it is 0),
@@ -314,6 +315,7 @@ class Migrator {
   std::array<Known, 256> known_;
   size_t cursor_ = 0;                              // rotating sample position
   uint64_t scan_pages_ = 0;                        // TieringConfig::scan_pages
+  uint64_t window_rounds_ = 0;                     // rounds that read a window (cursor seeds)
   size_t scan_region_ = 0;                         // where the next windowed scan starts:
   uint64_t scan_page_ = 0;                         //   known_[scan_region_], this page
   size_t victim_cursor_ = 0;                       // where the next victim window starts

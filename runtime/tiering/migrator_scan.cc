@@ -106,7 +106,8 @@ void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
     return std::min(known_[ki].end.load(std::memory_order_acquire), r->pages());
   };
   const uint64_t resident = mover_->TierPages(Tier::kDram) + mover_->TierPages(Tier::kCxl);
-  out->whole = scan_pages_ == 0 || (resident <= scan_pages_ && records <= kReadFactor * scan_pages_);
+  out->whole = scan_pages_ == 0 || nregions == 0 ||
+               (resident <= scan_pages_ && records <= kReadFactor * scan_pages_);
   if (out->whole) {
     for (size_t ki = 0; ki < nregions; ++ki) {
       Region* r = known_[ki].region.load(std::memory_order_acquire);
@@ -115,6 +116,8 @@ void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
   } else {
     ScanFromCursor(nregions, out);
   }
+  out->window_listed = 0;
+  for (const ScanWindowViews& w : scan_windows_) out->window_listed += w.end - w.begin;
   ListNamed(named, out);
   OrderViews(out);
   out->population = out->candidates.size();
@@ -131,6 +134,13 @@ void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
   out->unlisted[static_cast<int>(Tier::kCxl)] = cxl - std::min(cxl, listed[static_cast<int>(Tier::kCxl)]);
   out->unlisted[static_cast<int>(Tier::kRemote)] = remote;
   out->population = std::max<uint64_t>(dram + cxl, out->candidates.size());
+  // The sample's rotating cursors count positions in the candidates, which are another run of
+  // pages each round here: advancing by the same steps while the window moves by a fixed number
+  // of pages, they would meet each window at the same few offsets, and most of memory would
+  // never be a victim candidate. Each window starts them somewhere new.
+  ++window_rounds_;
+  cursor_ = Policy::Ranked::Scatter(window_rounds_);
+  victim_cursor_ = Policy::Ranked::Scatter(~window_rounds_);
 }
 
 void Migrator::ScanFromCursor(size_t nregions, RoundScan* out) {

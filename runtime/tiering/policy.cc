@@ -251,10 +251,11 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const Tie
       placed += room;
     }
     // A tier listed only in part (the policy thread read a window of its pages): its victims are
-    // the coldest quarter of what is listed, not all of it, so a window of hot pages is not
-    // emptied to make the whole tier's room; the next rounds' windows give the rest.
+    // the coldest quarter of what is listed (one at least), not all of it, so a window of hot
+    // pages is not emptied to make the whole tier's room; the next rounds' windows give the rest.
     const uint64_t avail = movable[t].size() - taken[t];
-    const uint64_t total = std::min<uint64_t>(placed, unlisted[t] > 0 ? avail / 4 : avail);
+    const uint64_t total =
+        std::min<uint64_t>(placed, unlisted[t] > 0 ? std::max<uint64_t>(avail > 0 ? 1 : 0, avail / 4) : avail);
     const uint64_t now_moves = std::min<uint64_t>(total, budget);
     if (total > now_moves) st.deferred += total - now_moves;
     // Victims coldest first; assign the furthest destination first.

@@ -154,7 +154,7 @@ class Policy {
   // large sizes, and one comes back by a fault when touched), so a round's cost follows the
   // resident pages and the hot ones, not all of memory.
   // A tier with unlisted pages (the policy thread read a window of them) gives as victims at most
-  // the coldest quarter of its listed pages.
+  // the coldest quarter of its listed pages (one at least).
   // `reserved[t]`: pages of tier t that are no page of the program's (the runtime's own DRAM,
   // PageMover::OwnPages): they count against the budget like unlisted ones, and nothing else.
   std::vector<PlannedMove> Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
