@@ -88,10 +88,11 @@ const OptionSpec kTable[] = {
            "sampling; a DRAM limit is still kept)"),
     TM_OPT("TIERMEM_SAMPLE_PAGES", OptionKind::kUint, "64", sample_pages,
            "pages protected per sampling round (at most 4096): bounds the tracking overhead"),
-    TM_OPT("TIERMEM_SCAN_PAGES", OptionKind::kUint, "32768", scan_pages,
-           "resident pages a policy round lists at most: a round reads a window of the page "
-           "records that moves on from round to round, so its cost follows this, not memory "
-           "(0: every page each round)"),
+    TM_OPT("TIERMEM_SCAN_PAGES", OptionKind::kUint, "0", scan_pages,
+           "resident pages a policy round lists at most (at least 1024): a round reads a window "
+           "of the page records that moves on from round to round, so its cost follows this, not "
+           "memory; 0: 32768 with remote-fault sampling (faults), every page each round where "
+           "rounds arm a sample (protect, uffd), whose cost to the program grows with the rounds"),
     TM_OPT("TIERMEM_SAMPLE_INTERVAL_MS", OptionKind::kUint, "20", sample_interval_ms,
            "length of a sampling round; the policy plans once per round"),
     TM_OPT("TIERMEM_SAMPLE_HALF_LIFE_MS", OptionKind::kUint, "200", sample_half_life_ms,

@@ -31,7 +31,6 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   }
   c.interval_ms = std::max<uint64_t>(1, o.sample_interval_ms);
   c.sample_pages = std::min<uint64_t>(o.sample_pages, max_armed);
-  c.scan_pages = o.scan_pages == 0 ? 0 : std::max<uint64_t>(o.scan_pages, 1024);
   c.sample_half_life_ms = std::max<uint64_t>(1, o.sample_half_life_ms);
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;
   // Under the preload library, mode auto samples by soft eviction (uffd): pages cannot be
@@ -44,6 +43,10 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   if (mode == "auto") mode = "protect";
   c.relief = o.dram_limit != 0 && has_remote;
   c.mode = mode;
+  // A window of the page records by default only where a round arms no sample: with protection
+  // sampling, rounds that keep their interval cost the program more than the whole-memory
+  // rounds did (kv at 4 GiB: a third of the requests per second; docs/tiering.md).
+  c.scan_pages = o.scan_pages != 0 ? std::max<uint64_t>(o.scan_pages, 1024) : mode == "faults" ? 32768 : 0;
   c.sample_always = std::string(o.sample_mode) == mode && (mode == "protect" || mode == "uffd");
   c.uffd_sampler = mode == "uffd" ? uffd_sampler : nullptr;
   PolicyConfig& pc = c.policy;

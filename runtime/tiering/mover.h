@@ -33,8 +33,8 @@ struct TieringConfig {
   uint64_t interval_ms = 20;    // one sampling round and one plan per interval
   uint64_t sample_pages = 256;  // pages armed per round
   // Resident pages a round lists at most (a window of the page records that moves on each
-  // round; migrator.h, "Scan"); 0: every live page each round.
-  uint64_t scan_pages = 32768;
+  // round; migrator_scan.cc); 0: every live page each round.
+  uint64_t scan_pages = 0;
   uint64_t sample_half_life_ms = 200;
   // Budget relief (migrator.h): a DRAM budget and a remote tier. The thread then runs in every
   // mode, "off" included (relief only: no sampling, no plans).
