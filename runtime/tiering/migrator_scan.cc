@@ -105,9 +105,11 @@ void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
   auto end_of = [&](size_t ki, Region* r) {
     return std::min(known_[ki].end.load(std::memory_order_acquire), r->pages());
   };
-  const uint64_t resident = mover_->TierPages(Tier::kDram) + mover_->TierPages(Tier::kCxl);
+  // Each tier's pages by the core's counts: what a window's round goes by (read once, before the
+  // window, so that what it lists is at most what these count).
+  const uint64_t dram = mover_->TierPages(Tier::kDram), cxl = mover_->TierPages(Tier::kCxl);
   out->whole = scan_pages_ == 0 || nregions == 0 ||
-               (resident <= scan_pages_ && records <= kReadFactor * scan_pages_);
+               (dram + cxl <= scan_pages_ && records <= kReadFactor * scan_pages_);
   if (out->whole) {
     for (size_t ki = 0; ki < nregions; ++ki) {
       Region* r = known_[ki].region.load(std::memory_order_acquire);
@@ -125,7 +127,6 @@ void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
   // A window: the counts are the tiers', the pages not listed the difference.
   std::array<uint64_t, kNumTiers> listed{};
   for (const PageView& v : out->views) ++listed[static_cast<int>(v.tier)];
-  const uint64_t dram = mover_->TierPages(Tier::kDram), cxl = mover_->TierPages(Tier::kCxl);
   const uint64_t remote = mover_->TierPages(Tier::kRemote);
   out->dram_pages = dram;
   out->cxl_pages = cxl;

@@ -89,27 +89,20 @@ TEST(PolicyTest, UnlistedPagesCountAgainstTheirTiersBudget) {
   auto plan = empty.Plan(sim.Views(), Policy::TierPageCounts{}, kMs);
   ASSERT_EQ(plan.size(), 2u);
   for (auto& m : plan) EXPECT_EQ(m.to, Tier::kRemote);
-  // 3 listed + 3 unlisted DRAM pages against a budget of 4: two must leave, but a tier listed
-  // only in part gives the coldest quarter of what is listed at most (one at least: one of 3).
-  Sim small;
-  for (uint64_t i = 0; i < 3; ++i) small.tier[i] = Tier::kDram;
-  Policy::TierPageCounts dram_unlisted{};
-  dram_unlisted[static_cast<int>(Tier::kDram)] = 3;
-  Policy p(c);
-  EXPECT_EQ(p.Plan(small.Views(), dram_unlisted, kMs).size(), 1u);
-  // 16 listed + 3 unlisted against a budget of 16: the three over leave (the quarter is four);
-  // 8 listed + 11 unlisted: three are over, two (the quarter) leave.
-  PolicyConfig c16 = Config(16, 0, false, true);
-  Sim wide;
-  for (uint64_t i = 0; i < 16; ++i) wide.tier[i] = Tier::kDram;
-  Policy q(c16);
-  EXPECT_EQ(q.Plan(wide.Views(), dram_unlisted, kMs).size(), 3u);
-  Sim narrow;
-  for (uint64_t i = 0; i < 8; ++i) narrow.tier[i] = Tier::kDram;
-  Policy::TierPageCounts more_unlisted{};
-  more_unlisted[static_cast<int>(Tier::kDram)] = 11;
-  Policy r(c16);
-  EXPECT_EQ(r.Plan(narrow.Views(), more_unlisted, kMs).size(), 2u);
+  // `listed` DRAM pages listed and `unlisted` more against a DRAM budget of `budget`: how many
+  // the plan moves. A tier listed only in part gives at most the coldest quarter of what is
+  // listed (one at least).
+  auto moved = [](uint64_t budget, uint64_t listed, uint64_t unlisted_dram) {
+    Sim sim;
+    for (uint64_t i = 0; i < listed; ++i) sim.tier[i] = Tier::kDram;
+    Policy::TierPageCounts u{};
+    u[static_cast<int>(Tier::kDram)] = unlisted_dram;
+    Policy p(Config(budget, 0, false, true));
+    return p.Plan(sim.Views(), u, kMs).size();
+  };
+  EXPECT_EQ(moved(4, 3, 3), 1u);    // two are over; the quarter of 3 is none, one at least
+  EXPECT_EQ(moved(16, 16, 3), 3u);  // three are over; the quarter is four
+  EXPECT_EQ(moved(16, 8, 11), 2u);  // three are over; the quarter is two
 }
 
 // A page that leaves the listed pages (evicted to remote: the policy thread lists no remote
