@@ -93,6 +93,10 @@ const OptionSpec kTable[] = {
            "of the page records that moves on from round to round, so its cost follows this, not "
            "memory; 0: 32768 with remote-fault sampling (faults), every page each round where "
            "rounds arm a sample (protect, uffd), whose cost to the program grows with the rounds"),
+    TM_OPT("TIERMEM_EVICT_BACKGROUND", OptionKind::kBool, "1", evict_background,
+           "the policy thread's planned evictions are written by the pager's writer thread while "
+           "the round goes on (settled before the next round and before relief counts DRAM); 0: "
+           "each round waits for its writes"),
     TM_OPT("TIERMEM_SAMPLE_INTERVAL_MS", OptionKind::kUint, "20", sample_interval_ms,
            "length of a sampling round; the policy plans once per round"),
     TM_OPT("TIERMEM_SAMPLE_HALF_LIFE_MS", OptionKind::kUint, "200", sample_half_life_ms,

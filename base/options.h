@@ -44,6 +44,7 @@ struct OptionValues {
   char sample_mode[16];         // auto | protect | uffd | faults | off
   uint64_t sample_pages;        // pages protected per sampling round
   uint64_t scan_pages;          // resident pages a policy round lists at most (0: by mode)
+  bool evict_background;        // the policy thread's evictions written without waiting
   uint64_t sample_interval_ms;  // one sampling round (and one policy plan) per interval
   uint64_t sample_half_life_ms; // heat halves in this time without accesses
   uint64_t migrate_rate;        // pages per second the policy may move

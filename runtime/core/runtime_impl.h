@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <memory_resource>
 #include <mutex>
@@ -55,6 +56,10 @@ class Runtime::Impl final : public PageMover {
   // Migrate to kRemote of scattered live pages (page addresses, ascending): the pager shares
   // its round trips among them (the policy thread's demotions of scattered cold pages).
   StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages) override;
+  // The same without waiting for memd (the policy thread's plan): pages_moved counts the pages
+  // claimed and queued; WaitEvictions settles them. The policy thread's alone.
+  StatusOr<MigrateResult> EvictPagesBackground(const std::vector<char*>& pages) override;
+  Status WaitEvictions(uint64_t* became_remote) override;
   StatusOr<MigrateResult> MovePages(const std::vector<char*>& pages, Tier tier) override;
   StatusOr<MigrateResult> MigrateToNode(void* ptr, size_t len, int node);
   StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;
@@ -121,6 +126,10 @@ class Runtime::Impl final : public PageMover {
                     uint64_t* npages) const;
   // Migrate to kRemote: the pager writes the pages to memd and drops them.
   StatusOr<MigrateResult> EvictRange(void* ptr, size_t len);
+  // Scattered pages (ascending addresses), a region's at a time, handed to `evict`.
+  StatusOr<MigrateResult> EvictEach(
+      const std::vector<char*>& pages,
+      const std::function<StatusOr<uint64_t>(Region&, const std::vector<uint64_t>&)>& evict);
   StatusOr<MigrateResult> MoveRangeTo(void* ptr, size_t len, Tier tier,
                                       const std::vector<int>& nodes);
 
@@ -183,6 +192,10 @@ class Runtime::Impl final : public PageMover {
   std::atomic<bool> running_{false};
   std::unique_ptr<Migrator> migrator_;  // automatic tiering
   std::unique_ptr<Pager> pager_;        // the remote tier
+  // The policy thread's background evictions (EvictPagesBackground), settled by WaitEvictions;
+  // the migrator waits for them before it stops, so the ticket outlives its jobs.
+  EvictTicket evict_ticket_;
+  bool evicting_ = false;
 
   class PageResource;
   std::array<std::unique_ptr<PageResource>, kNumTiers + 1> page_resources_;

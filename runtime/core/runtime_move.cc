@@ -2,6 +2,7 @@
 // MigrateToNode, the evictions to the remote tier and Locate. Split from runtime.cc, which keeps
 // start, stop, allocation and the public wrappers.
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "base/log.h"
@@ -162,6 +163,28 @@ StatusOr<MigrateResult> Runtime::Impl::EvictRange(void* ptr, size_t len) {
 }
 
 StatusOr<MigrateResult> Runtime::Impl::EvictPages(const std::vector<char*>& pages) {
+  return EvictEach(pages, [this](Region& region, const std::vector<uint64_t>& idx) {
+    return pager_->EvictPages(region, idx);  // OnEvicted counts
+  });
+}
+
+StatusOr<MigrateResult> Runtime::Impl::EvictPagesBackground(const std::vector<char*>& pages) {
+  return EvictEach(pages, [this](Region& region, const std::vector<uint64_t>& idx) {
+    evicting_ = true;  // even on a failure: windows queued before it are the ticket's
+    return pager_->EvictPagesBegin(region, idx, &evict_ticket_);
+  });
+}
+
+Status Runtime::Impl::WaitEvictions(uint64_t* became_remote) {
+  *became_remote = 0;
+  if (!evicting_ || pager_ == nullptr) return Status::Ok();
+  evicting_ = false;
+  return pager_->EvictWait(&evict_ticket_, became_remote);
+}
+
+StatusOr<MigrateResult> Runtime::Impl::EvictEach(
+    const std::vector<char*>& pages,
+    const std::function<StatusOr<uint64_t>(Region&, const std::vector<uint64_t>&)>& evict) {
   MigrateResult r;
   if (pages.empty()) return r;
   if (!HasTier(Tier::kRemote)) {
@@ -183,7 +206,7 @@ StatusOr<MigrateResult> Runtime::Impl::EvictPages(const std::vector<char*>& page
       }
       idx.push_back(first);
     }
-    TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, pager_->EvictPages(*region, idx));  // OnEvicted counts
+    TIERMEM_ASSIGN_OR_RETURN(uint64_t moved, evict(*region, idx));
     r.pages_moved += moved;
     i = j;
   }

@@ -35,16 +35,16 @@ bool EvictWriter::Take(std::vector<std::unique_ptr<EvictJob>>* out, bool wait) {
   return true;
 }
 
-void EvictWriter::Done(const EvictJob& job, uint64_t became_remote, const std::vector<uint64_t>* lost_window) {
+void EvictWriter::Done(const EvictJob& job, uint64_t became_remote, bool lost_window) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (EvictTicket* t = job.ticket) {
       t->became_remote += became_remote;
-      if (!job.failure.ok() && lost_window == nullptr && t->failure.ok()) {
+      if (!job.failure.ok() && !lost_window && t->failure.ok()) {
         t->failure = job.failure;
         t->failure_server = job.failure_server;
       }
-      if (lost_window != nullptr) t->lost_windows.push_back(*lost_window);
+      if (lost_window) t->lost_windows.push_back({job.region, job.idx});
       --t->pending;
     }
     --depth_;

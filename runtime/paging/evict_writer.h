@@ -43,7 +43,11 @@ struct EvictTicket {
   std::string failure_server;  // the server named by it ("" when none)
   // Windows that failed because a server failed (marked down): their pages are local again,
   // and the caller may evict them again (they then go to servers that are up).
-  std::vector<std::vector<uint64_t>> lost_windows;
+  struct LostWindow {
+    Region* region = nullptr;
+    std::vector<uint64_t> idx;
+  };
+  std::vector<LostWindow> lost_windows;
 };
 
 // One write of a job: a page (or, coded, a piece) to one member's memd slot.
@@ -98,8 +102,9 @@ class EvictWriter {
   // (false: stopped and none left).
   bool Take(std::vector<std::unique_ptr<EvictJob>>* out, bool wait);
   // The writer thread: `job` is finished (its pages dropped or given back): its place in the
-  // queue is free and its ticket is credited.
-  void Done(const EvictJob& job, uint64_t became_remote, const std::vector<uint64_t>* lost_window);
+  // queue is free and its ticket is credited (`lost_window`: the job failed with its server,
+  // which is down now; its waiter may queue the window again).
+  void Done(const EvictJob& job, uint64_t became_remote, bool lost_window);
   // Waits until every job of `t` is finished.
   void Wait(EvictTicket* t);
   // Waits until no job is queued or in flight.

@@ -232,6 +232,16 @@ class Pager {
   // dirty) when a write fails. Blocks only while EvictWriter::kMaxJobs windows are queued or in
   // flight. A write to a queued page waits (write-protect) until its window is finished.
   StatusOr<uint64_t> EvictPagesQueued(Region& region, const std::vector<uint64_t>& pages);
+  // The same with a ticket, for a caller that does not wait now but later (the policy thread:
+  // its round queues, the next round or relief waits): returns the pages claimed. The ticket
+  // (the caller's; it must outlive its jobs) is credited as each window finishes; EvictWait
+  // settles it. On a failure, the windows queued before it are credited all the same.
+  StatusOr<uint64_t> EvictPagesBegin(Region& region, const std::vector<uint64_t>& pages, EvictTicket* ticket);
+  // Waits for every window of `ticket`, queues those lost with a server again for the others
+  // (and waits for them); `became_remote`: the pages that became remote. Returns the first
+  // failure (the pages of its window are local and intact). The ticket is empty again
+  // afterwards. Not with io_mu_ held.
+  Status EvictWait(EvictTicket* ticket, uint64_t* became_remote);
   // Waits until no eviction write is queued or in flight. Every user of the io connections
   // other than the writer thread calls it with io_mu_ held (io_mutex(), too).
   void DrainWrites() {
@@ -502,6 +512,10 @@ class Pager {
   Status RegisterRuns(Region& region, const std::vector<uint64_t>& pages);
   // Queues the windows of idx[0..n) and waits for them; windows lost with a server go again.
   StatusOr<uint64_t> EvictAndWait(Region& region, const uint64_t* idx, size_t n);
+  // The ticket's windows lost with a server, queued again until none is lost (io_mu_ held).
+  Status RequeueLost(EvictTicket* t);
+  // What the ticket's jobs came to (or `failure`, when queueing failed); empties the ticket.
+  static StatusOr<uint64_t> SettleTicket(EvictTicket* t, const Status& failure);
   // One window: pages idx[0..m) of `region` (ascending, m <= kBatch, registered), io_mu_ held.
   // Claim, write-protect, plan the writes, queue the job (t: who waits, or null). On a failure
   // before queueing, the pages are given back local and nothing is queued.

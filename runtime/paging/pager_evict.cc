@@ -61,11 +61,65 @@ Status Pager::RegisterRuns(Region& region, const std::vector<uint64_t>& pages) {
   return Status::Ok();
 }
 
+StatusOr<uint64_t> Pager::EvictPagesBegin(Region& region, const std::vector<uint64_t>& pages, EvictTicket* ticket) {
+  std::lock_guard<std::mutex> io_lock(io_mu_);
+  if (forked_child_) return Unavailable(kForkedMessage);
+  TIERMEM_RETURN_IF_ERROR(RegisterRuns(region, pages));
+  EvictScratch w;
+  uint64_t queued = 0;
+  for (size_t b = 0; b < pages.size(); b += kBatch) {
+    TIERMEM_RETURN_IF_ERROR(QueueWindow(region, pages.data() + b, std::min(kBatch, pages.size() - b), &w, ticket));
+    queued += w.queued;
+  }
+  return queued;
+}
+
+Status Pager::EvictWait(EvictTicket* ticket, uint64_t* became_remote) {
+  if (writer_) writer_->Wait(ticket);
+  Status failure;
+  if (!ticket->lost_windows.empty()) {
+    std::lock_guard<std::mutex> io_lock(io_mu_);
+    failure = RequeueLost(ticket);
+  }
+  *became_remote = ticket->became_remote;
+  return SettleTicket(ticket, failure).status();
+}
+
+Status Pager::RequeueLost(EvictTicket* t) {
+  // A window that failed because a server went down is queued again for the others (a server is
+  // marked down once, so this ends). io_mu_ held.
+  Status failure;
+  EvictScratch w;
+  while (failure.ok() && t->failure.ok() && !t->lost_windows.empty()) {
+    std::vector<EvictTicket::LostWindow> lost = std::move(t->lost_windows);
+    t->lost_windows.clear();
+    w.placement = kNoServer;
+    for (size_t k = 0; k < lost.size() && failure.ok(); ++k) {
+      failure = QueueWindow(*lost[k].region, lost[k].idx.data(), lost[k].idx.size(), &w, t);
+    }
+    writer_->Wait(t);
+  }
+  return failure;
+}
+
+StatusOr<uint64_t> Pager::SettleTicket(EvictTicket* t, const Status& failure) {
+  // The ticket is empty again whatever the outcome, ready for its owner's next evictions.
+  const uint64_t became_remote = t->became_remote;
+  Status job_failure = std::move(t->failure);
+  const std::string server = std::move(t->failure_server);
+  *t = EvictTicket();
+  if (!failure.ok()) return failure;
+  if (!job_failure.ok()) {
+    if (server.empty()) return job_failure.WithContext("evicting to the memory servers");
+    return job_failure.WithContext("evicting to memory server " + server);
+  }
+  return became_remote;
+}
+
 StatusOr<uint64_t> Pager::EvictAndWait(Region& region, const uint64_t* idx, size_t n) {
   // Every window is queued before any is waited for: the writer thread has up to
   // EvictWriter::kMaxJobs windows' writes in flight, to every server at once, while this thread
-  // prepares the next. A window that failed because a server went down is queued again for the
-  // others (a server is marked down once, so this ends).
+  // prepares the next.
   EvictScratch w;
   EvictTicket t;
   Status failure;
@@ -73,21 +127,8 @@ StatusOr<uint64_t> Pager::EvictAndWait(Region& region, const uint64_t* idx, size
     failure = QueueWindow(region, idx + b, std::min(kBatch, n - b), &w, &t);
   }
   writer_->Wait(&t);
-  while (failure.ok() && t.failure.ok() && !t.lost_windows.empty()) {
-    std::vector<std::vector<uint64_t>> lost = std::move(t.lost_windows);
-    t.lost_windows.clear();
-    w.placement = kNoServer;
-    for (size_t k = 0; k < lost.size() && failure.ok(); ++k) {
-      failure = QueueWindow(region, lost[k].data(), lost[k].size(), &w, &t);
-    }
-    writer_->Wait(&t);
-  }
-  if (!failure.ok()) return failure;
-  if (!t.failure.ok()) {
-    if (t.failure_server.empty()) return t.failure.WithContext("evicting to the memory servers");
-    return t.failure.WithContext("evicting to memory server " + t.failure_server);
-  }
-  return t.became_remote;
+  if (failure.ok()) failure = RequeueLost(&t);
+  return SettleTicket(&t, failure);
 }
 
 Status Pager::QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w, EvictTicket* t) {

@@ -110,7 +110,7 @@ void Pager::FinishJob(EvictJob& job) {
     const bool lost = job.failed_server < servers_.size();
     if (lost) MarkDown(job.failed_server, job.failure);
     GiveBack(job);
-    writer_->Done(job, 0, lost ? &job.idx : nullptr);
+    writer_->Done(job, 0, lost);
     return;
   }
   for (size_t k = 0; k < servers_.size(); ++k) {
@@ -135,7 +135,7 @@ void Pager::FinishJob(EvictJob& job) {
   ForRuns(idx, m, nullptr, [&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); });
   c_->evicted.fetch_add(became_remote, std::memory_order_relaxed);
   c_->evict_latency.Record(os::MonotonicNanos() - job.t0_ns);
-  writer_->Done(job, became_remote, nullptr);
+  writer_->Done(job, became_remote, false);
 }
 
 }  // namespace tiermem

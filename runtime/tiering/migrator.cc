@@ -47,6 +47,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   // sampling, rounds that keep their interval cost the program more than the whole-memory
   // rounds did (kv at 4 GiB: a third of the requests per second; docs/tiering.md).
   c.scan_pages = o.scan_pages != 0 ? std::max<uint64_t>(o.scan_pages, 1024) : mode == "faults" ? 32768 : 0;
+  c.evict_background = o.evict_background;
   c.sample_always = std::string(o.sample_mode) == mode && (mode == "protect" || mode == "uffd");
   c.uffd_sampler = mode == "uffd" ? uffd_sampler : nullptr;
   PolicyConfig& pc = c.policy;
@@ -220,6 +221,8 @@ void Migrator::Loop() {
     if (uint64_t cpu; os::ThreadCpuNanos(&cpu) == 0) counters_->cpu_ns.store(cpu, std::memory_order_relaxed);
     lock.lock();
   }
+  lock.unlock();
+  SettleEvictions();  // the writes queued last are the mover's ticket's until waited for
 }
 
 bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
@@ -242,6 +245,8 @@ void Migrator::RefreshBudget() {
 }
 
 bool Migrator::Round() {
+  // The last round's evictions first: the counts and records this round reads are then settled.
+  SettleEvictions();
   // Scan: the sampler's round and the page records.
   const uint64_t now = os::MonotonicNanos();
   const size_t page = config_.page_size;

@@ -287,6 +287,11 @@ class Migrator {
   // policy (Moved) and adds the pages it touched to `moved` (not armed again this round).
   // `cxl`: a CXL tier exists (ranges evicted to remote are rebound to DRAM's nodes).
   Executed Execute(std::vector<PageMove>& moves, bool cxl, uint64_t now, std::unordered_set<uint64_t>* moved);
+  // Waits for the evictions Execute queued in the background (TieringConfig::evict_background)
+  // and counts those that failed (their pages are local again). Before a round scans, before
+  // relief counts DRAM, and before the thread ends: every count the thread goes by is settled.
+  void SettleEvictions();
+  uint64_t evictions_queued_ = 0;  // pages queued since the last SettleEvictions (policy thread)
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
                          const std::vector<char*>& sample_candidates, uint64_t population,

@@ -86,7 +86,8 @@ Migrator::Executed Migrator::Execute(std::vector<PageMove>& moves, bool cxl, uin
       }
     }
     const uint64_t t_call = os::MonotonicNanos();
-    auto r = mover_->EvictPages(pages);
+    auto r = config_.evict_background ? mover_->EvictPagesBackground(pages) : mover_->EvictPages(pages);
+    if (r.ok() && config_.evict_background) evictions_queued_ += r->pages_moved;
     migrate_ns += os::MonotonicNanos() - t_call;
     ++calls;
     for (auto& [addr, len] : evict_runs) {
@@ -152,6 +153,22 @@ Migrator::Executed Migrator::Execute(std::vector<PageMove>& moves, bool cxl, uin
   }
   flush_evictions();
   return ex;
+}
+
+void Migrator::SettleEvictions() {
+  if (!config_.evict_background) return;
+  uint64_t became_remote = 0;
+  const Status st = mover_->WaitEvictions(&became_remote);
+  const uint64_t queued = evictions_queued_;
+  evictions_queued_ = 0;
+  if (st.ok()) return;
+  // The pages of the failed windows are local and intact again; the next round sees them there.
+  TM_LOG_DEBUG("tiering: background evictions: %s", st.ToString().c_str());
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  const uint64_t failed = queued - std::min(queued, became_remote);
+  stats_.failed += failed;
+  stats_.demotions -= std::min(stats_.demotions, failed);
+  stats_.last_error = "migrate to remote: " + st.ToString();
 }
 
 }  // namespace tiermem

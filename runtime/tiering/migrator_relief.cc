@@ -201,6 +201,7 @@ void Migrator::RequeueVictims(const std::vector<char*>& pages, bool spared) {
 }
 
 uint64_t Migrator::Relieve() {
+  SettleEvictions();  // the plan's evictions in flight leave DRAM first: relief counts after them
   // Down to half the slack below the budget, so that one relief buys room for several batches.
   const uint64_t budget = Budget();
   const uint64_t target = budget > slack_pages_ / 2 ? budget - slack_pages_ / 2 : 0;

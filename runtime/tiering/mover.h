@@ -35,6 +35,9 @@ struct TieringConfig {
   // Resident pages a round lists at most (a window of the page records that moves on each
   // round; migrator_scan.cc); 0: every live page each round.
   uint64_t scan_pages = 0;
+  // The plan's evictions are queued to the pager's writer (PageMover::EvictPagesBackground) and
+  // settled before the next round, relief, and the thread's end; false: each round waits for them.
+  bool evict_background = true;
   uint64_t sample_half_life_ms = 200;
   // Budget relief (migrator.h): a DRAM budget and a remote tier. The thread then runs in every
   // mode, "off" included (relief only: no sampling, no plans).
@@ -51,7 +54,8 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
                                        AccessSampler* uffd_sampler = nullptr);
 
 // Thread safety: called from the policy thread only (TierPages: any thread), while the runtime runs (the core stops the
-// thread before it tears anything down). Each call is a whole, synchronous move.
+// thread before it tears anything down). Each call is a whole, synchronous move, but for
+// EvictPagesBackground, whose writes WaitEvictions settles.
 class PageMover {
  public:
   // Moves the pages of [addr, addr+len) (inside live allocations) to `tier`.
@@ -59,6 +63,19 @@ class PageMover {
   // Evicts scattered live pages (page addresses, ascending) to the remote tier, sharing round
   // trips among them.
   virtual StatusOr<MigrateResult> EvictPages(const std::vector<char*>& pages) = 0;
+  // The same without waiting for the servers: the pages are claimed (no longer resident for the
+  // page records: in flight), write-protected and queued to the pager's writer, and pages_moved
+  // counts them. They leave DRAM as their writes are acknowledged; a write that fails gives its
+  // pages back local and intact. Every call is followed by WaitEvictions before the runtime
+  // stops. The default waits (a mover without a background writer).
+  virtual StatusOr<MigrateResult> EvictPagesBackground(const std::vector<char*>& pages) { return EvictPages(pages); }
+  // Waits for the writes EvictPagesBackground queued since the last call; `became_remote`: the
+  // pages that left (0 when none was queued). Returns the first failure (the pages of its
+  // window are local again).
+  virtual Status WaitEvictions(uint64_t* became_remote) {
+    *became_remote = 0;
+    return Status::Ok();
+  }
   // Moves scattered live pages (page addresses, ascending) to a NUMA tier (kDram or kCxl),
   // sharing move_pages calls among them; pages not resident here (remote, in flight) are
   // counted as not resident and left where they are.

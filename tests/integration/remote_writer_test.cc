@@ -201,6 +201,71 @@ TEST_F(RemoteWriter, AServerLostWithWritesInFlightLeavesThePagesLocalAndIntact) 
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
 
+// The policy thread's evictions (PageMover::EvictPagesBackground, WaitEvictions): the call
+// returns with the writes in flight, and the wait settles them.
+TEST_F(RemoteWriter, BackgroundEvictionsReturnAtOnceAndTheirWaitSettlesThem) {
+  constexpr size_t kPages = 3 * kWindow;
+  ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
+  Runtime::Impl* impl = ImplOf(*rt);
+  std::vector<char*> pages;
+  for (size_t i = 0; i < kPages; ++i) pages.push_back(reinterpret_cast<char*>(d.base + i * kPage));
+
+  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);  // no write can be acknowledged
+  auto q = impl->EvictPagesBackground(pages);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->pages_moved, kPages);
+  for (size_t i = 0; i < kPages; ++i) ASSERT_EQ(d.State(i), PageState::kInFlight) << i;
+  EXPECT_EQ(impl->TierPages(Tier::kDram), kPages);  // still here until their writes are in
+
+  std::atomic<bool> settled{false};
+  uint64_t became = 0;
+  Status st;
+  std::thread waiter([&] {
+    st = impl->WaitEvictions(&became);
+    settled = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(settled.load());  // waits for memd's acknowledgements
+  ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
+  waiter.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(became, kPages);
+  EXPECT_EQ(impl->TierPages(Tier::kDram), 0u);
+  size_t remote = 0, bad = 0;
+  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
+  EXPECT_EQ(remote, kPages);
+  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
+  EXPECT_EQ(bad, 0u);
+  // Nothing queued since: the next wait returns at once with nothing.
+  ASSERT_TRUE(impl->WaitEvictions(&became).ok());
+  EXPECT_EQ(became, 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+TEST_F(RemoteWriter, BackgroundEvictionsToAServerLostAreReportedByTheWaitAndStayLocal) {
+  constexpr size_t kPages = 2 * kWindow;
+  ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
+  Runtime::Impl* impl = ImplOf(*rt);
+  std::vector<char*> pages;
+  for (size_t i = 0; i < kPages; ++i) pages.push_back(reinterpret_cast<char*>(d.base + i * kPage));
+
+  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  auto q = impl->EvictPagesBackground(pages);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->pages_moved, kPages);
+  memd.Stop(SIGKILL);
+  uint64_t became = 1;
+  Status st = impl->WaitEvictions(&became);
+  EXPECT_FALSE(st.ok());  // the only server is gone: nowhere to send the windows again
+  EXPECT_EQ(became, 0u);
+  size_t local = 0, bad = 0;
+  for (size_t i = 0; i < kPages; ++i) local += d.State(i) == PageState::kLocal ? 1 : 0;
+  EXPECT_EQ(local, kPages);
+  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
+  EXPECT_EQ(bad, 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
 TEST(RemoteWriterReplicas, AReplicaLostWithWritesInFlightSendsTheWindowsToTheSurvivors) {
   MemdProcess memd[3];
   std::string servers;
@@ -243,6 +308,50 @@ TEST(RemoteWriterReplicas, AReplicaLostWithWritesInFlightSendsTheWindowsToTheSur
   EXPECT_EQ(remote, kPages);
   // Every page comes back from the survivors.
   for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
+  EXPECT_EQ(bad, 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+// The same through the policy thread's background evictions: the windows lost with the replica
+// are sent again by the wait, each to its own region's pages.
+TEST(RemoteWriterReplicas, TheWaitForBackgroundEvictionsSendsWindowsLostWithAReplicaToTheSurvivors) {
+  MemdProcess memd[3];
+  std::string servers;
+  for (auto& m : memd) {
+    ASSERT_TRUE(m.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
+    servers += (servers.empty() ? "" : ",") + m.url();
+  }
+  auto rt = StartOn(servers, 2);
+  ASSERT_NE(rt, nullptr);
+  Runtime::Impl* impl = ImplOf(*rt);
+  Pager* pager = impl->pager();
+  constexpr size_t kPages = 4 * kWindow;
+  Data d = Fill(*rt, kPages);
+  ASSERT_NE(d.base, nullptr);
+  auto once = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
+  ASSERT_TRUE(once.ok()) << once.status().ToString();
+  auto st = pager->server_stats();
+  size_t victim = 3;
+  for (size_t k = 0; k < st.size() && victim == 3; ++k) victim = st[k].pages > 0 ? k : 3;
+  ASSERT_LT(victim, 3u);
+  for (size_t i = 0; i < kPages; ++i) FillPage(d.base + i * kPage, i + 5000);
+  ASSERT_EQ(kill(memd[victim].pid(), SIGSTOP), 0);
+
+  std::vector<char*> pages;
+  for (size_t i = 0; i < kPages; ++i) pages.push_back(reinterpret_cast<char*>(d.base + i * kPage));
+  auto q = impl->EvictPagesBackground(pages);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->pages_moved, kPages);
+  memd[victim].Stop(SIGKILL);
+  uint64_t became = 0;
+  Status w = impl->WaitEvictions(&became);
+  ASSERT_TRUE(w.ok()) << w.ToString();
+  EXPECT_EQ(became, kPages);
+  EXPECT_EQ(pager->stats().servers_down, 1u);
+  size_t remote = 0, bad = 0;
+  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
+  EXPECT_EQ(remote, kPages);
+  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i + 5000) ? 0 : 1;
   EXPECT_EQ(bad, 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
