@@ -18,6 +18,7 @@
 // DRAM budget, the measurement starts once DRAM is back within it. Afterwards
 // the keys homed in two of the chunks are looked up and checked (nothing lost).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sys/mman.h>
 #include <map>
@@ -97,7 +98,10 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   const size_t chunk_slots = chunk_bytes / kSlot;
   const uint64_t keys = chunk_slots * kChunks / 2;
   Options o;
-  std::map<std::string, std::string> env = {{"TIERMEM_LOG", "error"}};
+  // Quiet unless asked: TIERMEM_LOG=debug prints a line per policy round (what it did, and where
+  // its time went: scripts/round-breakdown.py sums them).
+  const char* log = getenv("TIERMEM_LOG");
+  std::map<std::string, std::string> env = {{"TIERMEM_LOG", log != nullptr && *log != '\0' ? log : "error"}};
   const bool limited = setup == "tiered" || setup == "oracle" || setup == "no_tracking";
   const uint64_t dram_limit = limited ? chunk_bytes * kChunks / 4 : 0;
   if (limited) {

@@ -246,9 +246,11 @@ void Migrator::RefreshBudget() {
 
 bool Migrator::Round() {
   // The last round's evictions first: the counts and records this round reads are then settled.
+  const uint64_t t_settle = os::MonotonicNanos();
   SettleEvictions();
   // Scan: the sampler's round and the page records.
   const uint64_t now = os::MonotonicNanos();
+  const uint64_t relief_ns0 = relief_ns_;
   const size_t page = config_.page_size;
   std::vector<AccessSample> samples;
   AccessSampler* tracker = sampler_;
@@ -274,7 +276,9 @@ bool Migrator::Round() {
   for (size_t k = 0; k < tracked; ++k) named_keys_.push_back(samples[k].page);
   named_keys_.insert(named_keys_.end(), untouched.begin(), untouched.end());
   RoundScan& scan = scan_;
+  const uint64_t t_scan = os::MonotonicNanos();
   Scan(named_keys_, &scan);
+  const uint64_t scan_ns = os::MonotonicNanos() - t_scan;
   const std::vector<PageView>& views = scan.views;
   const ViewIndex& index = index_;
   const uint64_t dram_pages = scan.dram_pages, lower_pages = scan.lower_pages, cxl_pages = scan.cxl_pages;
@@ -319,20 +323,24 @@ bool Migrator::Round() {
   in.reserved[static_cast<int>(Tier::kDram)] = own_pages_;
   in.samples = samples.size();
   in.sampling = sampling_;
+  const uint64_t t_plan = os::MonotonicNanos();
   std::vector<PageMove> moves = policy_->PlanRound(in, now, &ps);
+  const uint64_t plan_ns = os::MonotonicNanos() - t_plan;
 
   // Execute, through the PageMover; then the next sample.
   std::unordered_set<uint64_t> moved_now;
   const Executed ex = Execute(moves, cxl, now, &moved_now);
   const uint64_t demoted = ex.demoted, promoted = ex.promoted, failed = ex.failed;
 
+  const uint64_t t_arm = os::MonotonicNanos();
   const uint64_t armed = ArmNextSample(now, views, scan.candidates, scan.population, dram_pages, lower_pages,
                                        fault_samples, moved_now);
+  const uint64_t t_end = os::MonotonicNanos();
   // One line per round at TIERMEM_LOG=debug: what the round saw, planned and did (diagnosis of
   // placement in slow guests; docs/tiering.md).
   TM_LOG_DEBUG("tiering: round %llu dram=%llu cxl=%llu remote=%llu samples=%llu(cxl %llu) faults=%llu cold=%zu "
                "plan=%zu(-%llu/+%llu) held=%llu demoted=%llu promoted=%llu failed=%llu armed=%llu listed=%zu%s "
-               "known=%zu ms=%.1f",
+               "known=%zu ms=%.1f (settle %.1f collect %.1f scan %.1f relief %.1f plan %.1f moves %.1f arm %.1f)",
                static_cast<unsigned long long>(stats().rounds + 1),
                static_cast<unsigned long long>(dram_pages), static_cast<unsigned long long>(cxl_pages),
                static_cast<unsigned long long>(lower_pages - cxl_pages),
@@ -344,7 +352,11 @@ bool Migrator::Round() {
                static_cast<unsigned long long>(demoted), static_cast<unsigned long long>(promoted),
                static_cast<unsigned long long>(failed), static_cast<unsigned long long>(armed),
                views.size(), scan.whole ? "" : "(window)", policy_->tracked_pages(),
-               static_cast<double>(os::MonotonicNanos() - now) / 1e6);
+               static_cast<double>(t_end - now) / 1e6, static_cast<double>(now - t_settle) / 1e6,
+               static_cast<double>(t_scan - now) / 1e6, static_cast<double>(scan_ns) / 1e6,
+               static_cast<double>(relief_ns_ - relief_ns0) / 1e6, static_cast<double>(plan_ns) / 1e6,
+               static_cast<double>(ex.migrate_ns) / 1e6,
+               static_cast<double>(t_end - t_arm) / 1e6);
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++stats_.rounds;
   stats_.samples += tracked;

@@ -292,6 +292,7 @@ class Migrator {
   // relief counts DRAM, and before the thread ends: every count the thread goes by is settled.
   void SettleEvictions();
   uint64_t evictions_queued_ = 0;  // pages queued since the last SettleEvictions (policy thread)
+  uint64_t relief_ns_ = 0;         // time in Relieve, in total (policy thread; the round's debug line)
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
                          const std::vector<char*>& sample_candidates, uint64_t population,

@@ -345,7 +345,10 @@ bool Migrator::ReliefRoomOnCxl(size_t pages) const {
 }
 
 void Migrator::MaybeRelieve() {
-  if (relief_ && nudged_.exchange(false, std::memory_order_acq_rel)) Relieve();
+  if (!relief_ || !nudged_.exchange(false, std::memory_order_acq_rel)) return;
+  const uint64_t t0 = os::MonotonicNanos();
+  Relieve();
+  relief_ns_ += os::MonotonicNanos() - t0;
 }
 
 }  // namespace tiermem
