@@ -1,0 +1,144 @@
+// The pager's plain types: its configuration (PagerConfig, from the option table), its
+// counters as read back (PagerStats, PagerServerStats) and the limits they go by. Split from
+// pager.h, which keeps the Pager itself; nothing here depends on a running pager.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/counters.h"
+#include "runtime/core/region.h"
+#include "runtime/paging/erasure.h"
+
+namespace tiermem {
+
+struct PagerConfig {
+  std::string servers;  // TIERMEM_REMOTE: "tcp://127.0.0.1:7471,tcp://10.0.0.2:7471" (all used)
+  // TIERMEM_REMOTE_FILE: a file of servers (server_file.h), read at start (its servers join
+  // `servers`) and again once a second by the repair thread: a server added there is listed
+  // and takes new pages once it answers; one taken out takes no new pages. Empty: none.
+  std::string servers_file;
+  std::string token;
+  uint32_t timeout_ms = 5000;
+  uint64_t slot_chunk = 16384;  // slots asked of memd at a time (64 MiB)
+  // Maps a faulting address to its managed region (Runtime::Impl::RegionOf).
+  std::function<Region*(const void*)> region_of;
+  // Tier accounting hooks, called while the pages are still claimed (kInFlight), so nobody can
+  // move them on before the core has counted them. Must not allocate, block, or take locks the
+  // program's threads may hold. Optional.
+  // - on_resident: pages [first, first+n) of `region` are local again (kRemote -> kLocal): fetched
+  //   or zero-filled by the fault handler or FetchBack (`moved`), or discarded (`moved` false:
+  //   nothing came back; OnDiscard).
+  // - on_evicted: page `index` of `region` is now on the remote tier (kLocal -> kRemote).
+  std::function<void(Region& region, uint64_t first, uint64_t n, bool moved)> on_resident;
+  std::function<void(Region& region, uint64_t index)> on_evicted;
+  // Called by the fault handler thread after it served a batch of faults and woke their
+  // threads: the core checks DRAM's budget here and may hold the handler back (bounded) while
+  // the policy thread makes room. Optional.
+  std::function<void()> after_faults;
+  // TIERMEM_PREFETCH: the most pages a remote fault fetches ahead along its thread's stream
+  // (prefetch.h); 0: none.
+  uint32_t prefetch_window = 0;
+  // TIERMEM_FAULT_SPIN_US: how long the fault handler polls for the next fault after a batch
+  // with remote reads before it sleeps; -1: 200 us when every server is RDMA, else 0.
+  int64_t fault_spin_us = -1;
+  // Called when no server can take a page (every connected one refused its last allocation and
+  // has no free slot left): an eviction is about to fail with ResourceExhausted. Runs on the
+  // evicting thread (policy thread, or a thread in Migrate) with the pager's io lock held; must
+  // not allocate, block, or call back into the pager except Full() and DescribeServers().
+  // Optional.
+  std::function<void()> on_full;
+  // TIERMEM_REPLICAS: copies of each evicted page, on distinct servers (1..kMaxReplicas, and at
+  // most the number of servers listed: Start refuses more, naming both numbers).
+  uint32_t replicas = 1;
+  // TIERMEM_REMOTE_CODE: "k+m" (erasure.h) instead of replicas: each evicted page is k data and
+  // m parity pieces on k+m distinct servers, read back from the first k that answer. Empty: off.
+  // Start refuses a malformed one, one with TIERMEM_REPLICAS > 1, and one with fewer servers
+  // listed than k+m, before anything connects.
+  std::string code;
+  // TIERMEM_REPAIR_RATE: pages per second the repair thread copies to restore lost replicas.
+  uint64_t repair_rate = 50000;
+  // TIERMEM_FORK: "share" (true; the runtime's default): a child forked while pages are remote is served by this
+  // pager through UFFD_EVENT_FORK and the pages stay remote (pager_fork.cc); where the kernel
+  // refuses fork events, and with "fetch" (false), every remote page comes back before fork().
+  bool fork_share = false;
+  // Where the counters live (the process's stats block); the pager's own when null.
+  // `server_counters` has room for kMaxStatsServers entries (servers past them count in the
+  // totals only).
+  PagerCounters* counters = nullptr;
+  PagerServerCounters* server_counters = nullptr;
+  // Called for each server as it joins the list, with its index in the list and its address:
+  // at start (Start's thread, before the pager's threads run), and later (AddServer, the
+  // servers file) before it is connected, by the repair thread or AddServer's caller with the
+  // pager's io lock held. So the calls never overlap and come in list order. Must not
+  // allocate, block, or call the pager. Optional.
+  std::function<void(size_t index, const std::string& name)> on_server_listed;
+};
+
+// The most servers the list may hold, those given at start and those added since together.
+inline constexpr size_t kMaxServers = 64;
+// No server (placement found none).
+inline constexpr size_t kNoServer = ~size_t{0};
+
+// TIERMEM_FAULT_SPIN_US: "auto" (and "") -1, else the microseconds (at most kMaxFaultSpinUs);
+// anything else -1 with *problem saying why.
+inline constexpr uint64_t kMaxFaultSpinUs = 10'000;
+inline constexpr uint64_t kAutoFaultSpinNs = 200'000;  // auto over RDMA
+int64_t FaultSpinFromOption(const char* value, const char** problem);
+
+struct PagerStats {
+  uint64_t faults = 0;           // remote pages fetched by the fault handler
+  uint64_t zero_fills = 0;       // never-written remote pages installed as zeros (batched)
+  uint64_t wp_faults = 0;        // first writes to clean pages
+  uint64_t evicted = 0;          // pages dropped to the remote tier
+  uint64_t written = 0;          // pages written to memd
+  uint64_t skipped_clean = 0;    // evictions with no write: the server copy was current
+  uint64_t skipped_untouched = 0;// evictions of never-touched pages: nothing to write
+  uint64_t fetched = 0;          // pages brought back by FetchBack
+  uint64_t prefetched = 0;       // pages fetched ahead of a fault by the prefetcher
+  uint64_t servers_down = 0;     // servers down now (marked down, not back again)
+  uint64_t repaired_pages = 0;   // page copies made by the repair thread (replicas restored)
+  uint64_t degraded_pages = 0;   // pages in use with fewer than `replicas` copies now
+  uint64_t failovers = 0;        // reads that turned to another replica
+  uint64_t fault_ns = 0;         // summed over faults: userfaultfd report to the page installed
+  uint64_t fault_read_ns = 0;    // of which the read: posted to its reply in
+  uint64_t placement_allocs = 0; // slot allocations placement asked of servers, granted or not
+  uint64_t server_file_changes = 0;  // times the servers file was found changed and read again
+};
+
+// One memory server of the list, as the pager sees it.
+struct PagerServerStats {
+  std::string server;      // "tcp://127.0.0.1:7471"
+  bool connected = false;  // reached at start (an unreachable one gets no pages)
+  std::string error;       // why not, when it was not reached
+  uint64_t pages = 0;      // pages whose copy (or, coded, one piece) is on this server now
+  uint64_t slots = 0;      // slots this process holds there (allocated from memd)
+  uint64_t written = 0;    // pages written to it
+  uint64_t faults = 0;     // pages fetched from it by the fault handler
+  uint64_t fetched = 0;    // pages brought back from it by FetchBack
+  bool full = false;       // it refused the last allocation (placement skips it for a while)
+  bool down = false;       // marked down after a failure: no new pages, no requests
+  bool withdrawn = false;  // taken out of the servers file: no new pages (its pages are read)
+  std::string down_reason; // why
+  uint64_t rejoin_tries = 0;  // times the repair thread tried to connect to it again
+};
+
+// The most copies TIERMEM_REPLICAS may ask for.
+inline constexpr uint32_t kMaxReplicas = 4;
+// The most members of a group: replicas, or the pieces of an erasure code.
+inline constexpr uint32_t kMaxMembers = kMaxCodePieces;
+static_assert(kMaxMembers >= kMaxReplicas && kMaxMembers <= 16, "a read's cookie keeps the member in 4 bits");
+// Slots per group of replicas at most (16 MiB of pages; PagerConfig::slot_chunk with one copy).
+inline constexpr uint64_t kReplicaRangeSlots = 4096;
+
+// The exit status of a process whose remote page could not be fetched, and of one started with
+// TIERMEM_REMOTE_REQUIRED=1 that reached no server.
+inline constexpr int kRemoteLostExitCode = 75;
+
+// Ends the process with kRemoteLostExitCode at once (files registered with AddExitFile are
+// removed first). The caller has printed the line that says why.
+[[noreturn]] void ExitRemoteLost();
+
+}  // namespace tiermem
