@@ -6,8 +6,9 @@ Each round logs one line ending in
 where T is the round from its scan on, S the wait for the last round's background evictions
 before it (TIERMEM_EVICT_BACKGROUND), and the others its steps (relief runs inside the scan
 too, so scan includes what relief did there). Prints, per log file, the rounds, the pages
-demoted, the time in each step in total, the moves' time per page demoted, and the rounds'
-p50/p99 (settle included), as one JSON line each.
+demoted, the time in each step in total, the moves' time per page demoted, the plan's time per
+round, the pages the policy kept heat for (known=; median and most), and the rounds' p50/p99
+(settle included), as one JSON line each.
 
   TIERMEM_LOG=debug build/bench/tiermem-bench kv --size 16G --setups tiered --json 2> kv.log
   scripts/round-breakdown.py kv.log
@@ -17,7 +18,7 @@ import re
 import sys
 
 STEPS = ["settle", "collect", "scan", "relief", "plan", "moves", "arm"]
-LINE = re.compile(r"demoted=(\d+) .*ms=([\d.]+) \(" + " ".join(s + r" ([\d.]+)" for s in STEPS) + r"\)")
+LINE = re.compile(r"demoted=(\d+) .*known=(\d+) ms=([\d.]+) \(" + " ".join(s + r" ([\d.]+)" for s in STEPS) + r"\)")
 
 
 def summarize(path):
@@ -30,8 +31,9 @@ def summarize(path):
     if not rounds:
         return {"file": path, "rounds": 0}
     demoted = sum(r[0] for r in rounds)
-    steps = {s: round(sum(r[2 + i] for r in rounds), 1) for i, s in enumerate(STEPS)}
-    whole = sorted(r[1] + r[2] for r in rounds)
+    known = sorted(r[1] for r in rounds)
+    steps = {s: round(sum(r[3 + i] for r in rounds), 1) for i, s in enumerate(STEPS)}
+    whole = sorted(r[2] + r[3] for r in rounds)
     return {
         "file": path,
         "rounds": len(rounds),
@@ -39,6 +41,9 @@ def summarize(path):
         "round_ms_total": round(sum(whole), 1),
         "step_ms_total": steps,
         "moves_us_per_demoted": round(1000 * steps["moves"] / demoted, 2) if demoted else None,
+        "plan_ms_per_round": round(steps["plan"] / len(rounds), 3),
+        "known_pages_p50": int(known[len(known) // 2]),
+        "known_pages_max": int(known[-1]),
         "round_p50_ms": whole[len(whole) // 2],
         "round_p99_ms": whole[min(len(whole) - 1, int(len(whole) * 0.99))],
     }

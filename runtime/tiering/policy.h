@@ -170,8 +170,9 @@ class Policy {
   // between its accesses), and a page used that often belongs in DRAM (the kernel's refault
   // distance, counted in evictions here too).
   void FaultedBack(uint64_t page, uint64_t now_ns = 0);
-  // `page` left DRAM for the remote tier (relief or the plan): it is stamped with the eviction
-  // count, and its heat is kept while it is within refault_window() evictions (see FaultedBack).
+  // `page` left DRAM for the remote tier (relief or the plan): a page the policy knows is
+  // stamped with the eviction count, and the stamp is kept while it is within refault_window()
+  // evictions (see FaultedBack); its heat is kept as any unlisted page's.
   void NoteEviction(uint64_t page);
   // Evictions after which a page that comes back is no longer taken as one in use: a quarter of
   // DRAM's budget (0 without one). A page touched every few seconds comes back well within it
@@ -326,7 +327,6 @@ class Policy {
  private:
   struct PageHeat {
     float heat = 0;
-    uint32_t evicted_at = 0;   // evictions_ (low 32 bits, never 0) when it last left DRAM; 0 = not since
     uint64_t updated_ns = 0;   // heat is valid as of this time
     uint64_t moved_ns = 0;     // last move, 0 = never
   };
@@ -371,10 +371,13 @@ class Policy {
   double tokens_ = 0;
   uint64_t tokens_ns_ = 0;
   uint64_t evictions_ = 0;  // NoteEviction's clock
-  // Whether an eviction stamp is within refault_window() of the clock now.
-  bool RecentlyEvicted(const PageHeat& h) const {
-    return h.evicted_at != 0 && static_cast<uint32_t>(evictions_ - h.evicted_at) <= refault_window();
-  }
+  // The pages that left DRAM within the last refault_window() evictions, with the clock then,
+  // and the same in eviction order (to forget them as the window passes). Kept beside the heat
+  // table, not in it: a window's round merges only the pages it lists and the hot ones with the
+  // table, where keeping every evicted page there made the merge a quarter of DRAM's budget
+  // long (up to 290k entries a round at 16 GiB).
+  std::unordered_map<uint64_t, uint64_t> evicted_;
+  std::deque<std::pair<uint64_t, uint64_t>> evicted_order_;
 };
 
 }  // namespace tiermem
