@@ -27,6 +27,15 @@ constexpr uint64_t kMiB = 1 << 20;
 
 void NoHook() {}
 
+// A runtime with `limit` bytes of DRAM and `memd` as its remote tier, sampling by remote faults.
+StatusOr<std::unique_ptr<Runtime>> StartOnMemd(testing::MemdProcess& memd, uint64_t limit) {
+  Options o;
+  o.Set("dram_limit", limit);
+  o.Set("remote", memd.url());
+  o.Set("sample_mode", "faults");
+  return Runtime::Start(o);
+}
+
 struct FillRun {
   uint64_t own_bytes = 0;   // RuntimeCounters::runtime_own_bytes after the fill
   uint64_t dram_after = 0;  // the DRAM tier's pages after the fill and a read pass, in bytes
@@ -41,11 +50,7 @@ FillRun FillUnderLimit(testing::MemdProcess& memd) {
   const size_t held_bytes = 24 * kMiB;
   char* held = static_cast<char*>(malloc(held_bytes));
   memset(held, 1, held_bytes);
-  Options o;
-  o.Set("dram_limit", 64 * kMiB);
-  o.Set("remote", memd.url());
-  o.Set("sample_mode", "faults");
-  auto rt = Runtime::Start(o);
+  auto rt = StartOnMemd(memd, 64 * kMiB);
   EXPECT_TRUE(rt.ok()) << rt.status().ToString();
   if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) {
     free(held);
@@ -130,11 +135,7 @@ TEST(OwnDram, TheRingsAndTheFaultLogAtASmallLimitTakeLittleOfIt) {
   testing::MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "512M"})) << memd.Log();
   const uint64_t before = OwnBufferBytes();
-  Options o;
-  o.Set("dram_limit", 8 * kMiB);
-  o.Set("remote", memd.url());
-  o.Set("sample_mode", "faults");
-  auto rt = Runtime::Start(o);
+  auto rt = StartOnMemd(memd, 8 * kMiB);
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
   ASSERT_TRUE((*rt)->HasTier(Tier::kRemote));
   const size_t bytes = 64 * kMiB;
