@@ -86,12 +86,13 @@ Status Migrator::Start() {
     snprintf(counters_->mode, sizeof(counters_->mode), "off");
     return Status::Ok();
   }
-  TIERMEM_RETURN_IF_ERROR(log_.Reset(kLogPages).WithContext("tiering: the fault log"));
+  const RingSizes rings = RingSizesFor(dram_budget_);  // counted in the limit as they are written
+  TIERMEM_RETURN_IF_ERROR(log_.Reset(rings.log).WithContext("tiering: the fault log"));
   if (relief_) {
     // The slack: the larger of 4 MiB and 1/32 of the budget (docs/tiering.md, "DRAM limit").
     slack_pages_ = std::max<uint64_t>((4u << 20) / config_.page_size, dram_budget_ / 32);
-    TIERMEM_RETURN_IF_ERROR(ring_.Reset(kRingPages).WithContext("tiering: the relief ring"));
-    TIERMEM_RETURN_IF_ERROR(ahead_ring_.Reset(kAheadRingPages).WithContext("tiering: the relief ring"));
+    TIERMEM_RETURN_IF_ERROR(ring_.Reset(rings.relief).WithContext("tiering: the relief ring"));
+    TIERMEM_RETURN_IF_ERROR(ahead_ring_.Reset(rings.ahead).WithContext("tiering: the relief ring"));
     relief_cv_.emplace();
   }
   sample_always_ = config_.sample_always;

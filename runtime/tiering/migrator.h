@@ -59,6 +59,7 @@
 #include "base/zeroed_array.h"
 #include "runtime/tiering/mover.h"
 #include "runtime/tiering/policy.h"
+#include "runtime/tiering/ring_sizes.h"
 #include "runtime/core/region.h"
 #include "tiermem/tiermem.hpp"
 
@@ -333,15 +334,14 @@ class Migrator {
   uint64_t last_candidates_ = 0;  // pages they were chosen from
 
   // Relief: the ring of resident page keys (page address / page size), oldest at ring_tail_.
-  static constexpr size_t kRingPages = size_t{1} << 18;  // 1 GiB of pages; more are dropped
+  // Its size, the ahead ring's and the fault log's go by the DRAM budget (ring_sizes.h); a page
+  // that comes in while the ring is full is dropped from it.
   ZeroedArray<uint64_t> ring_;  // made by Start when relief is on (resident as it is used)
   uint64_t ring_head_ = 0, ring_tail_ = 0;  // under ring_lock_
   // The fault log: every page the pager made resident, as a ring entry (the key, the stamp, and
   // kLogAhead for a page fetched ahead), newest at log_head_; lossy (the oldest are overwritten,
-  // kLogPages a round is far more than the pager serves in one). Each round reads the entries
-  // since log_read_ as fault samples, so a page that came back and left again between two rounds
-  // is still seen.
-  static constexpr size_t kLogPages = size_t{1} << 16;
+  // ring_sizes.h says why its size is enough). Each round reads the entries since log_read_ as
+  // fault samples, so a page that came back and left again between two rounds is still seen.
   static constexpr uint64_t kLogAhead = uint64_t{1} << 52;  // keys are < 2^52
   static constexpr uint64_t kLogKeyMask = kLogAhead - 1;
   ZeroedArray<uint64_t> log_;   // made by Start
@@ -353,8 +353,7 @@ class Migrator {
   void TakeFaultLog(std::vector<uint64_t>* out);
   // The same entries for the pages the prefetcher installed (kPageAhead), which relief takes
   // before the ring's: they are in both, and whichever is popped first finds the other stale.
-  static constexpr size_t kAheadRingPages = size_t{1} << 16;
-  ZeroedArray<uint64_t> ahead_ring_;
+  ZeroedArray<uint64_t> ahead_ring_;  // made by Start when relief is on
   uint64_t ahead_head_ = 0, ahead_tail_ = 0;  // under ring_lock_
   // A spin lock the pager's fault thread takes (OnResident). Its holders never allocate, fault
   // or block: inside fork() glibc holds its malloc locks until the fault thread has read the

@@ -58,24 +58,24 @@ void Migrator::OnResident(Region* region, uint64_t first, uint64_t npages) {
     const uint64_t key = reinterpret_cast<uintptr_t>(region->PageAddress(i)) / page;
     const uint64_t entry = key | uint64_t{stamp} << kStampShift;
     const bool ahead = (rec.flags.load(std::memory_order_relaxed) & kPageAhead) != 0;
-    log_[log_head_++ % kLogPages] = ahead ? entry | kLogAhead : entry;
+    log_[log_head_++ % log_.size()] = ahead ? entry | kLogAhead : entry;
     if (!relief_) continue;
-    if (ahead && ahead_head_ - ahead_tail_ < kAheadRingPages) {
-      ahead_ring_[ahead_head_++ % kAheadRingPages] = entry;
+    if (ahead && ahead_head_ - ahead_tail_ < ahead_ring_.size()) {
+      ahead_ring_[ahead_head_++ % ahead_ring_.size()] = entry;
     }
-    if (ring_head_ - ring_tail_ >= kRingPages) continue;  // full: found by the round's plan
-    ring_[ring_head_++ % kRingPages] = entry;
+    if (ring_head_ - ring_tail_ >= ring_.size()) continue;  // full: found by the round's plan
+    ring_[ring_head_++ % ring_.size()] = entry;
   }
   if (relief_) relief_stuck_.store(false, std::memory_order_relaxed);  // something to evict again
 }
 
 void Migrator::TakeFaultLog(std::vector<uint64_t>* out) {
   out->clear();
-  out->reserve(kLogPages);  // the most it can take, before the lock (see ring_lock_)
+  out->reserve(log_.size());  // the most it can take, before the lock (see ring_lock_)
   SpinGuard g(ring_lock_);
   // The entries since the last read that are still there (a lossy log: the oldest overwritten).
-  const uint64_t from = std::max(log_read_, log_head_ > kLogPages ? log_head_ - kLogPages : 0);
-  for (uint64_t i = from; i < log_head_; ++i) out->push_back(log_[i % kLogPages]);
+  const uint64_t from = std::max(log_read_, log_head_ > log_.size() ? log_head_ - log_.size() : 0);
+  for (uint64_t i = from; i < log_head_; ++i) out->push_back(log_[i % log_.size()]);
   log_read_ = log_head_;
 }
 
@@ -189,14 +189,14 @@ void Migrator::RequeueVictims(const std::vector<char*>& pages, bool spared) {
   const size_t page = config_.page_size;
   SpinGuard g(ring_lock_);
   for (char* addr : pages) {
-    if (ring_head_ - ring_tail_ >= kRingPages) break;
+    if (ring_head_ - ring_tail_ >= ring_.size()) break;
     Region* r = RegionOf(addr);
     if (r == nullptr) continue;
     // The page's current stamp: the entry stands for the residency it still has (a page
     // evicted and back since has a newer stamp and entry, and this one is skipped).
     const uint8_t stamp = r->record(r->PageIndex(addr)).stamp.load(std::memory_order_relaxed);
     const uint64_t key = reinterpret_cast<uintptr_t>(addr) / page;
-    ring_[ring_head_++ % kRingPages] = key | uint64_t{stamp} << kStampShift | (spared ? kSparedBit : 0);
+    ring_[ring_head_++ % ring_.size()] = key | uint64_t{stamp} << kStampShift | (spared ? kSparedBit : 0);
   }
 }
 

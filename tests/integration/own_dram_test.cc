@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/os.h"
+#include "base/own_memory.h"
 #include "base/runtime_thread.h"
 #include "remote_memd_fixture.h"
 #include "test_util.h"
@@ -25,6 +26,15 @@ constexpr size_t kPage = 4096;
 constexpr uint64_t kMiB = 1 << 20;
 
 void NoHook() {}
+
+// A runtime with `limit` bytes of DRAM and `memd` as its remote tier, sampling by remote faults.
+StatusOr<std::unique_ptr<Runtime>> StartOnMemd(testing::MemdProcess& memd, uint64_t limit) {
+  Options o;
+  o.Set("dram_limit", limit);
+  o.Set("remote", memd.url());
+  o.Set("sample_mode", "faults");
+  return Runtime::Start(o);
+}
 
 struct FillRun {
   uint64_t own_bytes = 0;   // RuntimeCounters::runtime_own_bytes after the fill
@@ -40,11 +50,7 @@ FillRun FillUnderLimit(testing::MemdProcess& memd) {
   const size_t held_bytes = 24 * kMiB;
   char* held = static_cast<char*>(malloc(held_bytes));
   memset(held, 1, held_bytes);
-  Options o;
-  o.Set("dram_limit", 64 * kMiB);
-  o.Set("remote", memd.url());
-  o.Set("sample_mode", "faults");
-  auto rt = Runtime::Start(o);
+  auto rt = StartOnMemd(memd, 64 * kMiB);
   EXPECT_TRUE(rt.ok()) << rt.status().ToString();
   if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) {
     free(held);
@@ -118,6 +124,40 @@ TEST(OwnDram, ThePreloadLibrarysRuntimeCountsItsOwnMappingsBesideItsHeap) {
   ASSERT_TRUE(r.started);
   EXPECT_GE(r.own_bytes, r.heap_bytes + kMiB)
       << r.own_bytes / 1024 << " KiB counted, glibc's heap " << r.heap_bytes / 1024 << " KiB";
+}
+
+// The relief ring, the ahead ring and the fault log are sized by the limit (ring_sizes.h): at
+// 8 MiB they hold 8192 entries each (64 KiB), where at their fixed sizes a run that brought in
+// more than 100,000 pages counted 800 KiB of the relief ring and 512 KiB of the fault log. Beside
+// them the ledger holds the fault handler's staging (at most 257 pages, 1028 KiB) and nothing
+// else here (no coded pages, no tiered heap).
+TEST(OwnDram, TheRingsAndTheFaultLogAtASmallLimitTakeLittleOfIt) {
+  testing::MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "512M"})) << memd.Log();
+  const uint64_t before = OwnBufferBytes();
+  auto rt = StartOnMemd(memd, 8 * kMiB);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  ASSERT_TRUE((*rt)->HasTier(Tier::kRemote));
+  const size_t bytes = 64 * kMiB;
+  auto p = (*rt)->Allocate(bytes, Tier::kRemote);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, bytes, 9);
+  // Passes over the whole allocation until more than 100,000 pages have come in: more than the
+  // fault log's fixed 65,536 entries, so that it would have been written whole.
+  uint64_t in = 0;
+  for (int pass = 0; pass < 12 && in <= 100000; ++pass) {
+    EXPECT_EQ(testing::CheckPattern(base, bytes, 9), SIZE_MAX) << "data lost";
+    const RuntimeCounters c = (*rt)->Counters();
+    in = c.remote_faults + c.zero_fills + c.pages_prefetched + c.pages_fetched;
+  }
+  EXPECT_GT(in, 100000u) << "too few pages came in to fill the rings";
+  const uint64_t counted = OwnBufferBytes() - before;
+  const uint64_t staging = 257 * kPage;
+  EXPECT_LE(counted, staging + 3 * 64 * 1024)
+      << counted / 1024 << " KiB of buffers counted at an 8 MiB limit after " << in << " pages came in";
+  EXPECT_TRUE((*rt)->Free(base).ok());
+  EXPECT_TRUE((*rt)->Stop().ok());
 }
 
 TEST(OwnDram, AnyOtherRuntimeCountsNothing) {

@@ -1,5 +1,7 @@
 // TieringConfigFromOptions: how many page records a round reads, by mode (TIERMEM_SCAN_PAGES).
+// RingSizesFor: the policy thread's rings and fault log by the DRAM budget.
 #include "runtime/tiering/mover.h"
+#include "runtime/tiering/ring_sizes.h"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +27,40 @@ TEST(TieringConfig, ScanPagesByModeUnlessGiven) {
   EXPECT_EQ(ConfigWith("protect", 0).scan_pages, 0u);
   EXPECT_EQ(ConfigWith("protect", 65536).scan_pages, 65536u);
   EXPECT_EQ(ConfigWith("faults", 100).scan_pages, 1024u);
+}
+
+constexpr uint64_t kPagesPerMiB = 256;  // 4 KiB pages
+
+// Small limits get small rings (1/64 of the limit in all, 64 KiB each at least); from 1 GiB the
+// sizes they had before they went by the limit (2^18, 2^16, 2^16); no limit keeps the fault
+// log whole; no budget, however large, overflows them.
+TEST(RingSizes, FollowTheDramBudget) {
+  const RingSizes at32m = RingSizesFor(32 * kPagesPerMiB);
+  EXPECT_EQ(at32m.relief, 32768u);
+  EXPECT_EQ(at32m.ahead, 16384u);
+  EXPECT_EQ(at32m.log, 16384u);
+  EXPECT_EQ((at32m.relief + at32m.ahead + at32m.log) * 8, (32u << 20) / 64);
+  for (uint64_t pages : {uint64_t{0}, uint64_t{1}, 2 * kPagesPerMiB, 8 * kPagesPerMiB}) {
+    const RingSizes r = RingSizesFor(pages);
+    EXPECT_EQ(r.relief, kMinRingEntries) << pages;
+    EXPECT_EQ(r.ahead, kMinRingEntries) << pages;
+    EXPECT_EQ(r.log, pages == 0 ? kMaxLogEntries : kMinRingEntries) << pages;
+  }
+  for (uint64_t pages : {1024 * kPagesPerMiB, 64 * 1024 * kPagesPerMiB, ~uint64_t{0}}) {
+    const RingSizes r = RingSizesFor(pages);
+    EXPECT_EQ(r.relief, size_t{1} << 18) << pages;
+    EXPECT_EQ(r.ahead, size_t{1} << 16) << pages;
+    EXPECT_EQ(r.log, size_t{1} << 16) << pages;
+  }
+  // In between, never smaller for a larger budget.
+  RingSizes last = RingSizesFor(1);
+  for (uint64_t pages = 1; pages <= 2048 * kPagesPerMiB; pages = pages * 3 / 2 + 1) {
+    const RingSizes r = RingSizesFor(pages);
+    EXPECT_GE(r.relief, last.relief);
+    EXPECT_GE(r.ahead, last.ahead);
+    EXPECT_GE(r.log, last.log);
+    last = r;
+  }
 }
 
 }  // namespace
