@@ -334,8 +334,8 @@ TEST(PolicyRoundTest, APageBackSoonAfterItsEvictionIsHeldAsInUse) {
 }
 
 TEST(PolicyRoundTest, AnEvictedPageIsRememberedUntilItsRefaultWindowHasPassed) {
-  // The policy keeps an evicted page's record while a refault would still count (its heat alone
-  // would have been forgotten), and forgets it after.
+  // The policy keeps an evicted page's stamp while a refault would still count (its heat alone
+  // is forgotten), and forgets it after.
   Policy p(Config(40, 0, false));
   p.ConfigureWatch(true, 100 * kMs);
   const uint64_t t0 = 1000 * kMs;
@@ -349,6 +349,8 @@ TEST(PolicyRoundTest, AnEvictedPageIsRememberedUntilItsRefaultWindowHasPassed) {
   p.NoteEviction(1);
   // Ten half-lives later its heat is far below forget_heat, but it left DRAM 1 eviction ago.
   p.PlanRound(pages.Input(true), t0 + 1000 * kMs, nullptr);
+  // Its heat is forgotten (the table a round merges holds what heat keeps), its stamp is not.
+  EXPECT_EQ(p.tracked_pages(), 0u);
   p.FaultedBack(1, t0 + 1000 * kMs);
   EXPECT_TRUE(p.CaughtInUse(1, t0 + 1000 * kMs));
   // Without the window, forgotten: a page out for more evictions than the window comes back cold.
