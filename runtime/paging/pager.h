@@ -109,7 +109,8 @@ class Pager {
   // The same with a ticket, for a caller that does not wait now but later (the policy thread:
   // its round queues, the next round or relief waits): returns the pages claimed. The ticket
   // (the caller's; it must outlive its jobs) is credited as each window finishes; EvictWait
-  // settles it. On a failure, the windows queued before it are credited all the same.
+  // settles it. On a failure, the windows queued before it are credited all the same. A null
+  // ticket: nobody waits (EvictPagesQueued).
   StatusOr<uint64_t> EvictPagesBegin(Region& region, const std::vector<uint64_t>& pages, EvictTicket* ticket);
   // Waits for every window of `ticket`, queues those lost with a server again for the others
   // (and waits for them); `became_remote`: the pages that became remote. Returns the first

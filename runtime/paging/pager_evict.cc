@@ -39,16 +39,7 @@ StatusOr<uint64_t> Pager::EvictPages(Region& region, const std::vector<uint64_t>
 }
 
 StatusOr<uint64_t> Pager::EvictPagesQueued(Region& region, const std::vector<uint64_t>& pages) {
-  std::lock_guard<std::mutex> io_lock(io_mu_);
-  if (forked_child_) return Unavailable(kForkedMessage);
-  TIERMEM_RETURN_IF_ERROR(RegisterRuns(region, pages));
-  EvictScratch w;
-  uint64_t queued = 0;
-  for (size_t b = 0; b < pages.size(); b += kBatch) {
-    TIERMEM_RETURN_IF_ERROR(QueueWindow(region, pages.data() + b, std::min(kBatch, pages.size() - b), &w, nullptr));
-    queued += w.queued;
-  }
-  return queued;
+  return EvictPagesBegin(region, pages, nullptr);  // nobody waits
 }
 
 Status Pager::RegisterRuns(Region& region, const std::vector<uint64_t>& pages) {

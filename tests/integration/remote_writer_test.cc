@@ -54,6 +54,22 @@ struct Data {
     return idx;
   }
   PageState State(size_t i) const { return static_cast<PageState>(region->record(first + i).state.load()); }
+  size_t Count(PageState s) const {
+    size_t n = 0;
+    for (size_t i = 0; i < pages; ++i) n += State(i) == s ? 1 : 0;
+    return n;
+  }
+  // Pages whose bytes are not FillPage(i + tag)'s.
+  size_t Wrong(size_t tag = 0) const {
+    size_t n = 0;
+    for (size_t i = 0; i < pages; ++i) n += CheckPage(base + i * kPage, i + tag) ? 0 : 1;
+    return n;
+  }
+  std::vector<char*> Addresses() const {
+    std::vector<char*> a;
+    for (size_t i = 0; i < pages; ++i) a.push_back(reinterpret_cast<char*>(base + i * kPage));
+    return a;
+  }
 };
 
 // Slots come from memd in chunks, asked for (synchronously) by the first eviction: one page
@@ -169,12 +185,8 @@ TEST_F(RemoteWriter, AFullQueueBlocksTheEvictingThreadAndDropsNothing) {
   EXPECT_EQ(*queued, kPages);
   EXPECT_GE(pager->writer()->full_waits(), 1u);
   pager->DrainWrites();
-  size_t remote = 0;
-  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
-  EXPECT_EQ(remote, kPages);
-  size_t bad = 0;
-  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
-  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(d.Count(PageState::kRemote), kPages);
+  EXPECT_EQ(d.Wrong(), 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
 
@@ -188,13 +200,10 @@ TEST_F(RemoteWriter, AServerLostWithWritesInFlightLeavesThePagesLocalAndIntact) 
   EXPECT_EQ(*q, kPages);
   memd.Stop(SIGKILL);  // the connection resets under the writes in flight
   pager->DrainWrites();
-  size_t local = 0, bad = 0;
-  for (size_t i = 0; i < kPages; ++i) local += d.State(i) == PageState::kLocal ? 1 : 0;
-  EXPECT_EQ(local, kPages);
+  EXPECT_EQ(d.Count(PageState::kLocal), kPages);
   EXPECT_EQ(pager->stats().evicted, 1u);  // TakeSlotsFirst's page only
   EXPECT_EQ(pager->stats().servers_down, 1u);
-  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
-  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(d.Wrong(), 0u);
   // They are ordinary local pages again: written to, and the bytes stay.
   FillPage(d.base, 7);
   EXPECT_TRUE(CheckPage(d.base, 7));
@@ -207,14 +216,12 @@ TEST_F(RemoteWriter, BackgroundEvictionsReturnAtOnceAndTheirWaitSettlesThem) {
   constexpr size_t kPages = 3 * kWindow;
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
   Runtime::Impl* impl = ImplOf(*rt);
-  std::vector<char*> pages;
-  for (size_t i = 0; i < kPages; ++i) pages.push_back(reinterpret_cast<char*>(d.base + i * kPage));
 
   ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);  // no write can be acknowledged
-  auto q = impl->EvictPagesBackground(pages);
+  auto q = impl->EvictPagesBackground(d.Addresses());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->pages_moved, kPages);
-  for (size_t i = 0; i < kPages; ++i) ASSERT_EQ(d.State(i), PageState::kInFlight) << i;
+  EXPECT_EQ(d.Count(PageState::kInFlight), kPages);
   EXPECT_EQ(impl->TierPages(Tier::kDram), kPages);  // still here until their writes are in
 
   std::atomic<bool> settled{false};
@@ -231,11 +238,8 @@ TEST_F(RemoteWriter, BackgroundEvictionsReturnAtOnceAndTheirWaitSettlesThem) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(became, kPages);
   EXPECT_EQ(impl->TierPages(Tier::kDram), 0u);
-  size_t remote = 0, bad = 0;
-  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
-  EXPECT_EQ(remote, kPages);
-  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
-  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(d.Count(PageState::kRemote), kPages);
+  EXPECT_EQ(d.Wrong(), 0u);
   // Nothing queued since: the next wait returns at once with nothing.
   ASSERT_TRUE(impl->WaitEvictions(&became).ok());
   EXPECT_EQ(became, 0u);
@@ -246,11 +250,9 @@ TEST_F(RemoteWriter, BackgroundEvictionsToAServerLostAreReportedByTheWaitAndStay
   constexpr size_t kPages = 2 * kWindow;
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
   Runtime::Impl* impl = ImplOf(*rt);
-  std::vector<char*> pages;
-  for (size_t i = 0; i < kPages; ++i) pages.push_back(reinterpret_cast<char*>(d.base + i * kPage));
 
   ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
-  auto q = impl->EvictPagesBackground(pages);
+  auto q = impl->EvictPagesBackground(d.Addresses());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->pages_moved, kPages);
   memd.Stop(SIGKILL);
@@ -258,38 +260,45 @@ TEST_F(RemoteWriter, BackgroundEvictionsToAServerLostAreReportedByTheWaitAndStay
   Status st = impl->WaitEvictions(&became);
   EXPECT_FALSE(st.ok());  // the only server is gone: nowhere to send the windows again
   EXPECT_EQ(became, 0u);
-  size_t local = 0, bad = 0;
-  for (size_t i = 0; i < kPages; ++i) local += d.State(i) == PageState::kLocal ? 1 : 0;
-  EXPECT_EQ(local, kPages);
-  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
-  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(d.Count(PageState::kLocal), kPages);
+  EXPECT_EQ(d.Wrong(), 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
 
-TEST(RemoteWriterReplicas, AReplicaLostWithWritesInFlightSendsTheWindowsToTheSurvivors) {
-  MemdProcess memd[3];
-  std::string servers;
-  for (auto& m : memd) {
-    ASSERT_TRUE(m.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
-    servers += (servers.empty() ? "" : ",") + m.url();
+// Three memds, two replicas, and `kPages` pages evicted once and then rewritten with
+// FillPage(i + kTag): the pages keep their slots, so their next windows go to the group that
+// holds them, and one of its servers (`victim`) is stopped: their writes there stay in flight.
+class RemoteWriterReplicas : public ::testing::Test {
+ protected:
+  static constexpr size_t kPages = 4 * kWindow;
+  static constexpr size_t kTag = 5000;
+  void SetUp() override {
+    std::string servers;
+    for (auto& m : memd) {
+      ASSERT_TRUE(m.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
+      servers += (servers.empty() ? "" : ",") + m.url();
+    }
+    rt = StartOn(servers, 2);
+    ASSERT_NE(rt, nullptr);
+    pager = ImplOf(*rt)->pager();
+    d = Fill(*rt, kPages);
+    ASSERT_NE(d.base, nullptr);
+    auto once = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
+    ASSERT_TRUE(once.ok()) << once.status().ToString();
+    auto st = pager->server_stats();
+    for (size_t k = 0; k < st.size() && victim == 3; ++k) victim = st[k].pages > 0 ? k : 3;
+    ASSERT_LT(victim, 3u);
+    for (size_t i = 0; i < kPages; ++i) FillPage(d.base + i * kPage, i + kTag);
+    ASSERT_EQ(kill(memd[victim].pid(), SIGSTOP), 0);
   }
-  auto rt = StartOn(servers, 2);
-  ASSERT_NE(rt, nullptr);
-  Pager* pager = ImplOf(*rt)->pager();
-  constexpr size_t kPages = 4 * kWindow;
-  // Evicted once, then rewritten: the pages keep their slots, so the windows below go to the
-  // group that holds them, and one of its servers is stopped: their writes there stay in flight.
-  Data d = Fill(*rt, kPages);
-  ASSERT_NE(d.base, nullptr);
-  auto once = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
-  ASSERT_TRUE(once.ok()) << once.status().ToString();
-  auto st = pager->server_stats();
+  MemdProcess memd[3];
+  std::unique_ptr<Runtime> rt;
+  Pager* pager = nullptr;
+  Data d;
   size_t victim = 3;
-  for (size_t k = 0; k < st.size() && victim == 3; ++k) victim = st[k].pages > 0 ? k : 3;
-  ASSERT_LT(victim, 3u);
-  for (size_t i = 0; i < kPages; ++i) FillPage(d.base + i * kPage, i);
-  ASSERT_EQ(kill(memd[victim].pid(), SIGSTOP), 0);
+};
 
+TEST_F(RemoteWriterReplicas, AReplicaLostWithWritesInFlightSendsTheWindowsToTheSurvivors) {
   StatusOr<MigrateResult> moved = MigrateResult{};
   std::atomic<bool> returned{false};
   std::thread evictor([&] {
@@ -303,43 +312,16 @@ TEST(RemoteWriterReplicas, AReplicaLostWithWritesInFlightSendsTheWindowsToTheSur
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_EQ(moved->pages_moved, kPages);
   EXPECT_EQ(pager->stats().servers_down, 1u);
-  size_t remote = 0, bad = 0;
-  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
-  EXPECT_EQ(remote, kPages);
-  // Every page comes back from the survivors.
-  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i) ? 0 : 1;
-  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(d.Count(PageState::kRemote), kPages);
+  EXPECT_EQ(d.Wrong(kTag), 0u);  // every page comes back from the survivors
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
 
 // The same through the policy thread's background evictions: the windows lost with the replica
 // are sent again by the wait, each to its own region's pages.
-TEST(RemoteWriterReplicas, TheWaitForBackgroundEvictionsSendsWindowsLostWithAReplicaToTheSurvivors) {
-  MemdProcess memd[3];
-  std::string servers;
-  for (auto& m : memd) {
-    ASSERT_TRUE(m.Start({"--capacity", "64M", "--no-rdma"}, "tok"));
-    servers += (servers.empty() ? "" : ",") + m.url();
-  }
-  auto rt = StartOn(servers, 2);
-  ASSERT_NE(rt, nullptr);
+TEST_F(RemoteWriterReplicas, TheWaitForBackgroundEvictionsSendsWindowsLostWithAReplicaToTheSurvivors) {
   Runtime::Impl* impl = ImplOf(*rt);
-  Pager* pager = impl->pager();
-  constexpr size_t kPages = 4 * kWindow;
-  Data d = Fill(*rt, kPages);
-  ASSERT_NE(d.base, nullptr);
-  auto once = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
-  ASSERT_TRUE(once.ok()) << once.status().ToString();
-  auto st = pager->server_stats();
-  size_t victim = 3;
-  for (size_t k = 0; k < st.size() && victim == 3; ++k) victim = st[k].pages > 0 ? k : 3;
-  ASSERT_LT(victim, 3u);
-  for (size_t i = 0; i < kPages; ++i) FillPage(d.base + i * kPage, i + 5000);
-  ASSERT_EQ(kill(memd[victim].pid(), SIGSTOP), 0);
-
-  std::vector<char*> pages;
-  for (size_t i = 0; i < kPages; ++i) pages.push_back(reinterpret_cast<char*>(d.base + i * kPage));
-  auto q = impl->EvictPagesBackground(pages);
+  auto q = impl->EvictPagesBackground(d.Addresses());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->pages_moved, kPages);
   memd[victim].Stop(SIGKILL);
@@ -348,11 +330,8 @@ TEST(RemoteWriterReplicas, TheWaitForBackgroundEvictionsSendsWindowsLostWithARep
   ASSERT_TRUE(w.ok()) << w.ToString();
   EXPECT_EQ(became, kPages);
   EXPECT_EQ(pager->stats().servers_down, 1u);
-  size_t remote = 0, bad = 0;
-  for (size_t i = 0; i < kPages; ++i) remote += d.State(i) == PageState::kRemote ? 1 : 0;
-  EXPECT_EQ(remote, kPages);
-  for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i + 5000) ? 0 : 1;
-  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(d.Count(PageState::kRemote), kPages);
+  EXPECT_EQ(d.Wrong(kTag), 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
 
