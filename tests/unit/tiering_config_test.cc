@@ -31,20 +31,21 @@ TEST(TieringConfig, ScanPagesByModeUnlessGiven) {
 
 constexpr uint64_t kPagesPerMiB = 256;  // 4 KiB pages
 
-// Small limits get small rings (1/64 of the limit in all, 64 KiB each at least); from 1 GiB the
-// sizes they had before they went by the limit (2^18, 2^16, 2^16); no limit keeps the fault
-// log whole; no budget, however large, overflows them.
+// Small limits get small relief rings (3/256 of the limit together, 64 KiB each at least); from
+// 1 GiB the sizes they had before they went by the limit (2^18, 2^16); the fault log is whole at
+// every limit (a late round must not lose the samples of pages still in DRAM); no budget,
+// however large, overflows them.
 TEST(RingSizes, FollowTheDramBudget) {
   const RingSizes at32m = RingSizesFor(32 * kPagesPerMiB);
   EXPECT_EQ(at32m.relief, 32768u);
   EXPECT_EQ(at32m.ahead, 16384u);
-  EXPECT_EQ(at32m.log, 16384u);
-  EXPECT_EQ((at32m.relief + at32m.ahead + at32m.log) * 8, (32u << 20) / 64);
+  EXPECT_EQ(at32m.log, kMaxLogEntries);
+  EXPECT_EQ((at32m.relief + at32m.ahead) * 8, (32u << 20) * 3 / 256);
   for (uint64_t pages : {uint64_t{0}, uint64_t{1}, 2 * kPagesPerMiB, 8 * kPagesPerMiB}) {
     const RingSizes r = RingSizesFor(pages);
     EXPECT_EQ(r.relief, kMinRingEntries) << pages;
     EXPECT_EQ(r.ahead, kMinRingEntries) << pages;
-    EXPECT_EQ(r.log, pages == 0 ? kMaxLogEntries : kMinRingEntries) << pages;
+    EXPECT_EQ(r.log, kMaxLogEntries) << pages;
   }
   for (uint64_t pages : {1024 * kPagesPerMiB, 64 * 1024 * kPagesPerMiB, ~uint64_t{0}}) {
     const RingSizes r = RingSizesFor(pages);
