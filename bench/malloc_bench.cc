@@ -1,7 +1,7 @@
 // tiermem-bench malloc [--json] [--runs N] [--scale N] [--workloads a,b] [--preload PATH]
 // Runs each allocator workload (bench/malloc_workload.cc) as a separate process under glibc,
 // jemalloc (Debian's libjemalloc2), mimalloc (libmimalloc2.0) and tiermem
-// (libtiermem-preload.so), N times each (default 3), and reports the median ops/s, the median
+// (libtiermem-preload.so), N times each (default 5), and reports the median ops/s, the median
 // ops per CPU second (the child's user + system time: on a shared machine wall time also counts
 // the time the workload waited for a CPU, CPU time does not), the median peak RSS of the
 // workload process (its VmHWM) and the median growth of its RSS from the start of main (what the
@@ -107,7 +107,7 @@ T Median(std::vector<T> v) {
 
 int Malloc(int argc, char** argv) {
   bool json = false;
-  int runs = 3;
+  int runs = 5;
   uint64_t scale_n = 1;
   std::string preload;
   std::string workload_list =
