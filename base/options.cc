@@ -97,6 +97,11 @@ const OptionSpec kTable[] = {
            "the policy thread's planned evictions are written by the pager's writer thread while "
            "the round goes on (settled before the next round and before relief counts DRAM); 0: "
            "each round waits for its writes"),
+    TM_OPT("TIERMEM_POLICY_CPU", OptionKind::kUint, "0", policy_cpu,
+           "percent of one CPU the policy thread may use, its rounds and budget relief together: "
+           "after a costly round the next waits until the thread is back within it (relief is "
+           "never held back). Fewer rounds confirm fewer victims: with several GiB, 5 together "
+           "with TIERMEM_SCAN_PAGES=32768 (docs/tiering.md). 0: a round every interval"),
     TM_OPT("TIERMEM_SAMPLE_INTERVAL_MS", OptionKind::kUint, "20", sample_interval_ms,
            "length of a sampling round; the policy plans once per round"),
     TM_OPT("TIERMEM_SAMPLE_HALF_LIFE_MS", OptionKind::kUint, "200", sample_half_life_ms,

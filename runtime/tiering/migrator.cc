@@ -10,6 +10,7 @@
 #include "base/runtime_thread.h"
 #include "base/os.h"
 #include "backends/numa/numa_backend.h"
+#include "runtime/tiering/round_pacer.h"
 #include "runtime/tiering/tracker.h"
 
 namespace tiermem {
@@ -48,6 +49,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   // rounds did (kv at 4 GiB: a third of the requests per second; docs/tiering.md).
   c.scan_pages = o.scan_pages != 0 ? std::max<uint64_t>(o.scan_pages, 1024) : mode == "faults" ? 32768 : 0;
   c.evict_background = o.evict_background;
+  c.policy_cpu_percent = o.policy_cpu;
   c.sample_always = std::string(o.sample_mode) == mode && (mode == "protect" || mode == "uffd");
   c.uffd_sampler = mode == "uffd" ? uffd_sampler : nullptr;
   PolicyConfig& pc = c.policy;
@@ -198,6 +200,10 @@ MigratorStats Migrator::stats() const {
 void Migrator::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   auto next_round = std::chrono::steady_clock::now();
+  RoundPacer pacer(config_.policy_cpu_percent, interval_ms_ * 1'000'000);
+  uint64_t cpu0 = 0;
+  os::ThreadCpuNanos(&cpu0);
+  pacer.Start(os::MonotonicNanos(), cpu0);
   while (!stop_) {
     lock.unlock();
     RefreshBudget();
@@ -206,13 +212,21 @@ void Migrator::Loop() {
       lock.unlock();
       const uint64_t start = os::MonotonicNanos();
       const bool busy = Round();
-      counters_->round_time.Record(os::MonotonicNanos() - start);  // the policy's cost, per round
-      if (uint64_t cpu; os::ThreadCpuNanos(&cpu) == 0) counters_->cpu_ns.store(cpu, std::memory_order_relaxed);
-      lock.lock();
+      const uint64_t end = os::MonotonicNanos();
+      counters_->round_time.Record(end - start);  // the policy's cost, per round
+      uint64_t cpu = 0;
+      if (os::ThreadCpuNanos(&cpu) == 0) counters_->cpu_ns.store(cpu, std::memory_order_relaxed);
       // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
-      // large heap costs little (a round scans every live page record).
-      next_round = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds(busy ? interval_ms_ : interval_ms_ * 5);
+      // large heap costs little. A round past the thread's CPU share: later still (RoundPacer).
+      const uint64_t gap = (busy ? interval_ms_ : interval_ms_ * 5) * 1'000'000;
+      const uint64_t next = pacer.NextRound(end, cpu, !busy);
+      if (next > end + gap) {
+        std::lock_guard<std::mutex> stats_lock(stats_mu_);
+        ++stats_.paced_rounds;
+        stats_.paced_ns += next - end - gap;
+      }
+      lock.lock();
+      next_round = std::chrono::steady_clock::now() + std::chrono::nanoseconds(next - end);
     }
     if (!plans_) next_round = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms_);
     cv_->wait_until(lock, next_round, [this] { return stop_ || nudged_.load(std::memory_order_acquire); });

@@ -81,6 +81,8 @@ struct MigratorStats {
   uint64_t round_ns = 0;        // time spent in rounds in total (scan, plan, migrate, arm)
   uint64_t window_rounds = 0;   // rounds that read a window of the page records, not all
   uint64_t window_listed_max = 0;  // the most pages one such round listed from its window
+  uint64_t paced_rounds = 0;    // rounds started later than their interval by TIERMEM_POLICY_CPU
+  uint64_t paced_ns = 0;        // the time those rounds waited past their interval, in total
   std::string last_error;       // the latest refusal of a planned move, for diagnosis
 };
 

@@ -38,6 +38,8 @@ struct TieringConfig {
   // The plan's evictions are queued to the pager's writer (PageMover::EvictPagesBackground) and
   // settled before the next round, relief, and the thread's end; false: each round waits for them.
   bool evict_background = true;
+  // Percent of one CPU the policy thread may use (TIERMEM_POLICY_CPU; RoundPacer); 0: no bound.
+  uint64_t policy_cpu_percent = 0;
   uint64_t sample_half_life_ms = 200;
   // Budget relief (migrator.h): a DRAM budget and a remote tier. The thread then runs in every
   // mode, "off" included (relief only: no sampling, no plans).

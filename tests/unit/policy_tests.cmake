@@ -7,3 +7,5 @@ tiermem_add_gtest(NAME policy_round_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/policy_round_test.cc)
 tiermem_add_gtest(NAME tiering_config_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tiering_config_test.cc)
+tiermem_add_gtest(NAME round_pacer_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/round_pacer_test.cc)

@@ -1,0 +1,87 @@
+// TIERMEM_POLICY_CPU through the runtime: the policy thread's rounds are paced by its share of a
+// CPU (runtime/tiering/round_pacer.h; the pacer's arithmetic is in tests/unit/round_pacer_test.cc).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "remote_memd_fixture.h"
+#include "runtime/core/runtime_impl.h"
+#include "runtime/tiering/migrator.h"
+#include "test_util.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+struct PacedRun {
+  bool ran = false;
+  MigratorStats stats;
+};
+
+// 16384 pages placed remote under an 8 MiB DRAM limit, protection sampling every 5 ms, each
+// round reading every page record; a thread reads random pages for `ms`, then every byte is
+// checked.
+PacedRun RunWithShare(uint64_t share_percent, int ms) {
+  PacedRun out;
+  testing::MemdProcess memd;
+  EXPECT_TRUE(memd.Start({"--capacity", "256M"})) << memd.Log();
+  setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
+  setenv("TIERMEM_SAMPLE_INTERVAL_MS", "5", 1);
+  Options o;
+  o.Set("dram_limit", 8 << 20);
+  o.Set("remote", memd.url());
+  o.Set("policy_cpu", share_percent);
+  auto rt = Runtime::Start(o);
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
+  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) return out;
+  const size_t npages = 16384;
+  auto p = (*rt)->Allocate(npages * kPage, Tier::kRemote);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (!p.ok()) return out;
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, npages * kPage, 7);
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    std::mt19937_64 rng(11);
+    volatile uint64_t sink = 0;
+    while (!stop.load()) sink = sink + *reinterpret_cast<uint64_t*>(base + (rng() % npages) * kPage);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  stop = true;
+  t.join();
+  out.stats = ImplOf(**rt)->migrator()->stats();
+  EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 7), SIZE_MAX) << "data lost";
+  EXPECT_TRUE((*rt)->Free(base).ok());
+  EXPECT_TRUE((*rt)->Stop().ok());
+  out.ran = true;
+  return out;
+}
+
+// Unbounded, the rounds keep their 5 ms interval and none is paced; at 1% of a CPU each round
+// (a whole scan of 16384 records, a plan, a sample) overdraws the share and the next waits, so
+// far fewer rounds run in the same time. No byte is lost either way.
+TEST(PolicyCpu, ASmallShareSpacesTheRoundsOut) {
+  const PacedRun free_run = RunWithShare(0, 2000);
+  const PacedRun paced = RunWithShare(1, 2000);
+  ASSERT_TRUE(free_run.ran && paced.ran);
+  EXPECT_EQ(free_run.stats.paced_rounds, 0u);
+  EXPECT_EQ(free_run.stats.paced_ns, 0u);
+  EXPECT_GT(paced.stats.paced_rounds, 0u);
+  EXPECT_GT(paced.stats.paced_ns, 0u);
+  printf("rounds: unbounded %llu, paced %llu (%llu paced)\n", static_cast<unsigned long long>(free_run.stats.rounds),
+         static_cast<unsigned long long>(paced.stats.rounds), static_cast<unsigned long long>(paced.stats.paced_rounds));
+  EXPECT_LT(paced.stats.rounds * 2, free_run.stats.rounds)
+      << "paced " << paced.stats.rounds << " rounds, unbounded " << free_run.stats.rounds;
+}
+
+}  // namespace
+}  // namespace tiermem
