@@ -122,7 +122,10 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
           if (it != nullptr && views[*it].tier == Tier::kDram) policy_->WatchStarted(key, t_arm);
         }
       }
-      armed_ = armed > 0;
+      // The tracker is in a round now, whatever it armed: the next round collects it. (A sample
+      // that armed nothing, every candidate a page never touched, was taken as no round, and a
+      // tracker left mid-round refuses every later Arm: sampling stopped for good.)
+      armed_ = true;
       last_armed_ = armed;
       last_candidates_ = population;
     }
