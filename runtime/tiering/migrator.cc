@@ -30,7 +30,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
                   "UFFD_USER_MODE_ONLY); sampling by remote faults only";
     mode = "faults";
   }
-  c.interval_ms = std::max<uint64_t>(1, o.sample_interval_ms);
+  c.interval_ms = std::clamp<uint64_t>(o.sample_interval_ms, 1, 3'600'000);  // at most an hour
   c.sample_pages = std::min<uint64_t>(o.sample_pages, max_armed);
   c.sample_half_life_ms = std::max<uint64_t>(1, o.sample_half_life_ms);
   const bool budgets = o.dram_limit != 0 || o.cxl_limit != 0;

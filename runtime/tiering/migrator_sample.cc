@@ -28,6 +28,11 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       if (std::string(tracker->name()) == "protect") {
         TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
                     "stops (remote faults still count)");
+        // Pages still protected (carried from the last round) are lifted now: once sampling is
+        // off nothing else would (Stop, frees and this loop go by sampling_), and their next
+        // touch would reach the program's handler.
+        tracker->DisarmAll();
+        policy_->WatchEnded();
         sampling_ = false;
       }
     } else {

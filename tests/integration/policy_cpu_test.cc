@@ -68,7 +68,9 @@ PacedRun RunWithShare(uint64_t share_percent, int ms) {
 
 // Unbounded, the rounds keep their 5 ms interval and none is paced; at 1% of a CPU each round
 // (a whole scan of 16384 records, a plan, a sample) overdraws the share and the next waits, so
-// far fewer rounds run in the same time. No byte is lost either way.
+// most of the run is spent waiting past the interval. No byte is lost either way. (The two runs'
+// round counts are not compared: unpaced rounds go by wall time, paced ones by CPU time, and a
+// loaded machine moves the first, not the second.)
 TEST(PolicyCpu, ASmallShareSpacesTheRoundsOut) {
   const PacedRun free_run = RunWithShare(0, 2000);
   const PacedRun paced = RunWithShare(1, 2000);
@@ -77,10 +79,10 @@ TEST(PolicyCpu, ASmallShareSpacesTheRoundsOut) {
   EXPECT_EQ(free_run.stats.paced_ns, 0u);
   EXPECT_GT(paced.stats.paced_rounds, 0u);
   EXPECT_GT(paced.stats.paced_ns, 0u);
-  printf("rounds: unbounded %llu, paced %llu (%llu paced)\n", static_cast<unsigned long long>(free_run.stats.rounds),
-         static_cast<unsigned long long>(paced.stats.rounds), static_cast<unsigned long long>(paced.stats.paced_rounds));
-  EXPECT_LT(paced.stats.rounds * 2, free_run.stats.rounds)
-      << "paced " << paced.stats.rounds << " rounds, unbounded " << free_run.stats.rounds;
+  printf("rounds: unbounded %llu, paced %llu (%llu of them later than their interval, by %.0f ms)\n",
+         static_cast<unsigned long long>(free_run.stats.rounds), static_cast<unsigned long long>(paced.stats.rounds),
+         static_cast<unsigned long long>(paced.stats.paced_rounds), static_cast<double>(paced.stats.paced_ns) / 1e6);
+  EXPECT_GT(paced.stats.paced_ns, 1'000'000'000u) << "less than half of the 2 s run waited for the share";
 }
 
 }  // namespace

@@ -85,6 +85,16 @@ TEST(RoundPacer, TheThreadStaysWithinItsShareOverAnyRun) {
   }
 }
 
+// However much the thread spent (a storm of relief), the next round is at most 100 intervals
+// away: the debt is bounded, and once paid the rounds go at their interval again.
+TEST(RoundPacer, AStormOfReliefDelaysTheRoundsABoundedTime) {
+  RoundPacer p(5, kInterval);
+  p.Start(0, 0);
+  const uint64_t next = p.NextRound(60'000 * kMs, 60'000 * kMs, false);  // a minute of CPU
+  EXPECT_EQ(next, 60'000 * kMs + RoundPacer::kMaxPaybackIntervals * kInterval);
+  EXPECT_EQ(p.NextRound(next + kMs, 60'000 * kMs, false), next + kMs + kInterval);
+}
+
 // A quiet spell refills the bucket, only up to its size: a burst after it is not paid for in
 // advance.
 TEST(RoundPacer, AQuietSpellRefillsTheBucketOnlyToItsSize) {
