@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "remote_memd_fixture.h"
+#include "sampled_runtime.h"
 #include "runtime/core/runtime_impl.h"
 #include "runtime/tiering/migrator.h"
 #include "test_util.h"
@@ -32,15 +33,7 @@ PacedRun RunWithShare(uint64_t share_percent, int ms) {
   PacedRun out;
   testing::MemdProcess memd;
   EXPECT_TRUE(memd.Start({"--capacity", "256M"})) << memd.Log();
-  setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
-  setenv("TIERMEM_SAMPLE_INTERVAL_MS", "5", 1);
-  Options o;
-  o.Set("dram_limit", 8 << 20);
-  o.Set("remote", memd.url());
-  o.Set("policy_cpu", share_percent);
-  auto rt = Runtime::Start(o);
-  unsetenv("TIERMEM_SAMPLE_MODE");
-  unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
+  auto rt = testing::StartSampled(memd, "protect", 8 << 20, share_percent);
   EXPECT_TRUE(rt.ok()) << rt.status().ToString();
   if (!rt.ok() || !(*rt)->HasTier(Tier::kRemote)) return out;
   const size_t npages = 16384;

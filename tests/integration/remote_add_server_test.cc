@@ -20,6 +20,7 @@
 #include "runtime/paging/server_file.h"
 #include "tests/integration/remote_groups_util.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tests/integration/test_util.h"
 #include "tiermem/stats.hpp"
 #include "tiermem/tiermem.hpp"
 
@@ -29,14 +30,8 @@ namespace {
 using testing::MemdProcess;
 using namespace testing::groups;  // NOLINT: the helpers of remote_groups_util.h
 
-// Polls `done` every 50 ms for at most 10 s.
-bool WaitFor(const std::function<bool()>& done) {
-  for (int i = 0; i < 200; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
+// Polls `done` for at most 10 s.
+bool WaitFor(const std::function<bool()>& done) { return testing::WaitFor(done, 10); }
 
 bool Connected(Pager& pager, size_t k) {
   auto st = pager.server_stats();

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 
 namespace tiermem::testing {
 
@@ -18,6 +20,17 @@ inline size_t CheckPattern(const void* p, size_t bytes, uint64_t seed) {
     if (w[i] != ((i * 0x9E3779B97F4A7C15ull) ^ seed)) return i;
   }
   return SIZE_MAX;
+}
+
+// Polls `pred` every 10 ms for at most `seconds`; returns whether it held. Tests then assert on
+// state, never on time.
+template <class F>
+bool WaitFor(F pred, int seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
 }
 
 inline uint64_t Checksum(const void* p, size_t bytes) {

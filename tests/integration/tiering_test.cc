@@ -26,15 +26,7 @@ namespace {
 
 constexpr size_t kPage = 4096;
 
-// Waits (bounded) until `pred` holds; the test then asserts on state, never on time.
-template <class F>
-bool WaitFor(F pred, int seconds) {
-  for (int i = 0; i < seconds * 100; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
+using testing::WaitFor;
 
 TEST(TieringTest, SamplingKeepsDataIntactAndSeesAccesses) {
   setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
