@@ -3,7 +3,9 @@
 // The one such case: pages write-protected through userfaultfd. A thread that writes such a
 // page waits in the kernel until the pager lifts the protection, so the pager may read the page
 // meanwhile without a lock; ThreadSanitizer sees the program's earlier writes and the pager's
-// read with no happens-before between them and reports a race. Code that reads pages under that
+// read with no happens-before between them and reports a race. (A write that calls a page's
+// eviction off goes on while the page may still be sent; what was sent is then never read, the
+// page staying dirty: a race by design.) Code that reads pages under that
 // protection (TcpTransport sending them from where they are) holds a TsanIgnoreAccesses for the
 // read alone. Outside ThreadSanitizer builds it is empty.
 #pragma once

@@ -103,6 +103,8 @@ struct RuntimeCounters {
   uint64_t zero_fills = 0;           // never-written remote pages installed as zeros at first touch
   uint64_t write_protect_faults = 0; // first writes to clean pages
   uint64_t pages_evicted = 0;        // pages dropped to the remote tier
+  uint64_t evictions_called_off = 0; // pages written while their eviction was in flight: they
+                                     // stayed local (the write did not wait for memd)
   uint64_t pages_written = 0;        // pages written to memory servers
   uint64_t evictions_clean = 0;      // evictions with no write: the server copy was current
   uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write

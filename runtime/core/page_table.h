@@ -27,6 +27,11 @@ enum PageFlags : uint8_t {
   kPageSampled = 1u << 4,    // held by the soft sampler (runtime/paging/soft_sampler.h): state
                              // kInFlight, its bytes in the sampler's copy until its next touch;
                              // the policy counts it as resident on its tier
+  kPageEvicting = 1u << 5,   // claimed (kInFlight) by an eviction window whose write is not yet
+                             // acknowledged. Whoever clears it decides the page's fate: the
+                             // writer thread, which then drops it, or the fault handler on a
+                             // write to the page, which calls its eviction off (the page stays
+                             // local and dirty; the writing thread does not wait for memd)
 };
 
 // PageRecord::tier of a page whose bytes no tier counts any more (its run is being freed).

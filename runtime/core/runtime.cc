@@ -126,6 +126,9 @@ Status Runtime::Impl::Init(const Options& o) {
     pc.region_of = [this](const void* p) { return RegionOf(p); };
     pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
     pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };
+    pc.on_kept = [this](Region& r, uint64_t i) {
+      if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnResident(&r, i, 1);
+    };
     pc.after_faults = [this] {
       if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->AfterFaults();
     };

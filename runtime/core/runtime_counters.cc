@@ -19,6 +19,7 @@ std::string CountersJson(const RuntimeCounters& c) {
   j.U("zero_fills", c.zero_fills);
   j.U("write_protect_faults", c.write_protect_faults);
   j.U("pages_evicted", c.pages_evicted);
+  j.U("evictions_called_off", c.evictions_called_off);
   j.U("pages_written", c.pages_written);
   j.U("evictions_clean", c.evictions_clean);
   j.U("evictions_untouched", c.evictions_untouched);
@@ -117,6 +118,7 @@ RuntimeCounters Runtime::Impl::Counters() const {
     c.zero_fills = p.zero_fills;
     c.write_protect_faults = p.wp_faults;
     c.pages_evicted = p.evicted;
+    c.evictions_called_off = p.evict_called_off;
     c.pages_written = p.written;
     c.evictions_clean = p.skipped_clean;
     c.evictions_untouched = p.skipped_untouched;

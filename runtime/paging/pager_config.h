@@ -32,8 +32,12 @@ struct PagerConfig {
   //   or zero-filled by the fault handler or FetchBack (`moved`), or discarded (`moved` false:
   //   nothing came back; OnDiscard).
   // - on_evicted: page `index` of `region` is now on the remote tier (kLocal -> kRemote).
+  // - on_kept: page `index` of `region` was written while its eviction was in flight, which
+  //   called the eviction off: it stays where it was (kInFlight -> kLocal, its tier unchanged),
+  //   and the write is an access. Called on the writer thread.
   std::function<void(Region& region, uint64_t first, uint64_t n, bool moved)> on_resident;
   std::function<void(Region& region, uint64_t index)> on_evicted;
+  std::function<void(Region& region, uint64_t index)> on_kept;
   // Called by the fault handler thread after it served a batch of faults and woke their
   // threads: the core checks DRAM's budget here and may hold the handler back (bounded) while
   // the policy thread makes room. Optional.
@@ -92,6 +96,7 @@ struct PagerStats {
   uint64_t faults = 0;           // remote pages fetched by the fault handler
   uint64_t zero_fills = 0;       // never-written remote pages installed as zeros (batched)
   uint64_t wp_faults = 0;        // first writes to clean pages
+  uint64_t evict_called_off = 0; // pages written while their eviction was in flight: kept local
   uint64_t evicted = 0;          // pages dropped to the remote tier
   uint64_t written = 0;          // pages written to memd
   uint64_t skipped_clean = 0;    // evictions with no write: the server copy was current

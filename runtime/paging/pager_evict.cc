@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/tsan.h"
 #include "base/os.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_internal.h"
@@ -132,13 +133,17 @@ Status Pager::QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
   job->ticket = t;
   job->t0_ns = os::MonotonicNanos();
   uint8_t* claimed = job->claimed.data();
-  // 1. Claim: kLocal -> kInFlight. Faults on claimed pages now wait for the writer thread.
+  // 1. Claim: kLocal -> kInFlight, marked kPageEvicting. Until the writer thread commits a page
+  //    (FinishJob), a write to it calls its eviction off instead of waiting (pager_fault.cc).
   w->queued = 0;
   for (size_t i = 0; i < m; ++i) {
-    claimed[i] = Cas(region.record(idx[i]), PageState::kLocal, PageState::kInFlight);
+    PageRecord& rec = region.record(idx[i]);
+    claimed[i] = Cas(rec, PageState::kLocal, PageState::kInFlight);
+    if (claimed[i]) rec.flags.fetch_or(kPageEvicting, std::memory_order_release);
     w->queued += claimed[i];
   }
-  // 2. Write-protect, so the contents we send are the contents we drop.
+  // 2. Write-protect, so the contents we send are the contents we drop, unless a write calls
+  //    the page's eviction off (then what was sent is never read: the page stays dirty).
   if (wp_) {
     ForRuns(idx, m, claimed, [&](size_t i, size_t j) {
       Status s = os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), (j - i) * kPage, true);
@@ -224,6 +229,7 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
     uint8_t* out[kMaxCodeParity];
     for (uint32_t d = 0; d < shape.k; ++d) data[d] = reinterpret_cast<const uint8_t*>(page + d * piece_);
     for (uint32_t q = 0; q < shape.m; ++q) out[q] = reinterpret_cast<uint8_t*>(parity + q * piece_);
+    TsanIgnoreAccesses read_under_protection;  // see base/tsan.h
     code_->Encode(piece_, data, out);
   }
   uint32_t up = 0;
@@ -267,7 +273,7 @@ void Pager::GiveBack(EvictJob& job) {
   for (size_t i = 0; i < m; ++i) {
     if (!job.claimed[i]) continue;
     PageRecord& rec = region.record(idx[i]);
-    rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageEvicting)), std::memory_order_relaxed);
     rec.state.store(S(PageState::kLocal), std::memory_order_release);
   }
   if (wp_) {

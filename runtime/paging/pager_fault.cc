@@ -20,6 +20,7 @@
 
 namespace tiermem {
 
+using pager_internal::CallOffEviction;
 using pager_internal::Cas;
 using pager_internal::kBatch;
 using pager_internal::kPage;
@@ -244,14 +245,20 @@ void Pager::FaultLoop() {
           uint64_t index = region->PageIndex(addr);
           PageRecord& rec = region->record(index);
           if (f.wp) {
-            // A write to a write-protected page. Clean local page: it becomes dirty. Page being
-            // evicted: wait for the eviction to finish (it wakes us; we fault again).
-            // Claim it first, so an evictor cannot take it between our check and the unprotect.
+            // A write to a write-protected page. Clean local page: it becomes dirty (claimed
+            // first, so an evictor cannot take it between our check and the unprotect). Page
+            // whose eviction is in flight: the eviction is called off (CallOffEviction) and the
+            // write goes on at once. Page the writer thread already committed to dropping, or
+            // claimed by anyone else: wait for them (they wake us; we fault again).
             if (Cas(rec, PageState::kLocal, PageState::kInFlight)) {
               rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
               c_->wp_faults.fetch_add(1, std::memory_order_relaxed);
               (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
               rec.state.store(S(PageState::kLocal), std::memory_order_release);
+              Wake(addr, kPage);
+            } else if (CallOffEviction(rec)) {
+              c_->evict_called_off.fetch_add(1, std::memory_order_relaxed);
+              (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
               Wake(addr, kPage);
             } else if (rec.state.load(std::memory_order_acquire) != S(PageState::kInFlight)) {
               Wake(addr, kPage);

@@ -31,6 +31,26 @@ inline bool Cas(PageRecord& r, PageState from, PageState to) {
   return r.state.compare_exchange_strong(f, S(to), std::memory_order_acq_rel);
 }
 
+// A page claimed by an eviction window carries kPageEvicting until its fate is decided; the
+// one who clears the flag decides it. TakeEvictingFlag is that step for both sides: true when
+// this caller cleared it, false when it was not set (already decided by the other side, or not
+// an eviction's claim). The writer thread takes it before it drops a page (CommitEviction: the
+// page goes remote); the fault handler takes it on a write to the page (CallOffEviction: the
+// page stays local and dirty, its server copy no longer current).
+inline bool TakeEvictingFlag(PageRecord& r) {
+  uint8_t f = r.flags.load(std::memory_order_acquire);
+  do {
+    if (!(f & kPageEvicting)) return false;
+  } while (!r.flags.compare_exchange_weak(f, uint8_t(f & ~kPageEvicting), std::memory_order_acq_rel));
+  return true;
+}
+inline bool CommitEviction(PageRecord& r) { return TakeEvictingFlag(r); }
+inline bool CallOffEviction(PageRecord& r) {
+  if (r.state.load(std::memory_order_acquire) != S(PageState::kInFlight) || !TakeEvictingFlag(r)) return false;
+  r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);  // written from now on
+  return true;
+}
+
 // Calls fn(i, j) for each maximal run [i, j) of adjacent pages of idx[0..m) (ascending); with
 // `claimed`, runs of claimed pages only: pages an eviction did not claim (being fetched by the
 // fault handler, say) must not be protected or dropped by it.

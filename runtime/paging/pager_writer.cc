@@ -17,6 +17,7 @@
 
 namespace tiermem {
 
+using pager_internal::CommitEviction;
 using pager_internal::ForRuns;
 using pager_internal::kPage;
 using pager_internal::S;
@@ -117,8 +118,13 @@ void Pager::FinishJob(EvictJob& job) {
     servers_[k]->c->written.fetch_add(job.written[k], std::memory_order_relaxed);
     c_->written.fetch_add(job.written[k], std::memory_order_relaxed);
   }
-  // Drop, mark remote (the server copy is current: clean), and wake waiters to fault again.
-  ForRuns(idx, m, job.claimed.data(), [&](size_t i, size_t j) {
+  // Commit each page, then drop, mark remote (the server copy is current: clean), and wake
+  // waiters to fault again. A page the program wrote meanwhile had its eviction called off by
+  // the fault handler (its write went on unprotected): it stays local and dirty, on the tier it
+  // was on, and counts as touched (on_kept: the policy sees the access, relief may pick it again).
+  std::vector<uint8_t> drop(m, 0);
+  for (size_t i = 0; i < m; ++i) drop[i] = job.claimed[i] && CommitEviction(region.record(idx[i]));
+  ForRuns(idx, m, drop.data(), [&](size_t i, size_t j) {
     int rc = os::Discard(region.PageAddress(idx[i]), (j - i) * kPage);
     if (rc != 0) TM_LOG_WARN("remote tier: madvise(DONTNEED) after eviction: %s", strerror(-rc));
   });
@@ -126,6 +132,11 @@ void Pager::FinishJob(EvictJob& job) {
   for (size_t i = 0; i < m; ++i) {
     if (!job.claimed[i]) continue;
     PageRecord& rec = region.record(idx[i]);
+    if (!drop[i]) {
+      if (config_.on_kept) config_.on_kept(region, idx[i]);
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+      continue;
+    }
     rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
     rec.flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);  // back only by a fault or a fetch
     if (config_.on_evicted) config_.on_evicted(region, idx[i]);

@@ -1,5 +1,5 @@
 // The background eviction writer (runtime/paging/evict_writer.h): a page rewritten while its
-// write is in flight keeps its new bytes; a full queue blocks the evicting thread and drops
+// write is in flight stays local with its new bytes, and its writer does not wait; a full queue blocks the evicting thread and drops
 // nothing; a server lost with writes in flight leaves the pages local and intact (one server),
 // or their windows go to the survivors (replicas). A memd stopped with SIGSTOP holds the writes
 // in flight for as long as the test needs, so none of this depends on timing.
@@ -123,10 +123,14 @@ class RemoteWriter : public ::testing::Test {
   Data d;
 };
 
-TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightKeepsItsNewBytes) {
+// A write to a page whose eviction is in flight calls the eviction off: the writing thread goes
+// on at once (it does not wait for memd's acknowledgement and then fault the page back), the page
+// stays local with its new bytes, and only the pages not written are dropped.
+TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightStaysLocalAndIsNotWaitedFor) {
   constexpr size_t kPages = 2 * kWindow;
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
   if (!pager->write_protect()) GTEST_SKIP() << "userfaultfd write-protect is not available here";
+  const uint64_t called_off0 = pager->stats().evict_called_off;
 
   ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);  // the writes stay in flight
   auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kPages));
@@ -135,30 +139,39 @@ TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightKeepsItsNewBytes) {
   // Queued, not written: every page is claimed and still here.
   for (size_t i = 0; i < kPages; ++i) ASSERT_EQ(d.State(i), PageState::kInFlight) << i;
 
-  // Every other page rewritten by a thread: each write waits for its page's window.
-  std::atomic<bool> started{false};
+  // Every other page rewritten by a thread while memd cannot acknowledge anything.
+  std::atomic<bool> done{false};
   std::thread writer([&] {
-    started = true;
     for (size_t i = 0; i < kPages; i += 2) FillPage(d.base + i * kPage, i + 100000);
+    done = true;
   });
-  ASSERT_TRUE(Await([&] { return started.load(); }));
-  // While memd is stopped no write can be acknowledged: the pages are still claimed.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the thread reach its fault
+  const bool finished_while_stopped = Await([&] { return done.load(); });
+  EXPECT_TRUE(finished_while_stopped) << "the writes waited for memd";
+  EXPECT_EQ(pager->stats().evict_called_off - called_off0, kPages / 2);
+  // Still claimed by the writer thread until their windows are acknowledged.
   EXPECT_EQ(d.State(0), PageState::kInFlight);
   ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
   writer.join();
   pager->DrainWrites();
 
+  // Written pages stayed local, the others went remote.
+  for (size_t i = 0; i < kPages; ++i) {
+    ASSERT_EQ(d.State(i), i % 2 == 0 ? PageState::kLocal : PageState::kRemote) << i;
+  }
   auto check = [&] {
     size_t bad = 0;
     for (size_t i = 0; i < kPages; ++i) bad += CheckPage(d.base + i * kPage, i % 2 == 0 ? i + 100000 : i) ? 0 : 1;
     return bad;
   };
   EXPECT_EQ(check(), 0u);
-  // The new bytes are what the next eviction writes, and what comes back from the server.
+  // A page kept local is dirty: evicted again, its newest bytes are written and come back from
+  // the server (not what the called-off eviction sent).
+  FillPage(d.base, 7);
   auto m = rt->Migrate(d.base, kPages * kPage, Tier::kRemote);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   for (size_t i = 0; i < kPages; ++i) ASSERT_EQ(d.State(i), PageState::kRemote) << i;
+  EXPECT_TRUE(CheckPage(d.base, 7));
+  FillPage(d.base, 100000);
   EXPECT_EQ(check(), 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
