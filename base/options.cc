@@ -97,6 +97,12 @@ const OptionSpec kTable[] = {
            "the policy thread's planned evictions are written by the pager's writer thread while "
            "the round goes on (settled before the next round and before relief counts DRAM); 0: "
            "each round waits for its writes"),
+    TM_OPT("TIERMEM_RELIEF_BACKGROUND", OptionKind::kBool, "0", relief_background,
+           "budget relief's evictions written in the background too (with "
+           "TIERMEM_EVICT_BACKGROUND=1): relief queues its victims and goes on, counting DRAM less "
+           "the pages still being written, and a fault held back for room is woken as their writes "
+           "finish. On 2 cores it halved the faults' waits for room and raised memcached's get "
+           "p99 by a third (docs/tiering.md), so 0: relief waits for each batch's writes"),
     TM_OPT("TIERMEM_POLICY_CPU", OptionKind::kUint, "0", policy_cpu,
            "percent of one CPU the policy thread may use, its rounds and budget relief together: "
            "after a costly round the next waits until the thread is back within it (relief is "

@@ -45,6 +45,7 @@ struct OptionValues {
   uint64_t sample_pages;        // pages protected per sampling round
   uint64_t scan_pages;          // resident pages a policy round lists at most (0: by mode)
   bool evict_background;        // the policy thread's evictions written without waiting
+  bool relief_background;       // budget relief's too (with evict_background)
   uint64_t policy_cpu;          // percent of one CPU the policy thread may use (0: no bound)
   uint64_t sample_interval_ms;  // one sampling round (and one policy plan) per interval
   uint64_t sample_half_life_ms; // heat halves in this time without accesses

@@ -129,6 +129,9 @@ Status Runtime::Impl::Init(const Options& o) {
     pc.on_kept = [this](Region& r, uint64_t i) {
       if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnResident(&r, i, 1);
     };
+    pc.on_window_done = [this] {
+      if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnLeftDram();
+    };
     pc.after_faults = [this] {
       if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->AfterFaults();
     };

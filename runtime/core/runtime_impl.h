@@ -60,6 +60,7 @@ class Runtime::Impl final : public PageMover {
   // claimed and queued; WaitEvictions settles them. The policy thread's alone.
   StatusOr<MigrateResult> EvictPagesBackground(const std::vector<char*>& pages) override;
   Status WaitEvictions(uint64_t* became_remote) override;
+  uint64_t EvictionsPending() const override { return pager_ ? pager_->EvictPending(&evict_ticket_) : 0; }
   StatusOr<MigrateResult> MovePages(const std::vector<char*>& pages, Tier tier) override;
   StatusOr<MigrateResult> MigrateToNode(void* ptr, size_t len, int node);
   StatusOr<std::vector<PageLocation>> Locate(const void* ptr, size_t len) const;

@@ -5,6 +5,15 @@
 #include "base/os.h"
 
 namespace tiermem {
+namespace {
+
+uint64_t ClaimedPages(const EvictJob& job) {
+  uint64_t n = 0;
+  for (uint8_t c : job.claimed) n += c;
+  return n;
+}
+
+}  // namespace
 
 bool EvictWriter::Push(std::unique_ptr<EvictJob> job) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -15,7 +24,10 @@ bool EvictWriter::Push(std::unique_ptr<EvictJob> job) {
     --waiting_;
   }
   if (stop_) return false;
-  if (job->ticket != nullptr) ++job->ticket->pending;
+  if (job->ticket != nullptr) {
+    ++job->ticket->pending;
+    job->ticket->pages_pending += ClaimedPages(*job);
+  }
   ++depth_;
   queue_.push_back(std::move(job));
   if (event_fd_ >= 0) os::EventFdSignal(event_fd_);
@@ -46,11 +58,17 @@ void EvictWriter::Done(const EvictJob& job, uint64_t became_remote, bool lost_wi
       }
       if (lost_window) t->lost_windows.push_back({job.region, job.idx});
       --t->pending;
+      t->pages_pending -= ClaimedPages(job);
     }
     --depth_;
   }
   room_cv_.notify_one();
   done_cv_.notify_all();
+}
+
+uint64_t EvictWriter::PagesPending(const EvictTicket* t) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return t->pages_pending;
 }
 
 void EvictWriter::Wait(EvictTicket* t) {

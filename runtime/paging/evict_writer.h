@@ -38,6 +38,7 @@ namespace tiermem {
 // written by the writer thread under EvictWriter's lock and read by the waiter after Wait().
 struct EvictTicket {
   size_t pending = 0;          // jobs of this ticket not finished yet
+  uint64_t pages_pending = 0;  // pages its unfinished jobs claimed (EvictWriter::PagesPending)
   uint64_t became_remote = 0;  // pages dropped to the remote tier
   Status failure;              // the first failure of one of its jobs
   std::string failure_server;  // the server named by it ("" when none)
@@ -107,6 +108,9 @@ class EvictWriter {
   void Done(const EvictJob& job, uint64_t became_remote, bool lost_window);
   // Waits until every job of `t` is finished.
   void Wait(EvictTicket* t);
+  // Any thread: the pages claimed by jobs of `t` not finished yet (neither dropped nor given
+  // back; they still count as resident where they are).
+  uint64_t PagesPending(const EvictTicket* t) const;
   // Waits until no job is queued or in flight.
   void Drain();
   // The writer thread ends once every queued job is finished; Push refuses from then on.

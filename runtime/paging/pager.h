@@ -104,7 +104,7 @@ class Pager {
   // claimed, write-protected and queued (the count), without waiting for memd. The writer
   // thread drops each page once every copy is acknowledged, or gives it back local (intact,
   // dirty) when a write fails. Blocks only while EvictWriter::kMaxJobs windows are queued or in
-  // flight. A write to a queued page waits (write-protect) until its window is finished.
+  // flight. A write to a queued page calls its eviction off (it stays local, pager_writer.cc).
   StatusOr<uint64_t> EvictPagesQueued(Region& region, const std::vector<uint64_t>& pages);
   // The same with a ticket, for a caller that does not wait now but later (the policy thread:
   // its round queues, the next round or relief waits): returns the pages claimed. The ticket
@@ -117,6 +117,9 @@ class Pager {
   // failure (the pages of its window are local and intact). The ticket is empty again
   // afterwards. Not with io_mu_ held.
   Status EvictWait(EvictTicket* ticket, uint64_t* became_remote);
+  // Any thread: the pages `ticket`'s unfinished windows claimed (still resident until their
+  // writes are acknowledged).
+  uint64_t EvictPending(const EvictTicket* ticket) const { return writer_ ? writer_->PagesPending(ticket) : 0; }
   // Waits until no eviction write is queued or in flight. Every user of the io connections
   // other than the writer thread calls it with io_mu_ held (io_mutex(), too).
   void DrainWrites() {

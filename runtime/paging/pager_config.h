@@ -38,6 +38,10 @@ struct PagerConfig {
   std::function<void(Region& region, uint64_t first, uint64_t n, bool moved)> on_resident;
   std::function<void(Region& region, uint64_t index)> on_evicted;
   std::function<void(Region& region, uint64_t index)> on_kept;
+  // Called on the writer thread after each eviction window is finished (its pages dropped,
+  // kept or given back; the pages that left are already counted by on_evicted): a thread
+  // waiting for DRAM to have room may look again.
+  std::function<void()> on_window_done;
   // Called by the fault handler thread after it served a batch of faults and woke their
   // threads: the core checks DRAM's budget here and may hold the handler back (bounded) while
   // the policy thread makes room. Optional.

@@ -43,7 +43,9 @@ void Pager::WriterLoop() {
       flight.push_back(std::move(job));
     }
     for (auto& job : flight) {
-      if (!job->finished && job->outstanding == 0) FinishJob(*job);
+      if (job->finished || job->outstanding != 0) continue;
+      FinishJob(*job);
+      if (config_.on_window_done) config_.on_window_done();
     }
     while (!flight.empty() && flight.front()->finished) flight.pop_front();
     if (flight.empty()) continue;

@@ -209,6 +209,9 @@ class Migrator {
   // waits (bounded) while it is more than slack_pages() over.
   void OnResident(Region* region, uint64_t first, uint64_t npages);
   void AfterFaults();
+  // The pager's writer thread finished an eviction window (pages left DRAM, or stayed): wakes
+  // a fault handler AfterFaults holds back, to look at DRAM again. Any thread.
+  void OnLeftDram();
   uint64_t slack_pages() const { return slack_pages_; }
 
   MigratorStats stats() const;
@@ -374,6 +377,7 @@ class Migrator {
   std::atomic<uint64_t> relief_retry_ns_{0};
   std::mutex relief_mu_;
   std::optional<std::condition_variable> relief_cv_;
+  std::atomic<uint32_t> held_back_{0};  // fault handlers waiting in AfterFaults now
 
   std::thread thread_;
   std::atomic<bool> started_{false};  // thread_ runs (readable from any thread, unlike thread_)

@@ -95,12 +95,26 @@ void Migrator::AfterFaults() {
   const uint64_t t0 = os::MonotonicNanos();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5 * interval_ms_);
   std::unique_lock<std::mutex> lock(relief_mu_);
+  // Counted before the predicate reads DRAM, and OnLeftDram reads the count after the pages
+  // left it (a fence each side): either it sees this count and notifies (under the lock, so
+  // not before the wait), or this reads DRAM after they left. No wake-up is lost.
+  held_back_.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   relief_cv_->wait_until(lock, deadline, [&] {
     return mover_->TierPages(Tier::kDram) <= Budget() + slack_pages_ ||
            relief_stuck_.load(std::memory_order_acquire) || !running();
   });
+  held_back_.fetch_sub(1, std::memory_order_relaxed);
   counters_->throttle_waits.fetch_add(1, std::memory_order_relaxed);
   counters_->throttle_ns.fetch_add(os::MonotonicNanos() - t0, std::memory_order_relaxed);
+}
+
+void Migrator::OnLeftDram() {
+  if (!relief_ || !running()) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the pages' leaving before the count's read
+  if (held_back_.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(relief_mu_);
+  relief_cv_->notify_all();
 }
 
 Region* Migrator::RegionOf(const char* addr) const {
@@ -201,7 +215,24 @@ void Migrator::RequeueVictims(const std::vector<char*>& pages, bool spared) {
 }
 
 uint64_t Migrator::Relieve() {
-  SettleEvictions();  // the plan's evictions in flight leave DRAM first: relief counts after them
+  // In the background (config_.relief_background), relief queues its batches like the plan's
+  // evictions and counts DRAM less every page still in flight (they leave as their writes are
+  // acknowledged, and the fault handler held back is woken then: OnLeftDram); the policy thread's
+  // rounds settle them. Where no round runs (mode off) each relief settles the last one's.
+  // Otherwise relief waits for each batch, and first for the plan's evictions in flight.
+  const bool background = config_.relief_background && config_.evict_background;
+  if (!background || !plans_) SettleEvictions();
+  auto dram_pages = [&] {
+    const uint64_t usage = mover_->TierPages(Tier::kDram);
+    const uint64_t leaving = background ? mover_->EvictionsPending() : 0;
+    return usage > leaving ? usage - leaving : 0;
+  };
+  auto evict = [&](const std::vector<char*>& pages) {
+    if (!background) return mover_->EvictPages(pages);
+    auto r = mover_->EvictPagesBackground(pages);
+    if (r.ok()) evictions_queued_ += r->pages_moved;
+    return r;
+  };
   // Down to half the slack below the budget, so that one relief buys room for several batches.
   const uint64_t budget = Budget();
   const uint64_t target = budget > slack_pages_ / 2 ? budget - slack_pages_ / 2 : 0;
@@ -239,7 +270,7 @@ uint64_t Migrator::Relieve() {
     return 0;
   }
   for (;;) {
-    const uint64_t usage = mover_->TierPages(Tier::kDram);
+    const uint64_t usage = dram_pages();
     if (usage <= target) break;
     popped.clear();
     // The pages fetched ahead that nobody touched, then the pages the watch has seen untouched
@@ -291,7 +322,7 @@ uint64_t Migrator::Relieve() {
       }
       if (!m.ok()) TM_LOG_DEBUG("tiering: budget relief to cxl: %s", m.status().ToString().c_str());
     }
-    auto r = mover_->EvictPages(batch);
+    auto r = evict(batch);
     if (!r.ok()) {
       // A victim was freed since it was popped (the whole call is refused): the rest go one by
       // one. Any other failure (a server refusing) ends this relief; the next nudge tries again.
@@ -307,7 +338,7 @@ uint64_t Migrator::Relieve() {
       }
       uint64_t moved = 0;
       for (char* p : batch) {
-        auto one = mover_->EvictPages({p});
+        auto one = evict({p});
         if (!one.ok()) continue;
         moved += one->pages_moved;
         policy_->NoteEviction(reinterpret_cast<uintptr_t>(p) / page);

@@ -38,6 +38,11 @@ struct TieringConfig {
   // The plan's evictions are queued to the pager's writer (PageMover::EvictPagesBackground) and
   // settled before the next round, relief, and the thread's end; false: each round waits for them.
   bool evict_background = true;
+  // Budget relief's evictions too (TIERMEM_RELIEF_BACKGROUND): relief counts DRAM less the pages
+  // in flight (PageMover::EvictionsPending) and goes on; the fault handler it holds back is
+  // woken as windows finish. false (the default): relief waits for each batch's writes. Needs
+  // evict_background.
+  bool relief_background = false;
   // Percent of one CPU the policy thread may use (TIERMEM_POLICY_CPU; RoundPacer); 0: no bound.
   uint64_t policy_cpu_percent = 0;
   uint64_t sample_half_life_ms = 200;
@@ -78,6 +83,9 @@ class PageMover {
     *became_remote = 0;
     return Status::Ok();
   }
+  // The pages EvictPagesBackground queued whose writes are not finished yet: still resident
+  // (TierPages counts them) until they leave. Any thread.
+  virtual uint64_t EvictionsPending() const { return 0; }
   // Moves scattered live pages (page addresses, ascending) to a NUMA tier (kDram or kCxl),
   // sharing move_pages calls among them; pages not resident here (remote, in flight) are
   // counted as not resident and left where they are.

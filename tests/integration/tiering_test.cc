@@ -454,17 +454,24 @@ TEST(TieringTest, EvictPagesTakesScatteredPagesAndKeepsData) {
 // documented slack (the larger of 4 MiB and 1/32 of the limit, and one batch of the fault
 // handler: 256 pages and a zero fill of 64, when relief was slower than its wait) while a 64 MiB allocation is
 // written and read back under a 16 MiB limit; every byte comes back. In every sampling mode,
-// "off" included (budget relief runs without sampling).
-class DramLimitTest : public ::testing::TestWithParam<const char*> {};
+// "off" included (budget relief runs without sampling), with relief waiting for its writes and
+// with relief's writes in the background (TIERMEM_RELIEF_BACKGROUND=1: DRAM counted less the
+// pages in flight, the held-back handler woken as windows finish).
+struct DramLimitCase {
+  const char* mode;
+  bool relief_background;
+};
+class DramLimitTest : public ::testing::TestWithParam<DramLimitCase> {};
 
 TEST_P(DramLimitTest, HoldsWhileRemoteMemoryIsTouched) {
   testing::MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "256M"})) << memd.Log();
-  setenv("TIERMEM_SAMPLE_MODE", GetParam(), 1);
+  setenv("TIERMEM_SAMPLE_MODE", GetParam().mode, 1);
   Options o;
   const uint64_t limit = 16 << 20;
   o.Set("dram_limit", limit);
   o.Set("remote", memd.url());
+  o.Set("relief_background", GetParam().relief_background);
   auto rt = Runtime::Start(o);
   unsetenv("TIERMEM_SAMPLE_MODE");
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
@@ -506,8 +513,13 @@ TEST_P(DramLimitTest, HoldsWhileRemoteMemoryIsTouched) {
   memd.Stop();
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, DramLimitTest, ::testing::Values("faults", "off", "protect"),
-                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Modes, DramLimitTest,
+                         ::testing::Values(DramLimitCase{"faults", false}, DramLimitCase{"off", false},
+                                           DramLimitCase{"protect", false}, DramLimitCase{"faults", true},
+                                           DramLimitCase{"off", true}, DramLimitCase{"protect", true}),
+                         [](const ::testing::TestParamInfo<DramLimitCase>& i) {
+                           return std::string(i.param.mode) + (i.param.relief_background ? "_background" : "");
+                         });
 
 }  // namespace
 }  // namespace tiermem

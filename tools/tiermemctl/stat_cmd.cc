@@ -59,6 +59,10 @@ void PrintBlock(const ProcessStats& s) {
               s.sampling_mode.empty() ? "-" : s.sampling_mode.c_str());
   std::printf("pages evicted    %llu, written %llu (windows: %s)\n", (unsigned long long)s.pages_evicted,
               (unsigned long long)s.pages_written, Latency(s.evict_latency).c_str());
+  if (s.evictions_called_off > 0) {
+    std::printf("  called off     %llu (written while in flight: kept local)\n",
+                (unsigned long long)s.evictions_called_off);
+  }
   if (s.remote_servers_down + s.remote_failovers + s.remote_repaired_pages > 0) {
     std::printf("replicas         %llu servers down, %llu failovers, %llu page copies restored, %llu pages short of a replica\n",
                 (unsigned long long)s.remote_servers_down, (unsigned long long)s.remote_failovers,
