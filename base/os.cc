@@ -14,9 +14,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -147,6 +149,52 @@ uint64_t RealtimeNanos() {
 
 int Discard(void* addr, size_t bytes) {
   return madvise(addr, bytes, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+namespace {
+// Whether process_madvise(PIDFD_SELF, ..., MADV_DONTNEED) works here: 1 yes, -1 no, 0 not known.
+std::atomic<int> batched_discard{0};
+constexpr int kPidfdSelf = -10000;  // PIDFD_SELF (<linux/pidfd.h>, Linux 6.13)
+constexpr size_t kMaxSpansPerCall = 256;  // a window's or a sample chunk's pages; 4 KiB of stack
+}  // namespace
+
+int DiscardRanges(const Span* spans, size_t n) {
+  int first_error = 0;
+  size_t done = 0;
+  while (done < n && batched_discard.load(std::memory_order_relaxed) >= 0) {
+    const size_t m = std::min(n - done, kMaxSpansPerCall);
+    struct iovec iov[kMaxSpansPerCall];
+    size_t total = 0;
+    for (size_t i = 0; i < m; ++i) {
+      iov[i].iov_base = spans[done + i].addr;
+      iov[i].iov_len = spans[done + i].bytes;
+      total += spans[done + i].bytes;
+    }
+    const long r = syscall(SYS_process_madvise, kPidfdSelf, iov, m, MADV_DONTNEED, 0);
+    if (r < 0 && (errno == EINVAL || errno == EBADF || errno == ENOSYS || errno == EPERM)) {
+      batched_discard.store(-1, std::memory_order_relaxed);  // not on this kernel: madvise each
+      break;
+    }
+    batched_discard.store(1, std::memory_order_relaxed);
+    if (r == static_cast<long>(total)) {
+      done += m;
+      continue;
+    }
+    // Stopped part way (or failed otherwise): the rest of this call's ranges one by one.
+    size_t skip = r > 0 ? static_cast<size_t>(r) : 0;
+    size_t i = 0;
+    while (i < m && skip >= spans[done + i].bytes) skip -= spans[done + i++].bytes;
+    for (; i < m; ++i) {
+      const int rc = Discard(spans[done + i].addr, spans[done + i].bytes);
+      if (rc != 0 && first_error == 0) first_error = rc;
+    }
+    done += m;
+  }
+  for (; done < n; ++done) {
+    const int rc = Discard(spans[done].addr, spans[done].bytes);
+    if (rc != 0 && first_error == 0) first_error = rc;
+  }
+  return first_error;
 }
 
 int Populate(void* addr, size_t bytes) {

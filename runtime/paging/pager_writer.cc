@@ -126,10 +126,11 @@ void Pager::FinishJob(EvictJob& job) {
   // was on, and counts as touched (on_kept: the policy sees the access, relief may pick it again).
   std::vector<uint8_t> drop(m, 0);
   for (size_t i = 0; i < m; ++i) drop[i] = job.claimed[i] && CommitEviction(region.record(idx[i]));
-  ForRuns(idx, m, drop.data(), [&](size_t i, size_t j) {
-    int rc = os::Discard(region.PageAddress(idx[i]), (j - i) * kPage);
-    if (rc != 0) TM_LOG_WARN("remote tier: madvise(DONTNEED) after eviction: %s", strerror(-rc));
-  });
+  // One call for the window's runs where the kernel can (one TLB flush: os::DiscardRanges).
+  std::vector<os::Span> spans;
+  ForRuns(idx, m, drop.data(), [&](size_t i, size_t j) { spans.push_back({region.PageAddress(idx[i]), (j - i) * kPage}); });
+  const int rc = os::DiscardRanges(spans.data(), spans.size());
+  if (rc != 0) TM_LOG_WARN("remote tier: madvise(DONTNEED) after eviction: %s", strerror(-rc));
   uint64_t became_remote = 0;
   for (size_t i = 0; i < m; ++i) {
     if (!job.claimed[i]) continue;

@@ -67,14 +67,26 @@ void UffdSampler::InstallRun(Entry* const* run, size_t n, bool write_protect) {
   }
   live_ -= n;
   pager_->Wake(addr, n * kPage);
-  // The bytes live on in the page: the copies' memory is returned now (adjacent copies in one
-  // call), not at the round's end. Relief releases watched pages by the thousand between two
-  // rounds to evict them, and each freed copy beside its page was memory over the DRAM limit.
+  // The bytes live on in the page: the copies' memory is returned now (adjacent copies as one
+  // range, the ranges in one call: os::DiscardRanges), not at the round's end. Relief releases
+  // watched pages by the thousand between two rounds to evict them, and each freed copy beside
+  // its page was memory over the DRAM limit. (A fixed array: this runs on the fault handler.)
+  os::Span spans[64];
+  size_t ns = 0;
   for (size_t k = 0; k < n;) {
     size_t j = k + 1;
     while (j < n && run[j]->copy == run[j - 1]->copy + 1) ++j;
-    (void)os::Discard(CopyOf(run[k]->copy), (j - k) * kPage);
+    spans[ns++] = {CopyOf(run[k]->copy), (j - k) * kPage};
+    if (ns == 64) {
+      (void)os::DiscardRanges(spans, ns);
+      ns = 0;
+    }
     k = j;
+  }
+  if (ns == 1) {
+    (void)os::Discard(spans[0].addr, spans[0].bytes);
+  } else if (ns > 1) {
+    (void)os::DiscardRanges(spans, ns);
   }
 }
 
@@ -152,6 +164,7 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages) {
   std::vector<uint8_t> ok;
   std::vector<uint64_t> pm;
   std::vector<Entry> added;
+  std::vector<os::Span> spans;
   size_t next_copy = 0, armed = 0;
   for (size_t lo = 0; lo < claimed.size(); lo += kArmChunk) {
     const size_t hi = std::min(claimed.size(), lo + kArmChunk);
@@ -200,13 +213,17 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages) {
     std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
                        [](const Entry& x, const Entry& y) { return x.page < y.page; });
     live_ += added.size();
+    // The runs dropped in one call where the kernel can (one TLB flush for the chunk instead of
+    // one per run: os::DiscardRanges), then their waiters woken.
+    spans.clear();
     for (size_t i = 0; i < added.size();) {
       size_t j = i + 1;
       while (j < added.size() && added[j].page == added[j - 1].page + kPage) ++j;
-      (void)os::Discard(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
-      pager_->Wake(reinterpret_cast<void*>(added[i].page), (j - i) * kPage);
+      spans.push_back({reinterpret_cast<void*>(added[i].page), (j - i) * kPage});
       i = j;
     }
+    (void)os::DiscardRanges(spans.data(), spans.size());
+    for (const os::Span& s : spans) pager_->Wake(s.addr, s.bytes);
     armed += added.size();
   }
   std::lock_guard<std::mutex> lock(mu_);
