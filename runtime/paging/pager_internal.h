@@ -34,9 +34,9 @@ inline bool Cas(PageRecord& r, PageState from, PageState to) {
 // A page claimed by an eviction window carries kPageEvicting until its fate is decided; the
 // one who clears the flag decides it. TakeEvictingFlag is that step for both sides: true when
 // this caller cleared it, false when it was not set (already decided by the other side, or not
-// an eviction's claim). The writer thread takes it before it drops a page (CommitEviction: the
-// page goes remote); the fault handler takes it on a write to the page (CallOffEviction: the
-// page stays local and dirty, its server copy no longer current).
+// an eviction's claim). The writer thread takes it before it drops a page (the page goes
+// remote); the fault handler takes it on a write to the page (CallOffEviction: the page stays
+// local and dirty, its server copy no longer current).
 inline bool TakeEvictingFlag(PageRecord& r) {
   uint8_t f = r.flags.load(std::memory_order_acquire);
   do {
@@ -44,7 +44,6 @@ inline bool TakeEvictingFlag(PageRecord& r) {
   } while (!r.flags.compare_exchange_weak(f, uint8_t(f & ~kPageEvicting), std::memory_order_acq_rel));
   return true;
 }
-inline bool CommitEviction(PageRecord& r) { return TakeEvictingFlag(r); }
 inline bool CallOffEviction(PageRecord& r) {
   if (r.state.load(std::memory_order_acquire) != S(PageState::kInFlight) || !TakeEvictingFlag(r)) return false;
   r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);  // written from now on

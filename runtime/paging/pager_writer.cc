@@ -17,10 +17,10 @@
 
 namespace tiermem {
 
-using pager_internal::CommitEviction;
 using pager_internal::ForRuns;
 using pager_internal::kPage;
 using pager_internal::S;
+using pager_internal::TakeEvictingFlag;
 
 void Pager::WriterLoop() {
   std::vector<size_t> outstanding(kMaxServers, 0);
@@ -125,7 +125,7 @@ void Pager::FinishJob(EvictJob& job) {
   // the fault handler (its write went on unprotected): it stays local and dirty, on the tier it
   // was on, and counts as touched (on_kept: the policy sees the access, relief may pick it again).
   std::vector<uint8_t> drop(m, 0);
-  for (size_t i = 0; i < m; ++i) drop[i] = job.claimed[i] && CommitEviction(region.record(idx[i]));
+  for (size_t i = 0; i < m; ++i) drop[i] = job.claimed[i] && TakeEvictingFlag(region.record(idx[i]));
   // One call for the window's runs where the kernel can (one TLB flush: os::DiscardRanges).
   std::vector<os::Span> spans;
   ForRuns(idx, m, drop.data(), [&](size_t i, size_t j) { spans.push_back({region.PageAddress(idx[i]), (j - i) * kPage}); });

@@ -83,11 +83,7 @@ void UffdSampler::InstallRun(Entry* const* run, size_t n, bool write_protect) {
     }
     k = j;
   }
-  if (ns == 1) {
-    (void)os::Discard(spans[0].addr, spans[0].bytes);
-  } else if (ns > 1) {
-    (void)os::DiscardRanges(spans, ns);
-  }
+  (void)os::DiscardRanges(spans, ns);
 }
 
 void UffdSampler::Install(Entry& e, bool write_protect) {

@@ -49,7 +49,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   // rounds did (kv at 4 GiB: a third of the requests per second; docs/tiering.md).
   c.scan_pages = o.scan_pages != 0 ? std::max<uint64_t>(o.scan_pages, 1024) : mode == "faults" ? 32768 : 0;
   c.evict_background = o.evict_background;
-  c.relief_background = o.evict_background && o.relief_background;
+  c.relief_background = o.relief_background;  // in effect only with evict_background (Relieve)
   c.policy_cpu_percent = o.policy_cpu;
   c.sample_always = std::string(o.sample_mode) == mode && (mode == "protect" || mode == "uffd");
   c.uffd_sampler = mode == "uffd" ? uffd_sampler : nullptr;
