@@ -72,6 +72,7 @@ struct PagerCounters {
   std::atomic<uint64_t> zero_fills;         // faults served with a zero page
   std::atomic<uint64_t> wp_faults;          // first writes to clean pages
   std::atomic<uint64_t> evict_called_off;   // pages written while their eviction was in flight: kept local
+  std::atomic<uint64_t> evict_unreadable;   // pages a transport could not read to send: kept local
   std::atomic<uint64_t> evicted;            // pages dropped to the remote tier
   std::atomic<uint64_t> written;            // pages written to memory servers
   std::atomic<uint64_t> skipped_clean;      // evictions with no write: the server copy was current

@@ -138,6 +138,21 @@ int MapPrivateFixed(void* addr, size_t bytes) {
   return p == MAP_FAILED ? -errno : 0;
 }
 int ProcessId() { return static_cast<int>(getpid()); }
+
+bool CanRead(const void* addr, size_t len) {
+  char scratch[4096];
+  const char* p = static_cast<const char*>(addr);
+  while (len > 0) {
+    const size_t n = len < sizeof(scratch) ? len : sizeof(scratch);
+    iovec local{scratch, n};
+    iovec remote{const_cast<char*>(p), n};
+    const ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (r != static_cast<ssize_t>(n)) return false;
+    p += n;
+    len -= n;
+  }
+  return true;
+}
 uint32_t UserId() { return static_cast<uint32_t>(getuid()); }
 int ProcessExists(int pid) { return kill(pid, 0) == 0 || errno == EPERM ? 0 : -ESRCH; }
 

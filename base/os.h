@@ -42,6 +42,10 @@ uint32_t UserId();
 // 0 when the process exists (or exists under another user), -ESRCH when it does not.
 int ProcessExists(int pid);
 uint64_t RealtimeNanos();
+// Whether the calling process may read [addr, addr+len) now (protection and mapping as they
+// are), found without a fault: process_vm_readv(2) of the range from this process into a
+// scratch buffer, in pieces of at most 4 KiB. False when any byte is unreadable.
+bool CanRead(const void* addr, size_t len);
 // Drops the pages of a range (MADV_DONTNEED): the next touch sees zero pages (or faults to
 // userfaultfd when registered).
 int Discard(void* addr, size_t bytes);

@@ -23,6 +23,10 @@
 // - Failure: a broken connection or a timeout fails every in-flight request (each gets a
 //   completion with the error) and every later call with Unavailable naming the server.
 //   Nothing throws.
+// - A written page the transport cannot read when it sends it (made inaccessible meanwhile,
+//   against the ownership rule above: protected by someone else, say) fails alone: its
+//   completion is InvalidArgument with `page` set to its address, the server's slot holds
+//   unspecified bytes, and the connection goes on carrying the other requests.
 #pragma once
 
 #include <cstddef>
@@ -64,6 +68,8 @@ using ServerStats = proto::StatsOk;
 struct Completion {
   uint64_t cookie = 0;
   Status status;  // ok, or why this request failed
+  // A PostWrite whose page could not be read (InvalidArgument): the page as posted.
+  const void* page = nullptr;
 };
 
 // Lets a second connection join the session of a first one.

@@ -26,7 +26,7 @@ namespace tiermem {
 
 // The layout version of the block this build writes and reads. A block of another version is
 // refused with NotSupported naming both versions.
-inline constexpr uint32_t kStatsLayoutVersion = 7;
+inline constexpr uint32_t kStatsLayoutVersion = 8;
 
 // Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
 // last bucket counts the rest.
@@ -89,6 +89,7 @@ struct ProcessStats {
   uint64_t sampling_faults = 0;     // accesses caught by the access sampler
   uint64_t pages_evicted = 0;
   uint64_t evictions_called_off = 0;  // written while their eviction was in flight: kept local
+  uint64_t evictions_unreadable = 0;  // unreadable when sent (made inaccessible meanwhile): kept local
   uint64_t pages_written = 0;
   LatencyHistogram fault_latency;   // remote fault: userfaultfd report to the page installed
   LatencyHistogram fault_read_latency;  // of which the read: posted to its reply in

@@ -105,6 +105,8 @@ struct RuntimeCounters {
   uint64_t pages_evicted = 0;        // pages dropped to the remote tier
   uint64_t evictions_called_off = 0; // pages written while their eviction was in flight: they
                                      // stayed local (the write did not wait for memd)
+  uint64_t evictions_unreadable = 0; // pages a transport could not read when it sent them (made
+                                     // inaccessible meanwhile): they stayed local
   uint64_t pages_written = 0;        // pages written to memory servers
   uint64_t evictions_clean = 0;      // evictions with no write: the server copy was current
   uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write

@@ -183,6 +183,7 @@ Status Runtime::Impl::Init(const Options& o) {
       &sb_->policy);
   if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
   if (migrator_->running()) live_migrator_.store(migrator_.get(), std::memory_order_release);
+  if (pager_ != nullptr) pager_->WatchClaims(migrator_->protecting_sampler());
   SmallPagesWhileTiering(*regions_[0]);
   TM_LOG_INFO("started: dram nodes %s, cxl nodes %s, region %llu MiB",
               NodeListString(tier_nodes_[0]).c_str(), NodeListString(tier_nodes_[1]).c_str(),
@@ -254,6 +255,7 @@ Status Runtime::Impl::ResolveTiers() {
 Status Runtime::Impl::Stop() {
   if (!running_.load(std::memory_order_acquire)) return Status::Ok();
   live_migrator_.store(nullptr, std::memory_order_release);
+  if (pager_ != nullptr) pager_->WatchClaims(nullptr);
   if (migrator_) migrator_->Stop();  // no migration while the runtime goes away
   FinishStats();
   pools_ = {};  // returns their chunks while Free still works

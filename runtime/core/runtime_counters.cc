@@ -20,6 +20,7 @@ std::string CountersJson(const RuntimeCounters& c) {
   j.U("write_protect_faults", c.write_protect_faults);
   j.U("pages_evicted", c.pages_evicted);
   j.U("evictions_called_off", c.evictions_called_off);
+  j.U("evictions_unreadable", c.evictions_unreadable);
   j.U("pages_written", c.pages_written);
   j.U("evictions_clean", c.evictions_clean);
   j.U("evictions_untouched", c.evictions_untouched);
@@ -119,6 +120,7 @@ RuntimeCounters Runtime::Impl::Counters() const {
     c.write_protect_faults = p.wp_faults;
     c.pages_evicted = p.evicted;
     c.evictions_called_off = p.evict_called_off;
+    c.evictions_unreadable = p.evict_unreadable;
     c.pages_written = p.written;
     c.evictions_clean = p.skipped_clean;
     c.evictions_untouched = p.skipped_untouched;

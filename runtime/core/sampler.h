@@ -52,7 +52,14 @@ class AccessSampler {
   // Starts a round on the carried pages and `pages` (page-aligned addresses of resident,
   // allocated pages; max_armed() in all at most, carried pages first). Pages that cannot be
   // armed (not resident, busy) are skipped. Returns the number armed, carried included.
-  virtual size_t Arm(const std::vector<char*>& pages) = 0;
+  // `armable` (when given) is asked about each new page under the sampler's lock, just before
+  // the page is armed: a page it refuses (claimed by an eviction since the caller chose it,
+  // say) is skipped. Together with Release this keeps a page that is being sent from being
+  // armed: an evictor claims the page first and releases it after (Pager::WatchClaims), so
+  // either this check sees the claim or that Release finds the page armed and lifts it, before
+  // any byte of it is sent. The uffd sampler claims its pages itself and needs no filter.
+  using ArmFilter = std::function<bool(const char*)>;
+  virtual size_t Arm(const std::vector<char*>& pages, const ArmFilter& armable = {}) = 0;
   // Pages carried over by the last Collect (still armed until Arm or Release).
   virtual size_t carried() const = 0;
   // Gives back armed (or carried) pages inside [addr, addr+len) untouched, before they are moved,

@@ -56,6 +56,7 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   j.U("sampling_faults", st.sampling_faults);
   j.U("pages_evicted", st.pages_evicted);
   j.U("evictions_called_off", st.evictions_called_off);
+  j.U("evictions_unreadable", st.evictions_unreadable);
   j.U("pages_written", st.pages_written);
   j.U("remote_servers_down", st.remote_servers_down);
   j.U("remote_failovers", st.remote_failovers);

@@ -190,6 +190,7 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.pages_prefetched = b.pager.prefetched.load(std::memory_order_relaxed);
   st.pages_evicted = b.pager.evicted.load(std::memory_order_relaxed);
   st.evictions_called_off = b.pager.evict_called_off.load(std::memory_order_relaxed);
+  st.evictions_unreadable = b.pager.evict_unreadable.load(std::memory_order_relaxed);
   st.pages_written = b.pager.written.load(std::memory_order_relaxed);
   st.remote_servers_down = b.pager.servers_down.load(std::memory_order_relaxed);
   st.remote_failovers = b.pager.failovers.load(std::memory_order_relaxed);

@@ -77,6 +77,9 @@ struct EvictJob {
   std::vector<size_t> out;        // writes not acknowledged yet, per server
   std::vector<size_t> written;    // writes posted, per server (counted once all succeeded)
   size_t outstanding = 0;
+  // Pages a transport could not read when it sent them (remote::Completion::page): their
+  // eviction is called off, the connection and the window's other pages go on.
+  std::vector<uint8_t> unreadable;
   Status failure;
   std::string failure_server;
   size_t failed_server = SIZE_MAX;

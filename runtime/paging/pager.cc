@@ -285,6 +285,7 @@ PagerStats Pager::stats() const {
   s.zero_fills = c_->zero_fills.load();
   s.wp_faults = c_->wp_faults.load();
   s.evict_called_off = c_->evict_called_off.load(std::memory_order_relaxed);
+  s.evict_unreadable = c_->evict_unreadable.load(std::memory_order_relaxed);
   s.evicted = c_->evicted.load();
   s.written = c_->written.load();
   s.skipped_clean = c_->skipped_clean.load();

@@ -192,6 +192,11 @@ class Pager {
   // The soft sampler on this pager's userfaultfd (soft_sampler.h), or null where it cannot work
   // here (no write-protect, user-mode-only faults, or its buffer could not be mapped).
   AccessSampler* sampler() { return sampler_.get(); }
+  // The sampler that protects pages from outside the pager (the protect tracker), or null. Each
+  // eviction, once it has claimed its pages (kInFlight), releases them from it before any is
+  // sent: a page armed between the evictor's choice and its claim is lifted, never sent while
+  // inaccessible (AccessSampler::Arm says why that closes the race). Any thread.
+  void WatchClaims(AccessSampler* watch) { claim_watch_.store(watch, std::memory_order_release); }
   // The raw eviction connection of the first connected server (benchmarks measure it); lock
   // with io_mutex() and DrainWrites() while using it.
   remote::Transport& io_transport() { return *servers_[first_connected_]->io; }
@@ -404,6 +409,8 @@ class Pager {
   void WriterLoop();             // the writer thread
   void PostJob(EvictJob& job, std::vector<size_t>& outstanding);  // writer thread
   void FinishJob(EvictJob& job);  // writer thread: every write of the job came back
+  // Writer thread: a transport could not read `page` (an address a write of `job` posted).
+  void MarkUnreadable(EvictJob& job, const void* page);
   std::unique_ptr<EvictWriter> writer_;
   std::thread writer_thread_;
   // Polls the io (or fault) connections of the servers with outstanding[server] > 0 until every
@@ -529,6 +536,7 @@ class Pager {
   std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held
   int pagemap_fd_ = -1;
   std::unique_ptr<UffdSampler> sampler_;  // made by Init where it can work
+  std::atomic<AccessSampler*> claim_watch_{nullptr};  // WatchClaims
 
   // The fault handler's pages fetched ahead, installed after its batch's reads: `at(j)` is
   // staging page j's destination (region null: not one of them); `installed`: already in place

@@ -101,6 +101,7 @@ struct PagerStats {
   uint64_t zero_fills = 0;       // never-written remote pages installed as zeros (batched)
   uint64_t wp_faults = 0;        // first writes to clean pages
   uint64_t evict_called_off = 0; // pages written while their eviction was in flight: kept local
+  uint64_t evict_unreadable = 0; // pages a transport could not read to send them: kept local
   uint64_t evicted = 0;          // pages dropped to the remote tier
   uint64_t written = 0;          // pages written to memd
   uint64_t skipped_clean = 0;    // evictions with no write: the server copy was current

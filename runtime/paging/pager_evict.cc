@@ -142,6 +142,10 @@ Status Pager::QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
     if (claimed[i]) rec.flags.fetch_or(kPageEvicting, std::memory_order_release);
     w->queued += claimed[i];
   }
+  //    A page armed by the protect tracker before the claim is lifted now (WatchClaims).
+  if (AccessSampler* watch = claim_watch_.load(std::memory_order_acquire)) {
+    ForRuns(idx, m, claimed, [&](size_t i, size_t j) { watch->Release(region.PageAddress(idx[i]), (j - i) * kPage); });
+  }
   // 2. Write-protect, so the contents we send are the contents we drop, unless a write calls
   //    the page's eviction off (then what was sent is never read: the page stays dirty).
   if (wp_) {

@@ -3,6 +3,7 @@
 // windows and every replica at once, collects the acknowledgements as they come (every busy
 // connection and the queue's eventfd in one poll), and finishes each window once all its writes
 // are in: its pages dropped and marked remote, or given back local when a write failed.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -58,7 +59,11 @@ void Pager::WriterLoop() {
       if (job.out[k] == 0) return;
       --job.out[k];
       --job.outstanding;
-      if (!c.status.ok()) fail(job, k, c.status);
+      if (c.page != nullptr) {
+        MarkUnreadable(job, c.page);  // that page alone: the server is fine
+      } else if (!c.status.ok()) {
+        fail(job, k, c.status);
+      }
     }, writer_->event_fd(), &intake);
     if (!ok) {
       // The connection failed as a whole: every write still out on it failed.
@@ -102,6 +107,18 @@ void Pager::PostJob(EvictJob& job, std::vector<size_t>& outstanding) {
   }
 }
 
+void Pager::MarkUnreadable(EvictJob& job, const void* page) {
+  // The completion names the address posted: the page itself, or a piece of it (coded).
+  Region& region = *job.region;
+  const char* p = static_cast<const char*>(page);
+  if (!region.Contains(p)) return;  // a parity piece: ours, always readable
+  const uint64_t index = region.PageIndex(p);
+  auto it = std::lower_bound(job.idx.begin(), job.idx.end(), index);
+  if (it == job.idx.end() || *it != index) return;
+  job.unreadable.resize(job.idx.size(), 0);
+  job.unreadable[size_t(it - job.idx.begin())] = 1;
+}
+
 void Pager::FinishJob(EvictJob& job) {
   job.finished = true;
   Region& region = *job.region;
@@ -124,8 +141,22 @@ void Pager::FinishJob(EvictJob& job) {
   // waiters to fault again. A page the program wrote meanwhile had its eviction called off by
   // the fault handler (its write went on unprotected): it stays local and dirty, on the tier it
   // was on, and counts as touched (on_kept: the policy sees the access, relief may pick it again).
+  // A page the transport could not read is kept the same way, its server copy no longer
+  // current (zeros went there).
   std::vector<uint8_t> drop(m, 0);
-  for (size_t i = 0; i < m; ++i) drop[i] = job.claimed[i] && TakeEvictingFlag(region.record(idx[i]));
+  for (size_t i = 0; i < m; ++i) {
+    if (!job.claimed[i]) continue;
+    PageRecord& rec = region.record(idx[i]);
+    if (!job.unreadable.empty() && job.unreadable[i]) {
+      rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+      if (TakeEvictingFlag(rec)) {  // (else a write called it off already, and lifted this)
+        if (wp_) (void)os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), kPage, false);
+        c_->evict_unreadable.fetch_add(1, std::memory_order_relaxed);
+      }
+      continue;
+    }
+    drop[i] = TakeEvictingFlag(rec);
+  }
   // One call for the window's runs where the kernel can (one TLB flush: os::DiscardRanges).
   std::vector<os::Span> spans;
   ForRuns(idx, m, drop.data(), [&](size_t i, size_t j) { spans.push_back({region.PageAddress(idx[i]), (j - i) * kPage}); });

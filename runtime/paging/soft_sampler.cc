@@ -112,7 +112,8 @@ bool UffdSampler::RegisterChunk(Region& region, uintptr_t page) {
   return true;
 }
 
-size_t UffdSampler::Arm(const std::vector<char*>& pages) {
+size_t UffdSampler::Arm(const std::vector<char*>& pages, const ArmFilter& armable) {
+  (void)armable;  // pages are claimed below (kLocal -> kInFlight): an evictor's claim excludes it
   // io_mu_ throughout: no eviction, FetchBack, OnDiscard or OnFree of these pages meanwhile.
   // mu_ only to reserve copies and, at the end, to publish and drop at once: the fault handler
   // (which takes mu_ for every sampled fault) never waits for the copying.

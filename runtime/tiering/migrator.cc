@@ -187,6 +187,10 @@ void Migrator::OnFree(Region* region, uint64_t first, uint64_t npages) {
   }
 }
 
+AccessSampler* Migrator::protecting_sampler() const {
+  return running() && sampler_ == &ProtectTracker::Get() ? sampler_ : nullptr;
+}
+
 void Migrator::ReleaseSampled(const void* addr, size_t len) {
   if (sampling_.load(std::memory_order_relaxed) && running()) sampler_->Release(addr, len);
 }

@@ -196,6 +196,9 @@ class Migrator {
     new (&thread_) std::thread();
   }
   bool running() const { return started_.load(std::memory_order_acquire); }
+  // The sampler that protects pages (PROT_NONE) while running, else null: evictions must
+  // release their claimed pages from it (Pager::WatchClaims).
+  AccessSampler* protecting_sampler() const;
 
   void OnAllocate(Region* region, uint64_t first, uint64_t npages);
   void OnFree(Region* region, uint64_t first, uint64_t npages);

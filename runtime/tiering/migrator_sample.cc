@@ -117,7 +117,13 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
         if (!policy_->WatchBusy(key) && !moved_now.count(key)) next.push_back(p);
       }
       cursor_ += k;
-      armed = tracker->Arm(next);
+      // Only pages still local when armed: the candidates were read at the round's start, and a
+      // page an eviction claimed since (its write may be in flight) must not be protected.
+      armed = tracker->Arm(next, [this](const char* p) {
+        const Region* r = RegionOf(p);
+        return r != nullptr &&
+               r->record(r->PageIndex(p)).state.load(std::memory_order_acquire) == uint8_t(PageState::kLocal);
+      });
       if (policy_->carry()) {
         // DRAM pages now under watch stay protected from round to round until touched.
         const uint64_t t_arm = os::MonotonicNanos();

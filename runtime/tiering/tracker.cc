@@ -154,7 +154,7 @@ size_t ProtectTracker::carried() const {
   return in_round_ ? 0 : armed_.size();
 }
 
-size_t ProtectTracker::Arm(const std::vector<char*>& pages) {
+size_t ProtectTracker::Arm(const std::vector<char*>& pages, const ArmFilter& armable) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!installed_ || in_round_) return 0;  // Collect first
   // The table of two rounds ago: its pages were lifted a whole round ago.
@@ -212,6 +212,7 @@ size_t ProtectTracker::Arm(const std::vector<char*>& pages) {
   for (char* p : pages) {
     if (kept + fresh.size() >= kMaxArmed) break;
     if (std::binary_search(armed_.begin(), armed_.end(), p)) continue;
+    if (armable && !armable(p)) continue;  // under mu_: see AccessSampler::Arm
     fresh.push_back(p);
   }
   std::sort(fresh.begin(), fresh.end());

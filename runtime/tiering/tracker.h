@@ -58,7 +58,7 @@ class ProtectTracker final : public AccessSampler {
   bool usable() const override { return HandlerInstalled(); }
   void Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::vector<uint64_t>* untouched = nullptr,
                const std::function<bool(uint64_t)>& keep = {}) override;
-  size_t Arm(const std::vector<char*>& pages) override;
+  size_t Arm(const std::vector<char*>& pages, const ArmFilter& armable = {}) override;
   size_t carried() const override;
   void Release(const void* addr, size_t len) override;
   void DisarmAll() override;

@@ -175,6 +175,56 @@ TEST(RemoteTcp, SecondConnectionJoinsTheSession) {
   EXPECT_EQ((*bad)->Connect("", 5000, &ticket).code(), StatusCode::kPermissionDenied);
 }
 
+// A posted page made inaccessible before its bytes are sent (what a sampler's PROT_NONE did to
+// an eviction in flight) fails alone: its completion names the page, the other pages of the
+// same write message arrive intact, and the connection carries on.
+TEST(RemoteTcp, APageMadeUnreadableBeforeItsSendFailsAloneAndTheConnectionGoesOn) {
+  MemdProcess memd;
+  ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
+  auto t = Connected(memd);
+  constexpr size_t kPages = 8;
+  auto r = t->AllocSlots(kPages);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  void* mem = mmap(nullptr, kPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* pages = static_cast<uint8_t*>(mem);
+  for (size_t i = 0; i < kPages; ++i) FillPage(pages + i * kPage, i);
+  // Consecutive slots: one write message carries all eight pages (TcpTransport::ExtendWrite),
+  // so the bad page sits in the middle of a message whose framing must survive it.
+  for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(t->PostWrite(*r, r->first + i, pages + i * kPage, i).ok());
+  uint8_t* bad = pages + 3 * kPage;
+  ASSERT_EQ(mprotect(bad, kPage, PROT_NONE), 0);
+  std::vector<Completion> done;
+  for (int spins = 0; done.size() < kPages && spins < 1000; ++spins) {
+    Completion c[kPages];
+    auto n = t->Poll(c, kPages, 1000);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    done.insert(done.end(), c, c + *n);
+  }
+  ASSERT_EQ(done.size(), kPages);
+  for (const Completion& c : done) {
+    if (c.cookie == 3) {
+      EXPECT_EQ(c.status.code(), StatusCode::kInvalidArgument) << c.status.ToString();
+      EXPECT_EQ(c.page, bad);
+    } else {
+      EXPECT_TRUE(c.status.ok()) << "page " << c.cookie << ": " << c.status.ToString();
+      EXPECT_EQ(c.page, nullptr);
+    }
+  }
+  ASSERT_EQ(mprotect(bad, kPage, PROT_READ | PROT_WRITE), 0);
+  // The connection is alive: the good pages read back, and new requests go through.
+  std::vector<uint8_t> got(kPage);
+  for (size_t i = 0; i < kPages; ++i) {
+    if (i == 3) continue;
+    ASSERT_TRUE(ReadPagesSync(*t, *r, r->first + i, got.data(), 1).ok());
+    EXPECT_TRUE(CheckPage(got.data(), i)) << "page " << i;
+  }
+  ASSERT_TRUE(WritePagesSync(*t, *r, r->first + 3, bad, 1).ok());
+  ASSERT_TRUE(ReadPagesSync(*t, *r, r->first + 3, got.data(), 1).ok());
+  EXPECT_TRUE(CheckPage(got.data(), 3));
+  munmap(mem, kPages * kPage);
+}
+
 TEST(RemoteTcp, QuotaIsEnforced) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--quota", "1M", "--no-rdma"}));

@@ -5,6 +5,7 @@
 // in flight for as long as the test needs, so none of this depends on timing.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
+#include "runtime/tiering/tracker.h"
 #include "tests/integration/remote_memd_fixture.h"
 #include "tiermem/tiermem.hpp"
 
@@ -173,6 +175,78 @@ TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightStaysLocalAndIsNotWait
   EXPECT_TRUE(CheckPage(d.base, 7));
   FillPage(d.base, 100000);
   EXPECT_EQ(check(), 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+// The race between eviction and sampling, forced: pages the protect tracker armed (PROT_NONE)
+// before an eviction claimed them are lifted by the eviction once claimed (Pager::WatchClaims),
+// before any of their bytes is sent. Without that the send met PROT_NONE pages (EFAULT), the
+// connection was declared lost and the server marked down.
+TEST_F(RemoteWriter, PagesArmedBeforeTheirEvictionClaimsThemAreLiftedBeforeTheyAreSent) {
+  StartOne(kWindow);
+  ProtectTracker& tracker = ProtectTracker::Get();
+  ASSERT_TRUE(tracker.Install().ok());
+  tracker.DisarmAll();
+  pager->WatchClaims(&tracker);
+  ASSERT_EQ(tracker.Arm(d.Addresses()), kWindow);
+  auto r = pager->EvictPages(*d.region, d.Indices(0, kWindow));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, kWindow);
+  EXPECT_EQ(d.Count(PageState::kRemote), kWindow);
+  EXPECT_EQ(pager->stats().servers_down, 0u);
+  EXPECT_EQ(pager->stats().evict_unreadable, 0u);
+  EXPECT_EQ(d.Wrong(), 0u);  // faulted back with their bytes
+  tracker.DisarmAll();
+  pager->WatchClaims(nullptr);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+// And the other order: a page claimed by an eviction is not armed by the tracker afterwards
+// when its filter asks the page's state (what the policy thread does), so a page whose write
+// is in flight (held here by a stopped memd) is never made inaccessible.
+TEST_F(RemoteWriter, APageWhoseWriteIsInFlightIsNotArmed) {
+  StartOne(kWindow);
+  ProtectTracker& tracker = ProtectTracker::Get();
+  ASSERT_TRUE(tracker.Install().ok());
+  tracker.DisarmAll();
+  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kWindow / 2));
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ(*q, kWindow / 2);
+  const Region* region = d.region;
+  const size_t armed = tracker.Arm(d.Addresses(), [region](const char* p) {
+    return region->record(region->PageIndex(p)).state.load() == uint8_t(PageState::kLocal);
+  });
+  EXPECT_EQ(armed, kWindow / 2);  // only the pages not being written
+  ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
+  EXPECT_TRUE(Await([&] { return d.Count(PageState::kRemote) == kWindow / 2; }));
+  EXPECT_EQ(pager->stats().servers_down, 0u);
+  tracker.DisarmAll();
+  EXPECT_EQ(d.Wrong(), 0u);
+  ASSERT_TRUE(rt->Free(d.base).ok());
+}
+
+// A page the program itself made inaccessible while its eviction was queued: the send cannot
+// read it, so that page alone stays local (counted in evict_unreadable) with its bytes, the
+// window's other pages go remote, and the server stays up.
+TEST_F(RemoteWriter, APageUnreadableWhenSentStaysLocalAndTheServerStaysUp) {
+  StartOne(kWindow);
+  uint8_t* bad = d.base + 7 * kPage;
+  ASSERT_EQ(mprotect(bad, kPage, PROT_NONE), 0);
+  auto r = pager->EvictPages(*d.region, d.Indices(0, kWindow));
+  ASSERT_EQ(mprotect(bad, kPage, PROT_READ | PROT_WRITE), 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, kWindow - 1);
+  EXPECT_EQ(pager->stats().evict_unreadable, 1u);
+  EXPECT_EQ(pager->stats().servers_down, 0u);
+  EXPECT_EQ(d.State(7), PageState::kLocal);
+  EXPECT_EQ(d.Count(PageState::kRemote), kWindow - 1);
+  EXPECT_EQ(d.Wrong(), 0u);
+  // Its server copy is not current: the next eviction writes it again.
+  auto again = pager->EvictPages(*d.region, d.Indices(7, 1));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(d.State(7), PageState::kRemote);
+  EXPECT_EQ(d.Wrong(), 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());
 }
 

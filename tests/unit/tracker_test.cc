@@ -1,6 +1,7 @@
 // The protection-fault tracker: reads and writes of armed pages are caught once each, untouched
 // pages yield nothing, protection is always lifted, faults that are not ours reach the handler
 // that was there before.
+#include "base/os.h"
 #include "runtime/tiering/tracker.h"
 
 #include <gtest/gtest.h>
@@ -137,6 +138,28 @@ TEST(TrackerTest, KeptPagesStayArmedAcrossRoundsUntilTouchedOrReleased) {
   EXPECT_EQ(base[2 * kPage], 1);
   EXPECT_EQ(base[3 * kPage], 2);
   munmap(base, 16 * kPage);
+}
+
+// The filter is asked under the tracker's lock, page by page: a page it refuses is neither
+// protected nor counted (the policy thread refuses pages an eviction has claimed).
+TEST(TrackerTest, ArmSkipsThePagesItsFilterRefuses) {
+  ProtectTracker& t = ProtectTracker::Get();
+  ASSERT_TRUE(t.Install().ok());
+  t.DisarmAll();
+  char* base = MapPages(8);
+  std::vector<char*> pages;
+  for (int i = 0; i < 8; ++i) pages.push_back(base + i * kPage);
+  std::vector<const char*> asked;
+  const size_t armed = t.Arm(pages, [&](const char* p) {
+    asked.push_back(p);
+    return (p - base) / kPage % 2 == 0;  // even pages only
+  });
+  EXPECT_EQ(armed, 4u);
+  EXPECT_EQ(asked.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(os::CanRead(base + i * kPage, kPage), i % 2 == 1) << "page " << i;
+  t.DisarmAll();
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(os::CanRead(base + i * kPage, kPage)) << "page " << i;
+  munmap(base, 8 * kPage);
 }
 
 TEST(TrackerTest, ReportsWhetherPreciseSamplingExists) {

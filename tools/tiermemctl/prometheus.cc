@@ -136,6 +136,8 @@ void Exposition::Add(const ProcessStats& s) {
   Sample("tiermem_pages_evicted_total", "Pages evicted to memory servers.", "counter", p, double(s.pages_evicted));
   Sample("tiermem_evictions_called_off_total", "Pages written while their eviction was in flight, kept local.",
          "counter", p, double(s.evictions_called_off));
+  Sample("tiermem_evictions_unreadable_total", "Pages a transport could not read to send, kept local.", "counter", p,
+         double(s.evictions_unreadable));
   Sample("tiermem_pages_written_total", "Pages written to memory servers.", "counter", p, double(s.pages_written));
   Sample("tiermem_remote_servers_down", "Memory servers down now (TIERMEM_REPLICAS).", "gauge", p,
          double(s.remote_servers_down));

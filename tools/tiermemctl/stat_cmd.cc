@@ -63,6 +63,10 @@ void PrintBlock(const ProcessStats& s) {
     std::printf("  called off     %llu (written while in flight: kept local)\n",
                 (unsigned long long)s.evictions_called_off);
   }
+  if (s.evictions_unreadable > 0) {
+    std::printf("  unreadable     %llu (could not be read to send: kept local)\n",
+                (unsigned long long)s.evictions_unreadable);
+  }
   if (s.remote_servers_down + s.remote_failovers + s.remote_repaired_pages > 0) {
     std::printf("replicas         %llu servers down, %llu failovers, %llu page copies restored, %llu pages short of a replica\n",
                 (unsigned long long)s.remote_servers_down, (unsigned long long)s.remote_failovers,

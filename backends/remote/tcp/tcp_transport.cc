@@ -17,6 +17,11 @@ namespace {
 // Flush when this much is queued, so a long batch of posts does not buffer without bound.
 constexpr size_t kFlushThreshold = 256 * 1024;
 constexpr size_t kInBuffer = 2 * (proto::kHeaderSize + proto::kMaxPayload);
+// Sent in place of a posted page that could not be read (SkipUnreadablePages).
+alignas(4096) const uint8_t kZeroPageBytes[kPage] = {};
+const void* const kZeroPage = kZeroPageBytes;
+// EFAULTs in a row with every unsent page readable before the connection is given up.
+constexpr int kMaxEfaultRetries = 3;
 
 Status ErrorToStatus(const proto::Error& e, const std::string& server) {
   return Status(StatusCode(e.code), server + ": " + e.text);
@@ -153,7 +158,9 @@ bool TcpTransport::ExtendWrite(const SlotRange& range, uint64_t slot, const void
   proto::EncodeWriteFixed(open_next_slot_ - open_count_, open_count_, out_.data() + open_at_ + proto::kHeaderSize);
   // The first entry of the message counts its pages; this page's entry follows the others.
   pending_[pending_.size() - open_count_ + 1].pages = open_count_;
-  pending_.push_back(Pending{head.request_id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 0});
+  Pending entry{head.request_id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 0};
+  entry.src = page;
+  pending_.push_back(entry);
   return true;
 }
 
@@ -176,7 +183,9 @@ Status TcpTransport::PostWrite(const SlotRange& range, uint64_t slot, const void
   open_next_slot_ = slot + 1;
   open_count_ = 1;
   open_range_first_ = range.first;
-  return Queue(Pending{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 1});
+  Pending entry{id, proto::MsgType::kWriteOk, false, cookie, nullptr, 0, false, 1};
+  entry.src = page;
+  return Queue(entry);
 }
 
 Status TcpTransport::PostRead(const SlotRange& range, uint64_t slot, void* page, uint64_t cookie) {
@@ -264,8 +273,13 @@ Status TcpTransport::Flush() {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      // A posted page made unreadable meanwhile: zeros in its place, and it fails alone. An
+      // EFAULT with every page readable is retried a few times (a protection lifted between
+      // the send and the check), then taken as the connection's own failure.
+      if (errno == EFAULT && (SkipUnreadablePages() || ++efault_retries_ <= kMaxEfaultRetries)) continue;
       return Fail(Unavailable("memory server " + name() + ": connection lost (" + strerror(errno) + ")"));
     }
+    efault_retries_ = 0;
     sent_ += size_t(w);
   }
   out_.clear();
@@ -273,6 +287,31 @@ Status TcpTransport::Flush() {
   sent_ = 0;
   open_end_ = 0;  // sent: no longer extended
   return Status::Ok();
+}
+
+bool TcpTransport::SkipUnreadablePages() {
+  // Only pages not yet sent whole can have failed; out_ is ours and always readable. A
+  // partly sent page keeps its sent bytes: the slot holds unspecified bytes either way.
+  bool found = false;
+  size_t pos = 0, out_at = 0;
+  for (Seg& seg : segs_) {
+    pos += seg.out_end - out_at;
+    out_at = seg.out_end;
+    const size_t page_end = pos + kPage;
+    if (page_end > sent_ && seg.page != kZeroPage && !os::CanRead(seg.page, kPage)) {
+      for (Pending& p : pending_) {
+        if (p.src == seg.page && !p.unreadable) {
+          p.unreadable = true;
+          break;
+        }
+      }
+      seg.page = kZeroPage;
+      found = true;
+    }
+    pos = page_end;
+  }
+  if (found) efault_retries_ = 0;
+  return found;
 }
 
 Status TcpTransport::ReadAvailable() {
@@ -342,17 +381,27 @@ Status TcpTransport::HandleReply(const proto::Header& h, const uint8_t* payload)
     std::memcpy(p.dst, rp->data, rp->length);
   }
   const Status status = c.status;
-  ready_.push_back(std::move(c));
+  ready_.push_back(WriteCompletion(p, std::move(c)));
   // A write of several posted pages: each page's entry completes with the message's status.
   for (uint32_t i = 1; i < p.pages; ++i) {
     if (pending_.empty() || pending_.front().request_id != h.request_id || pending_.front().pages != 0) {
       return Fail(Aborted("memory server " + name() + ": lost track of the pages of request " +
                           std::to_string(h.request_id)));
     }
-    ready_.push_back(Completion{pending_.front().cookie, status});
+    ready_.push_back(WriteCompletion(pending_.front(), Completion{pending_.front().cookie, status}));
     pending_.pop_front();
   }
   return Status::Ok();
+}
+
+Completion TcpTransport::WriteCompletion(const Pending& p, Completion c) const {
+  if (!p.unreadable) return c;
+  char where[32];
+  snprintf(where, sizeof(where), "%p", p.src);
+  c.status = InvalidArgument("memory server " + name() + ": the page at " + where +
+                                " could not be read when it was sent (zeros were written in its place)");
+  c.page = p.src;
+  return c;
 }
 
 Status TcpTransport::FailRefused(const proto::Error& e) {

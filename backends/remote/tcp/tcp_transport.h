@@ -11,7 +11,9 @@
 //
 // A written page is not copied into the output buffer: the buffer holds the messages' headers
 // (and every other message), and the pages are sent from where they are, with sendmsg(2) and a
-// list of pieces (the transport owns a posted page until its completion, so it may).
+// list of pieces (the transport owns a posted page until its completion, so it may). A page
+// that cannot be read when it is sent (EFAULT) is replaced by zeros and fails alone
+// (transport.h): one bad address never brings down a connection that carries other pages.
 #pragma once
 
 #include <string>
@@ -63,6 +65,8 @@ class TcpTransport final : public Transport {
     // A write message carrying several posted pages has one entry per page, all with its
     // request id: the first says how many (`pages`), the others follow it (`pages` 0).
     uint32_t pages;
+    const void* src = nullptr;  // a write's page
+    bool unreadable = false;    // that page could not be read: zeros went in its place
   };
   // Appends a header for `payload` bytes to out_; returns where the payload goes.
   uint8_t* AppendMessage(proto::MsgType type, uint32_t payload, uint64_t id);
@@ -79,10 +83,16 @@ class TcpTransport final : public Transport {
   // reply arriving meanwhile.
   Status CheckDeadline();
   Status Flush();
+  // After sendmsg failed with EFAULT: every unsent page that cannot be read is sent as zeros
+  // and its request marked unreadable (transport.h). False when every page reads (the fault
+  // was on a page whose protection was lifted since: sending again will tell).
+  bool SkipUnreadablePages();
   // Bytes queued to send: out_ and the pages of segs_ (sent_ of them have gone).
   size_t Unsent() const { return out_.size() + segs_.size() * kPage; }
   Status ReadAvailable();
   Status HandleReply(const proto::Header& h, const uint8_t* payload);
+  // A data request's completion `c`, failed with the page's address when it was unreadable.
+  Completion WriteCompletion(const Pending& p, Completion c) const;
   // Fails the connection: every pending request completes with `why`.
   Status Fail(Status why);
   // Sends a control request and waits for its reply (data completions are kept).
@@ -106,6 +116,7 @@ class TcpTransport final : public Transport {
   std::vector<uint8_t> out_;
   std::vector<Seg> segs_;
   size_t sent_ = 0;
+  int efault_retries_ = 0;  // consecutive EFAULTs with no unreadable page found
   // The last queued message when it is a write that may take more pages: its header's offset in
   // out_ and its place in the sequence (unsent while sent_ <= open_pos_), out_'s size after its
   // fixed part (it is the last message while out_.size() == open_end_ and segs_ ends with its
