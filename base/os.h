@@ -57,8 +57,8 @@ struct Span {
 // Discard of many ranges, with one TLB flush for all where the kernel can: one
 // process_madvise(PIDFD_SELF, MADV_DONTNEED) per 256 ranges (Linux 6.13 and later take
 // MADV_DONTNEED there for the calling process, and flush once per call; a flush is an IPI to
-// every CPU the process ran on, about 19 us each on this build machine's virtual CPUs, against
-// well under a microsecond per page batched). Where the kernel refuses (older kernels: EINVAL
+// every CPU the process ran on, far dearer on virtual CPUs than the batched call's cost per
+// page). Where the kernel refuses (older kernels: EINVAL
 // or EBADF), or a call stops part way, the rest go one madvise each, and the refusal is
 // remembered for the process. Returns 0 or the first negative errno (the ranges after it are
 // still discarded).

@@ -12,7 +12,7 @@
 
 namespace tiermem::bench {
 
-// The parsers of runtime/options.h, passed in so that this header needs nothing from the runtime:
+// The parsers of base/options.h, passed in so that this header needs nothing from the runtime:
 // ParseSize ("64M", "1.5G", "4096") or ParseUint (decimal digits only).
 using NumberParser = bool (*)(std::string_view text, uint64_t* out);
 

@@ -7,9 +7,8 @@
 //
 // Design (the why is in docs/protocol.md, "Paging"):
 // - Only ranges that have been evicted (or allocated on kRemote) are registered with userfaultfd
-//   (MISSING | WP). A first-touch fault costs ~10 us on these VMs; routing every fresh page of a
-//   managed region through a handler thread would double that, so untouched memory never sees
-//   userfaultfd. Freed runs are unregistered again.
+//   (MISSING | WP). A first-touch fault through a handler thread costs about twice one the
+//   kernel serves itself, so untouched memory never sees userfaultfd. Freed runs are unregistered again.
 // - Evict(run): pages go kLocal -> kInFlight (CAS), the range is write-protected (uffd-wp), the
 //   resident pages that are dirty are written to memd (clean ones already are there), then the
 //   run is dropped (MADV_DONTNEED) and marked kRemote, and any thread that faulted on it meanwhile
@@ -50,7 +49,7 @@
 //   TIERMEM_REPAIR_RATE) until each has N replicas again; a range being repaired receives the
 //   evictions' writes while it is filled, so no write is missed. Free slots of a range with a
 //   down member are not handed out (new evictions go to healthy groups).
-// - The userfaultfd, eventfd and pagemap calls are in runtime/os (os.h); this file and
+// - The userfaultfd, eventfd and pagemap calls are in base/os.h; this file and
 //   pager_fault.cc (the handler thread) are policy.
 //
 // Thread safety: every public method may be called from any thread. Evict and FetchBack are

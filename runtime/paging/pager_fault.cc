@@ -197,8 +197,8 @@ void Pager::FaultLoop() {
   // After a batch of soft-sampled faults only (served here, no server involved), the handler
   // polls for kSampledSpinNs before it sleeps: a thread sweeping through sampled pages faults
   // again within microseconds, and waking a sleeping handler across CPUs costs tens of them on
-  // these VMs (docs/tiering.md, "Soft eviction"). Never after remote reads: spinning there took
-  // memd's CPU on a 2-core machine and slowed remote faults by 10-20%. That is TCP's case:
+  // virtual machines (docs/tiering.md, "Soft eviction"). Never after remote reads by default:
+  // spinning there takes memd's CPU where the two share few cores (TCP on loopback). That is TCP's case:
   // after remote reads it polls for fault_spin_ns_ (TIERMEM_FAULT_SPIN_US; by default only when
   // every server is RDMA, whose reads take no memd CPU), which saves the faulting thread's wake-up
   // of a sleeping handler on its next fault (docs/protocol.md, "Where a fault's time goes").

@@ -66,9 +66,9 @@ class Prefetcher {
   static constexpr uint32_t kMaxWindow = 128;  // half a fault batch's staging
   // A strided window's pages cost the fault handler one UFFDIO_COPY each (a sequential part is
   // one copy for all its pages), so a strided window takes longer to install and its reader
-  // more often runs past the windows asked for; with twice the requests in flight,
-  // remote-fault's stride touches took 460-500 faults per 32768 pages instead of 540-760
-  // (docs/results/NOTES.md, 2026-12-05). A reader that stops costs that bigger window.
+  // more often runs past the windows asked for; twice the requests in flight keep it ahead
+  // (the figures: docs/results/NOTES.md, 2026-12-05). A reader that stops costs that bigger
+  // window.
   static constexpr uint32_t kStrideWindowFactor = 2;
   // The most pages one window of a stream with step `trend` asks for, given the window
   // `max_window` (TIERMEM_PREFETCH): `max_window` for steps of 1 and -1, else

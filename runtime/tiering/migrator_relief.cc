@@ -88,22 +88,32 @@ void Migrator::AfterFaults() {
     std::lock_guard<std::mutex> lock(mu_);
     cv_->notify_all();
   }
-  if (usage <= Budget() + slack_pages_ || relief_stuck_.load(std::memory_order_acquire)) return;
-  // Over by more than the slack: hold the faults back until relief has made room, at most five
-  // intervals (relief may be stuck behind a slow server; the program then runs over by this
-  // batch, and the next batch asks again).
+  // Relief found nothing to evict: stuck, unless pages of its windows are still being written
+  // (then they leave DRAM as their writes are acknowledged, and OnLeftDram wakes this wait).
+  auto stuck = [&] { return relief_stuck_.load(std::memory_order_acquire) && mover_->EvictionsPending() == 0; };
+  if (usage <= Budget() + slack_pages_ || stuck()) return;
+  // Over by more than the slack: hold the faults back until relief has made room. The wait
+  // lasts while relief makes progress (DRAM went down in the last five intervals): on a busy
+  // machine the policy thread runs late, and letting the program on then broke the limit by a
+  // batch per timeout. Five intervals with no page leaving DRAM (relief stuck behind a slow or
+  // lost server) end it: the program then runs over by this batch, and the next batch asks again.
   const uint64_t t0 = os::MonotonicNanos();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5 * interval_ms_);
+  const auto patience = std::chrono::milliseconds(5 * interval_ms_);
   std::unique_lock<std::mutex> lock(relief_mu_);
   // Counted before the predicate reads DRAM, and OnLeftDram reads the count after the pages
   // left it (a fence each side): either it sees this count and notifies (under the lock, so
   // not before the wait), or this reads DRAM after they left. No wake-up is lost.
   held_back_.fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  relief_cv_->wait_until(lock, deadline, [&] {
-    return mover_->TierPages(Tier::kDram) <= Budget() + slack_pages_ ||
-           relief_stuck_.load(std::memory_order_acquire) || !running();
-  });
+  auto room = [&] {
+    return mover_->TierPages(Tier::kDram) <= Budget() + slack_pages_ || stuck() || !running();
+  };
+  uint64_t last = mover_->TierPages(Tier::kDram);
+  while (!relief_cv_->wait_until(lock, std::chrono::steady_clock::now() + patience, room)) {
+    const uint64_t now_pages = mover_->TierPages(Tier::kDram);
+    if (now_pages >= last) break;  // no progress: relief is stuck
+    last = now_pages;
+  }
   held_back_.fetch_sub(1, std::memory_order_relaxed);
   counters_->throttle_waits.fetch_add(1, std::memory_order_relaxed);
   counters_->throttle_ns.fetch_add(os::MonotonicNanos() - t0, std::memory_order_relaxed);

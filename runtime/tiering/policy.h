@@ -1,7 +1,7 @@
 // The tiering policy: turns access samples and page records into a migration plan.
 //
 // Pure: no OS calls, no threads, no clock of its own (every call takes `now_ns`), so unit tests
-// drive it with a fake clock and synthetic traces. The policy thread (runtime/migrator.h) feeds it
+// drive it with a fake clock and synthetic traces. The policy thread (runtime/tiering/migrator.h) feeds it
 // samples from the tracker, the page records of every live page, and carries out the plan.
 //
 // Model

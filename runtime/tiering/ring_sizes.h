@@ -38,12 +38,11 @@ inline constexpr size_t kMaxLogEntries = size_t{1} << 16;
 //  - The ahead ring holds pages fetched ahead and not yet evicted or touched: all of them are
 //    in DRAM, so two entries a page leave room for stale ones.
 //  - The fault log keeps its largest size at every limit: it is read once a round, and a round
-//    that comes late (a loaded machine) finds its oldest entries overwritten, which are the
-//    samples of pages that are still in DRAM. Sized by the limit (2 entries a page, 8192 at
-//    8 MiB), a sequential read fetched ahead through 4x the limit overwrote the faults of the
-//    pages used just before it, and the round's plan took them as never touched
-//    (`TieringTest.PrefetchedPagesNobodyTouchedLeaveBeforePagesThatWereUsed`: 2 failures in 10
-//    runs beside three busy loops, none in 14 with the whole log).
+//    that comes late (a loaded machine) would find its oldest entries overwritten, which are the
+//    samples of pages that are still in DRAM. Sized by the limit, a sequential read fetched
+//    ahead through a few times the limit overwrites the faults of the pages used just before
+//    it, and the round's plan takes them as never touched
+//    (`TieringTest.PrefetchedPagesNobodyTouchedLeaveBeforePagesThatWereUsed` shows it).
 constexpr RingSizes RingSizesFor(uint64_t budget_pages) {
   if (budget_pages == 0) return {kMinRingEntries, kMinRingEntries, kMaxLogEntries};
   auto clamp = [](uint64_t entries, size_t most) {

@@ -2,7 +2,7 @@
 // PROT_NONE; the first read or write of a sampled page raises SIGSEGV, whose handler records the
 // access (write or read, from the x86 page-fault error code), restores the page's protection and
 // lets the instruction run again. Pages on the remote tier need no sampling: their faults reach
-// the pager and the policy thread sees them come back (runtime/migrator.h).
+// the pager and the policy thread sees them come back (runtime/tiering/migrator.h).
 //
 // Why protection faults: reads must be seen, not only writes (userfaultfd write-protect sees
 // writes only; minor faults need shmem; PEBS is not offered by these VMs, and idle page tracking
