@@ -372,6 +372,7 @@ class Migrator {
   bool plans_ = false;           // rounds run (every mode but off)
   uint64_t slack_pages_ = 0;
   std::atomic<bool> nudged_{false};
+  std::atomic<bool> relieving_{false};  // MaybeRelieve between taking a nudge and its relief's end
   std::atomic<uint64_t> relief_epoch_{0};  // grows after each relief step
   std::atomic<bool> relief_stuck_{false};  // the last relief found nothing to evict
   // The remote tier refused the last relief (every server full): no relief, and no holding the

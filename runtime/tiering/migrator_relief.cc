@@ -30,6 +30,10 @@ constexpr uint64_t kKeyMask = (uint64_t{1} << 52) - 1;
 // After the remote tier refused (every server full), relief tries again this much later: a
 // refusal costs the pager a few round trips to each server, and pages keep faulting in.
 constexpr uint64_t kReliefFullRetryNs = 1000ull * 1000 * 1000;
+// The fault handler held back for room waits at most this many spans of five intervals in all
+// (AfterFaults), however busy relief is: a policy thread that never gets the CPU cannot hold
+// the program forever.
+constexpr int kMaxHoldWindows = 20;
 
 class SpinGuard {
  public:
@@ -93,10 +97,12 @@ void Migrator::AfterFaults() {
   auto stuck = [&] { return relief_stuck_.load(std::memory_order_acquire) && mover_->EvictionsPending() == 0; };
   if (usage <= Budget() + slack_pages_ || stuck()) return;
   // Over by more than the slack: hold the faults back until relief has made room. The wait
-  // lasts while relief makes progress (DRAM went down in the last five intervals): on a busy
-  // machine the policy thread runs late, and letting the program on then broke the limit by a
-  // batch per timeout. Five intervals with no page leaving DRAM (relief stuck behind a slow or
-  // lost server) end it: the program then runs over by this batch, and the next batch asks again.
+  // lasts while relief is busy or making progress (asked and not yet run, running, its writes in
+  // flight, or DRAM went down in the last five intervals): on a busy machine the policy thread
+  // runs late, and letting the program on after a fixed time broke the limit by a batch each
+  // time. Five intervals with relief idle and no page leaving DRAM (relief stuck behind a slow
+  // or lost server), or kMaxHoldWindows of them in all, end it: the program then runs over by
+  // this batch, and the next batch asks again.
   const uint64_t t0 = os::MonotonicNanos();
   const auto patience = std::chrono::milliseconds(5 * interval_ms_);
   std::unique_lock<std::mutex> lock(relief_mu_);
@@ -109,10 +115,13 @@ void Migrator::AfterFaults() {
     return mover_->TierPages(Tier::kDram) <= Budget() + slack_pages_ || stuck() || !running();
   };
   uint64_t last = mover_->TierPages(Tier::kDram);
-  while (!relief_cv_->wait_until(lock, std::chrono::steady_clock::now() + patience, room)) {
+  for (int windows = 1; !relief_cv_->wait_until(lock, std::chrono::steady_clock::now() + patience, room); ++windows) {
     const uint64_t now_pages = mover_->TierPages(Tier::kDram);
-    if (now_pages >= last) break;  // no progress: relief is stuck
+    const bool progress = now_pages < last;
     last = now_pages;
+    const bool busy = nudged_.load(std::memory_order_acquire) || relieving_.load(std::memory_order_acquire) ||
+                      mover_->EvictionsPending() > 0;
+    if ((!progress && !busy) || windows >= kMaxHoldWindows) break;
   }
   held_back_.fetch_sub(1, std::memory_order_relaxed);
   counters_->throttle_waits.fetch_add(1, std::memory_order_relaxed);
@@ -386,10 +395,18 @@ bool Migrator::ReliefRoomOnCxl(size_t pages) const {
 }
 
 void Migrator::MaybeRelieve() {
-  if (!relief_ || !nudged_.exchange(false, std::memory_order_acq_rel)) return;
+  if (!relief_) return;
+  // Busy from before the nudge is taken to after the relief: a held-back handler (AfterFaults)
+  // sees the nudge or this flag while relief is due or running.
+  relieving_.store(true, std::memory_order_release);
+  if (!nudged_.exchange(false, std::memory_order_acq_rel)) {
+    relieving_.store(false, std::memory_order_release);
+    return;
+  }
   const uint64_t t0 = os::MonotonicNanos();
   Relieve();
   relief_ns_ += os::MonotonicNanos() - t0;
+  relieving_.store(false, std::memory_order_release);
 }
 
 }  // namespace tiermem
