@@ -405,15 +405,7 @@ StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, in
   }
 }
 
-int ReplaceAnonymous(void* addr, size_t bytes) {
-  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  return p == MAP_FAILED ? -errno : 0;
-}
-
-int KillProcessOf(uint32_t tid) {
-  // kill(2) given a thread's id signals its thread group.
-  return kill(static_cast<pid_t>(tid), SIGKILL) == 0 ? 0 : -errno;
-}
+int PipeCloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC) == 0 ? 0 : -errno; }
 
 int WaitReadableFor(int fd, int stop_fd, int timeout_ms) {
   pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};

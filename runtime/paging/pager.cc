@@ -110,7 +110,7 @@ Status Pager::Init(PagerConfig config) {
     per_slot_ = shape.k;
     piece_ = code_->piece_bytes(kPage);
   }
-  auto uffd = os::UffdOpen(config_.fork_share);
+  auto uffd = os::UffdOpen();
   if (!uffd.ok()) {
     return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
                         "); as non-root, set sysctl vm.unprivileged_userfaultfd=1");
@@ -195,14 +195,11 @@ Status Pager::Init(PagerConfig config) {
     TIERMEM_ASSIGN_OR_RETURN(int writer_fd, os::EventFd());
     writer_->set_event_fd(writer_fd);
   }
-  // Sharing at fork needs write-protect too: a child's writes to pages shared write-protected
-  // reach its descriptor, and its end is seen through one (os::UffdMmGone).
-  if (uffd->fork_events && wp_) {
+  // Sharing at fork: a child serves its fork-time remote pages itself (pager_fork.cc); this
+  // descriptor stops the threads that watch for each child's end.
+  if (config_.fork_share) {
     TIERMEM_ASSIGN_OR_RETURN(fork_stop_fd_, os::EventFd());
     fork_share_ = true;
-  } else if (config_.fork_share) {
-    TM_LOG_INFO("remote tier: fork() brings remote pages back (userfaultfd fork events %s)",
-                uffd->fork_events ? "without write-protect" : "refused: CAP_SYS_PTRACE is needed");
   }
   // The soft sampler needs write-protect (its copy is the page as dropped) and kernel-mode
   // faults (a system call on a sampled page waits for the handler instead of failing).
@@ -238,19 +235,10 @@ Status Pager::Init(PagerConfig config) {
 
 Pager::~Pager() {
   if (forked_child_) {
-    // The fault thread and the server connections belong to the parent: the thread does not
-    // exist here, and a goodbye on the shared sockets would end the parent's session.
-    new (&thread_) std::thread();
-    new (&repair_thread_) std::thread();
-    new (&writer_thread_) std::thread();
-    for (auto& s : servers_) {
-      (void)s->io.release();
-      (void)s->fault.release();
-    }
+    DestroyInChild();
     return;
   }
-  ForgetAtExit();
-  StopChildren();  // children still running get every page they may still read first
+  StopChildren();  // the threads watching for children's ends (a child serves itself)
   if (sampler_) sampler_->DisarmAll();  // every sampled page back while the handler still runs
   if (repair_thread_.joinable()) {
     {

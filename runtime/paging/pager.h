@@ -142,26 +142,28 @@ class Pager {
 
   // fork() (pager_fork.cc; the design in docs/design-notes.md). PrepareFork (the runtime's
   // atfork prepare handler) stops evictions. Shared (fork_sharing()): the remote pages' slots
-  // are recorded and held for the child, whose missing faults this pager serves from those
-  // slots through the child's userfaultfd (a thread per child) until the child's address space
-  // is gone; then the slots the parent let go of meanwhile are freed. Otherwise every remote
-  // page is brought back first (the child has no fault handler). AfterFork releases. In the
-  // child the remote tier is unavailable (Evict/AdoptRemote/FetchBack say so) and new memory
-  // stays local; a child that forks again brings its remote pages in first (no sharing there).
+  // are recorded (the snapshot) and held; the child, in AfterFork, registers its copies of those
+  // pages with a userfaultfd of its own and serves its faults from the slots with a thread and
+  // connections of its own (joining this pager's memd sessions), so it needs nothing of the
+  // parent once forked. The parent keeps the holds until the child's end (exit or exec), then
+  // frees the slots it let go of meanwhile. Otherwise every remote page is brought back first.
+  // In the child the remote tier takes no new pages (Evict/AdoptRemote/FetchBack say so) and
+  // new memory stays local; a child that forks again brings its remote pages in first.
   void PrepareFork(Region* const* regions, int nregions);
   void AfterFork(bool child);
   bool forked_child() const { return forked_child_; }
   bool fork_sharing() const { return fork_share_; }
   struct ForkStats {
-    uint64_t children = 0;       // children served so far (each fork with pages remote)
-    uint64_t live = 0;           // children whose address space still exists
-    uint64_t served = 0;         // pages read from a server and installed in a child
-    uint64_t zero_filled = 0;    // child faults on pages with no fork-time copy: zero pages
-    uint64_t held_slots = 0;     // slots a live child may still read (held from being freed)
+    uint64_t children = 0;       // parent: children forked with pages remote (a snapshot each)
+    uint64_t live = 0;           // parent: those whose end (exit or exec) is not seen yet
+    uint64_t served = 0;         // child: fork-time pages read from a server and installed here
+    uint64_t zero_filled = 0;    // child: faults on registered pages with no fork-time copy
+    uint64_t held_slots = 0;     // parent: slots a live child may still read (held from being freed)
   };
   ForkStats fork_stats() const;
-  // Every child still served gets each page it may still read installed now, and its thread
-  // ends (runtime stop, and an exit handler: a parent leaving before its child read its pages).
+  // Parent: the threads watching for children's ends stop (runtime stop); the holds stay, the
+  // children go on reading (their connections keep the memd sessions). Child: its serving
+  // thread installs every fork-time page not installed yet, then ends.
   void StopChildren();
 
   // True while no connected server can take a new page: each refused its last slot allocation
@@ -451,8 +453,10 @@ class Pager {
   bool CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
                     OnDone&& on_done, OnLost&& on_lost, int intake_fd = -1);
   // ---- fork (pager_fork.cc) ----
-  // A child being served (pager_fork.cc). fd and snap belong to its thread; done is set by that
-  // thread as it ends.
+  // Parent: a child it holds slots for. `fd` is the read end of a pipe whose write end only the
+  // child holds (end of file once the child exited or exec'd), watched by `thread`.
+  // Child (self_): its own serving. `fd` is that write end (kept open, never written), `thread`
+  // serves this process's userfaultfd. `done` is set by the thread as it ends.
   struct ForkChild {
     int fd = -1;
     std::unique_ptr<ForkSnapshot> snap;
@@ -461,39 +465,47 @@ class Pager {
   };
   void SnapshotForFork(Region* const* regions, int nregions);  // io_mu_ held
   void FetchAllForFork(Region* const* regions, int nregions);  // io_mu_ held
-  void ServeChild(ForkChild* c);  // the child's thread
-  // The child's missing faults `e` (entries of its snapshot): read and installed. False when
-  // the child is gone.
-  bool InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging, uint32_t tid);
+  void AfterForkParent();
+  void AfterForkChild();
+  void WatchChild(ForkChild* c);  // parent: releases the child's holds at its end
+  // Child, in AfterFork: a userfaultfd of its own on the snapshot's pages, and the thread that
+  // serves it. Exits (status 75, one line) where that cannot be had.
+  void StartServingSelf(ForkSnapshot* snap, int alive_fd);
+  Status RegisterSnapshot(const ForkSnapshot& snap, int uffd);
+  void ConnectOwn();  // the child's serving thread: its own connections, joining each session
+  void ServeSelf();   // the child's serving thread
+  void ServeSelfFault(const os::UffdFault& f, char* staging);
+  // Entries `e` of self_'s snapshot (contiguous or not): read and installed, self_mu_ held.
+  // Exits (status 75, one line naming the page's servers) where no replica can give a page.
+  void InstallSnapshotPages(const std::vector<int64_t>& e, char* staging);
+  void DestroyInChild();                     // ~Pager in a forked child
   void ReleaseSnapshot(ForkSnapshot& snap);  // io_mu_ held
-  void ForgetAtExit();                       // the exit handler no longer knows this pager
-  void OnForkEvent(int fd);                  // fault thread: a UFFD_EVENT_FORK was read
-  // In a child: pages still remote (its parent serves them) are touched, so the child's own
-  // fork gives them to the grandchild (which gets no server).
+  // In a child: pages still remote (this process's own thread serves them) are touched, so its
+  // own fork gives them to the grandchild (which has no server).
   void TouchRemoteInChild(Region* const* regions, int nregions);
-  // In a child: OnFree/OnDiscard. Remote pages the parent would serve are replaced by fresh
-  // memory, the rest dropped; no userfaultfd call (the inherited descriptor is the parent's).
+  // In a child: OnFree/OnDiscard. Snapshot pages of the range are never installed after this
+  // (a later touch reads zeros), and the range is dropped.
   void ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard);
-  // Reads pager slots [0, n) into staging (a page each) on the io connections, io_mu_ held,
-  // failing over between replicas. False when some page could not be read: *lost is its j.
-  bool ReadSlotsLocked(const uint64_t* slots, size_t n, char* staging, size_t* lost);
+  // Reads pager slots [0, n) into staging (a page each) on the io connections (the child's own),
+  // failing over between replicas. False when some page could not be read: *lost is its j,
+  // *why the last failure.
+  bool ReadSnapshotSlots(const uint64_t* slots, size_t n, char* staging, size_t* lost, Status* why);
   void GiveSlotNow(uint64_t slot);  // GiveSlot without the fork holds
-  bool fork_share_ = false;         // fork events granted (and write-protect): share at fork
-  bool parent_serves_ = false;      // in a child: a parent serves its remote pages
+  bool fork_share_ = false;         // TIERMEM_FORK=share: share at fork
   SlotHolds holds_;                 // io_mu_
   std::vector<Region*> fork_regions_;  // of the fork in progress (PrepareFork to AfterFork)
   ForkSnapshot* fork_pending_ = nullptr;  // made by PrepareFork, until AfterFork (forking thread)
-  std::atomic<ForkSnapshot*> fork_snapshot_{nullptr};  // PrepareFork -> the fork event's reader
-  std::atomic<ForkSnapshot*> fork_taken_{nullptr};     // taken by the reader, with fork_fd_
-  std::atomic<int> fork_fd_{-1};
-  int fork_stop_fd_ = -1;           // children's threads: install what is left and end
+  int fork_pipe_[2] = {-1, -1};     // the child's liveness pipe, PrepareFork to AfterFork
+  int fork_stop_fd_ = -1;           // the parent's watching threads, or the child's serving one
   mutable std::mutex children_mu_;  // children_
   std::vector<std::unique_ptr<ForkChild>> children_;
+  std::unique_ptr<ForkChild> self_;  // in a child with fork-time remote pages
+  std::mutex self_mu_;               // self_->snap->served, and installs of snapshot pages here
   std::atomic<uint64_t> fork_children_{0}, fork_served_{0}, fork_zero_{0};
 
   static constexpr const char* kForkedMessage =
-      "the remote tier is not available in a child process (fork): its fault handler and server "
-      "connection belong to the parent";
+      "the remote tier takes no new pages in a child process (fork): its slots belong to the "
+      "parent's sessions";
   bool forked_child_ = false;
 
   PagerConfig config_;
