@@ -257,9 +257,9 @@ void Pager::InstallSnapshotPages(const std::vector<int64_t>& e, char* staging) {
       ExitRemoteLost();
     }
     for (size_t k = i; k < i + bytes / kPage; ++k) snap.served[e[k]] = 1;
+    fork_served_.fetch_add(bytes / kPage, std::memory_order_relaxed);  // counted before anyone wakes
     os::UffdWake(uffd_, at, bytes);
   }
-  fork_served_.fetch_add(e.size(), std::memory_order_relaxed);
 }
 
 bool Pager::ReadSnapshotSlots(const uint64_t* slots, size_t n, char* staging, size_t* lost, Status* why) {
