@@ -145,6 +145,8 @@ void Pager::AfterForkParent() {
         WatchChild(raw);
       });
     }
+    TM_LOG_INFO("remote tier: fork(): %zu pages stay remote, their slots held until the child "
+                "exits or execs (it serves them itself)", raw->snap->entries.size());
     children_.push_back(std::move(c));
     fork_children_.fetch_add(1, std::memory_order_relaxed);
     fork_pipe_[0] = fork_pipe_[1] = -1;
