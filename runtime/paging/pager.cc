@@ -257,7 +257,17 @@ Pager::~Pager() {
     os::EventFdSignal(stop_fd_);
     thread_.join();
   }
+  // A child that may still read fork-time slots may not have joined the sessions yet, and a
+  // goodbye could end a session before it does: the connections are left open then (no goodbye;
+  // the descriptors go with this process, the child holds copies), and memd ends each session
+  // when its last connection closes.
+  const bool children_read = !holds_.empty();
   for (auto& s : servers_) {
+    if (children_read) {
+      (void)s->io.release();
+      (void)s->fault.release();
+      continue;
+    }
     if (s->io) s->io->Close();
     if (s->fault) s->fault->Close();
   }

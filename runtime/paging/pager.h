@@ -161,9 +161,9 @@ class Pager {
     uint64_t held_slots = 0;     // parent: slots a live child may still read (held from being freed)
   };
   ForkStats fork_stats() const;
-  // Parent: the threads watching for children's ends stop (runtime stop); the holds stay, the
+  // Runtime stop. Parent: the threads watching for children's ends stop; the holds stay, the
   // children go on reading (their connections keep the memd sessions). Child: its serving
-  // thread installs every fork-time page not installed yet, then ends.
+  // thread ends (the regions go with the runtime).
   void StopChildren();
 
   // True while no connected server can take a new page: each refused its last slot allocation

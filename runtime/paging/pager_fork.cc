@@ -197,7 +197,7 @@ void Pager::StopChildren() {
   for (auto& c : children) {
     if (c->thread.joinable()) c->thread.join();
   }
-  if (serving) self_->thread.join();  // it installs every page not installed yet first
+  if (serving) self_->thread.join();
 }
 
 void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {

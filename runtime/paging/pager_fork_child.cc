@@ -172,7 +172,6 @@ void Pager::ConnectOwn() {
 
 void Pager::ServeSelf() {
   ConnectOwn();
-  ForkSnapshot& snap = *self_->snap;
   std::vector<char> staging(kReadAhead * kPage);
   os::UffdFault faults[64];
   for (;;) {
@@ -188,17 +187,8 @@ void Pager::ServeSelf() {
     }
     for (size_t k = 0; k < *got; ++k) ServeSelfFault(faults[k], staging.data());
   }
-  // The runtime stops here: its descriptor goes, and with it the registration (a page still
-  // missing would then read as zeros), so every page not installed yet is installed now.
-  std::lock_guard<std::mutex> lock(self_mu_);
-  std::vector<int64_t> batch;
-  for (size_t x = 0; x < snap.entries.size(); ++x) {
-    if (!snap.served[x]) batch.push_back(int64_t(x));
-    if (batch.size() == kReadAhead || (x + 1 == snap.entries.size() && !batch.empty())) {
-      InstallSnapshotPages(batch, staging.data());
-      batch.clear();
-    }
-  }
+  // The runtime stops in this process: its regions go right after the pager (Runtime::Stop), so
+  // nothing is left to install.
   self_->done.store(true, std::memory_order_release);
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tiermem/remote.hpp"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -217,6 +218,70 @@ TEST_F(RemoteForkShared, FreedPagesKeepTheirSlotsUntilTheChildExitsAndAGrandchil
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   ASSERT_TRUE(WaitChildReleased(pager));
   EXPECT_EQ(ServerPages(pager), 0u) << "the last holder let go: the slots are free";
+  close(to_child[0]);
+  close(to_child[1]);
+}
+
+// The parent's runtime stops while its child has read nothing yet: the child reads every page on
+// connections of its own (the session lives while they hold it), and once the child is gone too
+// memd holds no slot.
+TEST_F(RemoteForkShared, ChildReadsOnAfterTheParentsRuntimeStopped) {
+  int to_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    uint8_t go = 0;
+    if (read(to_child[0], &go, 1) != 1) _exit(4);
+    _exit(Mismatches(base_, 1) == 0 ? 0 : 1);
+  }
+  pager_ = nullptr;
+  rt_.reset();  // its connections closed, its regions gone
+  const uint8_t go = 1;
+  ASSERT_EQ(write(to_child[1], &go, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  auto client = RemoteClient::Connect(memd_.url(), "");
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  uint64_t reserved = ~uint64_t{0};
+  for (int i = 0; i < 200 && reserved != 0; ++i) {  // memd sees the last connection close
+    auto st = (*client)->ServerStats();
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    reserved = st->used_pages;
+    if (reserved != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(reserved, 0u) << "slots left on memd with parent and child gone";
+  close(to_child[0]);
+  close(to_child[1]);
+}
+
+// A child that calls exec lets go of the fork-time slots (its end of the pipe is close-on-exec)
+// while the program it became still runs: the slots the parent freed meanwhile are freed then.
+TEST_F(RemoteForkShared, AChildThatExecsLetsGoOfItsSlots) {
+  int to_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    uint8_t go = 0;
+    if (read(to_child[0], &go, 1) != 1) _exit(4);
+    for (size_t i = 0; i < kPages / 2; ++i) {
+      if (!CheckPage(base_ + i * kPage, i, 1)) _exit(1);
+    }
+    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_TRUE(rt_->Free(base_).ok());
+  EXPECT_EQ(ServerPages(*pager_), kPages) << "freed pages keep their copies for the child";
+  const uint8_t go = 1;
+  ASSERT_EQ(write(to_child[1], &go, 1), 1);
+  EXPECT_TRUE(WaitChildReleased(*pager_)) << "the child's exec did not release its slots";
+  EXPECT_EQ(ServerPages(*pager_), 0u);
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the child ended (status " << status << ") instead of exec";
+  kill(pid, SIGKILL);
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
   close(to_child[0]);
   close(to_child[1]);
 }

@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rss_kib.h"
+
 #define BLOCK 4096
 #define WORDS (BLOCK / 8)
 
@@ -32,15 +34,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static long rss_kib(void) {
-  FILE* f = fopen("/proc/self/statm", "r");
-  long size = 0, rss = 0;
-  if (f == NULL) return -1;
-  if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = -1;
-  fclose(f);
-  return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 // Blocks [from, to) checked: the count that differ from their pattern.
