@@ -119,14 +119,16 @@ struct Uffd {
   int fd = -1;
   bool write_protect = false;   // UFFD_FEATURE_PAGEFAULT_FLAG_WP was granted
   bool user_mode_only = false;  // kernel-mode faults (copy_from_user) are not reported
+  bool fork_events = false;     // UFFD_FEATURE_EVENT_FORK was granted (asked for, and allowed)
 };
 // Opens a userfaultfd (O_CLOEXEC | O_NONBLOCK) and negotiates the API, asking for write-protect
 // faults and falling back to missing faults only. Tries the system call, then /dev/userfaultfd
 // (where the system call is refused to non-root users), then UFFD_USER_MODE_ONLY. NotSupported
-// or PermissionDenied (with the errno) when none works. Fork events are never asked for: a
-// child's copies of the registered ranges are plain memory, unregistered (docs/design-notes.md,
-// "fork: remote pages shared with the child").
-StatusOr<Uffd> UffdOpen();
+// or PermissionDenied (with the errno) when none works. With `fork_events`, UFFD_EVENT_FORK is
+// asked for too (with write-protect only): a fork() then blocks until the descriptor's reader has
+// read the event, which carries a new descriptor for the child's registered ranges; where the
+// kernel refuses it (CAP_SYS_PTRACE is needed since 5.11) the descriptor goes without.
+StatusOr<Uffd> UffdOpen(bool fork_events = false);
 // Registers [addr, addr+bytes) for missing faults, and write-protect faults when `wp`.
 Status UffdRegister(int uffd, void* addr, size_t bytes, bool wp);
 // Unregisters; a range that never was registered is not an error.
@@ -151,6 +153,10 @@ Status UffdCopy(int uffd, void* dst, const void* src, size_t bytes, bool wp);
 // The same with zeros; with `present`, *present gets the number of pages that were already
 // there (EEXIST: installed by someone else, left as they are).
 Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present = nullptr);
+// True when the address space `uffd` serves is gone (its process exited or called exec): a
+// UFFDIO_WRITEPROTECT clearing protection on [addr, addr+bytes), harmless where it is alive,
+// fails with ESRCH. The range must be registered there with write-protect.
+bool UffdMmGone(int uffd, void* addr, size_t bytes);
 // Wakes the threads faulted on [addr, addr+bytes) so they retry their access.
 void UffdWake(int uffd, void* addr, size_t bytes);
 struct UffdFault {
@@ -183,10 +189,18 @@ StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, in
 int WaitReadableFor(int fd, int stop_fd, int timeout_ms);
 // Sleeps up to timeout_ms or until `stop_fd` is readable: 1 when stopped, 0 on timeout.
 int WaitStop(int stop_fd, int timeout_ms);
-// A pipe, both ends close-on-exec: fds[0] reads, fds[1] writes. Its read end reports end of file
-// (readable, POLLHUP) once every copy of the write end is closed, by close, exit or exec. 0 or a
-// negative errno.
-int PipeCloexec(int fds[2]);
+// Replaces [addr, addr+bytes) with fresh private anonymous memory (zero pages, no userfaultfd
+// registration, default memory policy). 0 or a negative errno.
+int ReplaceAnonymous(void* addr, size_t bytes);
+// A connected pair of Unix stream sockets, both ends close-on-exec. An end reads end of file
+// once every copy of the other end is closed (by close, exit or exec). 0 or a negative errno.
+int SocketPairCloexec(int fds[2]);
+// Sends descriptor `fd` (and one byte) over Unix socket `sock` (SCM_RIGHTS). Allocates nothing
+// and takes no lock: it may run inside fork(). 0 or a negative errno.
+int SendFd(int sock, int fd);
+// The descriptor SendFd sent on the other end (close-on-exec here), without waiting: -EAGAIN
+// when none is queued, -ENOENT at end of file, another negative errno on failure.
+int RecvFd(int sock);
 // Opens `path` for writing (created 0644; truncated, or appended to). A descriptor or -errno.
 int OpenForWrite(const char* path, bool append);
 

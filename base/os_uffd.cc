@@ -46,7 +46,7 @@ int UffdApi(int fd, uint64_t features) {
 
 }  // namespace
 
-StatusOr<Uffd> UffdOpen() {
+StatusOr<Uffd> UffdOpen(bool fork_events) {
   // Kernel-mode faults must reach the handler too: a write(2) or send(2) from a buffer whose
   // pages were evicted faults inside the kernel (copy_from_user). With UFFD_USER_MODE_ONLY such a
   // call would fail with EFAULT, so that mode is only the last resort for unprivileged processes.
@@ -60,6 +60,18 @@ StatusOr<Uffd> UffdOpen() {
   }
   if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd");
   // The faulting thread's id (since 4.14) lets the pager's prefetcher follow each thread's stream.
+  // Fork events need CAP_SYS_PTRACE (since 5.11): refused, a fresh descriptor goes without.
+  if (fork_events && UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_EVENT_FORK) == 0) {
+    u.fd = fd;
+    u.write_protect = true;
+    u.fork_events = true;
+    return u;
+  }
+  if (fork_events) {
+    close(fd);
+    fd = int(syscall(SYS_userfaultfd, flags | (u.user_mode_only ? UFFD_USER_MODE_ONLY : 0)));
+    if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
+  }
   if (UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID) == 0) {
     u.fd = fd;
     u.write_protect = true;
@@ -185,6 +197,14 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present) {
     return ErrnoToStatus(errno, "UFFDIO_ZEROPAGE");
   }
   return Status::Ok();
+}
+
+bool UffdMmGone(int uffd, void* addr, size_t bytes) {
+  uffdio_writeprotect w{};
+  w.range.start = reinterpret_cast<uintptr_t>(addr);
+  w.range.len = bytes;
+  w.mode = 0;  // clear: a page not present is left as it is, a present one loses its uffd-wp bit
+  return ioctl(uffd, UFFDIO_WRITEPROTECT, &w) != 0 && errno == ESRCH;
 }
 
 void UffdWake(int uffd, void* addr, size_t bytes) {

@@ -110,7 +110,7 @@ Status Pager::Init(PagerConfig config) {
     per_slot_ = shape.k;
     piece_ = code_->piece_bytes(kPage);
   }
-  auto uffd = os::UffdOpen();
+  auto uffd = os::UffdOpen(config_.fork_share);
   if (!uffd.ok()) {
     return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
                         "); as non-root, set sysctl vm.unprivileged_userfaultfd=1");
@@ -195,11 +195,14 @@ Status Pager::Init(PagerConfig config) {
     TIERMEM_ASSIGN_OR_RETURN(int writer_fd, os::EventFd());
     writer_->set_event_fd(writer_fd);
   }
-  // Sharing at fork: a child serves its fork-time remote pages itself (pager_fork.cc); this
-  // descriptor stops the threads that watch for each child's end.
-  if (config_.fork_share) {
+  // Sharing at fork needs write-protect too: a child's writes to pages shared write-protected
+  // reach its descriptor, and its end is seen through one (os::UffdMmGone).
+  if (uffd->fork_events && wp_) {
     TIERMEM_ASSIGN_OR_RETURN(fork_stop_fd_, os::EventFd());
     fork_share_ = true;
+  } else if (config_.fork_share) {
+    TM_LOG_INFO("remote tier: fork() brings remote pages back (userfaultfd fork events %s)",
+                uffd->fork_events ? "without write-protect" : "refused: CAP_SYS_PTRACE is needed");
   }
   // The soft sampler needs write-protect (its copy is the page as dropped) and kernel-mode
   // faults (a system call on a sampled page waits for the handler instead of failing).
@@ -238,7 +241,8 @@ Pager::~Pager() {
     DestroyInChild();
     return;
   }
-  StopChildren();  // the threads watching for children's ends (a child serves itself)
+  ForgetAtExit();
+  StopChildren();  // children still served get every page they may still read first
   if (sampler_) sampler_->DisarmAll();  // every sampled page back while the handler still runs
   if (repair_thread_.joinable()) {
     {
@@ -257,17 +261,7 @@ Pager::~Pager() {
     os::EventFdSignal(stop_fd_);
     thread_.join();
   }
-  // A child that may still read fork-time slots may not have joined the sessions yet, and a
-  // goodbye could end a session before it does: the connections are left open then (no goodbye;
-  // the descriptors go with this process, the child holds copies), and memd ends each session
-  // when its last connection closes.
-  const bool children_read = !holds_.empty();
   for (auto& s : servers_) {
-    if (children_read) {
-      (void)s->io.release();
-      (void)s->fault.release();
-      continue;
-    }
     if (s->io) s->io->Close();
     if (s->fault) s->fault->Close();
   }

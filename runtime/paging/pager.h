@@ -140,30 +140,33 @@ class Pager {
   // stays registered and allocated. The next touch gives a zero page, never the server's copy.
   void OnDiscard(Region& region, uint64_t first, uint64_t n);
 
-  // fork() (pager_fork.cc; the design in docs/design-notes.md). PrepareFork (the runtime's
-  // atfork prepare handler) stops evictions. Shared (fork_sharing()): the remote pages' slots
-  // are recorded (the snapshot) and held; the child, in AfterFork, registers its copies of those
-  // pages with a userfaultfd of its own and serves its faults from the slots with a thread and
-  // connections of its own (joining this pager's memd sessions), so it needs nothing of the
-  // parent once forked. The parent keeps the holds until the child's end (exit or exec), then
-  // frees the slots it let go of meanwhile. Otherwise every remote page is brought back first.
-  // In the child the remote tier takes no new pages (Evict/AdoptRemote/FetchBack say so) and
-  // new memory stays local; a child that forks again brings its remote pages in first.
+  // fork() (pager_fork.cc, pager_fork_child.cc; the design in docs/design-notes.md).
+  // PrepareFork (the runtime's atfork prepare handler) stops evictions. Shared
+  // (fork_sharing()): the remote pages' slots are recorded and held for the child, whose missing
+  // faults this pager serves from those slots through the child's userfaultfd (a thread per
+  // child) until the child's address space is gone; then the slots the parent let go of
+  // meanwhile are freed. The child gets a copy of its descriptor too, and a thread of its own
+  // takes over the serving when this process is gone (killed, exec'd, or its runtime stopped).
+  // Otherwise every remote page is brought back first. AfterFork releases. In the child the
+  // remote tier takes no new pages (Evict/AdoptRemote/FetchBack say so) and new memory stays
+  // local; a child that forks again brings its remote pages in first (no sharing there).
   void PrepareFork(Region* const* regions, int nregions);
   void AfterFork(bool child);
   bool forked_child() const { return forked_child_; }
   bool fork_sharing() const { return fork_share_; }
   struct ForkStats {
-    uint64_t children = 0;       // parent: children forked with pages remote (a snapshot each)
-    uint64_t live = 0;           // parent: those whose end (exit or exec) is not seen yet
-    uint64_t served = 0;         // child: fork-time pages read from a server and installed here
-    uint64_t zero_filled = 0;    // child: faults on registered pages with no fork-time copy
+    uint64_t children = 0;       // parent: children served so far (each fork with pages remote)
+    uint64_t live = 0;           // parent: children whose address space still exists
+    uint64_t served = 0;         // pages read from a server and installed in a child (by this
+                                 // process: the parent's threads, or the child's own)
+    uint64_t zero_filled = 0;    // child faults on pages with no fork-time copy: zero pages
     uint64_t held_slots = 0;     // parent: slots a live child may still read (held from being freed)
+    bool took_over = false;      // child: its own thread serves it (the parent is gone)
   };
   ForkStats fork_stats() const;
-  // Runtime stop. Parent: the threads watching for children's ends stop; the holds stay, the
-  // children go on reading (their connections keep the memd sessions). Child: its serving
-  // thread ends (the regions go with the runtime).
+  // Parent: every child still served gets each page it may still read installed now, and its
+  // thread ends (runtime stop, and an exit handler: a parent leaving before its child read its
+  // pages). Child: its own serving thread ends.
   void StopChildren();
 
   // True while no connected server can take a new page: each refused its last slot allocation
@@ -452,60 +455,71 @@ class Pager {
   template <typename Req, typename OnDone, typename OnLost>
   bool CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
                     OnDone&& on_done, OnLost&& on_lost, int intake_fd = -1);
-  // ---- fork (pager_fork.cc) ----
-  // Parent: a child it holds slots for. `fd` is the read end of a pipe whose write end only the
-  // child holds (end of file once the child exited or exec'd), watched by `thread`.
-  // Child (self_): its own serving. `fd` is that write end (kept open, never written), `thread`
-  // serves this process's userfaultfd. `done` is set by the thread as it ends.
+  // ---- fork (pager_fork.cc, pager_fork_child.cc) ----
+  // A child being served. In the parent: `fd` the child's userfaultfd (from the fork event),
+  // `sock` this process's end of the pair whose other end the child holds (closed: the child
+  // serves itself from then on), `thread` serves the child. In the child (self_): `fd` its copy of
+  // the same descriptor, `sock` its end (end of file: the parent is gone), `thread` waits for that
+  // and then serves. `done` is set by the thread as it ends.
   struct ForkChild {
     int fd = -1;
+    int sock = -1;
     std::unique_ptr<ForkSnapshot> snap;
     std::thread thread;
     std::atomic<bool> done{false};
   };
   void SnapshotForFork(Region* const* regions, int nregions);  // io_mu_ held
   void FetchAllForFork(Region* const* regions, int nregions);  // io_mu_ held
-  void AfterForkParent();
-  void AfterForkChild();
-  void WatchChild(ForkChild* c);  // parent: releases the child's holds at its end
-  // Child, in AfterFork: a userfaultfd of its own on the snapshot's pages, and the thread that
-  // serves it. Exits (status 75, one line) where that cannot be had.
-  void StartServingSelf(ForkSnapshot* snap, int alive_fd);
-  Status RegisterSnapshot(const ForkSnapshot& snap, int uffd);
-  void ConnectOwn();  // the child's serving thread: its own connections, joining each session
-  void ServeSelf();   // the child's serving thread
-  void ServeSelfFault(const os::UffdFault& f, char* staging);
-  // Entries `e` of self_'s snapshot (contiguous or not): read and installed, self_mu_ held.
-  // Exits (status 75, one line naming the page's servers) where no replica can give a page.
-  void InstallSnapshotPages(const std::vector<int64_t>& e, char* staging);
-  void DestroyInChild();                     // ~Pager in a forked child
+  void ServeChild(ForkChild* c);  // the parent's thread for a child
+  void HandOver(ForkChild* c);    // closes our socket end: the child serves itself from now on
+  // The child's missing faults `e` (entries of its snapshot): read and installed. False when
+  // the child is gone, or when a page could not be read (the child is handed the serving: its
+  // own read fails the same way and it exits 75, naming the page's servers).
+  bool InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging);
   void ReleaseSnapshot(ForkSnapshot& snap);  // io_mu_ held
-  // In a child: pages still remote (this process's own thread serves them) are touched, so its
-  // own fork gives them to the grandchild (which has no server).
+  void ForgetAtExit();                       // the exit handler no longer knows this pager
+  void OnForkEvent(int fd);                  // fault thread: a UFFD_EVENT_FORK was read
+  // In a child: pages still remote (served by the parent, or by the child's own thread) are
+  // touched, so the child's own fork gives them to the grandchild (which gets no server).
   void TouchRemoteInChild(Region* const* regions, int nregions);
-  // In a child: OnFree/OnDiscard. Snapshot pages of the range are never installed after this
-  // (a later touch reads zeros), and the range is dropped.
+  // In a child: OnFree/OnDiscard. Snapshot pages of the range are never installed after this:
+  // such a range gets fresh memory (unregistered), the rest is dropped.
   void ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard);
-  // Reads pager slots [0, n) into staging (a page each) on the io connections (the child's own),
-  // failing over between replicas. False when some page could not be read: *lost is its j,
-  // *why the last failure.
-  bool ReadSnapshotSlots(const uint64_t* slots, size_t n, char* staging, size_t* lost, Status* why);
+  // Reads pager slots [0, n) into staging (a page each) on the io connections (the parent's
+  // with io_mu_ held, or the child's own), failing over between replicas. False when some page
+  // could not be read: *lost is its j, *why the last failure.
+  bool ReadSlots(const uint64_t* slots, size_t n, char* staging, size_t* lost, Status* why);
   void GiveSlotNow(uint64_t slot);  // GiveSlot without the fork holds
-  bool fork_share_ = false;         // TIERMEM_FORK=share: share at fork
+  // The child's side (pager_fork_child.cc).
+  void AfterForkChild(ForkSnapshot* snap);
+  void StandBy();     // the child's thread: waits for the parent's end, then serves
+  void ConnectOwn();  // the child's thread: connections of its own, joining each session
+  void ServeSelfFault(const os::UffdFault& f, char* staging);
+  // Entries `e` of self_'s snapshot: read and installed, self_mu_ held. Exits (status 75, one
+  // line naming the page's servers) where no copy of a page can be read.
+  void InstallSnapshotPages(const std::vector<int64_t>& e, char* staging);
+  void DestroyInChild();  // ~Pager in a forked child
+  bool fork_share_ = false;         // fork events granted (and write-protect): share at fork
+  bool parent_serves_ = false;      // in a child: its fork-time remote pages are served
   SlotHolds holds_;                 // io_mu_
   std::vector<Region*> fork_regions_;  // of the fork in progress (PrepareFork to AfterFork)
   ForkSnapshot* fork_pending_ = nullptr;  // made by PrepareFork, until AfterFork (forking thread)
-  int fork_pipe_[2] = {-1, -1};     // the child's liveness pipe, PrepareFork to AfterFork
-  int fork_stop_fd_ = -1;           // the parent's watching threads, or the child's serving one
+  std::atomic<ForkSnapshot*> fork_snapshot_{nullptr};  // PrepareFork -> the fork event's reader
+  std::atomic<ForkSnapshot*> fork_taken_{nullptr};     // taken by the reader, with fork_fd_
+  std::atomic<int> fork_fd_{-1};
+  int fork_sock_[2] = {-1, -1};     // the pair of the fork in progress: [0] ours, [1] the child's
+  std::atomic<int> fork_send_{-1};  // fork_sock_[0] for the fork event's reader
+  int fork_stop_fd_ = -1;           // children's threads: install what is left and end
   mutable std::mutex children_mu_;  // children_
   std::vector<std::unique_ptr<ForkChild>> children_;
-  std::unique_ptr<ForkChild> self_;  // in a child with fork-time remote pages
-  std::mutex self_mu_;               // self_->snap->served, and installs of snapshot pages here
+  std::unique_ptr<ForkChild> self_;  // in a child served at its fork
+  std::mutex self_mu_;               // child: self_->snap->served, and its installs and drops
+  std::atomic<bool> took_over_{false};  // child: its own thread serves it
   std::atomic<uint64_t> fork_children_{0}, fork_served_{0}, fork_zero_{0};
 
   static constexpr const char* kForkedMessage =
-      "the remote tier takes no new pages in a child process (fork): its slots belong to the "
-      "parent's sessions";
+      "the remote tier is not available in a child process (fork): its fault handler and server "
+      "connection belong to the parent";
   bool forked_child_ = false;
 
   PagerConfig config_;

@@ -140,8 +140,8 @@ void Pager::FaultLoop() {
     uint32_t tid = 0;      // ahead: the thread whose stream it is
     ReadReq rr{};          // its read, with the replicas tried
   };
-  // Allocated here, once: the loop allocates nothing, so a fault is never held up by a malloc
-  // lock (glibc's fork() holds them while it copies the address space).
+  // Allocated here, once: inside fork() glibc holds its malloc locks until this thread has read
+  // the fork event, so the loop allocates nothing (uffd_backlog.h).
   std::vector<Pending> pending;
   pending.reserve(kBatch);
   std::vector<bool> window_open;  // per batch: the windows with a read still out
@@ -186,10 +186,8 @@ void Pager::FaultLoop() {
     }
   };
   os::UffdFault faults[64];
-  // The faults read while one of our ioctls is answered EAGAIN (uffd_backlog.h): read from here
-  // first. Fork events are not asked for (a child serves itself: pager_fork.cc); a descriptor
-  // one carried anyway would be closed.
-  UffdBacklog backlog(uffd_, [](void*, int fd) { (void)os::Close(fd); }, nullptr);
+  // The faults read while one of our ioctls waits out a fork (uffd_backlog.h): read from here first.
+  UffdBacklog backlog(uffd_, [](void* self, int fd) { static_cast<Pager*>(self)->OnForkEvent(fd); }, this);
   backlog.Install();
   // Everything this thread allocates is allocated now (its first malloc sets up glibc's
   // per-thread cache and arena, under locks a fork() holds): Start returns only after this, so
@@ -236,7 +234,7 @@ void Pager::FaultLoop() {
         if (*got == 0) break;
         read_faults += *got;
         for (size_t k = 0; k < *got; ++k) {
-          const os::UffdFault& f = faults[k];  // a page fault
+          const os::UffdFault& f = faults[k];  // a page fault (fork events went to OnForkEvent)
           char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
           Region* region = config_.region_of(addr);
           if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging

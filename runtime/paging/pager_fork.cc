@@ -1,20 +1,26 @@
-// The pager and fork(), the parent's side: remote pages stay remote and the child serves them
-// itself (the design, and why, in docs/design-notes.md, "fork: remote pages shared with the
-// child"; the child's side is pager_fork_child.cc).
+// The pager and fork(), the parent's side: remote pages stay remote, shared with the child (the
+// design, and why, in docs/design-notes.md, "fork: remote pages shared with the child"; the
+// child's side is pager_fork_child.cc).
 //
-// The pager's userfaultfd asks for no fork events, so the kernel gives a child plain copies of
-// the registered ranges: a page remote here is simply missing there. At the prepare handler
-// (evictions stopped and drained: io_mu_) the pager records which pages are remote and in which
-// slot (the snapshot), holds those slots, and makes a pipe. The child, in its handler, registers
-// the snapshot's pages with a userfaultfd of its own and serves them from the slots with a thread
-// and memd connections of its own (they join this pager's sessions); it needs nothing of this
-// process after fork() returns. This process keeps the pipe's read end, the child its write end
-// (close-on-exec): end of file once the child exited or exec'd. While a child lives, the parent
-// never overwrites or frees a held slot: a page it writes and evicts again goes to a new slot
-// (PlanPage), and slots it frees stay allocated (SlotHolds::Defer). At the child's end the holds
-// are released and the slots the parent let go of are freed. A parent that dies first changes
-// nothing for the child: memd frees a session's slots when its last connection closes, the
-// child's included.
+// With UFFD_FEATURE_EVENT_FORK, the kernel gives the child's copies of our registered ranges a
+// userfaultfd of their own and hands its descriptor to our fault thread (fork() waits until that
+// thread has read the event). At the prepare handler the pager records which pages are remote and
+// in which slot (the snapshot), holds those slots and makes a socket pair; the fault thread, as it
+// reads the event, sends the child's descriptor to the child over the pair and passes it on, and a
+// thread of ours serves the child from then on: a missing fault on a snapshot page is read from
+// the servers (through the usual replica/code read path, on the io connections) and installed in
+// the child; one on any other page gets a zero page; a write to a page shared write-protected is
+// let through. The child keeps its copy of the descriptor and its end of the pair: when our end
+// closes (this process killed or exec'd, its runtime stopped, or a page no server could give) the
+// child's own thread serves it (pager_fork_child.cc), so the child never depends on us to live.
+// While a child lives, the parent never overwrites or frees a held slot: a page it writes and
+// evicts again goes to a new slot (PlanPage), and slots it frees stay allocated
+// (SlotHolds::Defer). When the child's address space is gone (exit or exec: UffdMmGone), the
+// holds are released and the slots the parent let go of are freed.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -26,32 +32,87 @@
 #include "base/runtime_thread.h"
 #include "runtime/core/page_table.h"
 #include "runtime/paging/pager.h"
+#include "runtime/paging/pager_collect.h"
 #include "runtime/paging/pager_internal.h"
+#include "runtime/paging/uffd_backlog.h"
 
 namespace tiermem {
 
+using pager_internal::kBatch;
+using pager_internal::kPage;
 using pager_internal::S;
+
+namespace {
+// Pages installed in a child per fault at most: the faulted page and the snapshot pages after it
+// (a child reading its data in order takes one round trip per this many pages).
+constexpr size_t kChildReadAhead = 32;
+// How often a child that does not fault is checked for its end (one ioctl).
+constexpr int kChildProbeMs = 50;
+// How long the forking thread waits for the fault thread to hand the child's descriptor over
+// (it has read the event when fork() returns; this only bounds a broken kernel contract).
+constexpr auto kClaimWait = std::chrono::seconds(10);
+// Pagers with children, for the exit handler: a parent that returns from main or calls exit()
+// while a child still reads its pages installs them all first (docs/protocol.md). Plain array.
+std::mutex g_exit_mu;
+Pager* g_exit_pagers[16];
+
+void DrainChildrenAtExit() {
+  std::lock_guard<std::mutex> lock(g_exit_mu);
+  for (Pager*& p : g_exit_pagers) {
+    if (p != nullptr) p->StopChildren();
+    p = nullptr;
+  }
+}
+
+void RegisterForExit(Pager* pager) {
+  static std::atomic<bool> registered{false};
+  if (!registered.exchange(true)) atexit(&DrainChildrenAtExit);
+  std::lock_guard<std::mutex> lock(g_exit_mu);
+  for (Pager* p : g_exit_pagers) {
+    if (p == pager) return;
+  }
+  for (Pager*& p : g_exit_pagers) {
+    if (p == nullptr) {
+      p = pager;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void Pager::ForgetAtExit() {
+  std::lock_guard<std::mutex> lock(g_exit_mu);
+  for (Pager*& p : g_exit_pagers) {
+    if (p == this) p = nullptr;
+  }
+}
 
 void Pager::PrepareFork(Region* const* regions, int nregions) {
   io_mu_.lock();  // no eviction runs across the fork
   DrainWrites();  // and no eviction write is in flight across it
-  // slots_mu_ is held across the fork too (every path): the child starts with it free.
   if (forked_child_) {
-    // A child forking: its thread serves its remote pages, but the grandchild gets neither that
-    // thread nor a registration, so they come in first (served by that thread, which takes
-    // self_mu_ and never io_mu_).
-    if (self_) TouchRemoteInChild(regions, nregions);
+    // A child forking: it is served (by its parent, or its own thread), but nobody would serve
+    // the grandchild.
+    if (parent_serves_) TouchRemoteInChild(regions, nregions);
     slots_mu_.lock();
+    children_mu_.lock();
     return;
   }
   // Sampled pages are put back first (the child would read them as zeros), and stay so.
   if (sampler_) sampler_->Freeze();
-  if (fork_share_) {
-    SnapshotForFork(regions, nregions);
-  } else {
+  if (!fork_share_) {
     FetchAllForFork(regions, nregions);
+    slots_mu_.lock();
+    children_mu_.lock();
+    return;
   }
-  slots_mu_.lock();
+  // slots_mu_ stays free: the fault thread reads the fork event during fork() and may Locate a
+  // page meanwhile. The child starts with a fresh one (AfterForkChild). children_mu_ is held
+  // across the fork (the fault thread never takes it): the child then sees every other child's
+  // socket end as it is, and closes its copies (pager_fork_child.cc).
+  SnapshotForFork(regions, nregions);
+  children_mu_.lock();
 }
 
 void Pager::SnapshotForFork(Region* const* regions, int nregions) {
@@ -62,33 +123,35 @@ void Pager::SnapshotForFork(Region* const* regions, int nregions) {
     for (uint64_t i = 0; i < hw; ++i) {
       PageRecord& rec = region.record(i);
       const uint8_t st = rec.state.load(std::memory_order_acquire);
-      // kInFlight: the fault thread may be installing it; the child's copy is missing then (or
-      // present and whole: UFFDIO_COPY and the fork's copy of the page tables exclude each
-      // other), and the slot holds its contents (evictions and frees wait for io_mu_).
+      // kInFlight: the fault thread may be installing it; the child's copy is missing then, and
+      // the slot holds its contents (evictions and frees wait for io_mu_, which we hold).
       if (st != S(PageState::kRemote) && st != S(PageState::kInFlight)) continue;
       const uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
       if (slot1 == 0) continue;  // never written: a zero page in the child too
       snap->entries.push_back({static_cast<uint32_t>(r), slot1 - 1, i});
+      holds_.Hold(slot1 - 1);
     }
   }
   fork_regions_.assign(regions, regions + nregions);
-  if (snap->entries.empty()) return;  // nothing remote: the child is left alone
-  if (const int rc = os::PipeCloexec(fork_pipe_); rc != 0) {
-    TM_LOG_WARN("remote tier: fork(): no pipe to see the child's end (%s); its remote pages are "
-                "brought back instead", strerror(-rc));
-    FetchAllForFork(regions, nregions);
-    return;
+  if (snap->entries.empty()) return;  // nothing remote: the child gets no server
+  // The child's way to its own descriptor, and to our end (pager_fork_child.cc). Without it the
+  // child is served as long as this process lives, no longer.
+  if (const int rc = os::SocketPairCloexec(fork_sock_); rc != 0) {
+    TM_LOG_WARN("remote tier: fork(): no socket pair for the child (%s): it is served only while "
+                "this process lives", strerror(-rc));
+    fork_sock_[0] = fork_sock_[1] = -1;
   }
-  for (const ForkSnapshot::Entry& e : snap->entries) holds_.Hold(e.slot);
+  fork_send_.store(fork_sock_[0], std::memory_order_release);
   snap->regions = fork_regions_;
   snap->Seal();
-  fork_pending_ = snap.release();
+  fork_pending_ = snap.get();
+  fork_snapshot_.store(snap.release(), std::memory_order_release);
 }
 
 void Pager::FetchAllForFork(Region* const* regions, int nregions) {
-  // TIERMEM_FORK=fetch: the child gets no userfaultfd registration (its evicted pages would read
-  // as zeros), so every remote page comes back before the fork. Cheap when nothing is remote:
-  // the scan stops at each region's high-water mark.
+  // The child gets no fault handler and no userfaultfd registration (its evicted pages would
+  // read as zeros), so every remote page comes back before the fork. Cheap when nothing is
+  // remote: the scan stops at each region's high-water mark.
   for (int r = 0; r < nregions; ++r) {
     Region& region = *regions[r];
     const uint64_t hw = region.high_water();
@@ -113,21 +176,78 @@ void Pager::FetchAllForFork(Region* const* regions, int nregions) {
   }
 }
 
-void Pager::AfterFork(bool child) {
-  if (child) {
-    AfterForkChild();
-  } else {
-    AfterForkParent();
+void Pager::OnForkEvent(int fd) {
+  // Runs inside fork() (the forking thread waits for this read): no allocation, no lock.
+  ForkSnapshot* snap = fork_snapshot_.exchange(nullptr, std::memory_order_acq_rel);
+  if (snap == nullptr) {
+    // Nothing of the parent's was remote (or a fork without our handlers): closing the child's
+    // descriptor unregisters its ranges, and its memory behaves as plain memory.
+    (void)os::Close(fd);
+    return;
   }
+  // The child's copy first (sendmsg: no allocation, no lock): it is queued before the child runs.
+  const int sock = fork_send_.exchange(-1, std::memory_order_acq_rel);
+  // Where that fails the child finds no descriptor and says so (a line here would allocate); it
+  // is served only while this process lives.
+  if (sock >= 0) (void)os::SendFd(sock, fd);
+  fork_taken_.store(snap, std::memory_order_relaxed);
+  fork_fd_.store(fd, std::memory_order_release);
 }
 
-void Pager::AfterForkParent() {
+void Pager::AfterFork(bool child) {
+  if (child && !forked_child_ && fork_share_) {
+    AfterForkChild(fork_pending_);  // releases the locks
+    return;
+  }
+  if (forked_child_ || !fork_share_) {
+    // A child's own fork (its remote pages were touched in: the grandchild's descriptor is
+    // closed by whoever serves this child), or no sharing: as before.
+    if (child) {
+      forked_child_ = true;
+      parent_serves_ = false;
+      if (self_) {  // the child's serving is not the grandchild's (its thread is not here)
+        (void)os::Close(self_->fd);
+        (void)os::Close(self_->sock);
+        (void)self_.release();
+      }
+      took_over_.store(false, std::memory_order_relaxed);  // the connections are the child's
+    }
+    if (sampler_ && !child && !forked_child_) sampler_->Thaw();
+    children_mu_.unlock();
+    slots_mu_.unlock();
+    io_mu_.unlock();
+    return;
+  }
   fork_regions_.clear();
-  ForkSnapshot* const snap = fork_pending_;
+  ForkSnapshot* const pending = fork_pending_;
   fork_pending_ = nullptr;
-  if (snap != nullptr) {
-    (void)os::Close(fork_pipe_[1]);  // the child's alone from now on
-    std::lock_guard<std::mutex> lock(children_mu_);
+  int fd = -1;
+  ForkSnapshot* snap = nullptr;
+  if (pending != nullptr) {
+    // fork() returned, so the fault thread has read the event; it hands it over right after.
+    const auto until = std::chrono::steady_clock::now() + kClaimWait;
+    for (;;) {
+      fd = fork_fd_.exchange(-1, std::memory_order_acq_rel);
+      if (fd >= 0) {
+        snap = fork_taken_.exchange(nullptr, std::memory_order_relaxed);
+        break;
+      }
+      ForkSnapshot* mine = pending;
+      if (std::chrono::steady_clock::now() > until &&
+          fork_snapshot_.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel)) {
+        TM_LOG_WARN("remote tier: fork(): no userfaultfd fork event came; the child was not given "
+                    "this process's remote pages");
+        ReleaseSnapshot(*pending);
+        delete pending;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    fork_send_.store(-1, std::memory_order_relaxed);
+    (void)os::Close(fork_sock_[1]);  // the child's end, the child's alone
+    if (fd < 0) (void)os::Close(fork_sock_[0]);
+  }
+  if (fd >= 0 && snap != nullptr) {
     // Children that ended: their threads are joined here (each is done with everything).
     std::erase_if(children_, [](const std::unique_ptr<ForkChild>& c) {
       if (!c->done.load(std::memory_order_acquire)) return false;
@@ -135,48 +255,206 @@ void Pager::AfterForkParent() {
       return true;
     });
     auto c = std::make_unique<ForkChild>();
-    c->fd = fork_pipe_[0];
+    c->fd = fd;
+    c->sock = fork_sock_[0];
     c->snap.reset(snap);
     ForkChild* raw = c.get();
     {
       NewRuntimeThreadSignals quiet;
       c->thread = std::thread([this, raw] {
         OnRuntimeThreadStart();
-        WatchChild(raw);
+        ServeChild(raw);
       });
     }
-    TM_LOG_INFO("remote tier: fork(): %zu pages stay remote, their slots held until the child "
-                "exits or execs (it serves them itself)", raw->snap->entries.size());
     children_.push_back(std::move(c));
     fork_children_.fetch_add(1, std::memory_order_relaxed);
-    fork_pipe_[0] = fork_pipe_[1] = -1;
+    RegisterForExit(this);
   }
-  if (sampler_ && !forked_child_) sampler_->Thaw();
-  slots_mu_.unlock();
+  fork_sock_[0] = fork_sock_[1] = -1;
+  children_mu_.unlock();
+  if (sampler_) sampler_->Thaw();
   io_mu_.unlock();
 }
 
-void Pager::WatchChild(ForkChild* c) {
-  for (;;) {
-    const int w = os::WaitReadableFor(c->fd, fork_stop_fd_, -1);
-    if (w == 2) continue;  // interrupted
-    if (w == 0) {
-      // End of file: every copy of the write end is closed (the child exited or exec'd), so
-      // nobody reads these slots any more.
-      std::lock_guard<std::mutex> lock(io_mu_);
-      DrainWrites();
-      ReleaseSnapshot(*c->snap);
-    } else if (w < 0) {
-      TM_LOG_WARN("remote tier: a forked child's end cannot be watched (%s): its slots stay held",
-                  strerror(-w));
+void Pager::HandOver(ForkChild* c) {
+  std::lock_guard<std::mutex> lock(children_mu_);  // the socket ends are read by a forking child
+  (void)os::Close(c->sock);
+  c->sock = -1;
+}
+
+void Pager::ServeChild(ForkChild* c) {
+  ForkSnapshot& snap = *c->snap;
+  const auto& entries = snap.entries;
+  std::vector<char> staging(kChildReadAhead * kPage);
+  // A snapshot page: registered with write-protect in the child (UffdMmGone's probe).
+  char* probe = snap.RegionOf(entries[0])->PageAddress(entries[0].index);
+  os::UffdFault faults[64];
+  std::vector<int64_t> batch;
+  batch.reserve(kBatch);
+  // The child's own fork waits for this thread to read its event (uffd_backlog.h): a grandchild
+  // gets no server (its parent took its remote pages in first), so its descriptor is closed.
+  UffdBacklog backlog(c->fd, [](void*, int fd) { (void)os::Close(fd); }, nullptr, 256);
+  backlog.Install();
+  bool gone = false, stop = false;
+  while (!gone && !stop) {
+    if (c->sock < 0) {
+      // Handed over (a page no server could give us): the child serves itself; we only wait
+      // for its end to release the holds.
+      if (os::WaitStop(fork_stop_fd_, kChildProbeMs) == 1) break;
+      gone = os::UffdMmGone(c->fd, probe, kPage);
+      continue;
     }
-    // w == 1, the runtime stops: the holds stay. The child goes on reading; memd frees the
-    // slots with the session once its last connection, the child's or ours, is closed.
-    break;
+    const int w = backlog.empty() ? os::WaitReadableFor(c->fd, fork_stop_fd_, kChildProbeMs) : 0;
+    if (w == 1 || w < 0) {
+      stop = true;
+      break;
+    }
+    if (w == 2) {
+      gone = os::UffdMmGone(c->fd, probe, kPage);
+      continue;
+    }
+    auto got = backlog.Read(faults, 64);
+    if (!got.ok()) {
+      TM_LOG_ERROR("remote tier: serving a forked child: %s", got.status().message().c_str());
+      stop = true;
+      break;
+    }
+    for (size_t k = 0; k < *got && !gone && c->sock >= 0; ++k) {
+      const os::UffdFault& f = faults[k];  // a page fault (a grandchild's descriptor was closed)
+      char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
+      if (f.wp) {  // a write to a page shared write-protected: the child does not track it
+        (void)os::UffdWriteProtect(c->fd, addr, kPage, false);
+        os::UffdWake(c->fd, addr, kPage);
+        continue;
+      }
+      Region* region = config_.region_of(addr);
+      const int64_t j = region != nullptr ? snap.Find(region, region->PageIndex(addr)) : -1;
+      if (j < 0 || snap.served[j]) {
+        // Not remote at the fork (dropped or never touched since), or installed before and
+        // dropped by the child since: zeros (present already: left as it is).
+        (void)os::UffdZeroPage(c->fd, addr, kPage);
+        os::UffdWake(c->fd, addr, kPage);
+        fork_zero_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      batch.clear();
+      for (int64_t x = j; x < int64_t(entries.size()) && batch.size() < kChildReadAhead; ++x) {
+        if (x > j && (entries[x].region != entries[j].region || entries[x].index != entries[x - 1].index + 1)) break;
+        if (snap.served[x]) break;
+        batch.push_back(x);
+      }
+      if (!InstallInChild(c, batch, staging.data())) gone = true;
+    }
   }
+  bool all_in = false;  // every snapshot page installed: the child needs no slot any more
+  if (stop && !gone && c->sock >= 0) {
+    // The parent is going away: everything the child may still read is installed now.
+    batch.clear();
+    for (size_t x = 0; x < entries.size() && !gone && c->sock >= 0; ++x) {
+      if (!snap.served[x]) batch.push_back(int64_t(x));
+      if (batch.size() == kChildReadAhead || (x + 1 == entries.size() && !batch.empty())) {
+        gone = !InstallInChild(c, batch, staging.data());
+        batch.clear();
+      }
+    }
+    all_in = !gone && c->sock >= 0;
+  }
+  UffdBacklog::Uninstall();
+  if (c->sock >= 0) HandOver(c);  // whatever is left the child serves itself
+  if (gone || all_in) {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    ReleaseSnapshot(snap);
+  }
+  // Otherwise (this runtime stops after a handover) the holds stay: the child may still read
+  // the slots, and memd ends the sessions with their last connection.
   (void)os::Close(c->fd);
   c->fd = -1;
   c->done.store(true, std::memory_order_release);
+}
+
+bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging) {
+  ForkSnapshot& snap = *c->snap;
+  uint64_t slots[kChildReadAhead];
+  for (size_t i = 0; i < e.size(); ++i) slots[i] = snap.entries[e[i]].slot;
+  size_t lost = 0;
+  Status why;
+  bool ok;
+  {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    DrainWrites();
+    ok = ReadSlots(slots, e.size(), staging, &lost, &why);
+  }
+  if (!ok) {
+    // The child reads it itself (its own connections), fails the same way and exits 75 with a
+    // line naming the page's servers: it is handed the serving, and we stop reading its faults.
+    const ForkSnapshot::Entry& en = snap.entries[e[lost]];
+    TM_LOG_WARN("remote tier: the page at %p of a forked child could not be read (%s); the child "
+                "serves itself from now on", static_cast<void*>(snap.RegionOf(en)->PageAddress(en.index)),
+                why.message().c_str());
+    HandOver(c);
+    return true;
+  }
+  // Consecutive pages (a fault and its read-ahead) in one copy; else, or where that fails (the
+  // child replaced part of the range), page by page. A page present there already is left.
+  const ForkSnapshot::Entry& first = snap.entries[e[0]];
+  const ForkSnapshot::Entry& last = snap.entries[e.back()];
+  const bool run = last.region == first.region && last.index - first.index + 1 == e.size();
+  char* at = snap.RegionOf(first)->PageAddress(first.index);
+  if (!(run && os::UffdCopy(c->fd, at, staging, e.size() * kPage, false).ok())) {
+    for (size_t i = 0; i < e.size(); ++i) {
+      const ForkSnapshot::Entry& en = snap.entries[e[i]];
+      char* addr = snap.RegionOf(en)->PageAddress(en.index);
+      if (!os::UffdCopy(c->fd, addr, staging + i * kPage, kPage, false).ok() &&
+          os::UffdMmGone(c->fd, addr, kPage)) {
+        return false;
+      }
+    }
+  }
+  for (size_t i = 0; i < e.size(); ++i) {
+    snap.served[e[i]] = 1;
+    if (!run) {
+      const ForkSnapshot::Entry& en = snap.entries[e[i]];
+      os::UffdWake(c->fd, snap.RegionOf(en)->PageAddress(en.index), kPage);
+    }
+  }
+  fork_served_.fetch_add(e.size(), std::memory_order_relaxed);
+  if (run) os::UffdWake(c->fd, at, e.size() * kPage);
+  return true;
+}
+
+bool Pager::ReadSlots(const uint64_t* slots, size_t n, char* staging, size_t* lost, Status* why) {
+  const size_t spare_bytes = SpareBytes();  // coded pages: their parity pieces
+  std::vector<char> spare(n * spare_bytes);
+  std::vector<ReadReq> reqs(n);
+  std::vector<size_t> outstanding(kMaxServers);
+  bool ok = true;
+  size_t posted = 0;
+  for (; posted < n; ++posted) {
+    ReadReq& r = reqs[posted];
+    r.buf = staging + posted * kPage;
+    r.spare = spare.data() + posted * spare_bytes;
+    if (!Locate(slots[posted], &r.ref)) {
+      *why = Internal("page slot " + std::to_string(slots[posted]) + " has no server");
+    } else if (!PostReplicaRead(false, r, posted, outstanding)) {
+      *why = r.last;
+    } else {
+      continue;
+    }
+    *lost = posted;
+    ok = false;
+    break;
+  }
+  CollectReads(
+      false, outstanding, posted, [&](size_t j) { return j < posted ? &reqs[j] : nullptr; },
+      [&](size_t, size_t) {},
+      [&](size_t j) {
+        if (ok) {
+          *lost = j;
+          *why = reqs[j].last;
+        }
+        ok = false;
+      });
+  return ok;
 }
 
 void Pager::ReleaseSnapshot(ForkSnapshot& snap) {
@@ -191,13 +469,13 @@ void Pager::StopChildren() {
     std::lock_guard<std::mutex> lock(children_mu_);
     children.swap(children_);
   }
-  const bool serving = self_ != nullptr && self_->thread.joinable();
-  if (children.empty() && !serving) return;
+  const bool own = self_ != nullptr && self_->thread.joinable();  // a child's own thread
+  if (children.empty() && !own) return;
   os::EventFdSignal(fork_stop_fd_);
   for (auto& c : children) {
     if (c->thread.joinable()) c->thread.join();
   }
-  if (serving) self_->thread.join();
+  if (own) self_->thread.join();
 }
 
 void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {
@@ -208,12 +486,51 @@ void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {
       PageRecord& rec = region.record(i);
       if (rec.state.load(std::memory_order_relaxed) != S(PageState::kRemote)) continue;
       if (rec.remote_slot.load(std::memory_order_relaxed) == 0) continue;  // zeros either way
-      // A read: this process's serving thread installs it (or it is here already).
+      // A read: whoever serves this child installs it (or it is here already).
       (void)*reinterpret_cast<volatile const char*>(region.PageAddress(i));
       rec.remote_slot.store(0, std::memory_order_relaxed);
       rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
       if (config_.on_resident) config_.on_resident(region, i, 1, true);
       rec.state.store(S(PageState::kLocal), std::memory_order_relaxed);
+    }
+  }
+}
+
+void Pager::ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard) {
+  // A snapshot page not installed yet would come back with its fork-time bytes on the next
+  // touch, where the program expects zeros: such ranges get fresh memory instead (unregistered
+  // in this child, so nobody installs anything there any more). Under self_mu_ with this
+  // child's own installs, which skip the entries marked here.
+  std::unique_lock<std::mutex> own;
+  if (self_) {
+    own = std::unique_lock<std::mutex>(self_mu_);
+    ForkSnapshot& snap = *self_->snap;
+    for (int64_t j = snap.LowerBound(&region, first); j >= 0 && j < int64_t(snap.entries.size()); ++j) {
+      const ForkSnapshot::Entry& e = snap.entries[j];
+      if (snap.RegionOf(e) != &region || e.index >= first + n) break;
+      snap.served[j] = 1;
+    }
+  }
+  bool served_here = false;
+  for (uint64_t i = first; i < first + n && !served_here; ++i) {
+    const PageRecord& rec = region.record(i);
+    served_here = parent_serves_ && rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote) &&
+                  rec.remote_slot.load(std::memory_order_relaxed) != 0;
+  }
+  char* addr = region.PageAddress(first);
+  if (served_here) {
+    const int rc = os::ReplaceAnonymous(addr, n * kPage);
+    if (rc != 0) TM_LOG_WARN("remote tier: fork child: replacing freed memory failed: %s", strerror(-rc));
+  } else {
+    (void)os::Discard(addr, n * kPage);
+  }
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region.record(i);
+    rec.remote_slot.store(0, std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
+    if (discard && rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
+      if (config_.on_resident) config_.on_resident(region, i, 1, false);
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
     }
   }
 }
@@ -231,6 +548,7 @@ Pager::ForkStats Pager::fork_stats() const {
     std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(io_mu_));
     s.held_slots = holds_.size();
   }
+  s.took_over = took_over_.load(std::memory_order_acquire);
   return s;
 }
 

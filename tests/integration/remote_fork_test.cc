@@ -1,5 +1,5 @@
 // fork() with pages on the remote tier: the child reads the fork-time bytes of every remote page
-// (served by the child itself from the fork-time slots) while the parent rewrites and evicts them again;
+// (served by the parent from the fork-time slots) while the parent rewrites and evicts them again;
 // the parent's held slots stay until the child is gone and are freed then; the parent's memory
 // does not take the remote data back at the fork; a child that forks again gives its child
 // everything; TIERMEM_FORK=fetch keeps the old behaviour (every page back before the fork).
@@ -70,7 +70,7 @@ uint64_t ResidentPages(Runtime& rt, void* p, size_t bytes) {
 }
 
 // A memd, and a runtime on it sharing remote pages with its children, holding kPages pages of
-// FillPage(i, 1), all evicted.
+// FillPage(i, 1), all evicted; skipped where the kernel gives no userfaultfd fork events.
 class RemoteForkShared : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -78,7 +78,7 @@ class RemoteForkShared : public ::testing::Test {
     rt_ = StartWith(memd_.url());
     ASSERT_NE(rt_, nullptr);
     pager_ = ImplOf(*rt_)->pager();
-    ASSERT_TRUE(pager_->fork_sharing());
+    if (!pager_->fork_sharing()) GTEST_SKIP() << "no userfaultfd fork events here (CAP_SYS_PTRACE is needed)";
     auto p = rt_->Allocate(kPages * kPage, Tier::kDram);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     base_ = static_cast<uint8_t*>(*p);
@@ -108,13 +108,11 @@ size_t Mismatches(const uint8_t* base, uint64_t client) {
   return bad;
 }
 
-// The child: reads every page while the parent writes, reports through `out` (0: every page had
-// its fork-time bytes and was read from the servers by the child's own pager; 1: mismatches; 2:
-// fewer pages served than read), then waits for a byte on `in` before it exits (so the parent
-// can look at a live child's holds).
-[[noreturn]] void ChildReadsAll(const uint8_t* base, Pager& pager, int in, int out) {
+// The child: reads every page while the parent writes, reports the mismatches through `out`,
+// then waits for a byte on `in` before it exits (so the parent can look at a live child's holds).
+[[noreturn]] void ChildReadsAll(const uint8_t* base, int in, int out) {
   const size_t bad = Mismatches(base, 1);
-  const uint8_t b = bad != 0 ? 1 : pager.fork_stats().served < kPages ? 2 : 0;
+  const uint8_t b = bad == 0 ? 0 : 1;
   if (write(out, &b, 1) != 1) _exit(3);
   uint8_t go = 0;
   if (read(in, &go, 1) != 1) _exit(4);
@@ -126,7 +124,7 @@ void ForkWhileParentRewrites(const std::string& servers, int replicas, std::vect
   auto rt = StartWith(servers, "share", replicas);
   ASSERT_NE(rt, nullptr);
   Pager& pager = *ImplOf(*rt)->pager();
-  ASSERT_TRUE(pager.fork_sharing());
+  if (!pager.fork_sharing()) GTEST_SKIP() << "no userfaultfd fork events here (CAP_SYS_PTRACE is needed)";
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   auto* base = static_cast<uint8_t*>(*p);
@@ -142,7 +140,7 @@ void ForkWhileParentRewrites(const std::string& servers, int replicas, std::vect
   const uint64_t rss_before = RssPages();
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) ChildReadsAll(base, pager, to_child[0], from_child[1]);
+  if (pid == 0) ChildReadsAll(base, to_child[0], from_child[1]);
   const uint64_t rss_after_fork = RssPages();
   // Nothing came back for the fork: the data stays remote in the parent.
   EXPECT_EQ(ResidentPages(*rt, base, kPages * kPage), 0u);
@@ -156,8 +154,7 @@ void ForkWhileParentRewrites(const std::string& servers, int replicas, std::vect
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
   uint8_t verdict = 9;
   ASSERT_EQ(read(from_child[0], &verdict, 1), 1);
-  EXPECT_EQ(verdict, 0) << (verdict == 2 ? "the child's pager served fewer pages than it read"
-                                          : "the child saw bytes other than the fork-time ones");
+  EXPECT_EQ(verdict, 0) << "the child saw bytes other than the fork-time ones";
   // The child is alive and may read any page again: its slots were neither reused nor freed.
   EXPECT_EQ(pager.fork_stats().held_slots, kPages);
   EXPECT_EQ(ServerPages(pager), 2 * kPages * uint64_t(replicas));
@@ -168,6 +165,7 @@ void ForkWhileParentRewrites(const std::string& servers, int replicas, std::vect
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   ASSERT_TRUE(WaitChildReleased(pager)) << "the child's slots were never released";
   EXPECT_EQ(ServerPages(pager), kPages * uint64_t(replicas)) << "the fork-time copies are freed";
+  EXPECT_GE(pager.fork_stats().served, kPages);
   EXPECT_EQ(Mismatches(base, 2), 0u) << "the parent sees its own bytes";
   for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
   EXPECT_TRUE(rt->Free(base).ok());
@@ -222,9 +220,9 @@ TEST_F(RemoteForkShared, FreedPagesKeepTheirSlotsUntilTheChildExitsAndAGrandchil
   close(to_child[1]);
 }
 
-// The parent's runtime stops while its child has read nothing yet: the child reads every page on
-// connections of its own (the session lives while they hold it), and once the child is gone too
-// memd holds no slot.
+// The parent's runtime stops while its child has read nothing yet: the child reads every page
+// with its fork-time bytes (installed by the parent as it stops, or by the child's own thread),
+// and once the child is gone too memd holds no slot.
 TEST_F(RemoteForkShared, ChildReadsOnAfterTheParentsRuntimeStopped) {
   int to_child[2];
   ASSERT_EQ(pipe(to_child), 0);
@@ -286,9 +284,10 @@ TEST_F(RemoteForkShared, AChildThatExecsLetsGoOfItsSlots) {
   close(to_child[1]);
 }
 
-// fork() while other threads fault on remote pages all the time, and pages the fault thread is
-// installing at the fork are missing in the child (it serves them from the snapshot). The
-// watchdog turns a fork that never returns into a failure that says so.
+// fork() while other threads fault on remote pages all the time. During a fork the kernel
+// refuses UFFDIO_COPY on the parent's descriptor (EAGAIN) until the fork event has been read; a
+// fault thread that retried its copy without reading waited for the fork and the fork for it
+// (uffd_backlog.h). The watchdog turns that hang into a failure that says so.
 TEST_F(RemoteForkShared, ForkWhileOtherThreadsFaultOnRemotePages) {
   std::unique_ptr<Runtime>& rt = rt_;
   Pager& pager = *pager_;
