@@ -3,9 +3,10 @@
 // read. Plain data structures; the pager (pager_fork.cc) does the locking and the I/O.
 //
 // - ForkSnapshot: the remote pages of the parent at fork (region, page, pager slot), sorted, and
-//   (in the child) which of them have been installed there already or given up. Made by the
-//   atfork prepare handler; the parent keeps its copy for the holds, the child inherits its own
-//   and serves from it (served: under the child pager's self_mu_). 16 bytes a remote page.
+//   which of them have been installed in the child already (or given up). Made by the atfork
+//   prepare handler. The parent's copy is read and written by the one thread serving that child;
+//   the child's own copy (inherited) by the child's thread once it took over, and ChildDrop,
+//   under the child pager's self_mu_. 16 bytes a remote page.
 // - SlotHolds: per pager slot, how many snapshots hold it, and whether the parent has let go of
 //   it meanwhile (freed the page, or written it elsewhere). The pager gives a slot back to its
 //   pool only when both are done. Every method runs with the pager's io_mu_ held. Hold()

@@ -494,7 +494,7 @@ class Pager {
   void AfterForkChild(ForkSnapshot* snap);
   void StandBy();     // the child's thread: waits for the parent's end, then serves
   void ConnectOwn();  // the child's thread: connections of its own, joining each session
-  void ServeSelfFault(const os::UffdFault& f, char* staging);
+  void ServeSelfFault(const os::UffdFault& f, char* staging, std::vector<int64_t>& batch);
   // Entries `e` of self_'s snapshot: read and installed, self_mu_ held. Exits (status 75, one
   // line naming the page's servers) where no copy of a page can be read.
   void InstallSnapshotPages(const std::vector<int64_t>& e, char* staging);

@@ -94,8 +94,9 @@ void Pager::PrepareFork(Region* const* regions, int nregions) {
   if (forked_child_) {
     // A child forking: it is served (by its parent, or its own thread), but nobody would serve
     // the grandchild.
+    // slots_mu_ stays free: this child's own thread, once it serves, reads the grandchild's fork
+    // event during fork() and may Locate a page meanwhile.
     if (parent_serves_) TouchRemoteInChild(regions, nregions);
-    slots_mu_.lock();
     children_mu_.lock();
     return;
   }
@@ -202,6 +203,13 @@ void Pager::AfterFork(bool child) {
   if (forked_child_ || !fork_share_) {
     // A child's own fork (its remote pages were touched in: the grandchild's descriptor is
     // closed by whoever serves this child), or no sharing: as before.
+    const bool slots_locked = !forked_child_;  // PrepareFork took slots_mu_ (fetch)
+    if (child && forked_child_) {
+      // Locks this child's serving thread may have held at the fork.
+      new (&slots_mu_) std::mutex();
+      new (&repair_mu_) std::mutex();
+      new (&self_mu_) std::mutex();
+    }
     if (child) {
       forked_child_ = true;
       parent_serves_ = false;
@@ -214,7 +222,7 @@ void Pager::AfterFork(bool child) {
     }
     if (sampler_ && !child && !forked_child_) sampler_->Thaw();
     children_mu_.unlock();
-    slots_mu_.unlock();
+    if (slots_locked) slots_mu_.unlock();
     io_mu_.unlock();
     return;
   }

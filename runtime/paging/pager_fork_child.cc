@@ -136,7 +136,12 @@ void Pager::StandBy() {
     os::UffdWake(me.fd, from, (snap.entries[j - 1].index - snap.entries[i].index + 1) * kPage);
     i = j;
   }
+  // Allocated once: while this process forks, glibc's malloc locks are held until the fork event
+  // is read, by this thread (the path that answers faults after TouchRemoteInChild allocates
+  // nothing).
   std::vector<char> staging(kReadAhead * kPage);
+  std::vector<int64_t> batch;
+  batch.reserve(kReadAhead);
   os::UffdFault faults[64];
   // A grandchild's fork waits for its event to be read (uffd_backlog.h): it gets no server (this
   // process took its remote pages in first), so its descriptor is closed.
@@ -153,7 +158,7 @@ void Pager::StandBy() {
                    kRemoteLostExitCode);
       ExitRemoteLost();
     }
-    for (size_t k = 0; k < *got; ++k) ServeSelfFault(faults[k], staging.data());
+    for (size_t k = 0; k < *got; ++k) ServeSelfFault(faults[k], staging.data(), batch);
   }
   UffdBacklog::Uninstall();
   me.done.store(true, std::memory_order_release);
@@ -185,7 +190,7 @@ void Pager::ConnectOwn() {
   }
 }
 
-void Pager::ServeSelfFault(const os::UffdFault& f, char* staging) {
+void Pager::ServeSelfFault(const os::UffdFault& f, char* staging, std::vector<int64_t>& batch) {
   const int fd = self_->fd;
   char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
   if (f.wp) {  // a write to a page shared write-protected at the fork: nothing tracks it here
@@ -205,8 +210,7 @@ void Pager::ServeSelfFault(const os::UffdFault& f, char* staging) {
     fork_zero_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  std::vector<int64_t> batch;
-  batch.reserve(kReadAhead);
+  batch.clear();
   const auto& e = snap.entries;
   for (int64_t x = j; x < int64_t(e.size()) && batch.size() < kReadAhead; ++x) {
     if (x > j && (e[x].region != e[j].region || e[x].index != e[x - 1].index + 1)) break;

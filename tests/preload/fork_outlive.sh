@@ -2,7 +2,7 @@
 # fork_outlive.sh MODE PRELOAD_LIB MEMD TIERMEMCTL PROGRAM: a forked child outlives its parent.
 # PROGRAM is fork_outlive.c: MIB MiB (FORK_OUTLIVE_MIB, default 128) in 4 KiB blocks under
 # TIERMEM_DRAM_LIMIT (FORK_OUTLIVE_LIMIT_MIB, default 16) with the rest on memd, then a fork; the
-# child SIGKILLs the parent and reads every block.
+# child SIGKILLs the parent, reads every block, and forks a grandchild that reads them all again.
 #   one        one memd.
 #   replicas   TIERMEM_REPLICAS=2 on two memds; the second is SIGKILLed halfway through the
 #              child's reads.
@@ -73,6 +73,7 @@ if [ "$mode" = replicas ]; then  # the child's reads met the dead memd and turne
     fail "the child never noticed the memd killed during its reads"
 fi
 [ "$(val child_bad)" = 0 ] || fail "the child saw $(val child_bad) blocks with other bytes than at the fork"
+[ "$(val grandchild_ok)" = 1 ] || fail "the grandchild, forked by the child serving itself, did not see every block"
 [ "$(val child_blocks)" = $(( mib * 256 )) ] || fail "the child checked $(val child_blocks) blocks of $(( mib * 256 ))"
 before=$(val rss_before_kib)
 [ "$before" -le $(( (limit + 24) * 1024 )) ] || fail "the data was not pushed out before the fork (RSS $before KiB)"
