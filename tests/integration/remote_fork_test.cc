@@ -108,6 +108,31 @@ size_t Mismatches(const uint8_t* base, uint64_t client) {
   return bad;
 }
 
+// Forks a child that waits for a byte (Go) and then runs `body`, which ends it. Returns its pid
+// (the parent's side; -1 when fork or pipe failed) and the pipe's write end in *go.
+template <typename Body>
+pid_t ForkWaiting(int* go, Body body) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    uint8_t b = 0;
+    if (read(p[0], &b, 1) != 1) _exit(4);
+    body();
+    _exit(5);
+  }
+  close(p[0]);
+  *go = p[1];
+  return pid;
+}
+
+bool Go(int go) {
+  const uint8_t b = 1;
+  const bool ok = write(go, &b, 1) == 1;
+  close(go);
+  return ok;
+}
+
 // The child: reads every page while the parent writes, reports the mismatches through `out`,
 // then waits for a byte on `in` before it exits (so the parent can look at a live child's holds).
 [[noreturn]] void ChildReadsAll(const uint8_t* base, int in, int out) {
@@ -224,19 +249,13 @@ TEST_F(RemoteForkShared, FreedPagesKeepTheirSlotsUntilTheChildExitsAndAGrandchil
 // with its fork-time bytes (installed by the parent as it stops, or by the child's own thread),
 // and once the child is gone too memd holds no slot.
 TEST_F(RemoteForkShared, ChildReadsOnAfterTheParentsRuntimeStopped) {
-  int to_child[2];
-  ASSERT_EQ(pipe(to_child), 0);
-  const pid_t pid = fork();
+  uint8_t* const base = base_;
+  int go = -1;
+  const pid_t pid = ForkWaiting(&go, [base] { _exit(Mismatches(base, 1) == 0 ? 0 : 1); });
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    uint8_t go = 0;
-    if (read(to_child[0], &go, 1) != 1) _exit(4);
-    _exit(Mismatches(base_, 1) == 0 ? 0 : 1);
-  }
   pager_ = nullptr;
   rt_.reset();  // its connections closed, its regions gone
-  const uint8_t go = 1;
-  ASSERT_EQ(write(to_child[1], &go, 1), 1);
+  ASSERT_TRUE(Go(go));
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
@@ -250,38 +269,29 @@ TEST_F(RemoteForkShared, ChildReadsOnAfterTheParentsRuntimeStopped) {
     if (reserved != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(reserved, 0u) << "slots left on memd with parent and child gone";
-  close(to_child[0]);
-  close(to_child[1]);
 }
 
 // A child that calls exec lets go of the fork-time slots (its end of the pipe is close-on-exec)
 // while the program it became still runs: the slots the parent freed meanwhile are freed then.
 TEST_F(RemoteForkShared, AChildThatExecsLetsGoOfItsSlots) {
-  int to_child[2];
-  ASSERT_EQ(pipe(to_child), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    uint8_t go = 0;
-    if (read(to_child[0], &go, 1) != 1) _exit(4);
+  uint8_t* const base = base_;
+  int go = -1;
+  const pid_t pid = ForkWaiting(&go, [base] {
     for (size_t i = 0; i < kPages / 2; ++i) {
-      if (!CheckPage(base_ + i * kPage, i, 1)) _exit(1);
+      if (!CheckPage(base + i * kPage, i, 1)) _exit(1);
     }
     execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  });
+  ASSERT_GE(pid, 0);
   ASSERT_TRUE(rt_->Free(base_).ok());
   EXPECT_EQ(ServerPages(*pager_), kPages) << "freed pages keep their copies for the child";
-  const uint8_t go = 1;
-  ASSERT_EQ(write(to_child[1], &go, 1), 1);
+  ASSERT_TRUE(Go(go));
   EXPECT_TRUE(WaitChildReleased(*pager_)) << "the child's exec did not release its slots";
   EXPECT_EQ(ServerPages(*pager_), 0u);
   int status = 0;
   EXPECT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the child ended (status " << status << ") instead of exec";
   kill(pid, SIGKILL);
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  close(to_child[0]);
-  close(to_child[1]);
 }
 
 // fork() while other threads fault on remote pages all the time. During a fork the kernel
