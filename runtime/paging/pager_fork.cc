@@ -59,7 +59,9 @@ Pager* g_exit_pagers[16];
 void DrainChildrenAtExit() {
   std::lock_guard<std::mutex> lock(g_exit_mu);
   for (Pager*& p : g_exit_pagers) {
-    if (p != nullptr) p->StopChildren();
+    // A forked child inherits the list: its own serving thread must outlive its exit handlers
+    // (code after this one may still touch its remote pages), so it is not stopped here.
+    if (p != nullptr && !p->forked_child()) p->StopChildren();
     p = nullptr;
   }
 }

@@ -127,14 +127,10 @@ void Pager::StandBy() {
   TM_LOG_INFO("remote tier: forked child: its parent no longer serves it; it serves its %zu "
               "fork-time remote pages itself", snap.entries.size());
   ConnectOwn();
-  // Faults the parent's thread read and never answered: their threads still wait. Woken, they
-  // fault again, to us.
-  for (size_t i = 0; i < snap.entries.size();) {
-    size_t j = i + 1;
-    while (j < snap.entries.size() && snap.entries[j].region == snap.entries[i].region) ++j;
-    char* from = snap.RegionOf(snap.entries[i])->PageAddress(snap.entries[i].index);
-    os::UffdWake(me.fd, from, (snap.entries[j - 1].index - snap.entries[i].index + 1) * kPage);
-    i = j;
+  // Faults the parent's thread read and never answered (on any page of the regions): their
+  // threads still wait. Woken, they fault again, to us.
+  for (Region* region : snap.regions) {
+    os::UffdWake(me.fd, region->PageAddress(0), region->high_water() * kPage);
   }
   // Allocated once: while this process forks, glibc's malloc locks are held until the fork event
   // is read, by this thread (the path that answers faults after TouchRemoteInChild allocates
