@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -425,9 +426,57 @@ int ReplaceAnonymous(void* addr, size_t bytes) {
   return p == MAP_FAILED ? -errno : 0;
 }
 
-int KillProcessOf(uint32_t tid) {
-  // kill(2) given a thread's id signals its thread group.
-  return kill(static_cast<pid_t>(tid), SIGKILL) == 0 ? 0 : -errno;
+int SocketPairCloexec(int fds[2]) {
+  return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0 ? 0 : -errno;
+}
+
+namespace {
+// What SendFd and RecvFd exchange: one byte, and room for one descriptor.
+struct FdMessage {
+  char byte = 'f';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+}  // namespace
+
+int SendFd(int sock, int fd) {
+  FdMessage m;
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  for (;;) {
+    if (sendmsg(sock, &m.msg, MSG_NOSIGNAL) == 1) return 0;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+int RecvFd(int sock) {
+  FdMessage m;
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &m.msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+  if (n == 0) return -ENOENT;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c != nullptr; c = CMSG_NXTHDR(&m.msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+      return fd;
+    }
+  }
+  return -EBADMSG;
 }
 
 int WaitReadableFor(int fd, int stop_fd, int timeout_ms) {

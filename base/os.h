@@ -196,8 +196,15 @@ int WaitStop(int stop_fd, int timeout_ms);
 // Replaces [addr, addr+bytes) with fresh private anonymous memory (zero pages, no userfaultfd
 // registration, default memory policy). 0 or a negative errno.
 int ReplaceAnonymous(void* addr, size_t bytes);
-// Sends SIGKILL to the process of thread `tid`. 0 or a negative errno.
-int KillProcessOf(uint32_t tid);
+// A connected pair of Unix stream sockets, both ends close-on-exec. An end reads end of file
+// once every copy of the other end is closed (by close, exit or exec). 0 or a negative errno.
+int SocketPairCloexec(int fds[2]);
+// Sends descriptor `fd` (and one byte) over Unix socket `sock` (SCM_RIGHTS). Allocates nothing
+// and takes no lock: it may run inside fork(). 0 or a negative errno.
+int SendFd(int sock, int fd);
+// The descriptor SendFd sent on the other end (close-on-exec here), without waiting: -EAGAIN
+// when none is queued, -ENOENT at end of file, another negative errno on failure.
+int RecvFd(int sock);
 // Opens `path` for writing (created 0644; truncated, or appended to). A descriptor or -errno.
 int OpenForWrite(const char* path, bool append);
 

@@ -83,9 +83,11 @@ void Runtime::Impl::AfterFork(bool child) {
   int n = nregions_.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) regions_[i]->UnlockAfterFork();
   grow_mu_.unlock();
+  // The child's counters go to a private copy before its pager starts the thread that serves
+  // its remote pages (and counts what it reads).
+  if (child) stats_.AfterForkInChild();
   if (pager_) pager_->AfterFork(child);
   if (child && migrator_) migrator_->AbandonAfterFork();
-  if (child) stats_.AfterForkInChild();
 }
 
 

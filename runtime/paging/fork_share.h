@@ -1,10 +1,12 @@
 // fork() without fetching (docs/design-notes.md, "fork: remote pages shared with the child"):
-// the data the pager keeps for each child it serves, and the holds on the slots a child may still
+// what the pager keeps of a fork's remote pages, and the holds on the slots a child may still
 // read. Plain data structures; the pager (pager_fork.cc) does the locking and the I/O.
 //
 // - ForkSnapshot: the remote pages of the parent at fork (region, page, pager slot), sorted, and
-//   which of them have been installed in the child already. Made by the atfork prepare handler,
-//   read and written by the one thread serving that child only. O(remote pages): 16 bytes each.
+//   which of them have been installed in the child already (or given up). Made by the atfork
+//   prepare handler. The parent's copy is read and written by the one thread serving that child;
+//   the child's own copy (inherited) by the child's thread once it took over, and ChildDrop,
+//   under the child pager's self_mu_. 16 bytes a remote page.
 // - SlotHolds: per pager slot, how many snapshots hold it, and whether the parent has let go of
 //   it meanwhile (freed the page, or written it elsewhere). The pager gives a slot back to its
 //   pool only when both are done. Every method runs with the pager's io_mu_ held. Hold()
@@ -36,14 +38,20 @@ struct ForkSnapshot {
     served.assign(entries.size(), 0);
   }
   Region* RegionOf(const Entry& e) const { return regions[e.region]; }
-  // The entry of page `index` of `region`, or -1.
-  int64_t Find(const Region* region, uint64_t index) const {
+  // The first entry at or after page `index` of `region` (entries.size() when none), or -1 when
+  // `region` is not one of the fork's.
+  int64_t LowerBound(const Region* region, uint64_t index) const {
     auto r = std::find(regions.begin(), regions.end(), region);
     if (r == regions.end()) return -1;
     const Entry key{static_cast<uint32_t>(r - regions.begin()), 0, index};
-    auto it = std::lower_bound(entries.begin(), entries.end(), key, Less);
-    if (it == entries.end() || it->region != key.region || it->index != index) return -1;
-    return it - entries.begin();
+    return std::lower_bound(entries.begin(), entries.end(), key, Less) - entries.begin();
+  }
+  // The entry of page `index` of `region`, or -1.
+  int64_t Find(const Region* region, uint64_t index) const {
+    const int64_t j = LowerBound(region, index);
+    if (j < 0 || j == int64_t(entries.size())) return -1;
+    const Entry& e = entries[j];
+    return regions[e.region] == region && e.index == index ? j : -1;
   }
 
  private:

@@ -238,19 +238,11 @@ Status Pager::Init(PagerConfig config) {
 
 Pager::~Pager() {
   if (forked_child_) {
-    // The fault thread and the server connections belong to the parent: the thread does not
-    // exist here, and a goodbye on the shared sockets would end the parent's session.
-    new (&thread_) std::thread();
-    new (&repair_thread_) std::thread();
-    new (&writer_thread_) std::thread();
-    for (auto& s : servers_) {
-      (void)s->io.release();
-      (void)s->fault.release();
-    }
+    DestroyInChild();
     return;
   }
   ForgetAtExit();
-  StopChildren();  // children still running get every page they may still read first
+  StopChildren();  // children still served get every page they may still read first
   if (sampler_) sampler_->DisarmAll();  // every sampled page back while the handler still runs
   if (repair_thread_.joinable()) {
     {

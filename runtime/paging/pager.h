@@ -139,28 +139,33 @@ class Pager {
   // stays registered and allocated. The next touch gives a zero page, never the server's copy.
   void OnDiscard(Region& region, uint64_t first, uint64_t n);
 
-  // fork() (pager_fork.cc; the design in docs/design-notes.md). PrepareFork (the runtime's
-  // atfork prepare handler) stops evictions. Shared (fork_sharing()): the remote pages' slots
-  // are recorded and held for the child, whose missing faults this pager serves from those
-  // slots through the child's userfaultfd (a thread per child) until the child's address space
-  // is gone; then the slots the parent let go of meanwhile are freed. Otherwise every remote
-  // page is brought back first (the child has no fault handler). AfterFork releases. In the
-  // child the remote tier is unavailable (Evict/AdoptRemote/FetchBack say so) and new memory
-  // stays local; a child that forks again brings its remote pages in first (no sharing there).
+  // fork() (pager_fork.cc, pager_fork_child.cc; the design in docs/design-notes.md).
+  // PrepareFork (the runtime's atfork prepare handler) stops evictions. Shared
+  // (fork_sharing()): the remote pages' slots are recorded and held for the child, whose missing
+  // faults this pager serves from those slots through the child's userfaultfd (a thread per
+  // child) until the child's address space is gone; then the slots the parent let go of
+  // meanwhile are freed. The child gets a copy of its descriptor too, and a thread of its own
+  // takes over the serving when this process is gone (killed, exec'd, or its runtime stopped).
+  // Otherwise every remote page is brought back first. AfterFork releases. In the child the
+  // remote tier takes no new pages (Evict/AdoptRemote/FetchBack say so) and new memory stays
+  // local; a child that forks again brings its remote pages in first (no sharing there).
   void PrepareFork(Region* const* regions, int nregions);
   void AfterFork(bool child);
   bool forked_child() const { return forked_child_; }
   bool fork_sharing() const { return fork_share_; }
   struct ForkStats {
-    uint64_t children = 0;       // children served so far (each fork with pages remote)
-    uint64_t live = 0;           // children whose address space still exists
-    uint64_t served = 0;         // pages read from a server and installed in a child
+    uint64_t children = 0;       // parent: children served so far (each fork with pages remote)
+    uint64_t live = 0;           // parent: children whose address space still exists
+    uint64_t served = 0;         // pages read from a server and installed in a child (by this
+                                 // process: the parent's threads, or the child's own)
     uint64_t zero_filled = 0;    // child faults on pages with no fork-time copy: zero pages
-    uint64_t held_slots = 0;     // slots a live child may still read (held from being freed)
+    uint64_t held_slots = 0;     // parent: slots a live child may still read (held from being freed)
+    bool took_over = false;      // child: its own thread serves it (the parent is gone)
   };
   ForkStats fork_stats() const;
-  // Every child still served gets each page it may still read installed now, and its thread
-  // ends (runtime stop, and an exit handler: a parent leaving before its child read its pages).
+  // Parent: every child still served gets each page it may still read installed now, and its
+  // thread ends (runtime stop, and an exit handler: a parent leaving before its child read its
+  // pages). Child: its own serving thread ends.
   void StopChildren();
 
   // True while no connected server can take a new page: each refused its last slot allocation
@@ -456,45 +461,66 @@ class Pager {
   template <typename Req, typename OnDone, typename OnLost>
   bool CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
                     OnDone&& on_done, OnLost&& on_lost, int intake_fd = -1);
-  // ---- fork (pager_fork.cc) ----
-  // A child being served (pager_fork.cc). fd and snap belong to its thread; done is set by that
-  // thread as it ends.
+  // ---- fork (pager_fork.cc, pager_fork_child.cc) ----
+  // A child being served. In the parent: `fd` the child's userfaultfd (from the fork event),
+  // `sock` this process's end of the pair whose other end the child holds (closed: the child
+  // serves itself from then on), `thread` serves the child. In the child (self_): `fd` its copy of
+  // the same descriptor, `sock` its end (end of file: the parent is gone), `thread` waits for that
+  // and then serves. `done` is set by the thread as it ends.
   struct ForkChild {
     int fd = -1;
+    int sock = -1;
     std::unique_ptr<ForkSnapshot> snap;
     std::thread thread;
     std::atomic<bool> done{false};
   };
   void SnapshotForFork(Region* const* regions, int nregions);  // io_mu_ held
   void FetchAllForFork(Region* const* regions, int nregions);  // io_mu_ held
-  void ServeChild(ForkChild* c);  // the child's thread
+  void ServeChild(ForkChild* c);  // the parent's thread for a child
+  void HandOver(ForkChild* c);    // closes our socket end: the child serves itself from now on
   // The child's missing faults `e` (entries of its snapshot): read and installed. False when
-  // the child is gone.
-  bool InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging, uint32_t tid);
+  // the child is gone, or when a page could not be read (the child is handed the serving: its
+  // own read fails the same way and it exits 75, naming the page's servers).
+  bool InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging);
   void ReleaseSnapshot(ForkSnapshot& snap);  // io_mu_ held
   void ForgetAtExit();                       // the exit handler no longer knows this pager
   void OnForkEvent(int fd);                  // fault thread: a UFFD_EVENT_FORK was read
-  // In a child: pages still remote (its parent serves them) are touched, so the child's own
-  // fork gives them to the grandchild (which gets no server).
+  // In a child: pages still remote (served by the parent, or by the child's own thread) are
+  // touched, so the child's own fork gives them to the grandchild (which gets no server).
   void TouchRemoteInChild(Region* const* regions, int nregions);
-  // In a child: OnFree/OnDiscard. Remote pages the parent would serve are replaced by fresh
-  // memory, the rest dropped; no userfaultfd call (the inherited descriptor is the parent's).
+  // In a child: OnFree/OnDiscard. Snapshot pages of the range are never installed after this:
+  // such a range gets fresh memory (unregistered), the rest is dropped.
   void ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard);
-  // Reads pager slots [0, n) into staging (a page each) on the io connections, io_mu_ held,
-  // failing over between replicas. False when some page could not be read: *lost is its j.
-  bool ReadSlotsLocked(const uint64_t* slots, size_t n, char* staging, size_t* lost);
+  // Reads pager slots [0, n) into staging (a page each) on the io connections (the parent's
+  // with io_mu_ held, or the child's own), failing over between replicas. False when some page
+  // could not be read: *lost is its j, *why the last failure.
+  bool ReadSlots(const uint64_t* slots, size_t n, char* staging, size_t* lost, Status* why);
   void GiveSlotNow(uint64_t slot);  // GiveSlot without the fork holds
+  // The child's side (pager_fork_child.cc).
+  void AfterForkChild(ForkSnapshot* snap);
+  void StandBy();     // the child's thread: waits for the parent's end, then serves
+  void ConnectOwn();  // the child's thread: connections of its own, joining each session
+  void ServeSelfFault(const os::UffdFault& f, char* staging, std::vector<int64_t>& batch);
+  // Entries `e` of self_'s snapshot: read and installed, self_mu_ held. Exits (status 75, one
+  // line naming the page's servers) where no copy of a page can be read.
+  void InstallSnapshotPages(const std::vector<int64_t>& e, char* staging);
+  void DestroyInChild();  // ~Pager in a forked child
   bool fork_share_ = false;         // fork events granted (and write-protect): share at fork
-  bool parent_serves_ = false;      // in a child: a parent serves its remote pages
+  bool parent_serves_ = false;      // in a child: its fork-time remote pages are served
   SlotHolds holds_;                 // io_mu_
   std::vector<Region*> fork_regions_;  // of the fork in progress (PrepareFork to AfterFork)
   ForkSnapshot* fork_pending_ = nullptr;  // made by PrepareFork, until AfterFork (forking thread)
   std::atomic<ForkSnapshot*> fork_snapshot_{nullptr};  // PrepareFork -> the fork event's reader
   std::atomic<ForkSnapshot*> fork_taken_{nullptr};     // taken by the reader, with fork_fd_
   std::atomic<int> fork_fd_{-1};
+  int fork_sock_[2] = {-1, -1};     // the pair of the fork in progress: [0] ours, [1] the child's
+  std::atomic<int> fork_send_{-1};  // fork_sock_[0] for the fork event's reader
   int fork_stop_fd_ = -1;           // children's threads: install what is left and end
   mutable std::mutex children_mu_;  // children_
   std::vector<std::unique_ptr<ForkChild>> children_;
+  std::unique_ptr<ForkChild> self_;  // in a child served at its fork
+  std::mutex self_mu_;               // child: self_->snap->served, and its installs and drops
+  std::atomic<bool> took_over_{false};  // child: its own thread serves it
   std::atomic<uint64_t> fork_children_{0}, fork_served_{0}, fork_zero_{0};
 
   static constexpr const char* kForkedMessage =

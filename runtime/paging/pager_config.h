@@ -68,9 +68,10 @@ struct PagerConfig {
   std::string code;
   // TIERMEM_REPAIR_RATE: pages per second the repair thread copies to restore lost replicas.
   uint64_t repair_rate = 50000;
-  // TIERMEM_FORK: "share" (true; the runtime's default): a child forked while pages are remote is served by this
-  // pager through UFFD_EVENT_FORK and the pages stay remote (pager_fork.cc); where the kernel
-  // refuses fork events, and with "fetch" (false), every remote page comes back before fork().
+  // TIERMEM_FORK: "share" (true; the runtime's default): a child forked while pages are remote is
+  // served by this pager through UFFD_EVENT_FORK, and by itself once this process is gone, and the
+  // pages stay remote (pager_fork.cc, pager_fork_child.cc); where the kernel refuses fork events,
+  // and with "fetch" (false), every remote page comes back before fork().
   bool fork_share = false;
   // Where the counters live (the process's stats block); the pager's own when null.
   // `server_counters` has room for kMaxStatsServers entries (servers past them count in the

@@ -1,14 +1,18 @@
-// The pager and fork(): remote pages stay remote, shared with the child (the design, and why, in
-// docs/design-notes.md, "fork: remote pages shared with the child").
+// The pager and fork(), the parent's side: remote pages stay remote, shared with the child (the
+// design, and why, in docs/design-notes.md, "fork: remote pages shared with the child"; the
+// child's side is pager_fork_child.cc).
 //
 // With UFFD_FEATURE_EVENT_FORK, the kernel gives the child's copies of our registered ranges a
 // userfaultfd of their own and hands its descriptor to our fault thread (fork() waits until that
 // thread has read the event). At the prepare handler the pager records which pages are remote and
-// in which slot (the snapshot) and holds those slots; the fault thread passes the child's
-// descriptor on, and a thread of ours serves the child from then on: a missing fault on a
-// snapshot page is read from the servers (through the usual replica/code read path, on the io
-// connections) and installed in the child; one on any other page gets a zero page; a write to a
-// page shared write-protected is let through. The child needs no thread and no connection.
+// in which slot (the snapshot), holds those slots and makes a socket pair; the fault thread, as it
+// reads the event, sends the child's descriptor to the child over the pair and passes it on, and a
+// thread of ours serves the child from then on: a missing fault on a snapshot page is read from
+// the servers (through the usual replica/code read path, on the io connections) and installed in
+// the child; one on any other page gets a zero page; a write to a page shared write-protected is
+// let through. The child keeps its copy of the descriptor and its end of the pair: when our end
+// closes (this process killed or exec'd, its runtime stopped, or a page no server could give) the
+// child's own thread serves it (pager_fork_child.cc), so the child never depends on us to live.
 // While a child lives, the parent never overwrites or frees a held slot: a page it writes and
 // evicts again goes to a new slot (PlanPage), and slots it frees stay allocated
 // (SlotHolds::Defer). When the child's address space is gone (exit or exec: UffdMmGone), the
@@ -55,7 +59,9 @@ Pager* g_exit_pagers[16];
 void DrainChildrenAtExit() {
   std::lock_guard<std::mutex> lock(g_exit_mu);
   for (Pager*& p : g_exit_pagers) {
-    if (p != nullptr) p->StopChildren();
+    // A forked child inherits the list: its own serving thread must outlive its exit handlers
+    // (code after this one may still touch its remote pages), so it is not stopped here.
+    if (p != nullptr && !p->forked_child()) p->StopChildren();
     p = nullptr;
   }
 }
@@ -88,9 +94,12 @@ void Pager::PrepareFork(Region* const* regions, int nregions) {
   io_mu_.lock();  // no eviction runs across the fork
   DrainWrites();  // and no eviction write is in flight across it
   if (forked_child_) {
-    // A child forking: its parent serves it, but nobody would serve the grandchild.
+    // A child forking: it is served (by its parent, or its own thread), but nobody would serve
+    // the grandchild.
+    // slots_mu_ stays free: this child's own thread, once it serves, reads the grandchild's fork
+    // event during fork() and may Locate a page meanwhile.
     if (parent_serves_) TouchRemoteInChild(regions, nregions);
-    slots_mu_.lock();
+    children_mu_.lock();
     return;
   }
   // Sampled pages are put back first (the child would read them as zeros), and stay so.
@@ -98,11 +107,15 @@ void Pager::PrepareFork(Region* const* regions, int nregions) {
   if (!fork_share_) {
     FetchAllForFork(regions, nregions);
     slots_mu_.lock();
+    children_mu_.lock();
     return;
   }
   // slots_mu_ stays free: the fault thread reads the fork event during fork() and may Locate a
-  // page meanwhile. The child starts with a fresh one (AfterFork).
+  // page meanwhile. The child starts with a fresh one (AfterForkChild). children_mu_ is held
+  // across the fork (the fault thread never takes it): the child then sees every other child's
+  // socket end as it is, and closes its copies (pager_fork_child.cc).
   SnapshotForFork(regions, nregions);
+  children_mu_.lock();
 }
 
 void Pager::SnapshotForFork(Region* const* regions, int nregions) {
@@ -124,6 +137,14 @@ void Pager::SnapshotForFork(Region* const* regions, int nregions) {
   }
   fork_regions_.assign(regions, regions + nregions);
   if (snap->entries.empty()) return;  // nothing remote: the child gets no server
+  // The child's way to its own descriptor, and to our end (pager_fork_child.cc). Without it the
+  // child is served as long as this process lives, no longer.
+  if (const int rc = os::SocketPairCloexec(fork_sock_); rc != 0) {
+    TM_LOG_WARN("remote tier: fork(): no socket pair for the child (%s): it is served only while "
+                "this process lives", strerror(-rc));
+    fork_sock_[0] = fork_sock_[1] = -1;
+  }
+  fork_send_.store(fork_sock_[0], std::memory_order_release);
   snap->regions = fork_regions_;
   snap->Seal();
   fork_pending_ = snap.get();
@@ -167,45 +188,43 @@ void Pager::OnForkEvent(int fd) {
     (void)os::Close(fd);
     return;
   }
+  // The child's copy first (sendmsg: no allocation, no lock): it is queued before the child runs.
+  const int sock = fork_send_.exchange(-1, std::memory_order_acq_rel);
+  // Where that fails the child finds no descriptor and says so (a line here would allocate); it
+  // is served only while this process lives.
+  if (sock >= 0) (void)os::SendFd(sock, fd);
   fork_taken_.store(snap, std::memory_order_relaxed);
   fork_fd_.store(fd, std::memory_order_release);
 }
 
 void Pager::AfterFork(bool child) {
+  if (child && !forked_child_ && fork_share_) {
+    AfterForkChild(fork_pending_);  // releases the locks
+    return;
+  }
   if (forked_child_ || !fork_share_) {
     // A child's own fork (its remote pages were touched in: the grandchild's descriptor is
-    // closed by the parent's thread serving this child), or no sharing: as before.
+    // closed by whoever serves this child), or no sharing: as before.
+    const bool slots_locked = !forked_child_;  // PrepareFork took slots_mu_ (fetch)
+    if (child && forked_child_) {
+      // Locks this child's serving thread may have held at the fork.
+      new (&slots_mu_) std::mutex();
+      new (&repair_mu_) std::mutex();
+      new (&self_mu_) std::mutex();
+    }
     if (child) {
       forked_child_ = true;
       parent_serves_ = false;
+      if (self_) {  // the child's serving is not the grandchild's (its thread is not here)
+        (void)os::Close(self_->fd);
+        (void)os::Close(self_->sock);
+        (void)self_.release();
+      }
+      took_over_.store(false, std::memory_order_relaxed);  // the connections are the child's
     }
     if (sampler_ && !child && !forked_child_) sampler_->Thaw();
-    slots_mu_.unlock();
-    io_mu_.unlock();
-    return;
-  }
-  if (child) {
-    forked_child_ = true;
-    // Locks another thread of the parent may have held at the fork, and the parent's threads
-    // serving other children (not here: their objects are left alone).
-    new (&slots_mu_) std::mutex();
-    new (&repair_mu_) std::mutex();
-    new (&children_mu_) std::mutex();
-    new (&children_) std::vector<std::unique_ptr<ForkChild>>();
-    ForkSnapshot* snap = fork_snapshot_.exchange(nullptr, std::memory_order_relaxed);
-    parent_serves_ = snap != nullptr;
-    delete snap;  // the parent's; this copy is not used here
-    // Pages the parent's fault thread was installing are missing here: remote, served by it.
-    for (Region* region : fork_regions_) {
-      const uint64_t hw = region->high_water();
-      for (uint64_t i = 0; i < hw; ++i) {
-        PageRecord& rec = region->record(i);
-        if (rec.state.load(std::memory_order_relaxed) == S(PageState::kInFlight)) {
-          rec.state.store(S(PageState::kRemote), std::memory_order_relaxed);
-        }
-      }
-    }
-    fork_regions_.clear();
+    children_mu_.unlock();
+    if (slots_locked) slots_mu_.unlock();
     io_mu_.unlock();
     return;
   }
@@ -234,9 +253,11 @@ void Pager::AfterFork(bool child) {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    fork_send_.store(-1, std::memory_order_relaxed);
+    (void)os::Close(fork_sock_[1]);  // the child's end, the child's alone
+    if (fd < 0) (void)os::Close(fork_sock_[0]);
   }
   if (fd >= 0 && snap != nullptr) {
-    std::lock_guard<std::mutex> lock(children_mu_);
     // Children that ended: their threads are joined here (each is done with everything).
     std::erase_if(children_, [](const std::unique_ptr<ForkChild>& c) {
       if (!c->done.load(std::memory_order_acquire)) return false;
@@ -245,6 +266,7 @@ void Pager::AfterFork(bool child) {
     });
     auto c = std::make_unique<ForkChild>();
     c->fd = fd;
+    c->sock = fork_sock_[0];
     c->snap.reset(snap);
     ForkChild* raw = c.get();
     {
@@ -258,8 +280,16 @@ void Pager::AfterFork(bool child) {
     fork_children_.fetch_add(1, std::memory_order_relaxed);
     RegisterForExit(this);
   }
+  fork_sock_[0] = fork_sock_[1] = -1;
+  children_mu_.unlock();
   if (sampler_) sampler_->Thaw();
   io_mu_.unlock();
+}
+
+void Pager::HandOver(ForkChild* c) {
+  std::lock_guard<std::mutex> lock(children_mu_);  // the socket ends are read by a forking child
+  (void)os::Close(c->sock);
+  c->sock = -1;
 }
 
 void Pager::ServeChild(ForkChild* c) {
@@ -277,6 +307,13 @@ void Pager::ServeChild(ForkChild* c) {
   backlog.Install();
   bool gone = false, stop = false;
   while (!gone && !stop) {
+    if (c->sock < 0) {
+      // Handed over (a page no server could give us): the child serves itself; we only wait
+      // for its end to release the holds.
+      if (os::WaitStop(fork_stop_fd_, kChildProbeMs) == 1) break;
+      gone = os::UffdMmGone(c->fd, probe, kPage);
+      continue;
+    }
     const int w = backlog.empty() ? os::WaitReadableFor(c->fd, fork_stop_fd_, kChildProbeMs) : 0;
     if (w == 1 || w < 0) {
       stop = true;
@@ -292,7 +329,7 @@ void Pager::ServeChild(ForkChild* c) {
       stop = true;
       break;
     }
-    for (size_t k = 0; k < *got && !gone; ++k) {
+    for (size_t k = 0; k < *got && !gone && c->sock >= 0; ++k) {
       const os::UffdFault& f = faults[k];  // a page fault (a grandchild's descriptor was closed)
       char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
       if (f.wp) {  // a write to a page shared write-protected: the child does not track it
@@ -316,48 +353,56 @@ void Pager::ServeChild(ForkChild* c) {
         if (snap.served[x]) break;
         batch.push_back(x);
       }
-      if (!InstallInChild(c, batch, staging.data(), f.tid)) gone = true;
+      if (!InstallInChild(c, batch, staging.data())) gone = true;
     }
   }
-  if (stop && !gone) {
+  bool all_in = false;  // every snapshot page installed: the child needs no slot any more
+  if (stop && !gone && c->sock >= 0) {
     // The parent is going away: everything the child may still read is installed now.
     batch.clear();
-    for (size_t x = 0; x < entries.size() && !gone; ++x) {
+    for (size_t x = 0; x < entries.size() && !gone && c->sock >= 0; ++x) {
       if (!snap.served[x]) batch.push_back(int64_t(x));
       if (batch.size() == kChildReadAhead || (x + 1 == entries.size() && !batch.empty())) {
-        gone = !InstallInChild(c, batch, staging.data(), 0);
+        gone = !InstallInChild(c, batch, staging.data());
         batch.clear();
       }
     }
+    all_in = !gone && c->sock >= 0;
   }
   UffdBacklog::Uninstall();
-  {
+  if (c->sock >= 0) HandOver(c);  // whatever is left the child serves itself
+  if (gone || all_in) {
     std::lock_guard<std::mutex> lock(io_mu_);
     ReleaseSnapshot(snap);
   }
+  // Otherwise (this runtime stops after a handover) the holds stay: the child may still read
+  // the slots, and memd ends the sessions with their last connection.
   (void)os::Close(c->fd);
   c->fd = -1;
   c->done.store(true, std::memory_order_release);
 }
 
-bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging, uint32_t tid) {
+bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging) {
   ForkSnapshot& snap = *c->snap;
   uint64_t slots[kChildReadAhead];
   for (size_t i = 0; i < e.size(); ++i) slots[i] = snap.entries[e[i]].slot;
   size_t lost = 0;
+  Status why;
   bool ok;
   {
     std::lock_guard<std::mutex> lock(io_mu_);
     DrainWrites();
-    ok = ReadSlotsLocked(slots, e.size(), staging, &lost);
+    ok = ReadSlots(slots, e.size(), staging, &lost, &why);
   }
   if (!ok) {
+    // The child reads it itself (its own connections), fails the same way and exits 75 with a
+    // line naming the page's servers: it is handed the serving, and we stop reading its faults.
     const ForkSnapshot::Entry& en = snap.entries[e[lost]];
-    TM_LOG_ERROR("remote tier: the page at %p of a forked child (thread %u) could not be read from "
-                 "any of its memory servers; ending the child (SIGKILL) rather than hand it a zero "
-                 "page", static_cast<void*>(snap.RegionOf(en)->PageAddress(en.index)), tid);
-    if (tid != 0) (void)os::KillProcessOf(tid);
-    return false;
+    TM_LOG_WARN("remote tier: the page at %p of a forked child could not be read (%s); the child "
+                "serves itself from now on", static_cast<void*>(snap.RegionOf(en)->PageAddress(en.index)),
+                why.message().c_str());
+    HandOver(c);
+    return true;
   }
   // Consecutive pages (a fault and its read-ahead) in one copy; else, or where that fails (the
   // child replaced part of the range), page by page. A page present there already is left.
@@ -382,12 +427,12 @@ bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* st
       os::UffdWake(c->fd, snap.RegionOf(en)->PageAddress(en.index), kPage);
     }
   }
-  if (run) os::UffdWake(c->fd, at, e.size() * kPage);
   fork_served_.fetch_add(e.size(), std::memory_order_relaxed);
+  if (run) os::UffdWake(c->fd, at, e.size() * kPage);
   return true;
 }
 
-bool Pager::ReadSlotsLocked(const uint64_t* slots, size_t n, char* staging, size_t* lost) {
+bool Pager::ReadSlots(const uint64_t* slots, size_t n, char* staging, size_t* lost, Status* why) {
   const size_t spare_bytes = SpareBytes();  // coded pages: their parity pieces
   std::vector<char> spare(n * spare_bytes);
   std::vector<ReadReq> reqs(n);
@@ -398,17 +443,25 @@ bool Pager::ReadSlotsLocked(const uint64_t* slots, size_t n, char* staging, size
     ReadReq& r = reqs[posted];
     r.buf = staging + posted * kPage;
     r.spare = spare.data() + posted * spare_bytes;
-    if (!Locate(slots[posted], &r.ref) || !PostReplicaRead(false, r, posted, outstanding)) {
-      *lost = posted;
-      ok = false;
-      break;
+    if (!Locate(slots[posted], &r.ref)) {
+      *why = Internal("page slot " + std::to_string(slots[posted]) + " has no server");
+    } else if (!PostReplicaRead(false, r, posted, outstanding)) {
+      *why = r.last;
+    } else {
+      continue;
     }
+    *lost = posted;
+    ok = false;
+    break;
   }
   CollectReads(
       false, outstanding, posted, [&](size_t j) { return j < posted ? &reqs[j] : nullptr; },
       [&](size_t, size_t) {},
       [&](size_t j) {
-        if (ok) *lost = j;
+        if (ok) {
+          *lost = j;
+          *why = reqs[j].last;
+        }
         ok = false;
       });
   return ok;
@@ -426,11 +479,13 @@ void Pager::StopChildren() {
     std::lock_guard<std::mutex> lock(children_mu_);
     children.swap(children_);
   }
-  if (children.empty()) return;
+  const bool own = self_ != nullptr && self_->thread.joinable();  // a child's own thread
+  if (children.empty() && !own) return;
   os::EventFdSignal(fork_stop_fd_);
   for (auto& c : children) {
     if (c->thread.joinable()) c->thread.join();
   }
+  if (own) self_->thread.join();
 }
 
 void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {
@@ -441,7 +496,7 @@ void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {
       PageRecord& rec = region.record(i);
       if (rec.state.load(std::memory_order_relaxed) != S(PageState::kRemote)) continue;
       if (rec.remote_slot.load(std::memory_order_relaxed) == 0) continue;  // zeros either way
-      // A read: the parent installs it (or it is here already).
+      // A read: whoever serves this child installs it (or it is here already).
       (void)*reinterpret_cast<volatile const char*>(region.PageAddress(i));
       rec.remote_slot.store(0, std::memory_order_relaxed);
       rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
@@ -452,17 +507,28 @@ void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {
 }
 
 void Pager::ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard) {
-  // A snapshot page the parent has not installed yet would come back with its fork-time bytes
-  // on the next touch, where the program expects zeros: such ranges get fresh memory instead
-  // (unregistered in this child, so the parent installs nothing there any more).
-  bool parents = false;
-  for (uint64_t i = first; i < first + n && !parents; ++i) {
+  // A snapshot page not installed yet would come back with its fork-time bytes on the next
+  // touch, where the program expects zeros: such ranges get fresh memory instead (unregistered
+  // in this child, so nobody installs anything there any more). Under self_mu_ with this
+  // child's own installs, which skip the entries marked here.
+  std::unique_lock<std::mutex> own;
+  if (self_) {
+    own = std::unique_lock<std::mutex>(self_mu_);
+    ForkSnapshot& snap = *self_->snap;
+    for (int64_t j = snap.LowerBound(&region, first); j >= 0 && j < int64_t(snap.entries.size()); ++j) {
+      const ForkSnapshot::Entry& e = snap.entries[j];
+      if (snap.RegionOf(e) != &region || e.index >= first + n) break;
+      snap.served[j] = 1;
+    }
+  }
+  bool served_here = false;
+  for (uint64_t i = first; i < first + n && !served_here; ++i) {
     const PageRecord& rec = region.record(i);
-    parents = parent_serves_ && rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote) &&
-              rec.remote_slot.load(std::memory_order_relaxed) != 0;
+    served_here = parent_serves_ && rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote) &&
+                  rec.remote_slot.load(std::memory_order_relaxed) != 0;
   }
   char* addr = region.PageAddress(first);
-  if (parents) {
+  if (served_here) {
     const int rc = os::ReplaceAnonymous(addr, n * kPage);
     if (rc != 0) TM_LOG_WARN("remote tier: fork child: replacing freed memory failed: %s", strerror(-rc));
   } else {
@@ -492,6 +558,7 @@ Pager::ForkStats Pager::fork_stats() const {
     std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(io_mu_));
     s.held_slots = holds_.size();
   }
+  s.took_over = took_over_.load(std::memory_order_acquire);
   return s;
 }
 

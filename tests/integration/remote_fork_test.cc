@@ -18,6 +18,7 @@
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tiermem/remote.hpp"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -105,6 +106,31 @@ size_t Mismatches(const uint8_t* base, uint64_t client) {
   size_t bad = 0;
   for (size_t i = 0; i < kPages; ++i) bad += CheckPage(base + i * kPage, i, client) ? 0 : 1;
   return bad;
+}
+
+// Forks a child that waits for a byte (Go) and then runs `body`, which ends it. Returns its pid
+// (the parent's side; -1 when fork or pipe failed) and the pipe's write end in *go.
+template <typename Body>
+pid_t ForkWaiting(int* go, Body body) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    uint8_t b = 0;
+    if (read(p[0], &b, 1) != 1) _exit(4);
+    body();
+    _exit(5);
+  }
+  close(p[0]);
+  *go = p[1];
+  return pid;
+}
+
+bool Go(int go) {
+  const uint8_t b = 1;
+  const bool ok = write(go, &b, 1) == 1;
+  close(go);
+  return ok;
 }
 
 // The child: reads every page while the parent writes, reports the mismatches through `out`,
@@ -217,6 +243,55 @@ TEST_F(RemoteForkShared, FreedPagesKeepTheirSlotsUntilTheChildExitsAndAGrandchil
   EXPECT_EQ(ServerPages(pager), 0u) << "the last holder let go: the slots are free";
   close(to_child[0]);
   close(to_child[1]);
+}
+
+// The parent's runtime stops while its child has read nothing yet: the child reads every page
+// with its fork-time bytes (installed by the parent as it stops, or by the child's own thread),
+// and once the child is gone too memd holds no slot.
+TEST_F(RemoteForkShared, ChildReadsOnAfterTheParentsRuntimeStopped) {
+  uint8_t* const base = base_;
+  int go = -1;
+  const pid_t pid = ForkWaiting(&go, [base] { _exit(Mismatches(base, 1) == 0 ? 0 : 1); });
+  ASSERT_GE(pid, 0);
+  pager_ = nullptr;
+  rt_.reset();  // its connections closed, its regions gone
+  ASSERT_TRUE(Go(go));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  auto client = RemoteClient::Connect(memd_.url(), "");
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  uint64_t reserved = ~uint64_t{0};
+  for (int i = 0; i < 200 && reserved != 0; ++i) {  // memd sees the last connection close
+    auto st = (*client)->ServerStats();
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    reserved = st->used_pages;
+    if (reserved != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(reserved, 0u) << "slots left on memd with parent and child gone";
+}
+
+// A child that calls exec lets go of the fork-time slots (its end of the pipe is close-on-exec)
+// while the program it became still runs: the slots the parent freed meanwhile are freed then.
+TEST_F(RemoteForkShared, AChildThatExecsLetsGoOfItsSlots) {
+  uint8_t* const base = base_;
+  int go = -1;
+  const pid_t pid = ForkWaiting(&go, [base] {
+    for (size_t i = 0; i < kPages / 2; ++i) {
+      if (!CheckPage(base + i * kPage, i, 1)) _exit(1);
+    }
+    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+  });
+  ASSERT_GE(pid, 0);
+  ASSERT_TRUE(rt_->Free(base_).ok());
+  EXPECT_EQ(ServerPages(*pager_), kPages) << "freed pages keep their copies for the child";
+  ASSERT_TRUE(Go(go));
+  EXPECT_TRUE(WaitChildReleased(*pager_)) << "the child's exec did not release its slots";
+  EXPECT_EQ(ServerPages(*pager_), 0u);
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the child ended (status " << status << ") instead of exec";
+  kill(pid, SIGKILL);
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
 }
 
 // fork() while other threads fault on remote pages all the time. During a fork the kernel

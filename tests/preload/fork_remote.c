@@ -13,20 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rss_kib.h"
+
 #define PAGE 4096
 #define CHUNK (1 << 20)
 static const uint64_t kMark = 0xFEEDFACECAFEBEEFull;
 
 static uint64_t word(uint64_t page, size_t i) { return (page * 0x9E3779B97F4A7C15ull) ^ i; }
-
-static long rss_kib(void) {
-  FILE* f = fopen("/proc/self/statm", "r");
-  long size = 0, rss = 0;
-  if (f == NULL) return -1;
-  if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = -1;
-  fclose(f);
-  return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 int main(int argc, char** argv) {
   if (argc != 3) {
