@@ -5,6 +5,7 @@
 // in flight for as long as the test needs, so none of this depends on timing.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tests/integration/test_util.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -238,14 +240,20 @@ TEST_F(RemoteWriter, BackgroundEvictionsReturnAtOnceAndTheirWaitSettlesThem) {
   EXPECT_EQ(impl->TierPages(Tier::kDram), kPages);  // still here until their writes are in
 
   std::atomic<bool> settled{false};
+  std::atomic<pid_t> waiter_tid{0};
   uint64_t became = 0;
   Status st;
   std::thread waiter([&] {
+    waiter_tid = gettid();
     st = impl->WaitEvictions(&became);
     settled = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(settled.load());  // waits for memd's acknowledgements
+  // The waiter in the call and asleep there (however late a loaded machine runs it), not done:
+  // it waits for memd's acknowledgements.
+  EXPECT_TRUE(testing::WaitFor([&] { return waiter_tid.load() != 0; }, 60));
+  const bool asleep = testing::WaitFor([&] { return settled.load() || testing::ThreadAsleep(waiter_tid.load()); }, 60);
+  EXPECT_TRUE(asleep);
+  EXPECT_FALSE(settled.load()) << "the wait returned while memd could acknowledge nothing";
   ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
   waiter.join();
   ASSERT_TRUE(st.ok()) << st.ToString();
