@@ -355,7 +355,7 @@ void DescribeAccepted(const OptionSpec& spec, char* buf, size_t size) {
       if (spec.choices != nullptr) {
         snprintf(buf, size, "one of %s", spec.choices);
       } else if (spec.accepts != nullptr) {
-        snprintf(buf, size, "%s", spec.accepts);
+        snprintf(buf, size, "%s; at most %zu characters", spec.accepts, spec.capacity - 1);
       } else {
         snprintf(buf, size, "at most %zu characters", spec.capacity - 1);
       }
