@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "base/log.h"
+#include "base/option_checks.h"
 
 namespace tiermem {
 
@@ -59,8 +60,17 @@ struct OptionSpec {
   size_t offset;              // of the field in OptionValues
   size_t capacity;            // for kString: the field's size including the NUL
   const char* help;
-  // For kString: the accepted values, '|'-separated ("overcommit|fail"); nullptr = any string.
+  // For kString: the accepted values, '|'-separated ("overcommit|fail"), any case (stored in
+  // lower case); nullptr = no fixed set.
   const char* choices = nullptr;
+  // For kString: the value's form beyond its length (option_checks.h), and what it accepts in
+  // words for messages; nullptr = any string that fits.
+  OptionCheck check = nullptr;
+  const char* accepts = nullptr;
+  // For kSize and kUint: the accepted range; with zero_ok, 0 too (0 meaning "by default").
+  uint64_t min = 0;
+  uint64_t max = UINT64_MAX;
+  bool zero_ok = false;
 };
 
 // TIERMEM_ON_REMOTE_FULL: what happens to DRAM's limit when the remote tier cannot take pages.
@@ -78,8 +88,12 @@ void LoadOptionsFromEnv(OptionValues* out);
 // Fills `out` with the defaults only.
 void LoadDefaultOptions(OptionValues* out);
 
-// Applies one textual value; returns false (and leaves the field) when it does not parse.
+// Applies one textual value; returns false (and leaves the field) when the table refuses it: it
+// does not parse, is out of the entry's range, or fails its check. Allocation-free.
 bool SetOption(OptionValues* out, const OptionSpec& spec, const char* value);
+// What `spec` accepts, as a phrase for messages ("a number from 1 to 4"), into buf (NUL-terminated,
+// truncated to size). Allocation-free.
+void DescribeAccepted(const OptionSpec& spec, char* buf, size_t size);
 
 // "64K", "1M", "2G", "1T", "4096", "1.5G", "8GiB"; case-insensitive; false on junk or overflow.
 bool ParseSize(const char* text, uint64_t* out);

@@ -1,11 +1,12 @@
-// The public face of the option table (include/tiermem/options.hpp): Options::Set validates
-// against the same table and parsers as the environment, and Runtime::Impl::Init applies the
+// The public face of the option table (include/tiermem/options.hpp): Options::Set and
+// OptionFromEnv validate against the same table, parsers and checks as the environment, and Runtime::Impl::Init applies the
 // values with SetOption, so there is one route into OptionValues.
 #include <strings.h>
 
 #include <cstring>
 
 #include "base/options.h"
+#include "base/os.h"
 #include "tiermem/options.hpp"
 
 namespace tiermem {
@@ -20,6 +21,16 @@ const char* KindName(OptionKind k) {
     case OptionKind::kLogLevel: return "log level";
   }
   return "?";
+}
+
+// Ok, or InvalidArgument naming the variable, the value and what the table accepts.
+Status CheckValue(const OptionSpec& spec, const std::string& text) {
+  OptionValues scratch;
+  LoadDefaultOptions(&scratch);
+  if (text.find('\0') == std::string::npos && SetOption(&scratch, spec, text.c_str())) return Status::Ok();
+  char accepted[160];
+  DescribeAccepted(spec, accepted, sizeof(accepted));
+  return InvalidArgument(std::string(spec.env) + "=\"" + text + "\" is not valid (expected " + accepted + ")");
 }
 
 }  // namespace
@@ -68,19 +79,28 @@ Options& Options::Set(std::string_view name, std::string_view value) {
     }
     return *this;
   }
-  // Parse now, into scratch values, so a bad value is reported with its name.
-  OptionValues scratch;
-  LoadDefaultOptions(&scratch);
+  // Checked now, into scratch values, by the table's rules: a bad value is reported with its
+  // name here, never refused or reinterpreted later by Runtime::Start.
   const std::string text(value);
-  if (text.find('\0') != std::string::npos || !SetOption(&scratch, *spec, text.c_str())) {
-    if (status_.ok()) {
-      status_ = InvalidArgument(std::string("Options: ") + spec->env + "=\"" + text +
-                                "\" is not a valid " + KindName(spec->kind) + " (" + spec->help + ")");
-    }
+  Status s = CheckValue(*spec, text);
+  if (!s.ok()) {
+    if (status_.ok()) status_ = InvalidArgument("Options: " + s.message());
     return *this;
   }
   values_.emplace_back(spec->env, text);
   return *this;
+}
+
+Status OptionFromEnv(std::string_view name, std::string* value) {
+  const OptionSpec* spec = FindOption(name);
+  if (spec == nullptr) {
+    return InvalidArgument("'" + std::string(name) + "' is not a tiermem option (see `tiermemctl options`)");
+  }
+  const char* v = os::GetEnv(spec->env);
+  if (v == nullptr) return Status::Ok();
+  TIERMEM_RETURN_IF_ERROR(CheckValue(*spec, v));
+  *value = v;
+  return Status::Ok();
 }
 
 }  // namespace tiermem

@@ -310,10 +310,20 @@ int Compare(int argc, char** argv) {
   }
 
   // Remote tiers: a memd on loopback, reached over RDMA (when a verbs device exists) and TCP.
+  // Without a verbs device the RDMA row is absent for that reason, found before a runtime is
+  // started on it: the runtime would say so too, as an error line, where the table is the place.
+  auto topo = DiscoverTopology();
+  const std::string no_rdma = !topo.ok()                   ? topo.status().ToString()
+                              : topo->rdma_devices.empty() ? topo->rdma_absent_reason
+                                                           : "";
   MemdChild memd;
   bool memd_ok = memd.Start(std::max<uint64_t>(cfg.remote_bytes * 4, 64u << 20), cfg.memd_host);
   for (const char* scheme : {"rdma", "tcp"}) {
     std::string tier = std::string("remote-") + scheme;
+    if (tier == "remote-rdma" && !no_rdma.empty()) {
+      absent.push_back({tier, "no RDMA device: " + no_rdma});
+      continue;
+    }
     if (!memd_ok) {
       absent.push_back({tier, "could not start tiermem-memd (" + MemdBinary() + ")"});
       continue;

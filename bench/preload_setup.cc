@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/raw_stream.h"
+#include "tiermem/options.hpp"
 #include "tiermem/remote.hpp"
 #include "tiermem/stats.hpp"
 
@@ -65,9 +66,9 @@ namespace {
 
 // The bare write stream to `memd`: `pages` pages (of bytes that are not zero), 64 in flight.
 StatusOr<double> RawWritePagesPerSecond(const MemdChild& memd, uint64_t pages) {
-  const char* token = getenv("TIERMEM_TOKEN");
-  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> c,
-                           RemoteClient::Connect(memd.Url("tcp"), token == nullptr ? "" : token, 5000));
+  std::string token;
+  TIERMEM_RETURN_IF_ERROR(OptionFromEnv("TIERMEM_TOKEN", &token));
+  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> c, RemoteClient::Connect(memd.Url("tcp"), token, 5000));
   TIERMEM_ASSIGN_OR_RETURN(RemotePages r, c->Allocate(pages));
   std::vector<uint8_t> buf(pages * 4096);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131 + 7);

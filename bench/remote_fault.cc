@@ -340,7 +340,12 @@ int RemoteFault(int argc, char** argv) {
       "  shows the started memd's log on stderr.");
   if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
   if (pages == 0) pages = 1;
-  if (token.empty() && getenv("TIERMEM_TOKEN") != nullptr) token = getenv("TIERMEM_TOKEN");
+  if (token.empty()) {
+    if (Status s = OptionFromEnv("TIERMEM_TOKEN", &token); !s.ok()) {
+      fprintf(stderr, "tiermem-bench remote-fault: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
   // --server's list: the servers of every pass (the first one's transport is measured bare).
   std::vector<std::string> listed;
   if (!server.empty()) {

@@ -37,6 +37,12 @@ std::vector<OptionInfo> OptionTable();
 // "64K", "1M", "2G", "1T", "4096", "1.5G", "8GiB"; case-insensitive. False on junk or overflow.
 bool ParseSize(std::string_view text, uint64_t* out);
 
+// Option `name`'s value in the environment, checked by the table as the runtime checks it, for
+// tools that read one option themselves (a memory server's token): `*value` is set when the
+// variable is set and valid, left as it is when the variable is unset; InvalidArgument names
+// the variable, the value and what is accepted when the table refuses it.
+Status OptionFromEnv(std::string_view name, std::string* value);
+
 class Options {
  public:
   // Sets option `name` to `value` (text, parsed as the environment would be). Later calls for the

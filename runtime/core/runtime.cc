@@ -47,6 +47,9 @@ std::string Hex(const void* p) {
 
 using internal::Hex;
 
+// The option table's bounds (base/option_checks.h) are those of the parts that take the values.
+static_assert(ProtectTracker::kMaxArmed >= kOptMaxSamplePages);
+
 
 // A page-granular memory_resource on one tier: the upstream of the pool resource that
 // Runtime::Resource hands out.
@@ -91,10 +94,6 @@ Status Runtime::Impl::Init(const Options& o) {
   }
   SetLogLevel(opts_.log_level);
   on_remote_full_ = RemoteFullPolicyOf(opts_);
-  if (opts_.region_size < (64u << 20)) {
-    TM_LOG_WARN("TIERMEM_REGION_SIZE below 64M is too small; using 64M");
-    opts_.region_size = 64u << 20;
-  }
 
   TIERMEM_ASSIGN_OR_RETURN(topo_, DiscoverTopology("/sys"));
   TIERMEM_RETURN_IF_ERROR(ResolveTiers());
@@ -114,15 +113,12 @@ Status Runtime::Impl::Init(const Options& o) {
     pc.on_server_listed = [this](size_t index, const std::string& name) { PublishServer(index, name); };
     pc.token = opts_.token;
     pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
-    pc.replicas = static_cast<uint32_t>(std::min<uint64_t>(opts_.replicas, 1000));
+    pc.replicas = static_cast<uint32_t>(opts_.replicas);  // 1 to kMaxReplicas (the table's range)
     pc.repair_rate = opts_.repair_rate;
     pc.fork_share = strcmp(opts_.fork, "share") == 0;
     pc.code = opts_.remote_code;
-    const char* problem = nullptr;
-    pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch, &problem);
-    if (problem != nullptr) TM_LOG_WARN("TIERMEM_PREFETCH=\"%s\" %s", opts_.prefetch, problem);
-    pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us, &problem);
-    if (problem != nullptr) TM_LOG_WARN("TIERMEM_FAULT_SPIN_US=\"%s\" %s", opts_.fault_spin_us, problem);
+    pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch);
+    pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us);
     pc.region_of = [this](const void* p) { return RegionOf(p); };
     pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
     pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };

@@ -45,28 +45,13 @@ void FillIsal(os::DynLib& lib, IsalApi* t) {
 constexpr const char* kForms =
     "expected k+m such as 4+2: k data pieces (2, 4 or 8) and m parity pieces (1 to 4)";
 
-bool ParseSmall(const std::string& s, uint32_t* out) {
-  if (s.empty() || s.size() > 2) return false;
-  uint32_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + uint32_t(c - '0');
-  }
-  *out = v;
-  return true;
-}
-
 }  // namespace
 
 StatusOr<CodeShape> ParseCodeShape(const std::string& text) {
   if (text.empty()) return CodeShape{};
   const std::string what = "TIERMEM_REMOTE_CODE=\"" + text + "\": ";
-  const size_t plus = text.find('+');
   CodeShape c;
-  if (plus == std::string::npos || !ParseSmall(text.substr(0, plus), &c.k) ||
-      !ParseSmall(text.substr(plus + 1), &c.m)) {
-    return InvalidArgument(what + kForms);
-  }
+  if (!SplitCodeShape(text.c_str(), &c.k, &c.m)) return InvalidArgument(what + kForms);
   if (c.k != 2 && c.k != 4 && c.k != 8) {
     return InvalidArgument(what + std::to_string(c.k) +
                            " data pieces: k must be 2, 4 or 8 (a page splits into k equal pieces)");

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "base/option_checks.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem {
@@ -24,7 +25,7 @@ namespace tiermem {
 // The most pieces of a code (k + m), and the bounds TIERMEM_REMOTE_CODE accepts.
 inline constexpr uint32_t kMaxCodePieces = 12;
 inline constexpr uint32_t kMaxCodeData = 8;    // k: 2, 4 or 8 (a power of two: pieces divide a page)
-inline constexpr uint32_t kMaxCodeParity = 4;  // m: 1 to 4
+inline constexpr uint32_t kMaxCodeParity = kOptMaxCodeParity;  // m: 1 to 4
 
 struct CodeShape {
   uint32_t k = 0;  // data pieces; 0 = no code (replicas instead)

@@ -33,17 +33,9 @@ StatusOr<std::unique_ptr<Pager>> Pager::Start(PagerConfig config) {
   return p;
 }
 
-int64_t FaultSpinFromOption(const char* value, const char** problem) {
-  *problem = nullptr;
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return -1;
-  uint64_t n = 0;
-  const char* c = value;
-  for (; *c >= '0' && *c <= '9' && n <= kMaxFaultSpinUs; ++c) n = n * 10 + static_cast<uint64_t>(*c - '0');
-  if (c == value || *c != '\0' || n > kMaxFaultSpinUs) {
-    *problem = "is not auto or a number of microseconds up to 10000; using auto";
-    return -1;
-  }
-  return static_cast<int64_t>(n);
+int64_t FaultSpinFromOption(const char* value) {
+  int64_t n = -1;
+  return ParseAutoCount(value, kMaxFaultSpinUs, false, &n) ? n : -1;
 }
 
 Status Pager::Init(PagerConfig config) {
@@ -290,6 +282,7 @@ PagerStats Pager::stats() const {
   s.fault_ns = c_->fault_latency.sum_ns.load(std::memory_order_relaxed);
   s.fault_read_ns = c_->fault_read_latency.sum_ns.load(std::memory_order_relaxed);
   s.placement_allocs = placement_allocs_.load(std::memory_order_relaxed);
+  s.repair_passes = repair_passes_.load(std::memory_order_relaxed);
   s.server_file_changes = server_file_changes_.load(std::memory_order_relaxed);
   {
     // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).

@@ -579,6 +579,7 @@ class Pager {
   bool InstallOneAhead(Region& region, uint64_t index, const char* page, bool copied);
   // Every `alloc` NewRange sent (PagerStats::placement_allocs): a round trip each, under io_mu_.
   std::atomic<uint64_t> placement_allocs_{0};
+  std::atomic<uint64_t> repair_passes_{0};  // PagerStats::repair_passes
   // Moves each time a range may have changed from healthy to not or back: a server marked down
   // (MarkDown, any thread), a member restored (the repair thread, io_mu_ held).
   std::atomic<uint64_t> health_gen_{0};

@@ -91,11 +91,11 @@ inline constexpr size_t kMaxServers = 64;
 // No server (placement found none).
 inline constexpr size_t kNoServer = ~size_t{0};
 
-// TIERMEM_FAULT_SPIN_US: "auto" (and "") -1, else the microseconds (at most kMaxFaultSpinUs);
-// anything else -1 with *problem saying why.
-inline constexpr uint64_t kMaxFaultSpinUs = 10'000;
+// TIERMEM_FAULT_SPIN_US, as the option table accepts it (auto or N up to kMaxFaultSpinUs): auto
+// (and "") -1, else the microseconds.
+inline constexpr uint64_t kMaxFaultSpinUs = kOptMaxFaultSpinUs;
 inline constexpr uint64_t kAutoFaultSpinNs = 200'000;  // auto over RDMA
-int64_t FaultSpinFromOption(const char* value, const char** problem);
+int64_t FaultSpinFromOption(const char* value);
 
 struct PagerStats {
   uint64_t faults = 0;           // remote pages fetched by the fault handler
@@ -112,6 +112,7 @@ struct PagerStats {
   uint64_t servers_down = 0;     // servers down now (marked down, not back again)
   uint64_t repaired_pages = 0;   // page copies made by the repair thread (replicas restored)
   uint64_t degraded_pages = 0;   // pages in use with fewer than `replicas` copies now
+  uint64_t repair_passes = 0;    // passes the repair thread made over them (copies made or not)
   uint64_t failovers = 0;        // reads that turned to another replica
   uint64_t fault_ns = 0;         // summed over faults: userfaultfd report to the page installed
   uint64_t fault_read_ns = 0;    // of which the read: posted to its reply in
@@ -137,7 +138,7 @@ struct PagerServerStats {
 };
 
 // The most copies TIERMEM_REPLICAS may ask for.
-inline constexpr uint32_t kMaxReplicas = 4;
+inline constexpr uint32_t kMaxReplicas = kOptMaxReplicas;
 // The most members of a group: replicas, or the pieces of an erasure code.
 inline constexpr uint32_t kMaxMembers = kMaxCodePieces;
 static_assert(kMaxMembers >= kMaxReplicas && kMaxMembers <= 16, "a read's cookie keeps the member in 4 bits");

@@ -56,6 +56,7 @@ void Pager::RepairLoop() {
     }
     CountDebt();
     while (!repair_stop_.load(std::memory_order_relaxed) && RepairOne()) CountDebt();
+    repair_passes_.fetch_add(1, std::memory_order_relaxed);
     lock.lock();
   }
 }

@@ -5,18 +5,10 @@
 
 namespace tiermem {
 
-uint32_t Prefetcher::WindowFromOption(const char* value, const char** problem) {
-  *problem = nullptr;
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return kAutoWindow;
-  if (std::strcmp(value, "off") == 0) return 0;
-  uint64_t n = 0;
-  const char* c = value;
-  for (; *c >= '0' && *c <= '9' && n <= kMaxWindow; ++c) n = n * 10 + static_cast<uint64_t>(*c - '0');
-  if (c == value || (*c != '\0' && n <= kMaxWindow)) {
-    *problem = "is not auto, off or a number of pages; using auto";
-    return kAutoWindow;
-  }
-  return static_cast<uint32_t>(std::min<uint64_t>(n, kMaxWindow));
+uint32_t Prefetcher::WindowFromOption(const char* value) {
+  int64_t n = -1;
+  if (!ParseAutoCount(value, kMaxWindow, true, &n) || n < 0) return kAutoWindow;
+  return static_cast<uint32_t>(n);
 }
 
 Prefetcher::Stream& Prefetcher::Find(uint32_t tid, uintptr_t region) {

@@ -29,6 +29,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/option_checks.h"
+
 namespace tiermem {
 
 class Prefetcher {
@@ -63,7 +65,7 @@ class Prefetcher {
   uint32_t max_window() const { return max_window_; }
 
   static constexpr uint32_t kAutoWindow = 32;
-  static constexpr uint32_t kMaxWindow = 128;  // half a fault batch's staging
+  static constexpr uint32_t kMaxWindow = kOptMaxPrefetch;  // half a fault batch's staging
   // A strided window's pages cost the fault handler one UFFDIO_COPY each (a sequential part is
   // one copy for all its pages), so a strided window takes longer to install and its reader
   // more often runs past the windows asked for; twice the requests in flight keep it ahead
@@ -78,9 +80,9 @@ class Prefetcher {
     const uint32_t cap = max_window > kMaxWindow ? max_window : kMaxWindow;
     return max_window * kStrideWindowFactor < cap ? max_window * kStrideWindowFactor : cap;
   }
-  // TIERMEM_PREFETCH's value as a window: "auto" kAutoWindow, "off" or "0" none, N up to
-  // kMaxWindow (larger is capped). Anything else: kAutoWindow, and `*problem` says why.
-  static uint32_t WindowFromOption(const char* value, const char** problem);
+  // TIERMEM_PREFETCH's value, as the option table accepts it (auto, off or N up to kMaxWindow),
+  // as a window: auto kAutoWindow, off or 0 none, else N.
+  static uint32_t WindowFromOption(const char* value);
 
  private:
   struct Stream {

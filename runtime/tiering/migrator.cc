@@ -19,11 +19,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
                                        AccessSampler* uffd_sampler) {
   TieringConfig c;
   c.page_size = page_size;
-  std::string mode = o.sample_mode;
-  if (mode != "auto" && mode != "protect" && mode != "uffd" && mode != "faults" && mode != "off") {
-    c.mode_note = "TIERMEM_SAMPLE_MODE=\"" + mode + "\" is not auto, protect, uffd, faults or off; using auto";
-    mode = "auto";
-  }
+  std::string mode = o.sample_mode;  // one of the table's choices, in lower case
   if (mode == "uffd" && uffd_sampler == nullptr) {
     c.mode_note = "TIERMEM_SAMPLE_MODE=uffd needs the remote tier's userfaultfd with write-protect and "
                   "kernel-mode faults (TIERMEM_REMOTE set, a reachable memory server, kernel 5.7+, not "

@@ -114,7 +114,7 @@ cluster_up() {  # cluster_up N MEMD CAPACITY [MEMD ARGS...]
     CLUSTER_PIDS[k]=$!
   done
   for k in $(seq "$n"); do
-    for _ in $(seq 100); do
+    for _ in $(seq 1200); do  # at most 60 s
       [ -s "$CLUSTER_WORK/port$k" ] && break
       sleep 0.05
     done

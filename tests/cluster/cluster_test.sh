@@ -31,8 +31,8 @@
 #                 decoded from the four hosts left.
 #   replicated_loss_under_load / replicated_cut_under_load   TIERMEM_REPLICAS=2, 1 GiB stored
 #                 (memds of 2 GiB each: the two left hold every copy), then read back by 8
-#                 threads, each page once, at random (a fault per page, prefetching off); 2 s into
-#                 the read-back host 2's memd is killed (SIGKILL) / its link cut. The program
+#                 threads, each page once, at random (a fault per page, prefetching off); a tenth of
+#                 the way into the read-back host 2's memd is killed (SIGKILL) / its link cut. The program
 #                 runs on and every byte verifies; hosts 1 and 3 hold as many copies as the three
 #                 did (the time it took is printed, from the failure), and the read-back's time
 #                 is printed.
@@ -58,7 +58,7 @@ replicas=1
 code=""
 prefetch=auto
 start_program() {  # the program (mib MiB) in the client namespace, in the background; sets prog_pid
-  rm -f "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go"
+  rm -f "$CLUSTER_WORK/ready" "$CLUSTER_WORK/go" "$CLUSTER_WORK/go.reading"
   rm -f "$CLUSTER_WORK/stats.json"
   cluster_exec_client timeout -s KILL "$prog_timeout" env TIERMEM_LOG=warn TIERMEM_REMOTE="$1" TIERMEM_REPLICAS=$replicas \
     TIERMEM_REMOTE_CODE="$code" \
@@ -222,10 +222,17 @@ case $case in
     before=$copies
     [ "$before" -ge $((2 * 250000)) ] || fail "only $before page copies on the three hosts (2 x 1 GiB expected)"
     echo "$before page copies on the three hosts"
+    rm -f "$CLUSTER_WORK/go.reading"
     touch "$CLUSTER_WORK/go"
     read_start=$(date +%s%N)
-    sleep 2
-    kill -0 "$prog_pid" 2> /dev/null || fail "the read-back ended within 2 s: nothing was read while a host failed"
+    # A host fails once a tenth of the pages are read back (pattern.c makes go.reading then).
+    for _ in $(seq 1200); do  # at most 120 s
+      [ -e "$CLUSTER_WORK/go.reading" ] && break
+      kill -0 "$prog_pid" 2> /dev/null || break
+      sleep 0.1
+    done
+    [ -e "$CLUSTER_WORK/go.reading" ] || fail "the read-back did not get a tenth of the way in 120 s"
+    kill -0 "$prog_pid" 2> /dev/null || fail "the read-back ended before a host failed: nothing was read while it did"
     if [ "$case" = replicated_loss_under_load ]; then cluster_kill 2; else cluster_cut 2; fi
     start=$(date +%s%N)
     wait_restored "$before" 120

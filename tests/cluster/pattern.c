@@ -3,7 +3,8 @@
 // most of it lives on the memory servers. With READY and GO, it creates the file READY once
 // everything is written and waits (at most 30 s) for the file GO before reading back: the test
 // inspects or breaks the servers in between. With THREADS (1-64), that many threads read back at
-// once, each its share of the 4 KiB pages in one random order (a fault per page, at random).
+// once, each its share of the 4 KiB pages in one random order (a fault per page, at random), and
+// the file GO.reading is created once a tenth of the pages are read: the read-back is under way.
 // Prints "stored N MiB" and "verified N bytes, B bad words"; exits 0 when B is 0, 1 when not,
 // 2 on bad arguments or a failed malloc, 3 when GO never appears.
 #include <pthread.h>
@@ -26,12 +27,19 @@ struct Reader {
   uint64_t bad;
 };
 
+static const char* g_reading_file;  // created once a tenth of the pages are read (NULL: none)
+static size_t g_pages_read;
+
 static void* ReadShare(void* arg) {
   struct Reader* r = arg;
   for (size_t k = r->first; k < r->pages; k += r->step) {
     const uint64_t c = r->order[k] / kChunkPages, p = r->order[k] % kChunkPages;
     const uint64_t* w = r->chunks[c] + p * kPageWords;
     for (size_t i = 0; i < kPageWords; ++i) r->bad += w[i] != Word(c, p * kPageWords + i);
+    if (__atomic_add_fetch(&g_pages_read, 1, __ATOMIC_RELAXED) == r->pages / 10 && g_reading_file != NULL) {
+      FILE* f = fopen(g_reading_file, "w");
+      if (f != NULL) fclose(f);
+    }
   }
   return NULL;
 }
@@ -107,6 +115,10 @@ int main(int argc, char** argv) {
   }
   uint64_t bad = 0;
   if (threads > 0) {
+    char reading[4096];
+    if (argc >= 4 && snprintf(reading, sizeof(reading), "%s.reading", argv[3]) < (int)sizeof(reading)) {
+      g_reading_file = reading;
+    }
     bad = ReadBackAtRandom(chunks, mib, threads);
   } else {
     for (long c = 0; c < mib; ++c) {

@@ -148,7 +148,7 @@ TEST(MemdClients, TiermemctlMemdListsBothClients) {
   // connection close (after the client's goodbye, on memd's side: ask again, within a bound).
   a.reset();
   StatusOr<RemoteServerClients> list = b->ListClients();
-  for (int i = 0; i < 500 && list.ok() && (list->sessions.size() != 1 || list->reserved_pages != 256); ++i) {
+  for (int i = 0; i < 6000 && list.ok() && (list->sessions.size() != 1 || list->reserved_pages != 256); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     list = b->ListClients();
   }

@@ -22,7 +22,7 @@ fail() { echo "FAIL: $*"; [ -n "${work:-}" ] && cat "$work"/*.log 2> /dev/null |
 start_memd() {
   "$memd" --listen 127.0.0.1:0 --port-file "$work/memd.port" --capacity 1G --no-rdma "$@" 2> "$work/memd.log" &
   memd_pid=$!
-  for _ in $(seq 200); do [ -s "$work/memd.port" ] && break; sleep 0.05; done
+  for _ in $(seq 1200); do [ -s "$work/memd.port" ] && break; sleep 0.05; done
   [ -s "$work/memd.port" ] || fail "tiermem-memd did not start"
   memd_port=$(cat "$work/memd.port")
 }

@@ -15,7 +15,7 @@ start_target 48 16M metrics
 
 "$ctl" serve-metrics --listen 127.0.0.1:0 --port-file "$work/serve.port" --timeout-ms 300 > "$work/serve.log" 2>&1 &
 serve_pid=$!
-for _ in $(seq 200); do [ -s "$work/serve.port" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -s "$work/serve.port" ] && break; sleep 0.05; done
 [ -s "$work/serve.port" ] || fail "serve-metrics did not start"
 port=$(cat "$work/serve.port")
 grep -q "serving /metrics on http://127.0.0.1:$port/metrics" "$work/serve.log" || fail "serve-metrics: $(cat "$work/serve.log")"

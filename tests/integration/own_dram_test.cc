@@ -76,10 +76,17 @@ FillRun FillUnderLimit(testing::MemdProcess& memd) {
     }
   };
   read_prefix_until_quiet();
-  // Relief's rounds settle (one interval is 20 ms; a loaded machine takes longer). Then the
-  // prefix again until a pass brings nothing in, and DRAM is read at once: a round that ran in
-  // the pause may have moved part of the idle prefix out (a clean-clone CI run read 47.3 MiB).
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Relief settles: two policy rounds pass in which it moves no page (however long a loaded
+  // machine makes them). Then the prefix again until a pass brings nothing in, and DRAM is read
+  // at once: a round that ran in the pause may have moved part of the idle prefix out (a
+  // clean-clone CI run read 47.3 MiB).
+  RuntimeCounters mark = (*rt)->Counters();
+  const bool settled = testing::WaitFor([&] {
+    const RuntimeCounters c = (*rt)->Counters();
+    if (c.budget_relief_pages != mark.budget_relief_pages) mark = c;  // moved pages: count again
+    return c.policy_rounds >= mark.policy_rounds + 2;
+  }, 60);
+  EXPECT_TRUE(settled) << "relief did not settle, or no policy round ran, in 60 s";
   read_prefix_until_quiet();
   out.own_bytes = (*rt)->Counters().runtime_own_bytes;
   out.heap_bytes = os::LibcHeapBytes();

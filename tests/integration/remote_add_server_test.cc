@@ -31,7 +31,14 @@ using testing::MemdProcess;
 using namespace testing::groups;  // NOLINT: the helpers of remote_groups_util.h
 
 // Polls `done` for at most 10 s.
-bool WaitFor(const std::function<bool()>& done) { return testing::WaitFor(done, 10); }
+bool WaitFor(const std::function<bool()>& done) { return testing::WaitFor(done, 60); }
+
+// Waits for two passes of the repair thread (a loaded machine makes them later), so what it
+// could not do is seen not done, rather than not yet tried.
+bool WaitRepairPasses(Pager& pager) {
+  const uint64_t passes = pager.stats().repair_passes;
+  return WaitFor([&] { return pager.stats().repair_passes >= passes + 2; });
+}
 
 bool Connected(Pager& pager, size_t k) {
   auto st = pager.server_stats();
@@ -103,8 +110,10 @@ TEST(RemoteServers, AServerAddedAfterALossRestoresTheCopiesThatHadNowhereToGo) {
   ASSERT_EQ(data.size(), 2u);
   b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a repair round or more
+  const uint64_t repaired = pager.stats().repaired_pages;
+  ASSERT_TRUE(WaitRepairPasses(pager)) << "the repair thread made no pass in 60 s";
   EXPECT_GE(pager.stats().degraded_pages, 1024u) << "repaired with nowhere to put the copies?";
+  EXPECT_EQ(pager.stats().repaired_pages, repaired) << "copies made with no third server";
 
   ASSERT_TRUE(rt->AddRemoteServer(c.url()).ok());
   ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
@@ -197,8 +206,10 @@ TEST(RemoteServers, AServerTakenOutOfTheFileGetsNoReplacementCopiesUntilItIsPutB
   EXPECT_EQ(pager.server_stats()[2].pages, 0u);
   b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a repair round or more
+  const uint64_t repaired = pager.stats().repaired_pages;
+  ASSERT_TRUE(WaitRepairPasses(pager)) << "the repair thread made no pass in 60 s";
   EXPECT_EQ(pager.server_stats()[2].pages, 0u) << "the repair copied to a server taken out";
+  EXPECT_EQ(pager.stats().repaired_pages, repaired) << "copies made with no server to take them";
   EXPECT_GE(pager.stats().degraded_pages, 1024u);
   WriteWhole(path, a.url() + "," + c.url() + "\n");
   ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";

@@ -16,6 +16,7 @@
 #include "backends/remote/transport.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tests/integration/test_util.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem::testing::groups {
@@ -41,11 +42,7 @@ inline uint32_t MemdSessions(const MemdProcess& memd) { return MemdStatsOf(memd)
 
 // Waits (at most 20 s) until no page in use has fewer copies than asked.
 inline bool WaitRepaired(Pager& pager) {
-  for (int i = 0; i < 400; ++i) {
-    if (pager.stats().degraded_pages == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return testing::WaitFor([&] { return pager.stats().degraded_pages == 0; }, 60);
 }
 
 struct Data {
@@ -80,9 +77,10 @@ inline size_t BadPages(const std::vector<Data>& data, uint64_t salt = 0) {
   return bad;
 }
 
-// Evicts single new pages until server `k` is found down (an eviction meets it), at most 2 s.
+// Evicts single new pages until server `k` is found down (an eviction meets it), at most about
+// 60 s (3000 pages).
 inline bool EvictUntilDown(Runtime& rt, Pager& pager, size_t k) {
-  for (int i = 0; i < 100 && !pager.server_stats()[k].down; ++i) {
+  for (int i = 0; i < 3000 && !pager.server_stats()[k].down; ++i) {
     auto p = rt.Allocate(kGroupPage, Tier::kRemote);
     if (!p.ok()) return false;
     memset(*p, 1, kGroupPage);

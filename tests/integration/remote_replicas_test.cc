@@ -133,10 +133,10 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
   // The stats block (what tiermemctl stat shows) says the same; its count of pages short of a
   // replica is published by the repair thread after each range it restores.
   StatusOr<ProcessStats> ps = ReadProcessStats(getpid());
-  for (int i = 0; i < 100 && ps.ok() && ps->remote_degraded_pages != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  testing::WaitFor([&] {
     ps = ReadProcessStats(getpid());
-  }
+    return !ps.ok() || ps->remote_degraded_pages == 0;
+  }, 60);
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
   EXPECT_EQ(ps->remote_servers_down, 1u);
   EXPECT_EQ(ps->remote_degraded_pages, 0u);
@@ -165,7 +165,7 @@ TEST(RemoteReplicas, AServerThatComesBackTakesNewPagesOnceItsCopiesAreRestored) 
   // b again, on its old address: the repair thread connects within a second or two (a new
   // session: nothing of the old one is read).
   ASSERT_TRUE(m.b.Start({"--capacity", "128M", "--no-rdma"}, "", port));
-  for (int i = 0; i < 100 && pager.server_stats()[1].down; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  testing::WaitFor([&] { return !pager.server_stats()[1].down; }, 60);
   ASSERT_FALSE(pager.server_stats()[1].down) << "b did not come back";
   EXPECT_EQ(pager.stats().servers_down, 0u);
   EXPECT_EQ(pager.server_stats()[1].pages, 0u);
@@ -265,7 +265,7 @@ TEST(RemoteReplicas, AfterALossWithNoRoomAFullTierIsSeenWithoutAskingTheServersP
   b.Stop(SIGKILL);
   EXPECT_EQ(BadPages(data), 0u);  // every page read back, b's copies from the other replica
   // Found down by a read, or else by the repair thread's probe (once a second while idle).
-  for (int i = 0; i < 100 && !pager.server_stats()[1].down; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  testing::WaitFor([&] { return pager.server_stats()[1].down; }, 60);
   ASSERT_TRUE(pager.server_stats()[1].down);
   EXPECT_GT(pager.stats().degraded_pages, 0u);
   // Every other run freed: free slots again, in groups of c with a (room for new pages) and of

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "runtime/paging/pager.h"
 #include "runtime/tiering/tracker.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tests/integration/test_util.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -312,14 +314,20 @@ TEST_F(RemoteWriter, BackgroundEvictionsReturnAtOnceAndTheirWaitSettlesThem) {
   EXPECT_EQ(impl->TierPages(Tier::kDram), kPages);  // still here until their writes are in
 
   std::atomic<bool> settled{false};
+  std::atomic<pid_t> waiter_tid{0};
   uint64_t became = 0;
   Status st;
   std::thread waiter([&] {
+    waiter_tid = gettid();
     st = impl->WaitEvictions(&became);
     settled = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(settled.load());  // waits for memd's acknowledgements
+  // The waiter in the call and asleep there (however late a loaded machine runs it), not done:
+  // it waits for memd's acknowledgements.
+  EXPECT_TRUE(testing::WaitFor([&] { return waiter_tid.load() != 0; }, 60));
+  const bool asleep = testing::WaitFor([&] { return settled.load() || testing::ThreadAsleep(waiter_tid.load()); }, 60);
+  EXPECT_TRUE(asleep);
+  EXPECT_FALSE(settled.load()) << "the wait returned while memd could acknowledge nothing";
   ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
   waiter.join();
   ASSERT_TRUE(st.ok()) << st.ToString();

@@ -22,6 +22,7 @@
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_memd_fixture.h"
+#include "tests/integration/test_util.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -289,7 +290,11 @@ TEST(SoftSampler, ThreadsUsingBuffersUnderConstantArmingSeeEveryByte) {
   uint64_t seen = 0;
   for (size_t r = 0; r < kRounds; ++r) {
     rig.sampler->Arm(all);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // The threads work on armed pages before the round is collected (however late a loaded
+    // machine runs them): a round with no access in it would test nothing.
+    const uint64_t ops_at_arm = ops.load();
+    const bool worked = testing::WaitFor([&] { return ops.load() >= ops_at_arm + kThreads || bad.load() != 0; }, 60);
+    EXPECT_TRUE(worked) << "no operation in 60 s";
     std::vector<AccessSample> got;
     rig.sampler->Collect(r, &got);
     seen += got.size();

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/remote_memd_fixture.h"
+#include "tests/integration/test_util.h"
 #include "tiermem/stats.hpp"
 #include "tiermem/tiermem.hpp"
 
@@ -148,7 +149,14 @@ TEST(StatsBlock, StatsFileGetsJsonLinesAndATimeline) {
   auto p = (*rt)->Allocate(16 * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok());
   memset(*p, 7, 16 * kPage);
-  usleep(150 * 1000);
+  auto count_lines = [&] {
+    std::ifstream in(file);
+    std::string l;
+    int n = 0;
+    while (std::getline(in, l)) n += !l.empty() && l.back() == '}';  // whole lines only
+    return n;
+  };
+  ASSERT_TRUE(testing::WaitFor([&] { return count_lines() >= 2; }, 60)) << "no timeline lines in 60 s";
   ASSERT_TRUE((*rt)->Stop().ok());
   std::ifstream f(file);
   std::string line;

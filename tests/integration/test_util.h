@@ -3,7 +3,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <thread>
+
+#include <sys/types.h>
 
 namespace tiermem::testing {
 
@@ -31,6 +35,17 @@ bool WaitFor(F pred, int seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return pred();
+}
+
+// Whether thread `tid` of this process is asleep (blocked in the kernel: state S or D in
+// /proc/self/task/<tid>/stat), to tell a thread that waits from one not yet scheduled.
+inline bool ThreadAsleep(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const size_t paren = stat.rfind(')');  // the name may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < stat.size() &&
+         (stat[paren + 2] == 'S' || stat[paren + 2] == 'D');
 }
 
 inline uint64_t Checksum(const void* p, size_t bytes) {

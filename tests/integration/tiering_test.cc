@@ -384,8 +384,11 @@ TEST(TieringTest, PagesInUseOutlastAScanOfNewPages) {
     size_t n = 0;
     for (auto& l : *loc) n += l.tier == Tier::kDram && l.resident;
     kept.push_back(n);
-    // A few of the policy's rounds (20 ms each) see this round's samples before the next.
-    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    // A few of the policy's rounds see this round's samples before the next (at least two
+    // whole rounds begun after the touches, however long a loaded machine makes them).
+    const uint64_t rounds_before = (*rt)->Counters().policy_rounds;
+    ASSERT_TRUE(testing::WaitFor([&] { return (*rt)->Counters().policy_rounds >= rounds_before + 3; }, 60))
+        << "the policy thread ran no rounds in 60 s";
   }
   std::string trace;
   for (size_t n : kept) trace += " " + std::to_string(n);

@@ -29,7 +29,7 @@ extra=()
 if [ "$mode" = remote ]; then
   "$memd" --listen 127.0.0.1:0 --port-file "$work/port" --capacity "${MEMD_CAPACITY:-2G}" 2> "$work/memd.log" &
   memd_pid=$!
-  for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+  for _ in $(seq 1200); do [ -s "$work/port" ] && break; sleep 0.05; done
   [ -s "$work/port" ] || { echo "FAIL: tiermem-memd did not start"; cat "$work/memd.log"; exit 1; }
   extra=(TIERMEM_REMOTE="tcp://127.0.0.1:$(cat "$work/port")" TIERMEM_DRAM_LIMIT="${DRAM_LIMIT:-16M}"
          TIERMEM_STATS=stderr)

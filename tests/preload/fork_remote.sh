@@ -15,7 +15,7 @@ trap 'rm -rf "$work"; [ -n "${memd_pid:-}" ] && kill "$memd_pid" 2>/dev/null; wa
 fail() { echo "FAIL ($mode): $*"; echo "--- stdout"; cat "$work/out"; echo "--- stderr"; head -40 "$work/err"; exit 1; }
 "$memd" --listen 127.0.0.1:0 --port-file "$work/port" --capacity 256M 2> "$work/memd.log" &
 memd_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -s "$work/port" ] && break; sleep 0.05; done
 [ -s "$work/port" ] || { echo "FAIL: tiermem-memd did not start"; cat "$work/memd.log"; exit 1; }
 env TIERMEM_LOG=warn TIERMEM_REMOTE="tcp://127.0.0.1:$(cat "$work/port")" TIERMEM_DRAM_LIMIT=16M \
   TIERMEM_FORK="$mode" LD_PRELOAD="$lib" "$prog" 96 16 > "$work/out" 2> "$work/err"

@@ -26,8 +26,8 @@ redis-cli -s "$sock" ping > /dev/null 2>&1 || { echo "FAIL: redis-server did not
 [[ $(redis-cli -s "$sock" debug populate 50000 key 1000) == OK ]] || { echo "FAIL: DEBUG POPULATE"; exit 1; }
 field() { sed -n "s/^$1://p" <<< "$info"; }
 # redis reads the allocator_* fields in its cron (every 100 ms), so an INFO right after the
-# populate can show the figures from before it: ask again for up to 5 s.
-for _ in $(seq 50); do
+# populate can show the figures from before it: ask again for up to 30 s.
+for _ in $(seq 300); do
   info=$(redis-cli -s "$sock" info memory | tr -d '\r')
   used=$(field used_memory) allocated=$(field allocator_allocated)
   [[ -n $used && -n $allocated ]] || { echo "FAIL: INFO memory lacks the fields"; echo "$info"; exit 1; }

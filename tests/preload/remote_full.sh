@@ -22,7 +22,7 @@ start_memd() {  # start_memd CAPACITY [memd args...]
   shift
   "$memd" --listen 127.0.0.1:0 --port-file "$work/port" --capacity "$cap" "$@" 2> "$work/memd.log" &
   memd_pid=$!
-  for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+  for _ in $(seq 1200); do [ -s "$work/port" ] && break; sleep 0.05; done
   [ -s "$work/port" ] || { echo "FAIL: tiermem-memd did not start"; cat "$work/memd.log"; exit 1; }
   remote="tcp://127.0.0.1:$(cat "$work/port")"
 }

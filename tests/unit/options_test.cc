@@ -1,10 +1,13 @@
 #include "base/options.h"
 #include "runtime/paging/pager.h"
+#include "runtime/paging/prefetch.h"
+#include "tests/unit/options_capture.h"
 #include "tiermem/options.hpp"
 
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
 #include <string>
 
@@ -63,30 +66,12 @@ TEST(OptionTable, DefaultsParse) {
   EXPECT_EQ(v.log_level, LogLevel::kWarn);
 }
 
-// Runs LoadOptionsFromEnv with stderr captured into a pipe.
-std::string LoadCapturingWarnings(OptionValues* v) {
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  int saved = dup(2);
-  dup2(fds[1], 2);
-  LoadOptionsFromEnv(v);
-  dup2(saved, 2);
-  close(saved);
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t r;
-  while ((r = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(r));
-  close(fds[0]);
-  return out;
-}
-
 TEST(OptionsFromEnv, GoodValuesApply) {
   setenv("TIERMEM_DRAM_LIMIT", "512M", 1);
   setenv("TIERMEM_ALLOW_FALLBACK", "true", 1);
   setenv("TIERMEM_REMOTE", "tcp://127.0.0.1:7471", 1);
   OptionValues v;
-  std::string warnings = LoadCapturingWarnings(&v);
+  std::string warnings = testing::LoadCapturingWarnings(&v);
   unsetenv("TIERMEM_DRAM_LIMIT");
   unsetenv("TIERMEM_ALLOW_FALLBACK");
   unsetenv("TIERMEM_REMOTE");
@@ -103,7 +88,7 @@ TEST(OptionsFromEnv, BadValueWarnsOnceAndKeepsDefault) {
   std::string long_value(2000, 'x');
   setenv("TIERMEM_TOKEN", long_value.c_str(), 1);
   OptionValues v;
-  std::string warnings = LoadCapturingWarnings(&v);
+  std::string warnings = testing::LoadCapturingWarnings(&v);
   unsetenv("TIERMEM_DRAM_LIMIT");
   unsetenv("TIERMEM_ALLOW_FALLBACK");
   unsetenv("TIERMEM_REGION_SIZ");
@@ -111,7 +96,7 @@ TEST(OptionsFromEnv, BadValueWarnsOnceAndKeepsDefault) {
   EXPECT_EQ(v.dram_limit, 0u);
   EXPECT_FALSE(v.allow_fallback);
   EXPECT_STREQ(v.token, "");
-  EXPECT_NE(warnings.find("TIERMEM_DRAM_LIMIT=\"lots\" is not a valid value"), std::string::npos)
+  EXPECT_NE(warnings.find("TIERMEM_DRAM_LIMIT=\"lots\" is not a valid value (expected a size"), std::string::npos)
       << warnings;
   EXPECT_NE(warnings.find("TIERMEM_ALLOW_FALLBACK"), std::string::npos);
   EXPECT_NE(warnings.find("TIERMEM_REGION_SIZ is not a tiermem option"), std::string::npos);
@@ -122,25 +107,27 @@ TEST(OptionsFromEnv, BadValueWarnsOnceAndKeepsDefault) {
   EXPECT_EQ(lines, 4u) << warnings;
 }
 
-// An option with a fixed set of values (TIERMEM_ON_REMOTE_FULL): one of them applies, anything
-// else warns once and keeps the default, like a bad value of any other kind.
+// An option with a fixed set of values (TIERMEM_ON_REMOTE_FULL): one of them applies, in any
+// case; anything else warns once and keeps the default, like a bad value of any other kind.
 TEST(OptionsFromEnv, ChoiceOptionTakesOnlyItsValues) {
   OptionValues v;
   LoadDefaultOptions(&v);
   EXPECT_EQ(RemoteFullPolicyOf(v), RemoteFullPolicy::kOvercommit);
   EXPECT_FALSE(v.remote_required);
-  setenv("TIERMEM_ON_REMOTE_FULL", "fail", 1);
+  setenv("TIERMEM_ON_REMOTE_FULL", "Fail", 1);
   setenv("TIERMEM_REMOTE_REQUIRED", "1", 1);
-  std::string warnings = LoadCapturingWarnings(&v);
+  std::string warnings = testing::LoadCapturingWarnings(&v);
   EXPECT_EQ(warnings, "");
   EXPECT_EQ(RemoteFullPolicyOf(v), RemoteFullPolicy::kFail);
+  EXPECT_STREQ(v.on_remote_full, "fail");
   EXPECT_TRUE(v.remote_required);
-  for (const char* bad : {"Fail", "overcommitx", "fai", "", "overcommit|fail"}) {
+  for (const char* bad : {"overcommitx", "fai", "", "overcommit|fail"}) {
     setenv("TIERMEM_ON_REMOTE_FULL", bad, 1);
-    warnings = LoadCapturingWarnings(&v);
+    warnings = testing::LoadCapturingWarnings(&v);
     EXPECT_EQ(RemoteFullPolicyOf(v), RemoteFullPolicy::kOvercommit) << bad;
     EXPECT_NE(warnings.find("TIERMEM_ON_REMOTE_FULL=\"" + std::string(bad) +
-                            "\" is not a valid value; using the default \"overcommit\""),
+                            "\" is not a valid value (expected one of overcommit|fail); using the "
+                            "default \"overcommit\""),
               std::string::npos)
         << warnings;
   }
@@ -151,22 +138,44 @@ TEST(OptionsFromEnv, ChoiceOptionTakesOnlyItsValues) {
   EXPECT_FALSE(Options().Set("on_remote_full", "sometimes").status().ok());
 }
 
-TEST(FaultSpinOption, AutoNumbersAndJunk) {
-  const char* problem = nullptr;
-  EXPECT_EQ(FaultSpinFromOption("auto", &problem), -1);
-  EXPECT_EQ(problem, nullptr);
-  EXPECT_EQ(FaultSpinFromOption("", &problem), -1);
-  EXPECT_EQ(problem, nullptr);
-  EXPECT_EQ(FaultSpinFromOption("0", &problem), 0);
-  EXPECT_EQ(problem, nullptr);
-  EXPECT_EQ(FaultSpinFromOption("150", &problem), 150);
-  EXPECT_EQ(FaultSpinFromOption("10000", &problem), 10000);
-  EXPECT_EQ(problem, nullptr);
-  for (const char* bad : {"10001", "99999999999999999999", "50us", "-1", "off"}) {
-    problem = nullptr;
-    EXPECT_EQ(FaultSpinFromOption(bad, &problem), -1) << bad;
-    EXPECT_NE(problem, nullptr) << bad;
+// Values are case-insensitive where they are words, and stored in the form the runtime reads.
+TEST(SetOption, WordsInAnyCaseAreStoredInLowerCase) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"on_remote_full", "FAIL"}, {"fork", "Fetch"},        {"sample_mode", "Protect"},
+      {"prefetch", "OFF"},        {"fault_spin_us", "Auto"}, {"cxl_nodes", "None"},
+      {"dram_nodes", "AUTO"},
+  };
+  for (const auto& [name, value] : cases) {
+    const OptionSpec* spec = FindOption(name);
+    ASSERT_NE(spec, nullptr) << name;
+    OptionValues v;
+    LoadDefaultOptions(&v);
+    ASSERT_TRUE(SetOption(&v, *spec, value)) << name << "=" << value;
+    std::string lower = value;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    EXPECT_STREQ(reinterpret_cast<const char*>(&v) + spec->offset, lower.c_str()) << name;
+    EXPECT_TRUE(Options().Set(name, value).status().ok()) << name;
   }
+  // A memory server's scheme is a word; its host and the rest keep their case.
+  OptionValues v;
+  ASSERT_TRUE(SetOption(&v, *FindOption("remote"), "TCP://Host-A:7471,Rdma://10.0.0.2"));
+  EXPECT_STREQ(v.remote, "tcp://Host-A:7471,rdma://10.0.0.2");
+  ASSERT_TRUE(SetOption(&v, *FindOption("log"), "DEBUG"));
+  EXPECT_EQ(v.log_level, LogLevel::kDebug);
+}
+
+// The runtime's conversions of values the table accepted.
+TEST(OptionConversions, PrefetchAndFaultSpin) {
+  EXPECT_EQ(FaultSpinFromOption("auto"), -1);
+  EXPECT_EQ(FaultSpinFromOption(""), -1);
+  EXPECT_EQ(FaultSpinFromOption("0"), 0);
+  EXPECT_EQ(FaultSpinFromOption("150"), 150);
+  EXPECT_EQ(FaultSpinFromOption("10000"), 10000);
+  EXPECT_EQ(Prefetcher::WindowFromOption("auto"), Prefetcher::kAutoWindow);
+  EXPECT_EQ(Prefetcher::WindowFromOption("off"), 0u);
+  EXPECT_EQ(Prefetcher::WindowFromOption("0"), 0u);
+  EXPECT_EQ(Prefetcher::WindowFromOption("128"), 128u);
+  EXPECT_EQ(Prefetcher::WindowFromOption("7"), 7u);
 }
 
 }  // namespace

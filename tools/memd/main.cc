@@ -9,6 +9,7 @@
 
 #include "base/net.h"
 #include "base/options.h"
+#include "tiermem/options.hpp"
 #include "tools/memd/server.h"
 
 using tiermem::memd::MemdLog;
@@ -96,8 +97,9 @@ int main(int argc, char** argv) {
       MemdLog("error", "--token-file %s is empty", token_file.c_str());
       return 2;
     }
-  } else if (const char* t = std::getenv("TIERMEM_TOKEN"); t != nullptr && *t != '\0') {
-    o.token = t;
+  } else if (tiermem::Status s = tiermem::OptionFromEnv("TIERMEM_TOKEN", &o.token); !s.ok()) {
+    MemdLog("error", "%s", s.message().c_str());  // a token clients would not present
+    return 2;
   }
   if (o.token.size() > tiermem::remote::proto::kMaxTokenBytes) {
     MemdLog("error", "the token is longer than %zu bytes", tiermem::remote::proto::kMaxTokenBytes);

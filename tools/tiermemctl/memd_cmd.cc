@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tiermem/options.hpp"
 #include "tiermem/remote.hpp"
 #include "tools/tiermemctl/commands.h"
 
@@ -43,8 +44,11 @@ bool ResolveToken(const MemdArgs& a, std::string* token) {
     }
     return true;
   }
-  const char* env = std::getenv("TIERMEM_TOKEN");
-  *token = env != nullptr ? env : "";
+  token->clear();
+  if (Status s = OptionFromEnv("TIERMEM_TOKEN", token); !s.ok()) {
+    std::fprintf(stderr, "tiermemctl: %s\n", s.message().c_str());
+    return false;
+  }
   return true;
 }
 
