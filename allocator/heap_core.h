@@ -7,8 +7,13 @@
 //   large requests (> kMaxSmall): page runs       page heap: 4 MiB segments from the runtime,
 //   straight from Runtime::Impl::Allocate          cut into spans of 64 KiB granules
 //
-// A free from any thread goes to that thread's cache (no global lock, no owner to notify);
-// objects flow back to their span when a cache overflows a batch and the transfer cache is full.
+// Each thread carves fresh objects from spans of its own (one per class: ThreadCache::carving,
+// Span::owner), so objects handed to two threads share no cache line. A free of a block of the
+// thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
+// of a span whose thread exited) goes to the thread's remote list of its class and on to the central
+// list a batch at a time (one lock per batch), where the owner's next refill finds it: a thread
+// never hands out a block of another thread's lines that it freed. Objects flow back to their
+// span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
 // pages are never migrated or written out.
 //
@@ -34,6 +39,7 @@ namespace tiermem::alloc {
 
 class HeapCore;
 struct Segment;
+struct ThreadCache;
 
 inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cache slots)
 
@@ -53,6 +59,13 @@ struct Span {
   // handed out no aligned block, the byte offset of its class's list in a ThreadCache
   // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
   std::atomic<intptr_t> primary_off{-1};
+  // The thread cache whose thread carves this span's fresh objects (ThreadCache::carving), or
+  // nullptr once that thread left. A free by another thread does not keep the block in its own
+  // cache (it would hand it out next, beside the owner's live objects: false sharing) but
+  // gathers it on its class's remote list, which goes back to the central list in whole batches.
+  // Written under the class lock; read without it on free: a stale value only sends one block
+  // to the other of two lists, both correct (any block may be in any thread's lists).
+  std::atomic<ThreadCache*> owner{nullptr};
   // Set once Memalign hands out a block of this span: only then does a free round the pointer
   // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
   // The blocks of other spans are freed by the pointer malloc returned, as is.
@@ -65,7 +78,9 @@ struct Span {
   uint32_t carved = 0;  // objects [0, carved) have been handed out at least once
   Span* prev = nullptr;
   Span* next = nullptr;
-  bool listed = false;  // on the central list's `nonempty` list
+  bool listed = false;   // on the central list's `nonempty` list
+  bool carving = false;  // some ThreadCache::carving holds it: never freed while so
+  bool orphan = false;   // uncarved objects left by an exited thread: listed, any thread adopts it
 
   void MarkAligned() {
     aligned.store(true, std::memory_order_relaxed);
@@ -92,8 +107,9 @@ struct HeapFootprint {
   HeapStats stats;  // segment, span and large bytes read together under the page heap lock
   // Small blocks handed out and not back: live blocks, plus free blocks in the caches of threads
   // other than the caller (counted as live, as jemalloc counts its thread caches; at most
-  // 256 KiB per class per thread, 512 KiB above 2 KiB: GrowLimit). Free blocks in the caller's
-  // cache and the transfer cache are not counted. Sizes are class sizes (malloc_usable_size).
+  // 256 KiB per class per thread, 512 KiB above 2 KiB: GrowLimit; and their remote lists, at
+  // most a batch per class). Free blocks in the caller's cache and remote lists and in the
+  // transfer cache are not counted. Sizes are class sizes (malloc_usable_size).
   uint64_t small_block_bytes = 0;
   uint64_t dirty_bytes = 0;  // free span granules that kept their pages
 };
@@ -108,7 +124,6 @@ struct HeapFootprint {
 
 // Per-thread heap state, one zero-initialised thread-local (no TLS constructor, usable inside
 // malloc): the fast paths read `primary`, `cache` and `bypass` from the same few cache lines.
-struct ThreadCache;
 struct ThreadState {
   // This thread's cache of the primary heap (HeapCore::CreatePrimary) while the thread may use
   // it without further checks; nullptr before the cache exists, while bypass > 0, and once the
@@ -147,11 +162,22 @@ struct LocalRuns {
   uint32_t n;
   uint32_t total_pages;
 };
+// Blocks of spans another thread owns (Span::owner), freed by this thread: handed back to the
+// central list in batches of BatchSize, never reused by this thread.
+struct RemoteList {
+  void* head;
+  uint32_t n;
+};
 struct ThreadCache {
   uint32_t gen;  // the generation of the heap slot this cache belongs to
   ThreadCache* next_free;
   ClassCache cls[kNumClasses];
   LocalRuns runs;
+  // Per class, the span whose fresh objects this thread carves, alone (its owner): no other
+  // thread's object is ever carved from the cache lines of this thread's. Guarded by the class
+  // lock (the thread itself reads and writes it only in Fetch and at exit, under that lock).
+  Span* carving[kNumClasses];
+  RemoteList remote[kNumClasses];
 };
 // Span::primary_off of a class.
 inline intptr_t PrimaryOffset(int cls) {
@@ -231,6 +257,7 @@ class HeapCore {
     ThreadCache* tc = t_thread.primary;
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
     if (__builtin_expect(tc == nullptr || off < 0, 0)) return false;
+    if (__builtin_expect(!Local(span, tc), 0)) return false;  // FreeSmall: the remote list
     Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
     return true;
   }
@@ -238,6 +265,7 @@ class HeapCore {
   static bool TryFreeFast(Span* span, void* p) {
     ThreadCache* tc = t_thread.cache[span->heap_slot];
     if (__builtin_expect(tc == nullptr || tc->gen != span->heap_gen, 0)) return false;
+    if (__builtin_expect(!Local(span, tc), 0)) return false;
     if (__builtin_expect(span->aligned.load(std::memory_order_relaxed), 0)) {
       p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
     }
@@ -249,6 +277,11 @@ class HeapCore {
   static void ResumePrimary();
 
  private:
+  // Whether a free by the thread of `tc` keeps the block: the span is its own. A block of a span
+  // no thread owns (its carver exited) takes the remote list too: one compare on every free.
+  static bool Local(const Span* span, const ThreadCache* tc) {
+    return span->owner.load(std::memory_order_relaxed) == tc;
+  }
   static void* Pop(ClassCache* cc) {
     void* p = cc->head;
     if (__builtin_expect(p != nullptr, 1)) {
@@ -294,9 +327,22 @@ class HeapCore {
   void FreeSmall(Span* span, void* p);
   void FlushClass(ClassCache* cc, int cls, uint32_t n);
   void FlushCache(ThreadCache* tc);
+  void FlushRemote(ThreadCache* tc);  // the remote lists to the central lists
 
   // Central list: up to n objects as a list linked through their first word; returns the count.
-  uint32_t Fetch(int cls, uint32_t n, void** head);
+  // `tc`: the calling thread's cache, whose carving span gives fresh objects; nullptr for an
+  // exiting thread (n == 1).
+  uint32_t Fetch(int cls, uint32_t n, void** head, ThreadCache* tc);
+  // Under the class lock: objects taken from the spans on the list (freed ones; an orphan's
+  // fresh ones for an exiting thread, or the orphan itself as tc's new carving span).
+  void TakeListed(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head, uint32_t* got,
+                  uint32_t* carve_left);
+  // Under the class lock: fresh objects from tc's carving span (a new one when it has none left).
+  void TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head, uint32_t* got,
+                  uint32_t* carve_left);
+  // Under the class lock: tc's carving span of cls given up (thread exit): an orphan.
+  void Orphan(Central& c, ThreadCache* tc, int cls);
+  void PushRemote(ThreadCache* tc, int cls, void* p);
   void Release(int cls, void* head, uint32_t n);
   void ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree);
 

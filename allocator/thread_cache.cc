@@ -47,6 +47,8 @@ ThreadCache* HeapCore::SlowCache() {
     // A cache left from a destroyed heap that had this slot: its blocks are gone with it.
     memset(tc->cls, 0, sizeof(tc->cls));
     memset(&tc->runs, 0, sizeof(tc->runs));
+    memset(tc->carving, 0, sizeof(tc->carving));
+    memset(tc->remote, 0, sizeof(tc->remote));
   } else {
     {
       std::lock_guard<std::mutex> lock(g_reg.tc_mu);
@@ -111,8 +113,27 @@ void HeapCore::Overflow(Span* span, ClassCache* cc) {
   span->heap->FlushClass(cc, span->cls, BatchSize(span->cls));
 }
 
+void HeapCore::FlushRemote(ThreadCache* tc) {
+  for (int c = 0; c < kNumClasses; ++c) {
+    RemoteList& r = tc->remote[c];
+    if (r.n == 0) continue;
+    void* head = r.head;
+    const uint32_t n = r.n;
+    r.head = nullptr;
+    r.n = 0;
+    Release(c, head, n);
+  }
+}
+
 void HeapCore::FlushCache(ThreadCache* tc) {
-  for (int c = 0; c < kNumClasses; ++c) FlushClass(&tc->cls[c], c, tc->cls[c].count());
+  FlushRemote(tc);
+  for (int c = 0; c < kNumClasses; ++c) {
+    FlushClass(&tc->cls[c], c, tc->cls[c].count());
+    if (tc->carving[c] != nullptr) {
+      std::lock_guard<std::mutex> lock(central_[c].mu);
+      Orphan(central_[c], tc, c);
+    }
+  }
   FlushLocalRuns(tc);
 }
 
@@ -122,6 +143,7 @@ void HeapCore::FlushCache(ThreadCache* tc) {
 // small blocks each per round, 16 classes: about 32 class locks per thread, now none).
 bool HeapCore::Park(ThreadCache* tc) {
   FlushLocalRuns(tc);  // runs are larger than lists: they go to the run cache
+  FlushRemote(tc);     // other threads' blocks go back; the carving spans stay with the cache
   std::lock_guard<std::mutex> lock(g_reg.tc_mu);
   if (g_reg.nparked >= kMaxParked) return false;
   tc->next_free = g_reg.parked;
@@ -150,9 +172,9 @@ void HeapCore::FlushThreadCaches() {
 void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
   void* head = nullptr;
   if (tc == nullptr) {  // thread exiting: straight from the central list, one object
-    return Fetch(cls, 1, &head) == 1 ? head : nullptr;
+    return Fetch(cls, 1, &head, nullptr) == 1 ? head : nullptr;
   }
-  uint32_t n = Fetch(cls, BatchSize(cls), &head);
+  uint32_t n = Fetch(cls, BatchSize(cls), &head, tc);
   if (n == 0) return nullptr;
   ClassCache& cc = tc->cls[cls];
   // The thread allocates this class: room for two batches, so that a thread that both frees
