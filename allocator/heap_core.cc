@@ -149,17 +149,14 @@ void HeapCore::FreeSmall(Span* span, void* p) {
   Push(span, &tc->cls[cls], p);
 }
 
-void HeapCore::PushRemote(ThreadCache* tc, int cls, void* p) {
+void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
   RemoteList& r = tc->remote[cls];
-  *static_cast<void**>(p) = r.head;
-  r.head = p;
-  if (++r.n >= BatchSize(cls)) {  // a whole batch: one transfer slot for the owner's next refill
-    void* head = r.head;
-    const uint32_t n = r.n;
-    r.head = nullptr;
-    r.n = 0;
-    Release(cls, head, n);
-  }
+  const uint32_t n = r.count(cls);
+  void* head = r.head;
+  r.head = nullptr;
+  r.room = static_cast<int32_t>(BatchSize(cls));
+  if (n == 0) return;
+  GlobalSpanMap().Lookup(head)->heap->Release(cls, head, n);
 }
 
 // Fresh objects are carved only from the caller's own span (ThreadCache::carving), so objects of
@@ -479,7 +476,7 @@ HeapFootprint HeapCore::Footprint() {
   if (tc != nullptr && tc->gen == gen_) {
     uint64_t cached = 0;
     for (int cls = 0; cls < kNumClasses; ++cls) {
-      cached += (uint64_t{tc->cls[cls].count()} + tc->remote[cls].n) * ClassSize(cls);
+      cached += (uint64_t{tc->cls[cls].count()} + tc->remote[cls].count(cls)) * ClassSize(cls);
     }
     f.small_block_bytes -= std::min(cached, f.small_block_bytes);
   }

@@ -163,10 +163,12 @@ struct LocalRuns {
   uint32_t total_pages;
 };
 // Blocks of spans another thread owns (Span::owner), freed by this thread: handed back to the
-// central list in batches of BatchSize, never reused by this thread.
+// central list in batches of BatchSize, never reused by this thread. `room` is BatchSize less
+// the blocks on the list: the batch goes when it reaches 0.
 struct RemoteList {
   void* head;
-  uint32_t n;
+  int32_t room;
+  uint32_t count(int cls) const { return BatchSize(cls) - static_cast<uint32_t>(room); }
 };
 struct ThreadCache {
   uint32_t gen;  // the generation of the heap slot this cache belongs to
@@ -257,8 +259,11 @@ class HeapCore {
     ThreadCache* tc = t_thread.primary;
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
     if (__builtin_expect(tc == nullptr || off < 0, 0)) return false;
-    if (__builtin_expect(!Local(span, tc), 0)) return false;  // FreeSmall: the remote list
-    Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+    if (__builtin_expect(Local(span, tc), 1)) {
+      Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+    } else {
+      PushRemote(tc, span->cls, p);
+    }
     return true;
   }
   // Any heap: this thread's cache of the span's heap, checked by slot and generation.
@@ -289,6 +294,12 @@ class HeapCore {
       ++cc->room;
     }
     return p;
+  }
+  static void PushRemote(ThreadCache* tc, int cls, void* p) {
+    RemoteList& r = tc->remote[cls];
+    *static_cast<void**>(p) = r.head;
+    r.head = p;
+    if (__builtin_expect(--r.room == 0, 0)) FlushRemoteClass(tc, cls);
   }
   static void Push(Span* span, ClassCache* cc, void* p) {
     *static_cast<void**>(p) = cc->head;
@@ -342,7 +353,9 @@ class HeapCore {
                   uint32_t* carve_left);
   // Under the class lock: tc's carving span of cls given up (thread exit): an orphan.
   void Orphan(Central& c, ThreadCache* tc, int cls);
-  void PushRemote(ThreadCache* tc, int cls, void* p);
+  // tc's remote list of cls (a whole batch, or what is there at exit) to the central list: one
+  // transfer slot for the owner's next refill.
+  __attribute__((noinline)) static void FlushRemoteClass(ThreadCache* tc, int cls);
   void Release(int cls, void* head, uint32_t n);
   void ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree);
 

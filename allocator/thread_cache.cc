@@ -70,6 +70,7 @@ ThreadCache* HeapCore::SlowCache() {
   for (int c = 0; c < kNumClasses && !parked; ++c) {
     tc->cls[c].max = FreeOnlyLimit(c);
     tc->cls[c].room = static_cast<int32_t>(tc->cls[c].max);
+    tc->remote[c].room = static_cast<int32_t>(BatchSize(c));
   }
   tc->gen = gen_;
   t_thread.cache[slot_] = tc;
@@ -114,15 +115,7 @@ void HeapCore::Overflow(Span* span, ClassCache* cc) {
 }
 
 void HeapCore::FlushRemote(ThreadCache* tc) {
-  for (int c = 0; c < kNumClasses; ++c) {
-    RemoteList& r = tc->remote[c];
-    if (r.n == 0) continue;
-    void* head = r.head;
-    const uint32_t n = r.n;
-    r.head = nullptr;
-    r.n = 0;
-    Release(c, head, n);
-  }
+  for (int c = 0; c < kNumClasses; ++c) FlushRemoteClass(tc, c);
 }
 
 void HeapCore::FlushCache(ThreadCache* tc) {
