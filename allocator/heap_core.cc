@@ -283,7 +283,7 @@ void HeapCore::Orphan(Central& c, ThreadCache* tc, int cls) {
   if (s == nullptr) return;
   tc->carving[cls] = nullptr;
   s->carving = false;
-  s->owner.store(nullptr, std::memory_order_relaxed);
+  s->owner.store(NoOwner(), std::memory_order_relaxed);
   if (s->carved == s->capacity) return;
   s->orphan = true;
   if (!s->listed) {

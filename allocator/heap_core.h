@@ -43,6 +43,9 @@ struct ThreadCache;
 
 inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cache slots)
 
+// Span::owner of a span no thread carves: an address no ThreadCache has.
+inline ThreadCache* NoOwner() { return reinterpret_cast<ThreadCache*>(alignof(void*)); }
+
 struct Span {
   // Set before the span is published in the span map; constant while it is live.
   char* start = nullptr;
@@ -60,12 +63,13 @@ struct Span {
   // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
   std::atomic<intptr_t> primary_off{-1};
   // The thread cache whose thread carves this span's fresh objects (ThreadCache::carving), or
-  // nullptr once that thread left. A free by another thread does not keep the block in its own
+  // NoOwner() once that thread left (never nullptr: owner == the thread's cache then implies a
+  // cache, one test fewer on free's fast path). A free by another thread does not keep the block in its own
   // cache (it would hand it out next, beside the owner's live objects: false sharing) but
   // gathers it on its class's remote list, which goes back to the central list in whole batches.
   // Written under the class lock; read without it on free: a stale value only sends one block
   // to the other of two lists, both correct (any block may be in any thread's lists).
-  std::atomic<ThreadCache*> owner{nullptr};
+  std::atomic<ThreadCache*> owner{NoOwner()};
   // Set once Memalign hands out a block of this span: only then does a free round the pointer
   // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
   // The blocks of other spans are freed by the pointer malloc returned, as is.
@@ -182,9 +186,21 @@ struct ThreadCache {
   RemoteList remote[kNumClasses];
 };
 // Span::primary_off of a class.
-inline intptr_t PrimaryOffset(int cls) {
+inline constexpr intptr_t PrimaryOffset(int cls) {
   return static_cast<intptr_t>(offsetof(ThreadCache, cls) + sizeof(ClassCache) * cls);
 }
+// PrimaryOffset of the class of each request size up to kClassTableMax, by ceil(size / 16), for
+// the malloc fast path (kClassTable's classes, as offsets).
+struct ListOffsets {
+  uint16_t off[kClassTableMax / 16 + 1];
+};
+inline constexpr ListOffsets kListOffsets = [] {
+  ListOffsets t{};
+  for (size_t i = 0; i <= kClassTableMax / 16; ++i) {
+    t.off[i] = static_cast<uint16_t>(PrimaryOffset(kClassTable.cls[i]));
+  }
+  return t;
+}();
 
 class HeapCore {
  public:
@@ -245,25 +261,24 @@ class HeapCore {
   static void* TryMallocPrimary(size_t size) {
     ThreadCache* tc = t_thread.primary;
     if (__builtin_expect(tc == nullptr, 0)) return nullptr;
-    size_t cls;
     if (__builtin_expect(size <= kClassTableMax, 1)) {
-      cls = kClassTable.cls[(size + 15) >> 4];
-    } else if (size <= kMaxSmall) {
-      cls = SizeClassSlow(size);
-    } else {
-      return nullptr;
+      // The list's byte offset straight from the table: no index arithmetic on the common path.
+      return Pop(reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) +
+                                               kListOffsets.off[(size + 15) >> 4]));
     }
-    return Pop(&tc->cls[cls]);
+    if (size > kMaxSmall) return nullptr;
+    return Pop(&tc->cls[SizeClassSlow(size)]);
   }
   static bool TryFreePrimary(Span* span, void* p) {
     ThreadCache* tc = t_thread.primary;
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
-    if (__builtin_expect(tc == nullptr || off < 0, 0)) return false;
-    if (__builtin_expect(Local(span, tc), 1)) {
+    if (__builtin_expect(off < 0, 0)) return false;
+    if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
       Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
-    } else {
-      PushRemote(tc, span->cls, p);
+      return true;
     }
+    if (__builtin_expect(tc == nullptr, 0)) return false;
+    PushRemote(tc, span->cls, p);
     return true;
   }
   // Any heap: this thread's cache of the span's heap, checked by slot and generation.

@@ -174,7 +174,7 @@ TEST_F(HeapOwnerTest, TheSpanAnExitedThreadWasCarvingIsTakenUp) {
   ASSERT_NE(first, nullptr);
   const alloc::Span* span = alloc::GlobalSpanMap().Lookup(first);
   ASSERT_NE(span, nullptr);
-  EXPECT_EQ(span->owner.load(), nullptr);
+  EXPECT_EQ(span->owner.load(), alloc::NoOwner());
   // The next thread to need fresh blocks of the class (this one: it has no carving span of the
   // class) takes the exited thread's cached blocks, then carves on in that span, and owns it.
   std::vector<void*> next(3 * alloc::BatchSize(alloc::SizeClass(32)));
@@ -183,7 +183,7 @@ TEST_F(HeapOwnerTest, TheSpanAnExitedThreadWasCarvingIsTakenUp) {
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(alloc::GlobalSpanMap().Lookup(p), span);
   }
-  EXPECT_NE(span->owner.load(), nullptr);
+  EXPECT_NE(span->owner.load(), alloc::NoOwner());
   for (void* p : next) heap_->Free(p);
   heap_->Free(first);
 }
