@@ -26,6 +26,7 @@ namespace {
 // are never backed).
 constexpr size_t kMinGrowthRoom = 1 << 20;
 constexpr size_t kCarveBytes = 4096;  // fresh objects carved per Fetch (see there)
+constexpr uint32_t kLineBytes = 64;    // a cache line: two threads' objects never share one
 
 }  // namespace
 
@@ -141,10 +142,27 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     Release(cls, p, 1);
     return;
   }
+  if (!Local(span, tc)) {
+    PushRemote(tc, cls, p);
+    return;
+  }
   Push(span, &tc->cls[cls], p);
 }
 
-uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
+void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
+  RemoteList& r = tc->remote[cls];
+  const uint32_t n = r.count(cls);
+  void* head = r.head;
+  r.head = nullptr;
+  r.room = static_cast<int32_t>(BatchSize(cls));
+  if (n == 0) return;
+  GlobalSpanMap().Lookup(head)->heap->Release(cls, head, n);
+}
+
+// Fresh objects are carved only from the caller's own span (ThreadCache::carving), so objects of
+// two threads never share a cache line unless one thread freed the other's block and a refill
+// handed it on; freed objects come from any span on the list.
+uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out, ThreadCache* tc) {
   Central& c = central_[cls];
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.nslots > 0 && n > 1) {
@@ -159,42 +177,8 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
   // the thread may never use; a fresh object costs a page fault on first use anyway, so the
   // extra refills are cheap next to it.
   uint32_t carve_left = std::max<uint32_t>(1, static_cast<uint32_t>(kCarveBytes / ClassSize(cls)));
-  while (got < n) {
-    Span* s = c.nonempty;
-    if (carve_left == 0 && (s == nullptr || s->free_list == nullptr)) break;
-    if (s == nullptr) {
-      s = AllocSpan(cls);
-      if (s == nullptr) break;
-      s->next = nullptr;
-      s->prev = nullptr;
-      s->listed = true;
-      c.nonempty = s;
-      ++c.empty_spans;
-    }
-    if (s->used == 0) --c.empty_spans;
-    while (got < n && s->free_list != nullptr) {
-      void* o = s->free_list;
-      s->free_list = *static_cast<void**>(o);
-      *static_cast<void**>(o) = head;
-      head = o;
-      ++got;
-      ++s->used;
-    }
-    while (got < n && carve_left > 0 && s->carved < s->capacity) {
-      void* o = s->start + static_cast<size_t>(s->carved) * s->obj_size;
-      ++s->carved;
-      --carve_left;
-      *static_cast<void**>(o) = head;
-      head = o;
-      ++got;
-      ++s->used;
-    }
-    if (s->free_list == nullptr && s->carved == s->capacity) {  // full: off the list
-      c.nonempty = s->next;
-      if (s->next != nullptr) s->next->prev = nullptr;
-      s->listed = false;
-    }
-  }
+  TakeListed(c, cls, n, tc, &head, &got, &carve_left);
+  TakeCarved(c, cls, n, tc, &head, &got, &carve_left);
   c.out += got;  // all from spans so far; a batch below was counted when it left its spans
   if (got == 0 && c.nslots > 0) {  // n == 1 (exiting thread) and no span: use a batch
     Batch& b = transfer_[cls][c.nslots - 1];
@@ -206,6 +190,109 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out) {
   }
   *out = head;
   return got;
+}
+
+namespace {
+
+// Links object o of span s into the batch being built (under the class lock).
+inline void TakeObject(Span* s, void* o, void** head, uint32_t* got, uint32_t* empty_spans) {
+  if (s->used++ == 0) --*empty_spans;
+  *static_cast<void**>(o) = *head;
+  *head = o;
+  ++*got;
+}
+
+inline void CarveInto(Span* s, uint32_t n, void** head, uint32_t* got, uint32_t* carve_left,
+                      uint32_t* empty_spans) {
+  while (*got < n && *carve_left > 0 && s->carved < s->capacity) {
+    void* o = s->start + static_cast<size_t>(s->carved) * s->obj_size;
+    ++s->carved;
+    --*carve_left;
+    TakeObject(s, o, head, got, empty_spans);
+  }
+}
+
+}  // namespace
+
+void HeapCore::TakeListed(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head,
+                          uint32_t* got, uint32_t* carve_left) {
+  // A few spans at most: past them, a carving span gives fresh objects at once.
+  constexpr int kMaxVisits = 8;
+  Span* s = c.nonempty;
+  for (int visit = 0; *got < n && s != nullptr && visit < kMaxVisits; ++visit) {
+    Span* next = s->next;
+    while (*got < n && s->free_list != nullptr) {
+      void* o = s->free_list;
+      s->free_list = *static_cast<void**>(o);
+      TakeObject(s, o, head, got, &c.empty_spans);
+    }
+    if (s->orphan && s->carved < s->capacity && *got < n) {
+      Span* own = tc != nullptr ? tc->carving[cls] : nullptr;
+      if (tc == nullptr) {
+        CarveInto(s, n, head, got, carve_left, &c.empty_spans);
+      } else if (own == nullptr || own->carved == own->capacity) {
+        if (own != nullptr) own->carving = false;  // full: nothing more to carve there
+        s->orphan = false;
+        s->carving = true;
+        // From the next cache line on: the exited thread's last objects may still be in use
+        // by the threads it passed them to. At most 3 objects are skipped (sizes are multiples
+        // of 16); they are never handed out, and the span still empties (used counts).
+        while (s->carved < s->capacity && s->carved * s->obj_size % kLineBytes != 0) ++s->carved;
+        s->owner.store(tc, std::memory_order_relaxed);
+        tc->carving[cls] = s;
+      }
+    }
+    if (s->free_list == nullptr && !(s->orphan && s->carved < s->capacity)) {  // off the list
+      if (s->prev != nullptr) s->prev->next = s->next; else c.nonempty = s->next;
+      if (s->next != nullptr) s->next->prev = s->prev;
+      s->listed = false;
+    }
+    s = next;
+  }
+}
+
+void HeapCore::TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head,
+                          uint32_t* got, uint32_t* carve_left) {
+  while (*got < n && *carve_left > 0) {
+    Span* s = tc != nullptr ? tc->carving[cls] : nullptr;
+    if (s == nullptr || s->carved == s->capacity) {
+      if (s != nullptr) s->carving = false;
+      s = AllocSpan(cls);
+      if (s == nullptr) return;
+      s->next = nullptr;
+      s->prev = nullptr;
+      ++c.empty_spans;
+      if (tc != nullptr) {
+        s->carving = true;
+        s->owner.store(tc, std::memory_order_relaxed);
+        tc->carving[cls] = s;
+      } else {  // an exiting thread: the rest is for whoever comes next
+        s->orphan = true;
+        s->next = c.nonempty;
+        if (c.nonempty != nullptr) c.nonempty->prev = s;
+        c.nonempty = s;
+        s->listed = true;
+      }
+    }
+    CarveInto(s, n, head, got, carve_left, &c.empty_spans);
+  }
+}
+
+void HeapCore::Orphan(Central& c, ThreadCache* tc, int cls) {
+  Span* s = tc->carving[cls];
+  if (s == nullptr) return;
+  tc->carving[cls] = nullptr;
+  s->carving = false;
+  s->owner.store(NoOwner(), std::memory_order_relaxed);
+  if (s->carved == s->capacity) return;
+  s->orphan = true;
+  if (!s->listed) {
+    s->prev = nullptr;
+    s->next = c.nonempty;
+    if (c.nonempty != nullptr) c.nonempty->prev = s;
+    c.nonempty = s;
+    s->listed = true;
+  }
 }
 
 void HeapCore::ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree) {
@@ -225,7 +312,8 @@ void HeapCore::ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free
       s->listed = true;
     }
     if (--s->used == 0) {
-      if (c.empty_spans >= 1) {  // keep one empty span per class against churn
+      // Keep one empty span per class against churn, and every thread's carving span.
+      if (c.empty_spans >= 1 && !s->carving) {
         if (s->prev != nullptr) s->prev->next = s->next; else c.nonempty = s->next;
         if (s->next != nullptr) s->next->prev = s->prev;
         s->listed = false;
@@ -387,7 +475,9 @@ HeapFootprint HeapCore::Footprint() {
   const ThreadCache* tc = t_thread.cache[slot_];
   if (tc != nullptr && tc->gen == gen_) {
     uint64_t cached = 0;
-    for (int cls = 0; cls < kNumClasses; ++cls) cached += uint64_t{tc->cls[cls].count()} * ClassSize(cls);
+    for (int cls = 0; cls < kNumClasses; ++cls) {
+      cached += (uint64_t{tc->cls[cls].count()} + tc->remote[cls].count(cls)) * ClassSize(cls);
+    }
     f.small_block_bytes -= std::min(cached, f.small_block_bytes);
   }
   {

@@ -7,8 +7,13 @@
 //   large requests (> kMaxSmall): page runs       page heap: 4 MiB segments from the runtime,
 //   straight from Runtime::Impl::Allocate          cut into spans of 64 KiB granules
 //
-// A free from any thread goes to that thread's cache (no global lock, no owner to notify);
-// objects flow back to their span when a cache overflows a batch and the transfer cache is full.
+// Each thread carves fresh objects from spans of its own (one per class: ThreadCache::carving,
+// Span::owner), so objects handed to two threads share no cache line. A free of a block of the
+// thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
+// of a span whose thread exited) goes to the thread's remote list of its class and on to the central
+// list a batch at a time (one lock per batch), where the owner's next refill finds it: a thread
+// never hands out a block of another thread's lines that it freed. Objects flow back to their
+// span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
 // pages are never migrated or written out.
 //
@@ -34,8 +39,12 @@ namespace tiermem::alloc {
 
 class HeapCore;
 struct Segment;
+struct ThreadCache;
 
 inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cache slots)
+
+// Span::owner of a span no thread carves: an address no ThreadCache has.
+inline ThreadCache* NoOwner() { return reinterpret_cast<ThreadCache*>(alignof(void*)); }
 
 struct Span {
   // Set before the span is published in the span map; constant while it is live.
@@ -53,6 +62,14 @@ struct Span {
   // handed out no aligned block, the byte offset of its class's list in a ThreadCache
   // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
   std::atomic<intptr_t> primary_off{-1};
+  // The thread cache whose thread carves this span's fresh objects (ThreadCache::carving), or
+  // NoOwner() once that thread left (never nullptr: owner == the thread's cache then implies a
+  // cache, one test fewer on free's fast path). A free by another thread does not keep the block in its own
+  // cache (it would hand it out next, beside the owner's live objects: false sharing) but
+  // gathers it on its class's remote list, which goes back to the central list in whole batches.
+  // Written under the class lock; read without it on free: a stale value only sends one block
+  // to the other of two lists, both correct (any block may be in any thread's lists).
+  std::atomic<ThreadCache*> owner{NoOwner()};
   // Set once Memalign hands out a block of this span: only then does a free round the pointer
   // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
   // The blocks of other spans are freed by the pointer malloc returned, as is.
@@ -65,7 +82,9 @@ struct Span {
   uint32_t carved = 0;  // objects [0, carved) have been handed out at least once
   Span* prev = nullptr;
   Span* next = nullptr;
-  bool listed = false;  // on the central list's `nonempty` list
+  bool listed = false;   // on the central list's `nonempty` list
+  bool carving = false;  // some ThreadCache::carving holds it: never freed while so
+  bool orphan = false;   // uncarved objects left by an exited thread: listed, any thread adopts it
 
   void MarkAligned() {
     aligned.store(true, std::memory_order_relaxed);
@@ -92,8 +111,9 @@ struct HeapFootprint {
   HeapStats stats;  // segment, span and large bytes read together under the page heap lock
   // Small blocks handed out and not back: live blocks, plus free blocks in the caches of threads
   // other than the caller (counted as live, as jemalloc counts its thread caches; at most
-  // 256 KiB per class per thread, 512 KiB above 2 KiB: GrowLimit). Free blocks in the caller's
-  // cache and the transfer cache are not counted. Sizes are class sizes (malloc_usable_size).
+  // 256 KiB per class per thread, 512 KiB above 2 KiB: GrowLimit; and their remote lists, at
+  // most a batch per class). Free blocks in the caller's cache and remote lists and in the
+  // transfer cache are not counted. Sizes are class sizes (malloc_usable_size).
   uint64_t small_block_bytes = 0;
   uint64_t dirty_bytes = 0;  // free span granules that kept their pages
 };
@@ -108,7 +128,6 @@ struct HeapFootprint {
 
 // Per-thread heap state, one zero-initialised thread-local (no TLS constructor, usable inside
 // malloc): the fast paths read `primary`, `cache` and `bypass` from the same few cache lines.
-struct ThreadCache;
 struct ThreadState {
   // This thread's cache of the primary heap (HeapCore::CreatePrimary) while the thread may use
   // it without further checks; nullptr before the cache exists, while bypass > 0, and once the
@@ -147,16 +166,41 @@ struct LocalRuns {
   uint32_t n;
   uint32_t total_pages;
 };
+// Blocks of spans another thread owns (Span::owner), freed by this thread: handed back to the
+// central list in batches of BatchSize, never reused by this thread. `room` is BatchSize less
+// the blocks on the list: the batch goes when it reaches 0.
+struct RemoteList {
+  void* head;
+  int32_t room;
+  uint32_t count(int cls) const { return BatchSize(cls) - static_cast<uint32_t>(room); }
+};
 struct ThreadCache {
   uint32_t gen;  // the generation of the heap slot this cache belongs to
   ThreadCache* next_free;
   ClassCache cls[kNumClasses];
   LocalRuns runs;
+  // Per class, the span whose fresh objects this thread carves, alone (its owner): no other
+  // thread's object is ever carved from the cache lines of this thread's. Guarded by the class
+  // lock (the thread itself reads and writes it only in Fetch and at exit, under that lock).
+  Span* carving[kNumClasses];
+  RemoteList remote[kNumClasses];
 };
 // Span::primary_off of a class.
-inline intptr_t PrimaryOffset(int cls) {
+inline constexpr intptr_t PrimaryOffset(int cls) {
   return static_cast<intptr_t>(offsetof(ThreadCache, cls) + sizeof(ClassCache) * cls);
 }
+// PrimaryOffset of the class of each request size up to kClassTableMax, by ceil(size / 16), for
+// the malloc fast path (kClassTable's classes, as offsets).
+struct ListOffsets {
+  uint16_t off[kClassTableMax / 16 + 1];
+};
+inline constexpr ListOffsets kListOffsets = [] {
+  ListOffsets t{};
+  for (size_t i = 0; i <= kClassTableMax / 16; ++i) {
+    t.off[i] = static_cast<uint16_t>(PrimaryOffset(kClassTable.cls[i]));
+  }
+  return t;
+}();
 
 class HeapCore {
  public:
@@ -217,27 +261,31 @@ class HeapCore {
   static void* TryMallocPrimary(size_t size) {
     ThreadCache* tc = t_thread.primary;
     if (__builtin_expect(tc == nullptr, 0)) return nullptr;
-    size_t cls;
     if (__builtin_expect(size <= kClassTableMax, 1)) {
-      cls = kClassTable.cls[(size + 15) >> 4];
-    } else if (size <= kMaxSmall) {
-      cls = SizeClassSlow(size);
-    } else {
-      return nullptr;
+      // The list's byte offset straight from the table: no index arithmetic on the common path.
+      return Pop(reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) +
+                                               kListOffsets.off[(size + 15) >> 4]));
     }
-    return Pop(&tc->cls[cls]);
+    if (size > kMaxSmall) return nullptr;
+    return Pop(&tc->cls[SizeClassSlow(size)]);
   }
   static bool TryFreePrimary(Span* span, void* p) {
     ThreadCache* tc = t_thread.primary;
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
-    if (__builtin_expect(tc == nullptr || off < 0, 0)) return false;
-    Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+    if (__builtin_expect(off < 0, 0)) return false;
+    if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
+      Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+      return true;
+    }
+    if (__builtin_expect(tc == nullptr, 0)) return false;
+    PushRemote(tc, span->cls, p);
     return true;
   }
   // Any heap: this thread's cache of the span's heap, checked by slot and generation.
   static bool TryFreeFast(Span* span, void* p) {
     ThreadCache* tc = t_thread.cache[span->heap_slot];
     if (__builtin_expect(tc == nullptr || tc->gen != span->heap_gen, 0)) return false;
+    if (__builtin_expect(!Local(span, tc), 0)) return false;
     if (__builtin_expect(span->aligned.load(std::memory_order_relaxed), 0)) {
       p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
     }
@@ -249,6 +297,11 @@ class HeapCore {
   static void ResumePrimary();
 
  private:
+  // Whether a free by the thread of `tc` keeps the block: the span is its own. A block of a span
+  // no thread owns (its carver exited) takes the remote list too: one compare on every free.
+  static bool Local(const Span* span, const ThreadCache* tc) {
+    return span->owner.load(std::memory_order_relaxed) == tc;
+  }
   static void* Pop(ClassCache* cc) {
     void* p = cc->head;
     if (__builtin_expect(p != nullptr, 1)) {
@@ -256,6 +309,12 @@ class HeapCore {
       ++cc->room;
     }
     return p;
+  }
+  static void PushRemote(ThreadCache* tc, int cls, void* p) {
+    RemoteList& r = tc->remote[cls];
+    *static_cast<void**>(p) = r.head;
+    r.head = p;
+    if (__builtin_expect(--r.room == 0, 0)) FlushRemoteClass(tc, cls);
   }
   static void Push(Span* span, ClassCache* cc, void* p) {
     *static_cast<void**>(p) = cc->head;
@@ -294,9 +353,24 @@ class HeapCore {
   void FreeSmall(Span* span, void* p);
   void FlushClass(ClassCache* cc, int cls, uint32_t n);
   void FlushCache(ThreadCache* tc);
+  void FlushRemote(ThreadCache* tc);  // the remote lists to the central lists
 
   // Central list: up to n objects as a list linked through their first word; returns the count.
-  uint32_t Fetch(int cls, uint32_t n, void** head);
+  // `tc`: the calling thread's cache, whose carving span gives fresh objects; nullptr for an
+  // exiting thread (n == 1).
+  uint32_t Fetch(int cls, uint32_t n, void** head, ThreadCache* tc);
+  // Under the class lock: objects taken from the spans on the list (freed ones; an orphan's
+  // fresh ones for an exiting thread, or the orphan itself as tc's new carving span).
+  void TakeListed(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head, uint32_t* got,
+                  uint32_t* carve_left);
+  // Under the class lock: fresh objects from tc's carving span (a new one when it has none left).
+  void TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head, uint32_t* got,
+                  uint32_t* carve_left);
+  // Under the class lock: tc's carving span of cls given up (thread exit): an orphan.
+  void Orphan(Central& c, ThreadCache* tc, int cls);
+  // tc's remote list of cls (a whole batch, or what is there at exit) to the central list: one
+  // transfer slot for the owner's next refill.
+  __attribute__((noinline)) static void FlushRemoteClass(ThreadCache* tc, int cls);
   void Release(int cls, void* head, uint32_t n);
   void ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree);
 

@@ -46,13 +46,19 @@ inline constexpr uint32_t CacheLimit(int cls) {
 // grows its limit by a batch per refill up to this. Classes above 2 KiB move 2-16 objects per
 // batch, so their lists hit both ends every few operations; 512 KiB of objects (at most eight
 // batches) makes that rarer (mixed: central operations 116k -> ~30k per 4M). Smaller classes
-// stay at CacheLimit: their batches are full (32), and programs with many threads churn them.
+// (full batches of 32) grow to 256 KiB of objects: a thread that builds and drops thousands of
+// small objects of a class at a time (a tree, a number program's limbs) otherwise moved every
+// 32 of them through the central list twice, and a refill also walked a span's list. Only a
+// thread that keeps allocating the class grows it; a thread that only frees blocks of other
+// threads keeps none of them (remote lists).
 inline constexpr uint32_t kMaxGrowBytes = 512 * 1024;
+inline constexpr uint32_t kMaxSmallGrowBytes = 256 * 1024;
 inline constexpr uint32_t GrowLimit(int cls) {
-  if (BatchSize(cls) >= 32) return CacheLimit(cls);
-  const uint32_t by_bytes = kMaxGrowBytes / static_cast<uint32_t>(ClassSize(cls));
-  const uint32_t eight = 8 * BatchSize(cls);
-  const uint32_t grow = by_bytes < eight ? by_bytes : eight;
+  const bool full_batches = BatchSize(cls) >= 32;
+  const uint32_t by_bytes =
+      (full_batches ? kMaxSmallGrowBytes : kMaxGrowBytes) / static_cast<uint32_t>(ClassSize(cls));
+  const uint32_t most = full_batches ? by_bytes : 8 * BatchSize(cls);
+  const uint32_t grow = by_bytes < most ? by_bytes : most;
   return grow > CacheLimit(cls) ? grow : CacheLimit(cls);
 }
 

@@ -15,9 +15,9 @@ constinit std::atomic<HeapCore*> g_primary{nullptr};
 
 namespace {
 
-// A thread's limit for a class it has only freed so far: half a batch. A thread that frees what
-// another allocates (a consumer) then passes the objects on in half batches, through the transfer
-// cache, instead of sitting on up to two batches per class while the producer carves new pages.
+// A thread's limit for a class it has only freed so far: half a batch. Blocks of other threads'
+// spans go to the remote lists, not here, so only a thread whose cache was an exited thread's
+// (whose spans still name it) meets it; a consumer holds at most a remote batch per class.
 constexpr uint32_t FreeOnlyLimit(int cls) {
   return std::min(CacheLimit(cls), std::max<uint32_t>(2, BatchSize(cls) / 2));
 }
@@ -47,6 +47,8 @@ ThreadCache* HeapCore::SlowCache() {
     // A cache left from a destroyed heap that had this slot: its blocks are gone with it.
     memset(tc->cls, 0, sizeof(tc->cls));
     memset(&tc->runs, 0, sizeof(tc->runs));
+    memset(tc->carving, 0, sizeof(tc->carving));
+    memset(tc->remote, 0, sizeof(tc->remote));
   } else {
     {
       std::lock_guard<std::mutex> lock(g_reg.tc_mu);
@@ -68,6 +70,7 @@ ThreadCache* HeapCore::SlowCache() {
   for (int c = 0; c < kNumClasses && !parked; ++c) {
     tc->cls[c].max = FreeOnlyLimit(c);
     tc->cls[c].room = static_cast<int32_t>(tc->cls[c].max);
+    tc->remote[c].room = static_cast<int32_t>(BatchSize(c));
   }
   tc->gen = gen_;
   t_thread.cache[slot_] = tc;
@@ -111,8 +114,19 @@ void HeapCore::Overflow(Span* span, ClassCache* cc) {
   span->heap->FlushClass(cc, span->cls, BatchSize(span->cls));
 }
 
+void HeapCore::FlushRemote(ThreadCache* tc) {
+  for (int c = 0; c < kNumClasses; ++c) FlushRemoteClass(tc, c);
+}
+
 void HeapCore::FlushCache(ThreadCache* tc) {
-  for (int c = 0; c < kNumClasses; ++c) FlushClass(&tc->cls[c], c, tc->cls[c].count());
+  FlushRemote(tc);
+  for (int c = 0; c < kNumClasses; ++c) {
+    FlushClass(&tc->cls[c], c, tc->cls[c].count());
+    if (tc->carving[c] != nullptr) {
+      std::lock_guard<std::mutex> lock(central_[c].mu);
+      Orphan(central_[c], tc, c);
+    }
+  }
   FlushLocalRuns(tc);
 }
 
@@ -122,6 +136,7 @@ void HeapCore::FlushCache(ThreadCache* tc) {
 // small blocks each per round, 16 classes: about 32 class locks per thread, now none).
 bool HeapCore::Park(ThreadCache* tc) {
   FlushLocalRuns(tc);  // runs are larger than lists: they go to the run cache
+  FlushRemote(tc);     // other threads' blocks go back; the carving spans stay with the cache
   std::lock_guard<std::mutex> lock(g_reg.tc_mu);
   if (g_reg.nparked >= kMaxParked) return false;
   tc->next_free = g_reg.parked;
@@ -150,9 +165,9 @@ void HeapCore::FlushThreadCaches() {
 void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
   void* head = nullptr;
   if (tc == nullptr) {  // thread exiting: straight from the central list, one object
-    return Fetch(cls, 1, &head) == 1 ? head : nullptr;
+    return Fetch(cls, 1, &head, nullptr) == 1 ? head : nullptr;
   }
-  uint32_t n = Fetch(cls, BatchSize(cls), &head);
+  uint32_t n = Fetch(cls, BatchSize(cls), &head, tc);
   if (n == 0) return nullptr;
   ClassCache& cc = tc->cls[cls];
   // The thread allocates this class: room for two batches, so that a thread that both frees

@@ -111,7 +111,8 @@ int Malloc(int argc, char** argv) {
   uint64_t scale_n = 1;
   std::string preload;
   std::string workload_list =
-      "small,prodcons,larson,realloc,mixed,fanin,large_touch,thread_churn,small_loop,factor";
+      "small,prodcons,larson,realloc,mixed,fanin,large_touch,thread_churn,small_loop,factor,"
+      "remote_free,false_share,small_churn,thread_loop";
   CLI::App app{"Allocator workloads, each a separate process (tiermem-malloc-workload) under glibc, "
                "jemalloc, mimalloc and tiermem (LD_PRELOAD); median ops/s, ops per CPU second, peak RSS "
                "and RSS growth of N runs. An allocator whose library is missing is reported as null. "
@@ -119,7 +120,12 @@ int Malloc(int argc, char** argv) {
                "checking every byte it wrote) fanin (4 threads each freeing the blocks the others allocated), "
                "large_touch (5-25 MiB blocks, every page written), thread_churn (short-lived threads "
                "making bursts of small blocks), small_loop (one thread, LIFO stacks of 8-128 byte "
-               "blocks), factor (a small factoring program: vectors and strings).",
+               "blocks), factor (a small factoring program: vectors and strings), remote_free (64-byte "
+               "blocks allocated by one thread, freed by another: one pair, then two pairs), "
+               "false_share (per-thread small objects written over and over, one thread then two), "
+               "small_churn (one thread: trees of small nodes and numbers of many sizes), "
+               "thread_loop (2 threads replacing random blocks of 4 B-32 KiB, glibc's threaded "
+               "benchmark in kind).",
                "tiermem-bench malloc"};
   AddSwitch(app, "--json", json, "print one JSON object instead of a line per workload");
   app.add_option("--runs", runs, "runs per workload and allocator (interleaved)")
@@ -132,7 +138,8 @@ int Malloc(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--workloads", workload_list, "workloads to run, in this order")
       ->check(ListOf({"small", "prodcons", "larson", "realloc", "mixed", "fanin", "large_touch",
-                     "thread_churn", "small_loop", "factor"},
+                     "thread_churn", "small_loop", "factor", "remote_free", "false_share",
+                     "small_churn", "thread_loop"},
                     true))
       ->capture_default_str();
   app.add_option("--preload", preload, "tiermem's preload library (default: libtiermem-preload.so of this build "

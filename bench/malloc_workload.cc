@@ -17,6 +17,13 @@
 //   thread_churn rounds of 4 threads that each make a burst of 1024 small blocks and exit
 //   small_loop   one thread: stacks of 1..16 blocks of 8..128 bytes, freed last in first out
 //   factor       a small program: factors integers into vectors and formats them as strings
+// and, in malloc_workload_patterns.cc, each checking its bytes:
+//   remote_free  64-byte blocks allocated by one thread and freed by another, one pair of
+//                threads and then two pairs
+//   false_share  per-thread 8..64-byte objects written over and over, one thread and then two
+//   small_churn  one thread: trees of small nodes built and freed, numbers of 1..64 limbs
+//   thread_loop  2 threads, each replacing random blocks of a working set of 1024 (4 B..32 KiB,
+//                small sizes far more likely), after glibc's threaded malloc benchmark
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -170,6 +177,8 @@ int main(int argc, char** argv) {
       {"realloc", Realloc},   {"mixed", Mixed},           {"fanin", w::FanIn},
       {"large_touch", w::LargeTouch}, {"thread_churn", w::ThreadChurn},
       {"small_loop", w::SmallLoop},   {"factor", w::Factor},
+      {"remote_free", w::RemoteFree}, {"false_share", w::FalseShare},
+      {"small_churn", w::SmallChurn}, {"thread_loop", w::ThreadLoop},
   };
   const Workload* workload = nullptr;
   for (const Workload& k : kWorkloads) {

@@ -1,5 +1,5 @@
-// What the allocator workloads of tiermem-malloc-workload share (bench/malloc_workload.cc and
-// bench/malloc_workload_more.cc). Each workload takes the --scale multiple, does a fixed amount of
+// What the allocator workloads of tiermem-malloc-workload share (bench/malloc_workload.cc,
+// bench/malloc_workload_more.cc and bench/malloc_workload_patterns.cc). Each workload takes the --scale multiple, does a fixed amount of
 // work and returns its operation count; one that reads back a byte it did not write calls
 // DataError, which ends the process with status 3 (the parent then reports the run as failed).
 #pragma once
@@ -32,5 +32,9 @@ uint64_t LargeTouch(uint64_t scale);
 uint64_t ThreadChurn(uint64_t scale);
 uint64_t SmallLoop(uint64_t scale);
 uint64_t Factor(uint64_t scale);
+uint64_t RemoteFree(uint64_t scale);
+uint64_t FalseShare(uint64_t scale);
+uint64_t SmallChurn(uint64_t scale);
+uint64_t ThreadLoop(uint64_t scale);
 
 }  // namespace tiermem::bench::workload

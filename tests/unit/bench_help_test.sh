@@ -38,7 +38,8 @@ done
 
 # Every malloc workload is named in its --help (the ones not run by default are only found there).
 mhelp=$("$bench" malloc --help 2>&1)
-for w in small prodcons larson realloc mixed fanin large_touch thread_churn small_loop factor; do
+for w in small prodcons larson realloc mixed fanin large_touch thread_churn small_loop factor \
+         remote_free false_share small_churn thread_loop; do
   printf '%s\n' "$mhelp" | grep -q "$w" || bad "malloc --help does not name the workload $w"
 done
 

@@ -1,0 +1,192 @@
+// Thread-owned spans of the tiered heap (Span::owner, ThreadCache::carving and remote lists):
+// the fresh blocks of two threads share no cache line, a thread does not hand out a block of
+// another thread's that it freed, remote frees come back to the thread that allocates, and the
+// span an exited thread was carving is taken up by the next.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "allocator/heap_core.h"
+#include "allocator/heap_internal.h"
+#include "allocator/size_classes.h"
+#include "allocator/span_map.h"
+#include "tiermem/heap.hpp"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+constexpr uintptr_t kLine = 64;
+
+uintptr_t LineOf(const void* p) { return reinterpret_cast<uintptr_t>(p) / kLine; }
+
+// The cache lines a block covers.
+void AddLines(const void* p, size_t size, int who, std::map<uintptr_t, int>* lines, int* shared) {
+  for (uintptr_t l = LineOf(p); l <= LineOf(static_cast<const char*>(p) + size - 1); ++l) {
+    auto [it, fresh] = lines->emplace(l, who);
+    if (!fresh && it->second != who) ++*shared;
+  }
+}
+
+class HeapOwnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto rt = Runtime::Start();
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    rt_ = std::move(*rt);
+    auto h = Heap::Create(*rt_, Tier::kDram);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    heap_ = std::move(*h);
+  }
+  void TearDown() override {
+    heap_.reset();
+    if (rt_) {
+      EXPECT_TRUE(rt_->Stop().ok());
+    }
+  }
+
+  std::unique_ptr<Runtime> rt_;
+  std::unique_ptr<Heap> heap_;
+};
+
+TEST_F(HeapOwnerTest, FreshBlocksOfTwoThreadsShareNoCacheLine) {
+  // Both threads allocate the same classes at the same time, 16-256 bytes: sizes whose batches
+  // do not end on a line boundary (160 bytes: 25 objects a page) included.
+  constexpr int kThreads = 2, kBlocks = 3000;
+  std::vector<std::vector<std::pair<void*, size_t>>> got(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      for (int i = 0; i < kBlocks; ++i) {
+        const size_t size = 16 + 16 * static_cast<size_t>((i * 7 + t) % 16);
+        void* p = heap_->Allocate(size);
+        ASSERT_NE(p, nullptr);
+        memset(p, t + 1, size);
+        got[static_cast<size_t>(t)].emplace_back(p, size);
+      }
+      // Both stay until both have allocated: an exit would pass a thread's cached blocks on.
+      ready.fetch_add(1);
+      while (ready.load() < 2 * kThreads) std::this_thread::yield();
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::map<uintptr_t, int> lines;
+  int shared = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (auto [p, size] : got[static_cast<size_t>(t)]) AddLines(p, size, t, &lines, &shared);
+  }
+  EXPECT_EQ(shared, 0) << "cache lines holding blocks of both threads";
+  for (auto& v : got) {
+    for (auto [p, size] : v) heap_->Free(p);
+  }
+}
+
+TEST_F(HeapOwnerTest, AThreadDoesNotHandOutABlockOfAnotherThreadThatItFreed) {
+  // This thread allocates a block for each of two workers, side by side; each worker frees its
+  // block and allocates its own of that size: neither may get one of this thread's lines (the
+  // two workers would then write the same line).
+  constexpr int kWorkers = 2;
+  std::vector<void*> first(kWorkers);
+  std::map<uintptr_t, int> lines;
+  int shared = 0;
+  for (int w = 0; w < kWorkers; ++w) {
+    first[static_cast<size_t>(w)] = heap_->Allocate(8);
+    ASSERT_NE(first[static_cast<size_t>(w)], nullptr);
+  }
+  std::vector<void*> mine(64);
+  for (void*& p : mine) {
+    p = heap_->Allocate(8);
+    AddLines(p, 8, -1, &lines, &shared);
+  }
+  std::vector<std::vector<void*>> got(kWorkers);
+  std::atomic<int> done{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      heap_->Free(first[static_cast<size_t>(w)]);
+      for (int i = 0; i < 100; ++i) {
+        void* p = heap_->Allocate(8);
+        ASSERT_NE(p, nullptr);
+        got[static_cast<size_t>(w)].push_back(p);
+      }
+      // Both workers stay until both have allocated: an exit would return a worker's cache.
+      done.fetch_add(1);
+      while (done.load() < kWorkers) std::this_thread::yield();
+    });
+  }
+  for (auto& th : workers) th.join();
+  for (int w = 0; w < kWorkers; ++w) {
+    for (void* p : got[static_cast<size_t>(w)]) AddLines(p, 8, w, &lines, &shared);
+  }
+  EXPECT_EQ(shared, 0) << "a worker got a block on a line of this thread's or the other's";
+  for (auto& v : got) {
+    for (void* p : v) heap_->Free(p);
+  }
+  for (void* p : mine) heap_->Free(p);
+}
+
+TEST_F(HeapOwnerTest, RemoteFreesComeBackToTheThreadThatAllocates) {
+  // Two threads that live throughout: one allocates 64-byte blocks, the other frees them. The
+  // freed blocks return through the remote lists and the central list to the producer, so the
+  // heap does not grow with the number of rounds.
+  constexpr int kRounds = 50, kN = 4096;
+  std::vector<void*> blocks(kN);
+  std::atomic<int> turn{0};  // even: the producer's, odd: the consumer's
+  std::thread producer([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      while (turn.load() != 2 * r) std::this_thread::yield();
+      for (int i = 0; i < kN; ++i) {
+        blocks[static_cast<size_t>(i)] = heap_->Allocate(64);
+        memset(blocks[static_cast<size_t>(i)], r, 64);
+      }
+      turn.store(2 * r + 1);
+    }
+  });
+  std::thread consumer([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      while (turn.load() != 2 * r + 1) std::this_thread::yield();
+      for (void* p : blocks) {
+        const auto* b = static_cast<const unsigned char*>(p);
+        for (int j = 0; j < 64; ++j) ASSERT_EQ(b[j], r);
+        heap_->Free(p);
+      }
+      turn.store(2 * r + 2);
+    }
+  });
+  producer.join();
+  consumer.join();
+  // 50 rounds of 256 KiB: without reuse 12.5 MiB of spans.
+  EXPECT_LE(heap_->Usage().span_bytes, 2u << 20);
+}
+
+TEST_F(HeapOwnerTest, TheSpanAnExitedThreadWasCarvingIsTakenUp) {
+  void* first = nullptr;
+  std::thread([&] { first = heap_->Allocate(32); }).join();  // the thread's cache is flushed
+  ASSERT_NE(first, nullptr);
+  const alloc::Span* span = alloc::GlobalSpanMap().Lookup(first);
+  ASSERT_NE(span, nullptr);
+  EXPECT_EQ(span->owner.load(), alloc::NoOwner());
+  // The next thread to need fresh blocks of the class (this one: it has no carving span of the
+  // class) takes the exited thread's cached blocks, then carves on in that span, and owns it.
+  std::vector<void*> next(3 * alloc::BatchSize(alloc::SizeClass(32)));
+  for (void*& p : next) {
+    p = heap_->Allocate(32);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(alloc::GlobalSpanMap().Lookup(p), span);
+  }
+  EXPECT_NE(span->owner.load(), alloc::NoOwner());
+  for (void* p : next) heap_->Free(p);
+  heap_->Free(first);
+}
+
+}  // namespace
+}  // namespace tiermem
