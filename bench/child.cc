@@ -83,6 +83,12 @@ bool Child::Start(const ChildOptions& options, std::string* error) {
   }
   unlink(out_path);
   const int null_fd = options.quiet_stderr ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
+  const int in_fd = options.stdin_path.empty() ? -1 : open(options.stdin_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (!options.stdin_path.empty() && in_fd < 0) {
+    *error = "cannot open " + options.stdin_path + ": " + strerror(errno);
+    if (null_fd >= 0) close(null_fd);
+    return false;
+  }
   int gate[2];  // the child execs once the parent has placed it (closed write end: go)
   if (pipe2(gate, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + strerror(errno);
@@ -95,6 +101,7 @@ bool Child::Start(const ChildOptions& options, std::string* error) {
     if (getppid() != parent) _exit(127);
     dup2(out_fd_, 1);
     if (null_fd >= 0) dup2(null_fd, 2);
+    if (in_fd >= 0) dup2(in_fd, 0);
     close(gate[1]);
     char c;
     while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
@@ -105,6 +112,7 @@ bool Child::Start(const ChildOptions& options, std::string* error) {
   const int fork_errno = errno;
   close(gate[0]);
   if (null_fd >= 0) close(null_fd);
+  if (in_fd >= 0) close(in_fd);
   if (pid_ < 0) {
     close(gate[1]);
     *error = std::string("fork: ") + strerror(fork_errno);

@@ -37,6 +37,7 @@ struct ChildOptions {
   // so everything it maps is charged to that cgroup.
   std::string cgroup_procs;
   bool quiet_stderr = false;  // stderr to /dev/null (else this process's stderr)
+  std::string stdin_path;     // non-empty: the child's stdin is this file (else this process's stdin)
 };
 
 // A started child. Its stdout goes to an unlinked temporary file (a pipe could fill and block

@@ -17,20 +17,13 @@
 #include "bench/child.h"
 #include "bench/cli.h"
 #include "bench/compare_util.h"
-#include "bench/memcached_client.h"
+#include "bench/memcached.h"
 #include "bench/preload_setup.h"
 #include "bench/subcommands.h"
 #include "tiermem/options.hpp"
 
 namespace tiermem::bench {
 namespace {
-
-struct Config {
-  std::string memcached;
-  McLoad load;
-  uint64_t item_mb = 0;  // memcached -m
-  int threads = 4;       // memcached -t
-};
 
 // memcached writes "TCP INET: <port>" to $MEMCACHED_PORT_FILENAME once it listens (-p -1: a port
 // the kernel picks); 0 when it did not within 10 s or exited.
@@ -48,7 +41,9 @@ uint16_t WaitForPort(Child& child, const std::string& port_file) {
   return 0;
 }
 
-nlohmann::json RunMemcached(const PreloadSetup& setup, const Config& c) {
+}  // namespace
+
+nlohmann::json RunMemcached(const PreloadSetup& setup, const McServerConfig& c) {
   nlohmann::json e = nlohmann::json::object();
   auto fail = [&](const std::string& why) { return SetupFailed(e, why); };
   char dir[] = "/tmp/tiermem-bench-mc-XXXXXX";
@@ -106,16 +101,16 @@ nlohmann::json RunMemcached(const PreloadSetup& setup, const Config& c) {
                                           : 0.0;
   e["fill_faults"] = filled.faults - start.faults;
   e["verified"] = verified;
-  if (setup.name == "tiermem") e["dram_resident_bytes"] = {start.dram_resident_bytes, filled.dram_resident_bytes,
-                                                           end.dram_resident_bytes};
+  if (setup.name == "tiermem") {
+    e["dram_resident_bytes"] = {start.dram_resident_bytes, filled.dram_resident_bytes, end.dram_resident_bytes};
+    e["tiermem_gets"] = TiermemFigures(filled, end);
+  }
   if (setup.swap) e["cgroup_bytes"] = {start.cgroup_bytes, filled.cgroup_bytes, end.cgroup_bytes};
   return e;
 }
 
-}  // namespace
-
 int Memcached(int argc, char** argv) {
-  Config c;
+  McServerConfig c;
   c.load.keys = 200000;
   c.load.connections = 4;
   uint64_t seconds = 20, conns = 4, threads = 4;
@@ -143,7 +138,9 @@ int Memcached(int argc, char** argv) {
       "    listening, nothing stored), filled_rss_bytes, end_rss_bytes, gets, values_checked,\n"
       "    misses, wrong_values, sets, fill_s, gets_s, wall_s, fault_counter (remote_faults |\n"
       "    major_faults), faults_per_get, fill_faults, verified, setup {env, cgroup,\n"
-      "    cgroup_version, swap_file}; tiermem: dram_resident_bytes [started, filled, end];\n"
+      "    cgroup_version, swap_file}; tiermem: dram_resident_bytes [started, filled, end],\n"
+      "    tiermem_gets {remote_faults, fault_latency_mean_us, policy_cpu_s, budget_relief_pages}\n"
+      "    (over the gets);\n"
       "    kernel_swap: cgroup_bytes [started, filled, end], oom_kills (where the OOM killer ended\n"
       "    memcached); a setup that cannot run here: name,\n"
       "    skipped (the reason); one that failed: name, error, verified false.\n"
@@ -161,9 +158,7 @@ int Memcached(int argc, char** argv) {
   }
   uint64_t data = 0, hot = 0;
   for (uint64_t k = 0; k < c.load.keys; ++k) data += McValueSize(k), hot += McHotKey(k);
-  // Room for every item with memcached's per-item header and slab rounding (up to 25%), so that
-  // nothing is evicted.
-  c.item_mb = data * 3 / 2 / (1 << 20) + 64;
+  c.item_mb = McItemMegabytes(data);
   bench.config.dram_limit_bytes = data / 6 / 4096 * 4096;
   bench.config.swap_bytes = data * 2 + (64ull << 20);
   bench.memd_bytes = data * 3;

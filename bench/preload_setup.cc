@@ -56,10 +56,24 @@ SetupReading ReadSetup(const PreloadSetup& setup, pid_t pid) {
     }
     r.faults = st->remote_faults;
     r.dram_resident_bytes = st->dram_resident_bytes;
+    r.fault_latency_count = st->fault_latency.count;
+    r.fault_latency_sum_ns = st->fault_latency.sum_ns;
+    r.policy_cpu_ns = st->policy_cpu_ns;
+    r.budget_relief_pages = st->budget_relief_pages;
   }
   if (setup.swap) r.cgroup_bytes = setup.swap->UsageBytes();
   r.ok = true;
   return r;
+}
+
+nlohmann::json TiermemFigures(const SetupReading& from, const SetupReading& to) {
+  const uint64_t n = to.fault_latency_count - from.fault_latency_count;
+  return {{"remote_faults", to.faults - from.faults},
+          {"fault_latency_mean_us", n > 0 ? static_cast<double>(to.fault_latency_sum_ns - from.fault_latency_sum_ns) /
+                                                static_cast<double>(n) / 1e3
+                                          : 0.0},
+          {"policy_cpu_s", static_cast<double>(to.policy_cpu_ns - from.policy_cpu_ns) / 1e9},
+          {"budget_relief_pages", to.budget_relief_pages - from.budget_relief_pages}};
 }
 
 namespace {

@@ -14,5 +14,6 @@ int PreloadHotset(int argc, char** argv);  // bench/preload_hotset.cc
 int Memcached(int argc, char** argv);    // bench/memcached.cc
 int SampleCost(int argc, char** argv);   // bench/sample_cost.cc
 int ForkRemote(int argc, char** argv);   // bench/fork_remote.cc
+int Programs(int argc, char** argv);     // bench/programs.cc
 
 }  // namespace tiermem::bench

@@ -35,6 +35,9 @@ const Subcommand kSubcommands[] = {
      "the cost of one access sample: protection faults vs soft eviction vs none, side by side"},
     {"fork-remote", tiermem::bench::ForkRemote,
      "fork() with most data remote: the parent's RSS while the child reads it all, share vs fetch"},
+    {"programs", tiermem::bench::Programs,
+     "real programs (redis, memcached, sqlite3, liblinear, sort, g++): plain, tiermem and kernel swap\n"
+     "                 at shares of their peak RSS; the share that keeps 0.9x plain's speed"},
     // Other benchmarks add a line here (and their declaration in subcommands.h).
 };
 

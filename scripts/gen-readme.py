@@ -278,6 +278,36 @@ def memcached_rows(r):
              f"DRAM limit {d['dram_limit_bytes'] / 2**20:.0f} MiB", unmodified_setups(d, figures))]
 
 
+def programs_rows(r):
+    """One row per program of `tiermem-bench programs`: speed at each grid share, both setups."""
+    rows = []
+
+    def speed(run):
+        if run.get("relative_speed"):
+            return f"{run['relative_speed']:.2f}x"
+        return "OOM" if run.get("oom_kills") else "timeout" if "timed out" in (run.get("error") or "") else "failed"
+
+    def share(v):
+        return "none" if v is None else f"{v:.2f}"
+    for p in r.data.get("programs", []):
+        if p.get("skipped") or not p.get("peak_rss_bytes"):
+            continue
+        grid = [run for run in p["runs"] if not run.get("bisection") and run["setup"] != "plain"]
+        shares = sorted({run["dram_share"] for run in grid}, reverse=True)
+        cells = []
+        for setup in ("tiermem", "kernel_swap"):
+            by = {run["dram_share"]: run for run in grid if run["setup"] == setup}
+            cells.append(setup.replace("_", " ") + " " + " / ".join(speed(by[x]) for x in shares if x in by))
+        tm = [run for run in p["runs"] if run["setup"] == "tiermem"]
+        right = sum(1 for run in tm if run["result_ok"])
+        at = p["dram_share_at_0_9"]
+        rows.append((f"programs: {p['name']} (plain peak RSS {p['peak_rss_bytes'] / 2**20:.0f} MiB), speed vs plain at "
+                     + " / ".join(f"{x:g}" for x in shares) + " of the peak; smallest share at 0.9x",
+                     "; ".join(cells) + f"; at 0.9x: tiermem {share(at['tiermem'])}, kernel swap "
+                     f"{share(at['kernel_swap'])}; result right in {right} of {len(tm)} tiermem runs"))
+    return rows
+
+
 def is_dict_with(*keys):
     return lambda r: isinstance(r.data, dict) and all(k in r.data for k in keys)
 
@@ -300,6 +330,7 @@ HEADLINES = [
     (r"^preload-hotset.*\.json$", is_dict_with("setups", "ideal_faults_per_update"), preload_hotset_rows),
     (r"^memcached.*\.json$", is_dict_with("setups", "hot_keys"), memcached_rows),
     (r"^preload-fill.*\.json$", is_dict_with("fill_bound_s", "tiermem_fill_vs_bound"), preload_fill_rows),
+    (r"^programs.*\.json$", lambda r: is_dict_with("programs")(r) and not r.data.get("quick"), programs_rows),
 ]
 
 

@@ -17,7 +17,7 @@ PKGS=(
   busybox-static cpio kmod iproute2 xz-utils
   libjemalloc-dev libjemalloc2 libmimalloc-dev libmimalloc2.0
   libisal-dev libisal2
-  gnuplot-nox python3 sqlite3 memcached redis-server
+  gnuplot-nox python3 sqlite3 memcached redis-server liblinear-tools
 )
 apt_install() {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@"
