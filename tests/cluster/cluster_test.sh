@@ -52,7 +52,7 @@ fail() {
 
 mib=24
 threads=""        # pattern's THREADS: read back at random by that many threads ("" one, in order)
-prog_timeout=50   # seconds the program may run in all
+prog_timeout=240  # seconds the program may run in all (a bound on a hang; ctest allows 300)
 capacity=64M      # each memd's
 replicas=1
 code=""
@@ -216,7 +216,7 @@ case $case in
     expect_one_line "is down" "*memory server tcp://$(cluster_addr 2) is down*"
     ;;
   replicated_loss_under_load|replicated_cut_under_load)
-    replicas=2 prefetch=off mib=1024 threads=8 prog_timeout=240
+    replicas=2 prefetch=off mib=1024 threads=8 prog_timeout=540
     start_program "$(cluster_remote)"
     wait_copies_still
     before=$copies
