@@ -41,7 +41,7 @@ constexpr double kKeepSpeed = 0.9;  // dram_share_at_0_9: the smallest share tha
 
 struct Config {
   std::string programs, setups = "tiermem,kernel_swap", shares = "0.5,0.25,0.125", work_dir = "/var/tmp";
-  uint64_t bisect = 2, timeout_factor = 4, min_timeout_s = 30;
+  uint64_t bisect = 1, timeout_factor = 3, min_timeout_s = 20;
   bool quick = false, json = false;
   PreloadSetupConfig setup;  // preload, swap_dir; dram_limit_bytes and swap_bytes per run
 };
