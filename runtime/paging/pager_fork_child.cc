@@ -244,6 +244,63 @@ void Pager::InstallSnapshotPages(const std::vector<int64_t>& e, char* staging) {
   os::UffdWake(self_->fd, at, e.size() * kPage);
 }
 
+void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {
+  for (int r = 0; r < nregions; ++r) {
+    Region& region = *regions[r];
+    const uint64_t hw = region.high_water();
+    for (uint64_t i = 0; i < hw; ++i) {
+      PageRecord& rec = region.record(i);
+      if (rec.state.load(std::memory_order_relaxed) != S(PageState::kRemote)) continue;
+      if (rec.remote_slot.load(std::memory_order_relaxed) == 0) continue;  // zeros either way
+      // A read: whoever serves this child installs it (or it is here already).
+      (void)*reinterpret_cast<volatile const char*>(region.PageAddress(i));
+      rec.remote_slot.store(0, std::memory_order_relaxed);
+      rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
+      if (config_.on_resident) config_.on_resident(region, i, 1, true);
+      rec.state.store(S(PageState::kLocal), std::memory_order_relaxed);
+    }
+  }
+}
+
+void Pager::ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard) {
+  // A snapshot page not installed yet would come back with its fork-time bytes on the next
+  // touch, where the program expects zeros: such ranges get fresh memory instead (unregistered
+  // in this child, so nobody installs anything there any more). Under self_mu_ with this
+  // child's own installs, which skip the entries marked here.
+  std::unique_lock<std::mutex> own;
+  if (self_) {
+    own = std::unique_lock<std::mutex>(self_mu_);
+    ForkSnapshot& snap = *self_->snap;
+    for (int64_t j = snap.LowerBound(&region, first); j >= 0 && j < int64_t(snap.entries.size()); ++j) {
+      const ForkSnapshot::Entry& e = snap.entries[j];
+      if (snap.RegionOf(e) != &region || e.index >= first + n) break;
+      snap.served[j] = 1;
+    }
+  }
+  bool served_here = false;
+  for (uint64_t i = first; i < first + n && !served_here; ++i) {
+    const PageRecord& rec = region.record(i);
+    served_here = parent_serves_ && rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote) &&
+                  rec.remote_slot.load(std::memory_order_relaxed) != 0;
+  }
+  char* addr = region.PageAddress(first);
+  if (served_here) {
+    const int rc = os::ReplaceAnonymous(addr, n * kPage);
+    if (rc != 0) TM_LOG_WARN("remote tier: fork child: replacing freed memory failed: %s", strerror(-rc));
+  } else {
+    (void)os::Discard(addr, n * kPage);
+  }
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region.record(i);
+    rec.remote_slot.store(0, std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
+    if (discard && rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
+      if (config_.on_resident) config_.on_resident(region, i, 1, false);
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+    }
+  }
+}
+
 void Pager::DestroyInChild() {
   // No fault, repair or writer thread exists here: their objects are the parent's copies.
   new (&thread_) std::thread();
