@@ -10,10 +10,10 @@
 // Each thread carves fresh objects from spans of its own (one per class: ThreadCache::carving,
 // Span::owner), so objects handed to two threads share no cache line. A free of a block of the
 // thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
-// of a span whose thread exited) goes to the thread's remote list of its class and on to the central
-// list a batch at a time (one lock per batch), where the owner's next refill finds it: a thread
-// never hands out a block of another thread's lines that it freed. Objects flow back to their
-// span when a batch finds the transfer cache full.
+// of a span whose thread exited) goes to the thread's remote list of its class and on to the
+// central list a batch at a time (one lock per batch), where the owner's next refill finds it:
+// a thread never hands out a block of another thread's lines that it freed. Objects flow back
+// to their span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
 // pages are never migrated or written out.
 //
@@ -64,9 +64,10 @@ struct Span {
   std::atomic<intptr_t> primary_off{-1};
   // The thread cache whose thread carves this span's fresh objects (ThreadCache::carving), or
   // NoOwner() once that thread left (never nullptr: owner == the thread's cache then implies a
-  // cache, one test fewer on free's fast path). A free by another thread does not keep the block in its own
-  // cache (it would hand it out next, beside the owner's live objects: false sharing) but
-  // gathers it on its class's remote list, which goes back to the central list in whole batches.
+  // cache, one test fewer on free's fast path). A free by another thread does not keep the block
+  // in its own cache (it would hand it out next, beside the owner's live objects: false sharing)
+  // but gathers it on its class's remote list, which goes back to the central list in whole
+  // batches.
   // Written under the class lock; read without it on free: a stale value only sends one block
   // to the other of two lists, both correct (any block may be in any thread's lists).
   std::atomic<ThreadCache*> owner{NoOwner()};
