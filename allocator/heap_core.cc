@@ -214,12 +214,6 @@ inline void CarveInto(Span* s, uint32_t n, void** head, uint32_t* got, uint32_t*
 
 }  // namespace
 
-// A carving span fully carved: no one's any more, so frees of its blocks stay local.
-void HeapCore::Retire(Span* s) {
-  s->carving = false;
-  s->owner.store(NoOwner(), std::memory_order_relaxed);
-}
-
 void HeapCore::TakeListed(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head,
                           uint32_t* got, uint32_t* carve_left) {
   // A few spans at most: past them, a carving span gives fresh objects at once.
@@ -237,7 +231,7 @@ void HeapCore::TakeListed(Central& c, int cls, uint32_t n, ThreadCache* tc, void
       if (tc == nullptr) {
         CarveInto(s, n, head, got, carve_left, &c.empty_spans);
       } else if (own == nullptr || own->carved == own->capacity) {
-        if (own != nullptr) Retire(own);  // full: nothing more to carve there
+        if (own != nullptr) own->carving = false;  // full: nothing more to carve there
         s->orphan = false;
         s->carving = true;
         // From the next cache line on: the exited thread's last objects may still be in use
@@ -262,7 +256,7 @@ void HeapCore::TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void
   while (*got < n && *carve_left > 0) {
     Span* s = tc != nullptr ? tc->carving[cls] : nullptr;
     if (s == nullptr || s->carved == s->capacity) {
-      if (s != nullptr) Retire(s);
+      if (s != nullptr) s->carving = false;
       s = AllocSpan(cls);
       if (s == nullptr) return;
       s->next = nullptr;

@@ -8,12 +8,12 @@
 //   straight from Runtime::Impl::Allocate          cut into spans of 64 KiB granules
 //
 // Each thread carves fresh objects from spans of its own (one per class: ThreadCache::carving,
-// Span::owner), so objects handed to two threads share no cache line. A free goes to the freeing
-// thread's cache (no lock), unless another thread is still carving the block's span: then to the
-// thread's remote list of its class and on to the central list a batch at a time (one lock per
-// batch), where the carver's next refill finds it, so a thread does not hand out a block from
-// among another thread's fresh objects. Objects flow back to their span when a batch finds the
-// transfer cache full.
+// Span::owner), so objects handed to two threads share no cache line. A free of a block of the
+// thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
+// of a span whose thread exited) goes to the thread's remote list of its class and on to the
+// central list a batch at a time (one lock per batch), where the owner's next refill finds it:
+// a thread never hands out a block of another thread's lines that it freed. Objects flow back
+// to their span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
 // pages are never migrated or written out.
 //
@@ -63,14 +63,11 @@ struct Span {
   // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
   std::atomic<intptr_t> primary_off{-1};
   // The thread cache whose thread carves this span's fresh objects (ThreadCache::carving), or
-  // NoOwner() once the span is fully carved or that thread left (never nullptr: owner == the
-  // thread's cache then implies a cache). While a thread carves a span, a free of one of its
-  // blocks by another thread does not keep the block in that thread's cache (it would hand it
-  // out next, beside the owner's fresh, likely live objects: false sharing) but gathers it on
-  // its class's remote list, which goes back to the central list in whole batches. Blocks of
-  // spans no one carves any more go to the freeing thread's list, as they have gone from
-  // thread to thread already (a remote list for them made every free in a program whose blocks
-  // move between threads a central one: larson lost a third of its rate).
+  // NoOwner() once that thread left (never nullptr: owner == the thread's cache then implies a
+  // cache, one test fewer on free's fast path). A free by another thread does not keep the block
+  // in its own cache (it would hand it out next, beside the owner's live objects: false sharing)
+  // but gathers it on its class's remote list, which goes back to the central list in whole
+  // batches.
   // Written under the class lock; read without it on free: a stale value only sends one block
   // to the other of two lists, both correct (any block may be in any thread's lists).
   std::atomic<ThreadCache*> owner{NoOwner()};
@@ -277,9 +274,7 @@ class HeapCore {
     ThreadCache* tc = t_thread.primary;
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
     if (__builtin_expect(off < 0, 0)) return false;
-    const ThreadCache* o = span->owner.load(std::memory_order_relaxed);
-    // owner is never nullptr: o == tc means tc is a cache.
-    if (__builtin_expect(o == tc || (o == NoOwner() && tc != nullptr), 1)) {
+    if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
       Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
       return true;
     }
@@ -303,11 +298,10 @@ class HeapCore {
   static void ResumePrimary();
 
  private:
-  // Whether a free by the thread of `tc` (a cache) keeps the block: no other thread carves its
-  // span (Span::owner).
+  // Whether a free by the thread of `tc` keeps the block: the span is its own. A block of a span
+  // no thread owns (its carver exited) takes the remote list too: one compare on every free.
   static bool Local(const Span* span, const ThreadCache* tc) {
-    const ThreadCache* o = span->owner.load(std::memory_order_relaxed);
-    return o == tc || o == NoOwner();
+    return span->owner.load(std::memory_order_relaxed) == tc;
   }
   static void* Pop(ClassCache* cc) {
     void* p = cc->head;
@@ -373,7 +367,6 @@ class HeapCore {
   // Under the class lock: fresh objects from tc's carving span (a new one when it has none left).
   void TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head, uint32_t* got,
                   uint32_t* carve_left);
-  static void Retire(Span* s);  // under the class lock
   // Under the class lock: tc's carving span of cls given up (thread exit): an orphan.
   void Orphan(Central& c, ThreadCache* tc, int cls);
   // tc's remote list of cls (a whole batch, or what is there at exit) to the central list: one

@@ -15,11 +15,9 @@ constinit std::atomic<HeapCore*> g_primary{nullptr};
 
 namespace {
 
-// A thread's limit for a class it has only freed so far: half a batch. A thread that frees what
-// another allocates (a consumer) then passes the blocks of spans no one carves any more on in
-// half batches, through the transfer cache, instead of sitting on up to two batches per class
-// while the producer carves new pages (blocks of a span the producer is carving take the remote
-// list: a batch at a time).
+// A thread's limit for a class it has only freed so far: half a batch. Blocks of other threads'
+// spans go to the remote lists, not here, so only a thread whose cache was an exited thread's
+// (whose spans still name it) meets it; a consumer holds at most a remote batch per class.
 constexpr uint32_t FreeOnlyLimit(int cls) {
   return std::min(CacheLimit(cls), std::max<uint32_t>(2, BatchSize(cls) / 2));
 }
