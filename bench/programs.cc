@@ -236,23 +236,8 @@ CLI::Validator SharesList() {
       "", "");
 }
 
-}  // namespace
-
-int Programs(int argc, char** argv) {
-  Config c;
-  c.programs = "";
-  for (const std::string& n : ProgramNames()) c.programs += (c.programs.empty() ? "" : ",") + n;
-  CLI::App app{"Real programs from Debian's packages, unmodified, each with a job of its own and a check that its "
-               "result is right (docs/programs.md): redis-server loaded by redis-benchmark, memcached loaded by "
-               "tiermem's client, sqlite3 on an in-memory database, liblinear-train, GNU sort, g++. Each runs "
-               "plain with no limit (its peak RSS sets the scale), then at each --shares of that peak under "
-               "tiermem (LD_PRELOAD=libtiermem-preload.so, TIERMEM_DRAM_LIMIT = the share, TIERMEM_REMOTE = a "
-               "memd on loopback started here, defaults otherwise) and under kernel_swap (a memory cgroup "
-               "limited to the share with a swap file made and removed here; needs root; an OOM kill is its "
-               "result). Then, per setup, --bisect more runs look for the smallest share that keeps 0.9x "
-               "plain's speed. Exit status 1 when a plain or tiermem run's result was not right (or a "
-               "kernel_swap run's that ran to its end).",
-               "tiermem-bench programs"};
+// The flags of `programs`, into `c`.
+void AddProgramsFlags(CLI::App& app, Config& c) {
   AddSwitch(app, "--json", c.json, "print one JSON object instead of a line per run");
   app.add_option("--programs", c.programs, "programs to run, in this order")->check(ListOf(ProgramNames()))->capture_default_str();
   app.add_option("--setups", c.setups, "setups beside plain (which always runs: it sets the scale)")
@@ -284,6 +269,26 @@ int Programs(int argc, char** argv) {
       "    check_failed, result_digest, seconds, ops, ops_per_s, wall_s, bisection, oom_kills,\n"
       "    tiermem {remote_faults, fault_latency_mean_us, policy_cpu_s, budget_relief_pages, ...}.\n"
       "Exit status 77 when no program could run here (none installed).");
+}
+
+}  // namespace
+
+int Programs(int argc, char** argv) {
+  Config c;
+  c.programs = "";
+  for (const std::string& n : ProgramNames()) c.programs += (c.programs.empty() ? "" : ",") + n;
+  CLI::App app{"Real programs from Debian's packages, unmodified, each with a job of its own and a check that its "
+               "result is right (docs/programs.md): redis-server loaded by redis-benchmark, memcached loaded by "
+               "tiermem's client, sqlite3 on an in-memory database, liblinear-train, GNU sort, g++. Each runs "
+               "plain with no limit (its peak RSS sets the scale), then at each --shares of that peak under "
+               "tiermem (LD_PRELOAD=libtiermem-preload.so, TIERMEM_DRAM_LIMIT = the share, TIERMEM_REMOTE = a "
+               "memd on loopback started here, defaults otherwise) and under kernel_swap (a memory cgroup "
+               "limited to the share with a swap file made and removed here; needs root; an OOM kill is its "
+               "result). Then, per setup, --bisect more runs look for the smallest share that keeps 0.9x "
+               "plain's speed. Exit status 1 when a plain or tiermem run did not finish with its result right, "
+               "or a kernel_swap run finished with a wrong one.",
+               "tiermem-bench programs"};
+  AddProgramsFlags(app, c);
   if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
   if (c.setup.preload.empty()) c.setup.preload = PreloadLibrary();
   MemdChild memd;

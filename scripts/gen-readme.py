@@ -300,11 +300,13 @@ def programs_rows(r):
             cells.append(setup.replace("_", " ") + " " + " / ".join(speed(by[x]) for x in shares if x in by))
         tm = [run for run in p["runs"] if run["setup"] == "tiermem"]
         right = sum(1 for run in tm if run["result_ok"])
+        wrong = sum(1 for run in tm if not run["result_ok"] and not run.get("error"))
         at = p["dram_share_at_0_9"]
         rows.append((f"programs: {p['name']} (plain peak RSS {p['peak_rss_bytes'] / 2**20:.0f} MiB), speed vs plain at "
                      + " / ".join(f"{x:g}" for x in shares) + " of the peak; smallest share at 0.9x",
                      "; ".join(cells) + f"; at 0.9x: tiermem {share(at['tiermem'])}, kernel swap "
-                     f"{share(at['kernel_swap'])}; result right in {right} of {len(tm)} tiermem runs"))
+                     f"{share(at['kernel_swap'])}; tiermem runs finished with the result right: {right} of {len(tm)}, "
+                     f"wrong: {wrong}"))
     return rows
 
 

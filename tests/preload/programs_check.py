@@ -2,7 +2,8 @@
 """programs_check.py TIERMEM_BENCH PROGRAM
 Runs `tiermem-bench programs --quick` for one program, plain and under the preload library at
 50% of its plain peak RSS, and checks that both ran and that each result is right (the program's
-own check passed and tiermem's output equals plain's). Exit 77 (ctest: skipped) where the program
+own check passed and tiermem's output equals plain's): the result, not the speed, so the run may
+take up to 240 s. Exit 77 (ctest: skipped) where the program
 is not installed."""
 import json
 import subprocess
@@ -10,7 +11,7 @@ import sys
 
 bench, name = sys.argv[1], sys.argv[2]
 cmd = [bench, "programs", "--quick", "--programs", name, "--setups", "tiermem", "--shares", "0.5",
-       "--bisect", "0", "--json"]
+       "--bisect", "0", "--min-timeout", "240", "--json"]
 out = subprocess.run(cmd, capture_output=True, text=True)
 print(" ".join(cmd[1:]) + f": exit {out.returncode}")
 sys.stderr.write(out.stderr[-4000:])
