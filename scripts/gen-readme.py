@@ -279,16 +279,16 @@ def memcached_rows(r):
 
 
 def programs_rows(r):
-    """One row per program of `tiermem-bench programs`: speed at each grid share, both setups."""
-    rows = []
-
+    """One row for `tiermem-bench programs`: per program, speed at each grid share under tiermem
+    and the kernel's swap, the smallest share at 0.9x plain, and how many tiermem runs checked."""
     def speed(run):
         if run.get("relative_speed"):
-            return f"{run['relative_speed']:.2f}x"
+            return f"{run['relative_speed']:.2f}"
         return "OOM" if run.get("oom_kills") else "timeout" if "timed out" in (run.get("error") or "") else "failed"
 
     def share(v):
         return "none" if v is None else f"{v:.2f}"
+    parts, shares = [], []
     for p in r.data.get("programs", []):
         if p.get("skipped") or not p.get("peak_rss_bytes"):
             continue
@@ -297,17 +297,17 @@ def programs_rows(r):
         cells = []
         for setup in ("tiermem", "kernel_swap"):
             by = {run["dram_share"]: run for run in grid if run["setup"] == setup}
-            cells.append(setup.replace("_", " ") + " " + " / ".join(speed(by[x]) for x in shares if x in by))
+            cells.append("/".join(speed(by[x]) for x in shares if x in by))
         tm = [run for run in p["runs"] if run["setup"] == "tiermem"]
         right = sum(1 for run in tm if run["result_ok"])
-        wrong = sum(1 for run in tm if not run["result_ok"] and not run.get("error"))
         at = p["dram_share_at_0_9"]
-        rows.append((f"programs: {p['name']} (plain peak RSS {p['peak_rss_bytes'] / 2**20:.0f} MiB), speed vs plain at "
-                     + " / ".join(f"{x:g}" for x in shares) + " of the peak; smallest share at 0.9x",
-                     "; ".join(cells) + f"; at 0.9x: tiermem {share(at['tiermem'])}, kernel swap "
-                     f"{share(at['kernel_swap'])}; tiermem runs finished with the result right: {right} of {len(tm)}, "
-                     f"wrong: {wrong}"))
-    return rows
+        parts.append(f"{p['name']} ({p['peak_rss_bytes'] / 2**20:.0f} MiB) {cells[0]} vs {cells[1]}, "
+                     f"0.9x at {share(at['tiermem'])} vs {share(at['kernel_swap'])}, {right}/{len(tm)} right")
+    if not parts:
+        return []
+    return [("programs: speed vs plain at " + "/".join(f"{x:g}" for x in shares)
+             + " of the plain peak RSS, tiermem vs the kernel's swap; smallest share at 0.9x; tiermem runs checked right",
+             "; ".join(parts))]
 
 
 def is_dict_with(*keys):
