@@ -332,7 +332,8 @@ HEADLINES = [
     (r"^preload-hotset.*\.json$", is_dict_with("setups", "ideal_faults_per_update"), preload_hotset_rows),
     (r"^memcached.*\.json$", is_dict_with("setups", "hot_keys"), memcached_rows),
     (r"^preload-fill.*\.json$", is_dict_with("fill_bound_s", "tiermem_fill_vs_bound"), preload_fill_rows),
-    (r"^programs.*\.json$", lambda r: is_dict_with("programs")(r) and not r.data.get("quick"), programs_rows),
+    (r"^programs.*\.json$", lambda r: is_dict_with("programs")(r) and not r.data.get("quick")
+     and "kernel_swap" in r.data.get("setups", ""), programs_rows),
 ]
 
 
