@@ -173,8 +173,18 @@ int main(int argc, char** argv) {
       }
       if (Now() >= deadline) break;
     }
+    if (!halfway) {
+      /* The phase ended before its middle was seen: one batch of updates outlasted the rest of
+         the phase (a busy machine took the CPU). Its halfway stop still comes, so whoever waits
+         for the stops sees them all. */
+      half[phase] = n;
+      if (stop) {
+        const double s0 = Now();
+        raise(SIGSTOP);
+        stopped += Now() - s0;
+      }
+    }
     secs[phase] = Now() - t0 - stopped;
-    if (!halfway) half[phase] = n; /* ended before its middle (cannot happen with a bound > 0) */
     updates[phase] = n;
     majflt[phase] = MajorFaults() - f0;
   }
