@@ -89,6 +89,10 @@ grep -q "^remote " "$work/stat.txt" || fail "stat text has no remote tier line"
 # A watch that outlives the program ends when the program exits cleanly.
 "$ctl" stat "$target_pid" --interval 50 > "$work/watch.out" 2> "$work/watch.err" &
 watch_pid=$!
+# The watch must have found the program before it exits (otherwise it is rightly told there is
+# no such tiermem process): wait, with a bound, for its first sample.
+for _ in $(seq 300); do [ -s "$work/watch.out" ] && break; sleep 0.05; done
+[ -s "$work/watch.out" ] || fail "stat --interval printed nothing: $(cat "$work/watch.err")"
 finish_target stat
 wait "$watch_pid" || fail "stat --interval of a process that exited: exit $?, $(cat "$work/watch.err")"
 grep -q "pid $target_pid exited" "$work/watch.err" || fail "stat --interval: $(cat "$work/watch.err")"

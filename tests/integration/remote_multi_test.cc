@@ -242,7 +242,7 @@ TEST(RemoteMultiServer, AStoppedServerHoldsOnlyItsOwnPages) {
   ASSERT_EQ(st[0].pages, kPages);  // one run on each server
   ASSERT_EQ(st[1].pages, kPages);
   MemdProcess& stopped = slow == 0 ? a : b;
-  ASSERT_EQ(kill(stopped.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::StopProcess(stopped.pid()));
 
   std::mutex mu;
   std::condition_variable cv;

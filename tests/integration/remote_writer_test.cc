@@ -136,7 +136,7 @@ TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightStaysLocalAndIsNotWait
   if (!pager->write_protect()) GTEST_SKIP() << "userfaultfd write-protect is not available here";
   const uint64_t called_off0 = pager->stats().evict_called_off;
 
-  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);  // the writes stay in flight
+  ASSERT_TRUE(testing::StopProcess(memd.pid()));  // the writes stay in flight
   auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kPages));
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(*q, kPages);
@@ -211,7 +211,7 @@ TEST_F(RemoteWriter, APageWhoseWriteIsInFlightIsNotArmed) {
   ProtectTracker& tracker = ProtectTracker::Get();
   ASSERT_TRUE(tracker.Install().ok());
   tracker.DisarmAll();
-  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::StopProcess(memd.pid()));
   auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kWindow / 2));
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   ASSERT_EQ(*q, kWindow / 2);
@@ -256,7 +256,7 @@ TEST_F(RemoteWriter, AFullQueueBlocksTheEvictingThreadAndDropsNothing) {
   constexpr size_t kPages = (EvictWriter::kMaxJobs + 2) * kWindow;
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
 
-  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::StopProcess(memd.pid()));
   std::atomic<bool> returned{false};
   StatusOr<uint64_t> queued = uint64_t{0};
   std::thread evictor([&] {
@@ -283,7 +283,7 @@ TEST_F(RemoteWriter, AServerLostWithWritesInFlightLeavesThePagesLocalAndIntact) 
   constexpr size_t kPages = 3 * kWindow;
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
 
-  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::StopProcess(memd.pid()));
   auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kPages));
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(*q, kPages);
@@ -306,7 +306,7 @@ TEST_F(RemoteWriter, BackgroundEvictionsReturnAtOnceAndTheirWaitSettlesThem) {
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
   Runtime::Impl* impl = ImplOf(*rt);
 
-  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);  // no write can be acknowledged
+  ASSERT_TRUE(testing::StopProcess(memd.pid()));  // no write can be acknowledged
   auto q = impl->EvictPagesBackground(d.Addresses());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->pages_moved, kPages);
@@ -346,7 +346,7 @@ TEST_F(RemoteWriter, BackgroundEvictionsToAServerLostAreReportedByTheWaitAndStay
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
   Runtime::Impl* impl = ImplOf(*rt);
 
-  ASSERT_EQ(kill(memd.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(testing::StopProcess(memd.pid()));
   auto q = impl->EvictPagesBackground(d.Addresses());
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->pages_moved, kPages);
@@ -384,7 +384,7 @@ class RemoteWriterReplicas : public ::testing::Test {
     for (size_t k = 0; k < st.size() && victim == 3; ++k) victim = st[k].pages > 0 ? k : 3;
     ASSERT_LT(victim, 3u);
     for (size_t i = 0; i < kPages; ++i) FillPage(d.base + i * kPage, i + kTag);
-    ASSERT_EQ(kill(memd[victim].pid(), SIGSTOP), 0);
+    ASSERT_TRUE(testing::StopProcess(memd[victim].pid()));
   }
   MemdProcess memd[3];
   std::unique_ptr<Runtime> rt;

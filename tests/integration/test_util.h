@@ -1,12 +1,14 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <string>
 #include <thread>
 
+#include <dirent.h>
 #include <sys/types.h>
 
 namespace tiermem::testing {
@@ -46,6 +48,38 @@ inline bool ThreadAsleep(pid_t tid) {
   const size_t paren = stat.rfind(')');  // the name may hold spaces and parentheses
   return paren != std::string::npos && paren + 2 < stat.size() &&
          (stat[paren + 2] == 'S' || stat[paren + 2] == 'D');
+}
+
+// State letter of /proc/<pid>/task/<tid>/stat, or 0 when it cannot be read (the thread is gone).
+inline char TaskState(pid_t pid, const std::string& tid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + tid + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
+// Sends SIGSTOP to `pid` and waits (at most 60 s) until every thread of it is stopped: kill()
+// returns before the signal takes effect, and a process still running on the other core can
+// answer a request or two sent after the call. Returns whether it stopped.
+inline bool StopProcess(pid_t pid) {
+  if (kill(pid, SIGSTOP) != 0) return false;
+  return WaitFor(
+      [pid] {
+        DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+        if (d == nullptr) return false;
+        bool all = true, any = false;
+        while (dirent* e = readdir(d)) {
+          if (e->d_name[0] == '.') continue;
+          const char s = TaskState(pid, e->d_name);
+          if (s == 0) continue;  // a thread that exited meanwhile
+          any = true;
+          all = all && (s == 'T' || s == 't');
+        }
+        closedir(d);
+        return any && all;
+      },
+      60);
 }
 
 inline uint64_t Checksum(const void* p, size_t bytes) {

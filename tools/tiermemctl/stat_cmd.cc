@@ -172,14 +172,18 @@ int StatCommand(const StatArgs& a) {
   ProcessStats before = std::move(*first);
   double t0 = NowSeconds();
   if (!a.json) PrintRateHeader();
+  std::fflush(stdout);
   for (uint32_t i = 0; a.count == 0 || i < a.count; ++i) {
     if (!SleepMs(a.interval_ms)) break;
-    if (ReadProcessStats(a.pid).status().code() == StatusCode::kNotFound) {
+    // One read per sample: a block that vanishes between two reads would otherwise be taken for
+    // "not a tiermem process".
+    auto read = ReadProcessStats(a.pid);
+    if (read.status().code() == StatusCode::kNotFound) {
       // A clean exit removes the block: the watch is over, not a mistake.
       std::fprintf(stderr, "tiermemctl: pid %d exited\n", a.pid);
       return 0;
     }
-    auto now = ReadForDisplay(a.pid, a.allow_stale);
+    auto now = ForDisplay(a.pid, std::move(read), a.allow_stale);
     if (!now.ok()) return 1;
     double t1 = NowSeconds();
     Rates r = ComputeRates(before, *now, t1 - t0);

@@ -22,7 +22,10 @@ StatusOr<ProcessStats> ReadForDisplay(int pid, bool allow_stale) {
     std::fprintf(stderr, "tiermemctl: %d is not a process id\n", pid);
     return InvalidArgument("bad pid");
   }
-  auto st = ReadProcessStats(pid);
+  return ForDisplay(pid, ReadProcessStats(pid), allow_stale);
+}
+
+StatusOr<ProcessStats> ForDisplay(int pid, StatusOr<ProcessStats> st, bool allow_stale) {
   if (!st.ok()) {
     const Status& s = st.status();
     switch (s.code()) {

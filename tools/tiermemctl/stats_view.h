@@ -15,6 +15,8 @@ namespace tiermem::tools {
 // Reads pid's block. On failure (or a stale block when !allow_stale) prints one line saying why
 // to stderr and returns the error. A stale block with allow_stale is returned.
 StatusOr<ProcessStats> ReadForDisplay(int pid, bool allow_stale);
+// What ReadForDisplay does with a block already read: says on stderr why it cannot be shown.
+StatusOr<ProcessStats> ForDisplay(int pid, StatusOr<ProcessStats> read, bool allow_stale);
 
 // Events per second between two snapshots of one process, `seconds` apart (counters that went
 // backwards, a new process with the same pid, count as 0).
