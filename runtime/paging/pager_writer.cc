@@ -135,7 +135,7 @@ void Pager::FinishJob(EvictJob& job) {
   }
   for (size_t k = 0; k < servers_.size(); ++k) {
     servers_[k]->c->written.fetch_add(job.written[k], std::memory_order_relaxed);
-    c_->written.fetch_add(job.written[k], std::memory_order_relaxed);
+    c_->pages_written.fetch_add(job.written[k], std::memory_order_relaxed);
   }
   // Commit each page, then drop, mark remote (the server copy is current: clean), and wake
   // waiters to fault again. A page the program wrote meanwhile had its eviction called off by
@@ -151,7 +151,7 @@ void Pager::FinishJob(EvictJob& job) {
       rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
       if (TakeEvictingFlag(rec)) {  // (else a write called it off already, and lifted this)
         if (wp_) (void)os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), kPage, false);
-        c_->evict_unreadable.fetch_add(1, std::memory_order_relaxed);
+        c_->evictions_unreadable.fetch_add(1, std::memory_order_relaxed);
       }
       continue;
     }
@@ -178,7 +178,7 @@ void Pager::FinishJob(EvictJob& job) {
     ++became_remote;
   }
   ForRuns(idx, m, nullptr, [&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); });
-  c_->evicted.fetch_add(became_remote, std::memory_order_relaxed);
+  c_->pages_evicted.fetch_add(became_remote, std::memory_order_relaxed);
   c_->evict_latency.Record(os::MonotonicNanos() - job.t0_ns);
   writer_->Done(job, became_remote, false);
 }

@@ -23,7 +23,7 @@ constexpr size_t kPage = 4096;
 
 struct PacedRun {
   bool ran = false;
-  MigratorStats stats;
+  CounterValues stats;
 };
 
 // 16384 pages placed remote under an 8 MiB DRAM limit, protection sampling every 5 ms, each
@@ -51,7 +51,7 @@ PacedRun RunWithShare(uint64_t share_percent, int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   stop = true;
   t.join();
-  out.stats = ImplOf(**rt)->migrator()->stats();
+  out.stats = ImplOf(**rt)->migrator()->counters();
   EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 7), SIZE_MAX) << "data lost";
   EXPECT_TRUE((*rt)->Free(base).ok());
   EXPECT_TRUE((*rt)->Stop().ok());
@@ -68,14 +68,14 @@ TEST(PolicyCpu, ASmallShareSpacesTheRoundsOut) {
   const PacedRun free_run = RunWithShare(0, 2000);
   const PacedRun paced = RunWithShare(1, 2000);
   ASSERT_TRUE(free_run.ran && paced.ran);
-  EXPECT_EQ(free_run.stats.paced_rounds, 0u);
-  EXPECT_EQ(free_run.stats.paced_ns, 0u);
-  EXPECT_GT(paced.stats.paced_rounds, 0u);
-  EXPECT_GT(paced.stats.paced_ns, 0u);
+  EXPECT_EQ(free_run.stats.policy_paced_rounds, 0u);
+  EXPECT_EQ(free_run.stats.policy_paced_ns, 0u);
+  EXPECT_GT(paced.stats.policy_paced_rounds, 0u);
+  EXPECT_GT(paced.stats.policy_paced_ns, 0u);
   printf("rounds: unbounded %llu, paced %llu (%llu of them later than their interval, by %.0f ms)\n",
-         static_cast<unsigned long long>(free_run.stats.rounds), static_cast<unsigned long long>(paced.stats.rounds),
-         static_cast<unsigned long long>(paced.stats.paced_rounds), static_cast<double>(paced.stats.paced_ns) / 1e6);
-  EXPECT_GT(paced.stats.paced_ns, 1'000'000'000u) << "less than half of the 2 s run waited for the share";
+         static_cast<unsigned long long>(free_run.stats.policy_rounds), static_cast<unsigned long long>(paced.stats.policy_rounds),
+         static_cast<unsigned long long>(paced.stats.policy_paced_rounds), static_cast<double>(paced.stats.policy_paced_ns) / 1e6);
+  EXPECT_GT(paced.stats.policy_paced_ns, 1'000'000'000u) << "less than half of the 2 s run waited for the share";
 }
 
 }  // namespace

@@ -104,10 +104,10 @@ TEST(RemoteServers, AServerAddedAfterALossRestoresTheCopiesThatHadNowhereToGo) {
   b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a repair round or more
-  EXPECT_GE(pager.stats().degraded_pages, 1024u) << "repaired with nowhere to put the copies?";
+  EXPECT_GE(pager.DegradedPagesNow(), 1024u) << "repaired with nowhere to put the copies?";
 
   ASSERT_TRUE(rt->AddRemoteServer(c.url()).ok());
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
   auto st = pager.server_stats();
   ASSERT_EQ(st.size(), 3u);
   EXPECT_GE(st[2].pages, 1024u);
@@ -199,9 +199,9 @@ TEST(RemoteServers, AServerTakenOutOfTheFileGetsNoReplacementCopiesUntilItIsPutB
   ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a repair round or more
   EXPECT_EQ(pager.server_stats()[2].pages, 0u) << "the repair copied to a server taken out";
-  EXPECT_GE(pager.stats().degraded_pages, 1024u);
+  EXPECT_GE(pager.DegradedPagesNow(), 1024u);
   WriteWhole(path, a.url() + "," + c.url() + "\n");
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
   EXPECT_GE(pager.server_stats()[2].pages, 1024u);
   a.Stop(SIGKILL);
   EXPECT_EQ(BadPages(data), 0u);

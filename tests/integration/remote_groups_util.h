@@ -42,7 +42,7 @@ inline uint32_t MemdSessions(const MemdProcess& memd) { return MemdStatsOf(memd)
 // Waits (at most 20 s) until no page in use has fewer copies than asked.
 inline bool WaitRepaired(Pager& pager) {
   for (int i = 0; i < 400; ++i) {
-    if (pager.stats().degraded_pages == 0) return true;
+    if (pager.DegradedPagesNow() == 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
