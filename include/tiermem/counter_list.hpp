@@ -31,6 +31,7 @@
   X(pager, pages_evicted, pages_evicted, counter, "pages", "tiermem_pages_evicted_total", "Pages evicted to memory servers.") \
   X(pager, evictions_called_off, evictions_called_off, counter, "pages", "tiermem_evictions_called_off_total", "Pages written while their eviction was in flight, kept local.") \
   X(pager, evictions_unreadable, evictions_unreadable, counter, "pages", "tiermem_evictions_unreadable_total", "Pages a transport could not read to send, kept local.") \
+  X(pager, eviction_windows_failed, eviction_windows_failed, counter, "windows", "tiermem_eviction_windows_failed_total", "Eviction windows a memory server failed to write: their pages stayed local.") \
   X(pager, pages_written, pages_written, counter, "pages", "tiermem_pages_written_total", "Pages written to memory servers.") \
   X(pager, evictions_clean, evictions_clean, counter, "pages", "tiermem_evictions_clean_total", "Evictions with no write: the server's copy was current.") \
   X(pager, evictions_untouched, evictions_untouched, counter, "pages", "tiermem_evictions_untouched_total", "Evictions of never-touched pages: nothing to write.") \

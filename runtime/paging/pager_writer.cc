@@ -127,6 +127,7 @@ void Pager::FinishJob(EvictJob& job) {
   if (!job.failure.ok()) {
     // A server that failed a write is down: the waiting caller queues the window again, and
     // its pages then go to healthy groups. Queued without a caller, the pages stay local.
+    c_->eviction_windows_failed.fetch_add(1, std::memory_order_relaxed);
     const bool lost = job.failed_server < servers_.size();
     if (lost) MarkDown(job.failed_server, job.failure);
     GiveBack(job);
