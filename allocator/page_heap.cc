@@ -53,7 +53,7 @@ bool HeapCore::NewSegment() {
   segments_ = seg;
   ++empty_segments_;
   segment_bytes_.fetch_add(kSegmentBytes, std::memory_order_relaxed);
-  rt_->stats_block()->heap.segment_bytes.fetch_add(kSegmentBytes, std::memory_order_relaxed);
+  rt_->stats_block()->counters.heap_segment_bytes.fetch_add(kSegmentBytes, std::memory_order_relaxed);
   return true;
 }
 
@@ -119,7 +119,7 @@ Span* HeapCore::AllocSpan(int cls) {
       dirty_bytes_ -= static_cast<uint64_t>(__builtin_popcountll(seg->dirty_mask & bits)) * kGranule;
       seg->dirty_mask &= ~bits;
       span_bytes_.fetch_add(k * kGranule, std::memory_order_relaxed);
-      rt_->stats_block()->heap.span_bytes.fetch_add(k * kGranule, std::memory_order_relaxed);
+      rt_->stats_block()->counters.heap_span_bytes.fetch_add(k * kGranule, std::memory_order_relaxed);
       return s;
     }
     if (attempt == 0 && !NewSegment()) break;
@@ -152,7 +152,7 @@ void HeapCore::FreeSpan(Span* s) {
   {
     seg->used_mask &= ~bits;
     span_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-    rt_->stats_block()->heap.span_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    rt_->stats_block()->counters.heap_span_bytes.fetch_sub(bytes, std::memory_order_relaxed);
     s->next = spare_spans_;
     spare_spans_ = s;
     if (seg->used_mask == 0) {
@@ -165,7 +165,7 @@ void HeapCore::FreeSpan(Span* s) {
         }
         release = seg;
         segment_bytes_.fetch_sub(kSegmentBytes, std::memory_order_relaxed);
-        rt_->stats_block()->heap.segment_bytes.fetch_sub(kSegmentBytes, std::memory_order_relaxed);
+        rt_->stats_block()->counters.heap_segment_bytes.fetch_sub(kSegmentBytes, std::memory_order_relaxed);
         // The runtime drops the whole segment's pages.
         dirty_bytes_ -= static_cast<uint64_t>(__builtin_popcountll(seg->dirty_mask)) * kGranule;
         seg->dirty_mask = 0;
@@ -246,9 +246,9 @@ void* HeapCore::AllocLarge(size_t size, size_t align, size_t room, bool* reused)
     pages = (bytes + page - 1) / page;
   }
   large_bytes_.fetch_add(pages * page, std::memory_order_relaxed);
-  rt_->stats_block()->heap.large_bytes.fetch_add(pages * page, std::memory_order_relaxed);
+  rt_->stats_block()->counters.heap_large_bytes.fetch_add(pages * page, std::memory_order_relaxed);
   large_count_.fetch_add(1, std::memory_order_relaxed);
-  rt_->stats_block()->heap.large_count.fetch_add(1, std::memory_order_relaxed);
+  rt_->stats_block()->counters.heap_large_count.fetch_add(1, std::memory_order_relaxed);
   uintptr_t p = reinterpret_cast<uintptr_t>(run);
   if (extra) p = (p + align - 1) & ~(align - 1);
   return reinterpret_cast<void*>(p);
@@ -270,8 +270,8 @@ void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
     if (h != nullptr && h->rt_ == rt) {
       h->large_bytes_.fetch_sub(len * rt->page_size(), std::memory_order_relaxed);
       h->large_count_.fetch_sub(1, std::memory_order_relaxed);
-      rt->stats_block()->heap.large_bytes.fetch_sub(len * rt->page_size(), std::memory_order_relaxed);
-      rt->stats_block()->heap.large_count.fetch_sub(1, std::memory_order_relaxed);
+      rt->stats_block()->counters.heap_large_bytes.fetch_sub(len * rt->page_size(), std::memory_order_relaxed);
+      rt->stats_block()->counters.heap_large_count.fetch_sub(1, std::memory_order_relaxed);
       break;
     }
   }

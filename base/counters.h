@@ -1,8 +1,9 @@
-// The counters each subsystem keeps, as plain structs of atomics, so that their storage can be
-// the process's shared stats block (runtime/core/stats_block.h) and a reader in another process
-// sees them live. Every update is a relaxed fetch_add (a total that only one thread writes may be
-// a relaxed store): no lock, no fence, safe from any thread (and from the fault handler). A
-// subsystem started without a block points at its own copy.
+// The runtime's counters, as plain structs of atomics, so that their storage can be the
+// process's shared stats block (runtime/stats/stats_block.h) and a reader in another process sees
+// them live. The scalar counters are generated from the one list, tiermem/counter_list.hpp; the
+// histograms and the per-server counters are kept here. Every update is a relaxed fetch_add (a
+// level that only one thread writes may be a relaxed store): no lock, no fence, safe from any
+// thread (and from the fault handler). A subsystem started without a block points at its own copy.
 #pragma once
 
 #include <array>
@@ -10,7 +11,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "tiermem/stats.hpp"
+#include "tiermem/counter_list.hpp"
 
 namespace tiermem {
 
@@ -18,6 +19,7 @@ namespace tiermem {
 // most kBounds[i] ns, the last bucket the rest.
 template <const auto& kBounds>
 struct BoundedHistogram {
+  static constexpr const auto& kBoundsNs = kBounds;
   static constexpr int kBuckets = static_cast<int>(std::size(kBounds)) + 1;
   std::atomic<uint64_t> buckets[kBuckets];
   std::atomic<uint64_t> count;
@@ -29,24 +31,6 @@ struct BoundedHistogram {
     buckets[b].fetch_add(1, std::memory_order_relaxed);
     count.fetch_add(1, std::memory_order_relaxed);
     sum_ns.fetch_add(ns, std::memory_order_relaxed);
-  }
-  // The fixed-size form of stats.hpp (the 16 buckets of kHistogramBoundsNs only).
-  LatencyHistogram Load() const {
-    static_assert(kBuckets == kHistogramBuckets, "LatencyHistogram has the buckets of kHistogramBoundsNs");
-    LatencyHistogram h;
-    for (int b = 0; b < kBuckets; ++b) h.buckets[b] = buckets[b].load(std::memory_order_relaxed);
-    h.count = count.load(std::memory_order_relaxed);
-    h.sum_ns = sum_ns.load(std::memory_order_relaxed);
-    return h;
-  }
-  // The public form, bounds included (allocates: not for the fault handler or the allocator).
-  DurationHistogram Read() const {
-    DurationHistogram h;
-    h.le_ns.assign(std::begin(kBounds), std::end(kBounds));
-    for (int b = 0; b < kBuckets; ++b) h.buckets.push_back(buckets[b].load(std::memory_order_relaxed));
-    h.count = count.load(std::memory_order_relaxed);
-    h.sum_ns = sum_ns.load(std::memory_order_relaxed);
-    return h;
   }
 };
 using AtomicHistogram = BoundedHistogram<kHistogramBoundsNs>;
@@ -66,29 +50,6 @@ inline constexpr std::array<uint64_t, 61> kPolicyRoundBoundsNs = [] {
   return b;
 }();
 
-// The remote tier's pager (runtime/paging), all servers together.
-struct PagerCounters {
-  std::atomic<uint64_t> faults;             // remote pages fetched by the fault handler
-  std::atomic<uint64_t> zero_fills;         // faults served with a zero page
-  std::atomic<uint64_t> wp_faults;          // first writes to clean pages
-  std::atomic<uint64_t> evict_called_off;   // pages written while their eviction was in flight: kept local
-  std::atomic<uint64_t> evict_unreadable;   // pages a transport could not read to send: kept local
-  std::atomic<uint64_t> evicted;            // pages dropped to the remote tier
-  std::atomic<uint64_t> written;            // pages written to memory servers
-  std::atomic<uint64_t> skipped_clean;      // evictions with no write: the server copy was current
-  std::atomic<uint64_t> skipped_untouched;  // evictions of never-touched pages
-  std::atomic<uint64_t> fetched;            // pages brought back other than by faults
-  std::atomic<uint64_t> prefetched;         // pages fetched ahead of faults (TIERMEM_PREFETCH)
-  // Replicas (TIERMEM_REPLICAS, docs/protocol.md).
-  std::atomic<uint64_t> servers_down;       // servers down now (marked down, not back again)
-  std::atomic<uint64_t> failovers;          // reads that turned to another replica
-  std::atomic<uint64_t> repaired;           // page copies made to restore replicas
-  std::atomic<uint64_t> degraded;           // pages in use short of a replica (the repair thread's last count)
-  AtomicHistogram fault_latency;            // report to install, per fault
-  AtomicHistogram fault_read_latency;       // read posted to its reply in, per fault (part of the above)
-  AtomicHistogram evict_latency;            // per eviction window
-};
-
 // The servers of TIERMEM_REMOTE with counters in the stats block (more are counted in totals).
 inline constexpr size_t kMaxStatsServers = 16;
 
@@ -104,31 +65,31 @@ struct PagerServerCounters {
   std::atomic<uint64_t> debt;            // pages whose copy here was lost and is not yet restored elsewhere
 };
 
-// The tiered heap (allocator/), all heaps of a runtime together.
-struct HeapCounters {
-  std::atomic<uint64_t> segment_bytes;
-  std::atomic<uint64_t> span_bytes;
-  std::atomic<uint64_t> large_bytes;
-  std::atomic<uint64_t> large_count;
+// Every counter of the process: the listed ones, then the histograms and the sampling mode.
+struct ProcessCounters {
+#define TIERMEM_ATOMIC_FIELD_(sub, name, key, kind, unit, metric, help) std::atomic<uint64_t> name;
+  TIERMEM_COUNTERS(TIERMEM_ATOMIC_FIELD_)
+#undef TIERMEM_ATOMIC_FIELD_
+  AtomicHistogram fault_latency;       // remote fault: report to install
+  AtomicHistogram fault_read_latency;  // of which the read: posted to its reply in
+  AtomicHistogram evict_latency;       // per eviction window
+  BoundedHistogram<kPolicyRoundBoundsNs> policy_round_time;  // wall time per policy round
+  char sampling_mode[16];  // written before the policy thread starts
 };
 
-// The policy thread (runtime/tiering), written by that thread once a round.
-struct PolicyCounters {
-  std::atomic<uint64_t> rounds;
-  std::atomic<uint64_t> round_ns;
-  std::atomic<uint64_t> samples;
-  // DRAM budget relief (runtime/tiering/migrator_relief.cc): pages evicted because DRAM went
-  // over its limit, and the fault handler's waits for that room.
-  std::atomic<uint64_t> relief_pages;
-  std::atomic<uint64_t> throttle_waits;
-  std::atomic<uint64_t> throttle_ns;
-  // DRAM the runtime holds for itself and counts against TIERMEM_DRAM_LIMIT (the preload
-  // library's runtime: glibc's heap of its own threads), as of the latest refresh (a store).
-  std::atomic<uint64_t> own_bytes;
-  std::atomic<uint64_t> cpu_ns;  // the thread's CPU time after its latest round (a store, not an add)
-  BoundedHistogram<kPolicyRoundBoundsNs> round_time;  // wall time per round, as Loop times it
-  std::atomic<uint64_t> interval_ms;  // the round interval; written before the thread starts
-  char mode[16];  // written before the thread starts
+// The listed counters as plain numbers, read at one moment (each counter whole).
+struct CounterValues {
+#define TIERMEM_VALUE_FIELD_(sub, name, key, kind, unit, metric, help) uint64_t name = 0;
+  TIERMEM_COUNTERS(TIERMEM_VALUE_FIELD_)
+#undef TIERMEM_VALUE_FIELD_
 };
+inline CounterValues LoadCounters(const ProcessCounters& c) {
+  CounterValues v;
+#define TIERMEM_LOAD_FIELD_(sub, name, key, kind, unit, metric, help) \
+  v.name = c.name.load(std::memory_order_relaxed);
+  TIERMEM_COUNTERS(TIERMEM_LOAD_FIELD_)
+#undef TIERMEM_LOAD_FIELD_
+  return v;
+}
 
 }  // namespace tiermem

@@ -13,6 +13,7 @@ rules=(
   "protocol:protocol/ base/ tiermem/"
   "backends:backends/ protocol/ base/ tiermem/"
   "runtime/topology:runtime/topology/ backends/ base/ tiermem/"
+  "runtime/stats:runtime/stats/ base/ tiermem/"
   "runtime/paging:runtime/paging/ runtime/core/region.h runtime/core/page_table.h runtime/core/sampler.h backends/ protocol/ base/ tiermem/"
   "runtime/tiering:runtime/tiering/ runtime/core/region.h runtime/core/page_table.h runtime/core/sampler.h backends/numa/ base/ tiermem/"
   "runtime/core:runtime/ backends/ protocol/ base/ tiermem/"

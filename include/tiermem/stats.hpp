@@ -19,21 +19,18 @@
 #include <string>
 #include <vector>
 
+#include "tiermem/counter_list.hpp"
 #include "tiermem/status.hpp"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
 
 // The layout version of the block this build writes and reads. A block of another version is
-// refused with NotSupported naming both versions.
-inline constexpr uint32_t kStatsLayoutVersion = 8;
+// refused with NotSupported naming both versions; so is one whose counter list
+// (kCounterListHash) differs from this build's.
+inline constexpr uint32_t kStatsLayoutVersion = 9;
 
-// Latency histogram: bucket i counts events of at most kHistogramBoundsNs[i] nanoseconds; the
-// last bucket counts the rest.
-inline constexpr int kHistogramBuckets = 16;
-inline constexpr std::array<uint64_t, kHistogramBuckets - 1> kHistogramBoundsNs = {
-    1'000,     2'000,     5'000,      10'000,     20'000,     50'000,     100'000,   200'000,
-    500'000,   1'000'000, 2'000'000,  5'000'000,  10'000'000, 50'000'000, 100'000'000};
+// Latency histogram over kHistogramBoundsNs (tiermem/counter_list.hpp).
 struct LatencyHistogram {
   std::array<uint64_t, kHistogramBuckets> buckets{};
   uint64_t count = 0;
@@ -83,41 +80,28 @@ struct ProcessStats {
 
   // Page moves by the runtime (policy and API), pages: moves[from][to] over kDram, kCxl, kRemote.
   std::array<std::array<uint64_t, kNumTiers>, kNumTiers> moves{};
-  uint64_t remote_faults = 0;       // pages fetched from memory servers on a fault
-  uint64_t zero_fills = 0;          // first touches of remote-tier pages, served with zeros
-  uint64_t pages_prefetched = 0;    // pages fetched ahead of faults (TIERMEM_PREFETCH)
-  uint64_t sampling_faults = 0;     // accesses caught by the access sampler
-  uint64_t pages_evicted = 0;
-  uint64_t evictions_called_off = 0;  // written while their eviction was in flight: kept local
-  uint64_t evictions_unreadable = 0;  // unreadable when sent (made inaccessible meanwhile): kept local
-  uint64_t pages_written = 0;
+  // Every listed counter, by its key (tiermem/counter_list.hpp has each one's meaning and unit).
+#define TIERMEM_PROCESS_COUNTER_(sub, name, key, kind, unit, metric, help) uint64_t key = 0;
+  TIERMEM_COUNTERS(TIERMEM_PROCESS_COUNTER_)
+#undef TIERMEM_PROCESS_COUNTER_
   LatencyHistogram fault_latency;   // remote fault: userfaultfd report to the page installed
   LatencyHistogram fault_read_latency;  // of which the read: posted to its reply in
   LatencyHistogram evict_latency;   // one eviction window: write posted to acknowledged and dropped
-  // Replicas (TIERMEM_REPLICAS): the same names and meanings as in RuntimeCounters.
-  uint64_t remote_servers_down = 0;    // memory servers down now
-  uint64_t remote_failovers = 0;       // reads that turned to another replica
-  uint64_t remote_repaired_pages = 0;  // page copies made to restore replicas
-  uint64_t remote_degraded_pages = 0;  // pages short of a replica now (updated at least once a second)
-
-  uint64_t policy_rounds = 0;
-  uint64_t policy_round_ns = 0;     // time spent in rounds, all together
-  uint64_t budget_relief_pages = 0; // pages moved out of DRAM (to CXL when it has room, else remote) because DRAM was over its limit
-  uint64_t fault_throttle_ns = 0;   // time the fault handler waited for that room
-  uint64_t runtime_own_bytes = 0;   // DRAM the runtime holds for itself, counted in the DRAM limit
-  uint64_t policy_interval_ms = 0;  // the policy thread's round interval; 0: none was started
-  uint64_t policy_cpu_ns = 0;       // its CPU time, up to its latest round
   DurationHistogram policy_round_time;  // wall time per round (RuntimeCounters has the same)
   std::string sampling_mode;        // protect, faults or off
 
   std::vector<ServerSnapshot> servers;
-
-  // The tiered heap (malloc under the preload library, tiermem::Heap in the API).
-  uint64_t heap_segment_bytes = 0;  // 4 MiB segments for small blocks
-  uint64_t heap_span_bytes = 0;     // of which in use by size classes
-  uint64_t heap_large_bytes = 0;    // page runs of blocks over 128 KiB
-  uint64_t heap_large_count = 0;
 };
+
+// The listed counters of `st` in the order of kCounterInfo (tiermem/counter_list.hpp), for code
+// that walks them all.
+inline std::array<uint64_t, kNumCounters> ListedCounters(const ProcessStats& st) {
+  return {
+#define TIERMEM_LISTED_VALUE_(sub, name, key, kind, unit, metric, help) st.key,
+      TIERMEM_COUNTERS(TIERMEM_LISTED_VALUE_)
+#undef TIERMEM_LISTED_VALUE_
+  };
+}
 
 struct ProcessEntry {
   int pid = 0;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tiermem/options.hpp"
+#include "tiermem/counter_list.hpp"
 #include "tiermem/status.hpp"
 #include "tiermem/topology.hpp"
 
@@ -95,65 +96,26 @@ struct DurationHistogram {
   double QuantileNs(double q) const;
 };
 
-// What the runtime has done since Start: the remote tier's pager and the policy thread.
-// Counters only grow; take two and subtract for a rate.
+// What the runtime has done since Start: the remote tier's pager, the policy thread and the
+// tiered heap. Counters only grow (gauges, tiermem/counter_list.hpp says which, are levels);
+// take two and subtract for a rate.
 struct RuntimeCounters {
-  // Remote paging.
-  uint64_t remote_faults = 0;        // remote pages fetched by the fault handler
-  uint64_t zero_fills = 0;           // never-written remote pages installed as zeros at first touch
-  uint64_t write_protect_faults = 0; // first writes to clean pages
-  uint64_t pages_evicted = 0;        // pages dropped to the remote tier
-  uint64_t evictions_called_off = 0; // pages written while their eviction was in flight: they
-                                     // stayed local (the write did not wait for memd)
-  uint64_t evictions_unreadable = 0; // pages a transport could not read when it sent them (made
-                                     // inaccessible meanwhile): they stayed local
-  uint64_t pages_written = 0;        // pages written to memory servers
-  uint64_t evictions_clean = 0;      // evictions with no write: the server copy was current
-  uint64_t evictions_untouched = 0;  // evictions of never-touched pages: nothing to write
-  uint64_t pages_fetched = 0;        // pages brought back other than by faults
-  uint64_t pages_prefetched = 0;     // pages fetched ahead of faults (TIERMEM_PREFETCH)
+  // Every listed counter, by its name (tiermem/counter_list.hpp has each one's meaning and unit).
+#define TIERMEM_RUNTIME_COUNTER_(sub, name, key, kind, unit, metric, help) uint64_t name = 0;
+  TIERMEM_COUNTERS(TIERMEM_RUNTIME_COUNTER_)
+#undef TIERMEM_RUNTIME_COUNTER_
   // Summed over remote faults: the fault handler's time from the userfaultfd report to the page
   // installed, and the part of it from the read posted to its reply in (the servers' and the
   // transport's share); per fault, divide by remote_faults. What a faulting thread waits beyond
   // the first is the wake-ups into and out of the handler (docs/protocol.md, "Where a fault's time goes").
   uint64_t remote_fault_ns = 0;
   uint64_t remote_fault_read_ns = 0;
-  // Replicas (TIERMEM_REPLICAS): servers down now, reads that turned to another replica,
-  // page copies made to restore lost replicas, and pages in use with a replica missing now.
-  uint64_t remote_servers_down = 0;
-  uint64_t remote_failovers = 0;
-  uint64_t remote_repaired_pages = 0;
-  uint64_t remote_degraded_pages = 0;
   std::vector<RemoteServerCounters> servers;
   // Automatic tiering (the policy thread).
   std::string sampling_mode = "off";  // in effect: protect, uffd, faults or off
   std::string pebs;                   // why hardware sampling is (not) used
-  uint64_t policy_rounds = 0;
-  uint64_t policy_round_ns = 0;  // time spent in rounds (scan, plan, migrate, arm)
-  uint64_t samples = 0;          // accesses seen by the sampler
-  uint64_t fault_samples = 0;    // remote pages seen faulted back in
-  uint64_t pages_armed = 0;
-  uint64_t demotions = 0;        // pages moved down by the policy
-  uint64_t promotions = 0;       // pages moved up by the policy
-  uint64_t moves_failed = 0;     // planned moves the runtime refused
-  uint64_t moves_deferred = 0;   // moves held back by the rate limit
-  uint64_t migrate_calls = 0;    // placement calls made (one per run of adjacent pages)
-  uint64_t migrate_ns = 0;       // time spent in them
-  // DRAM limit: pages evicted because DRAM went over it (faults and first touches bring pages
-  // back), and the fault handler's waits for that room (docs/tiering.md, "DRAM limit").
-  uint64_t budget_relief_pages = 0;
-  uint64_t fault_throttle_waits = 0;
-  uint64_t fault_throttle_ns = 0;
-  // DRAM the runtime holds for itself and counts against the DRAM limit: under the preload
-  // library, glibc's heap, which serves the runtime's own threads alone (docs/tiering.md).
-  uint64_t runtime_own_bytes = 0;
-  std::string last_move_error;   // the latest refusal of a planned move
-  // The policy thread's own cost. policy_interval_ms is its round interval
-  // (TIERMEM_SAMPLE_INTERVAL_MS), 0 when no policy thread was started; policy_cpu_ns the CPU time
-  // the thread has used, read from its CPU-time clock after each round; policy_round_time the
-  // wall time of each round (bounds from 10 us to 10 s, ten per decade).
-  uint64_t policy_interval_ms = 0;
-  uint64_t policy_cpu_ns = 0;
+  std::string last_move_error;        // the latest refusal of a planned move
+  // Wall time of each policy round (bounds from 10 us to 10 s, ten per decade).
   DurationHistogram policy_round_time;
 };
 

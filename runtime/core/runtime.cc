@@ -132,7 +132,7 @@ Status Runtime::Impl::Init(const Options& o) {
       if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->AfterFaults();
     };
     pc.on_full = [this] { NoteRemoteFull(); };
-    pc.counters = &sb_->pager;
+    pc.counters = &sb_->counters;
     pc.server_counters = sb_->servers;
     auto pager = Pager::Start(std::move(pc));
     if (pager.ok()) {
@@ -176,7 +176,7 @@ Status Runtime::Impl::Init(const Options& o) {
       this, TieringConfigFromOptions(opts_, page_size_, HasTier(Tier::kCxl), HasTier(Tier::kRemote),
                                      preloaded, ProtectTracker::kMaxArmed,
                                      pager_ != nullptr ? pager_->sampler() : nullptr),
-      &sb_->policy);
+      &sb_->counters);
   if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
   if (migrator_->running()) live_migrator_.store(migrator_.get(), std::memory_order_release);
   if (pager_ != nullptr) pager_->WatchClaims(migrator_->protecting_sampler());

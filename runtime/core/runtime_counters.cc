@@ -1,79 +1,15 @@
-// The public read-outs of a running Runtime (Counters, GetProperty) and pinning: thin layers over
-// the pager's and the policy thread's own statistics and the page records.
+// The public read-outs of a running Runtime (Counters, GetProperty) and pinning: Counters reads
+// the process's own stats block through the stats reader (runtime/stats/).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 
-#include "runtime/core/json_writer.h"
 #include "runtime/core/runtime_impl.h"
+#include "runtime/stats/stats_json.h"
 #include "runtime/tiering/migrator.h"
 
 namespace tiermem {
-namespace {
-
-std::string CountersJson(const RuntimeCounters& c) {
-  internal::Json j;
-  j.Open('{');
-  j.U("remote_faults", c.remote_faults);
-  j.U("zero_fills", c.zero_fills);
-  j.U("write_protect_faults", c.write_protect_faults);
-  j.U("pages_evicted", c.pages_evicted);
-  j.U("evictions_called_off", c.evictions_called_off);
-  j.U("evictions_unreadable", c.evictions_unreadable);
-  j.U("pages_written", c.pages_written);
-  j.U("evictions_clean", c.evictions_clean);
-  j.U("evictions_untouched", c.evictions_untouched);
-  j.U("pages_fetched", c.pages_fetched);
-  j.U("pages_prefetched", c.pages_prefetched);
-  j.U("remote_fault_ns", c.remote_fault_ns);
-  j.U("remote_fault_read_ns", c.remote_fault_read_ns);
-  j.U("remote_servers_down", c.remote_servers_down);
-  j.U("remote_failovers", c.remote_failovers);
-  j.U("remote_repaired_pages", c.remote_repaired_pages);
-  j.U("remote_degraded_pages", c.remote_degraded_pages);
-  j.U("policy_rounds", c.policy_rounds);
-  j.U("policy_round_ns", c.policy_round_ns);
-  j.U("samples", c.samples);
-  j.U("fault_samples", c.fault_samples);
-  j.U("pages_armed", c.pages_armed);
-  j.U("demotions", c.demotions);
-  j.U("promotions", c.promotions);
-  j.U("moves_failed", c.moves_failed);
-  j.U("moves_deferred", c.moves_deferred);
-  j.U("migrate_calls", c.migrate_calls);
-  j.U("migrate_ns", c.migrate_ns);
-  j.U("budget_relief_pages", c.budget_relief_pages);
-  j.U("runtime_own_bytes", c.runtime_own_bytes);
-  j.U("fault_throttle_waits", c.fault_throttle_waits);
-  j.U("fault_throttle_ns", c.fault_throttle_ns);
-  j.U("policy_interval_ms", c.policy_interval_ms);
-  j.U("policy_cpu_ns", c.policy_cpu_ns);
-  const DurationHistogram& rt = c.policy_round_time;
-  j.Histogram("policy_round_time", rt.le_ns, rt.buckets, rt.count, rt.sum_ns);
-  j.S("sampling_mode", c.sampling_mode);
-  j.Key("servers");
-  j.Open('[');
-  for (const RemoteServerCounters& s : c.servers) {
-    j.Open('{');
-    j.S("server", s.server);
-    j.B("connected", s.connected);
-    j.U("pages", s.pages);
-    j.U("slots", s.slots);
-    j.U("pages_written", s.pages_written);
-    j.U("remote_faults", s.remote_faults);
-    j.U("pages_fetched", s.pages_fetched);
-    j.B("full", s.full);
-    j.B("down", s.down);
-    if (s.down) j.S("down_reason", s.down_reason);
-    j.Close('}');
-  }
-  j.Close(']');
-  j.Close('}');
-  return std::move(j.str());
-}
-
-}  // namespace
 
 double DurationHistogram::QuantileNs(double q) const {
   if (count == 0 || buckets.empty()) return 0;
@@ -112,26 +48,19 @@ Status Runtime::Impl::SetPinned(void* ptr, bool pinned) {
 }
 
 RuntimeCounters Runtime::Impl::Counters() const {
+  // The process's own block, read as another process reads it.
+  ProcessStats st;
+  ReadBlockCounters(*sb_, &st);
   RuntimeCounters c;
+#define TIERMEM_OWN_COUNTER_(sub, name, key, kind, unit, metric, help) c.name = st.key;
+  TIERMEM_COUNTERS(TIERMEM_OWN_COUNTER_)
+#undef TIERMEM_OWN_COUNTER_
+  c.remote_fault_ns = st.fault_latency.sum_ns;
+  c.remote_fault_read_ns = st.fault_read_latency.sum_ns;
+  c.policy_round_time = std::move(st.policy_round_time);
   if (pager_ != nullptr) {
-    const PagerStats p = pager_->stats();
-    c.remote_faults = p.faults;
-    c.zero_fills = p.zero_fills;
-    c.write_protect_faults = p.wp_faults;
-    c.pages_evicted = p.evicted;
-    c.evictions_called_off = p.evict_called_off;
-    c.evictions_unreadable = p.evict_unreadable;
-    c.pages_written = p.written;
-    c.evictions_clean = p.skipped_clean;
-    c.evictions_untouched = p.skipped_untouched;
-    c.pages_fetched = p.fetched;
-    c.pages_prefetched = p.prefetched;
-    c.remote_fault_ns = p.fault_ns;
-    c.remote_fault_read_ns = p.fault_read_ns;
-    c.remote_servers_down = p.servers_down;
-    c.remote_failovers = p.failovers;
-    c.remote_repaired_pages = p.repaired_pages;
-    c.remote_degraded_pages = p.degraded_pages;
+    // Live figures the block does not keep: pages short of a replica now, and each server's state.
+    c.remote_degraded_pages = pager_->DegradedPagesNow();
     for (const PagerServerStats& s : pager_->server_stats()) {
       c.servers.push_back({s.server, s.connected, s.error, s.pages, s.slots, s.written, s.faults,
                            s.fetched, s.full, s.down, s.down_reason});
@@ -141,28 +70,8 @@ RuntimeCounters Runtime::Impl::Counters() const {
     const MigratorStats m = migrator_->stats();
     c.sampling_mode = m.mode;
     c.pebs = m.pebs;
-    c.policy_rounds = m.rounds;
-    c.policy_round_ns = m.round_ns;
-    c.samples = m.samples;
-    c.fault_samples = m.fault_samples;
-    c.pages_armed = m.pages_armed;
-    c.demotions = m.demotions;
-    c.promotions = m.promotions;
-    c.moves_failed = m.failed;
-    c.moves_deferred = m.deferred;
-    c.migrate_calls = m.migrate_calls;
-    c.migrate_ns = m.migrate_ns;
     c.last_move_error = m.last_error;
   }
-  c.budget_relief_pages = sb_->policy.relief_pages.load(std::memory_order_relaxed);
-  c.runtime_own_bytes = sb_->policy.own_bytes.load(std::memory_order_relaxed);
-  c.fault_throttle_waits = sb_->policy.throttle_waits.load(std::memory_order_relaxed);
-  c.fault_throttle_ns = sb_->policy.throttle_ns.load(std::memory_order_relaxed);
-  // The policy thread's cost is kept in the stats block only (the thread writes it there).
-  const PolicyCounters& pc = sb_->policy;
-  c.policy_interval_ms = pc.interval_ms.load(std::memory_order_relaxed);
-  c.policy_cpu_ns = pc.cpu_ns.load(std::memory_order_relaxed);
-  c.policy_round_time = pc.round_time.Read();
   return c;
 }
 
@@ -170,7 +79,7 @@ bool Runtime::Impl::GetProperty(std::string_view name, std::string* value) const
   if (name == "tiermem.stats") {
     *value = StatsReportText();
   } else if (name == "tiermem.counters.json") {
-    *value = CountersJson(Counters());
+    *value = RuntimeCountersJson(Counters());
   } else if (name == "tiermem.sampling-mode") {
     *value = Counters().sampling_mode;
   } else {

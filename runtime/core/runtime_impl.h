@@ -23,7 +23,7 @@
 #include "base/own_memory.h"
 #include "runtime/paging/pager.h"
 #include "runtime/core/region.h"
-#include "runtime/core/stats_block.h"
+#include "runtime/stats/stats_block.h"
 #include "runtime/tiering/mover.h"
 #include "tiermem/tiermem.hpp"
 

@@ -61,8 +61,8 @@ std::string Runtime::Impl::StatsReportText() const {
   snprintf(line, sizeof(line),
            "tiermem stats (pid %d): heap segments %" PRIu64 " bytes, spans %" PRIu64 " bytes, large %" PRIu64
            " bytes in %" PRIu64 " blocks\n",
-           os::ProcessId(), b->heap.segment_bytes.load(), b->heap.span_bytes.load(),
-           b->heap.large_bytes.load(), b->heap.large_count.load());
+           os::ProcessId(), b->counters.heap_segment_bytes.load(), b->counters.heap_span_bytes.load(),
+           b->counters.heap_large_bytes.load(), b->counters.heap_large_count.load());
   out += line;
   for (const TierStats& t : Stats()) {
     snprintf(line, sizeof(line),
@@ -88,6 +88,18 @@ std::string Runtime::Impl::StatsReportText() const {
              c.remote_servers_down, c.remote_failovers, c.remote_repaired_pages, c.remote_degraded_pages);
     out += line;
   }
+  // Every listed counter that is not zero, key=value (tiermem/counter_list.hpp).
+  ProcessStats st;
+  ReadBlockCounters(*b, &st);
+  const auto values = ListedCounters(st);
+  std::string counters;
+  for (int i = 0; i < kNumCounters; ++i) {
+    if (values[size_t(i)] == 0) continue;
+    counters += ' ';
+    counters += kCounterInfo[i].key;
+    counters += '=' + std::to_string(values[size_t(i)]);
+  }
+  if (!counters.empty()) out += "tiermem stats: counters:" + counters + "\n";
   return out;
 }
 

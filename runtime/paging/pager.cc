@@ -263,35 +263,14 @@ Pager::~Pager() {
   if (pagemap_fd_ >= 0) os::Close(pagemap_fd_);
 }
 
-PagerStats Pager::stats() const {
-  PagerStats s;
-  s.faults = c_->faults.load();
-  s.zero_fills = c_->zero_fills.load();
-  s.wp_faults = c_->wp_faults.load();
-  s.evict_called_off = c_->evict_called_off.load(std::memory_order_relaxed);
-  s.evict_unreadable = c_->evict_unreadable.load(std::memory_order_relaxed);
-  s.evicted = c_->evicted.load();
-  s.written = c_->written.load();
-  s.skipped_clean = c_->skipped_clean.load();
-  s.skipped_untouched = c_->skipped_untouched.load();
-  s.fetched = c_->fetched.load();
-  s.prefetched = c_->prefetched.load();
-  s.servers_down = c_->servers_down.load(std::memory_order_relaxed);
-  s.repaired_pages = c_->repaired.load(std::memory_order_relaxed);
-  s.failovers = c_->failovers.load(std::memory_order_relaxed);
-  s.fault_ns = c_->fault_latency.sum_ns.load(std::memory_order_relaxed);
-  s.fault_read_ns = c_->fault_read_latency.sum_ns.load(std::memory_order_relaxed);
-  s.placement_allocs = placement_allocs_.load(std::memory_order_relaxed);
-  s.repair_passes = repair_passes_.load(std::memory_order_relaxed);
-  s.server_file_changes = server_file_changes_.load(std::memory_order_relaxed);
-  {
-    // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).
-    std::lock_guard<std::mutex> lock(slots_mu_);
-    for (const auto& r : ranges_) {
-      if (!Healthy(*r)) s.degraded_pages += r->used.load(std::memory_order_relaxed);
-    }
+uint64_t Pager::DegradedPagesNow() const {
+  // Pages in ranges with a down member (a moment's figure: slots change hands meanwhile).
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  uint64_t pages = 0;
+  for (const auto& r : ranges_) {
+    if (!Healthy(*r)) pages += r->used.load(std::memory_order_relaxed);
   }
-  return s;
+  return pages;
 }
 
 std::vector<PagerServerStats> Pager::server_stats() const {
@@ -454,7 +433,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         [&](size_t j) { FatalAll(region.PageAddress(idx[j]), reqs[j].ref, reqs[j].last); });
     Wake(region.PageAddress(b), m * kPage);
   }
-  c_->fetched.fetch_add(fetched, std::memory_order_relaxed);
+  c_->pages_fetched.fetch_add(fetched, std::memory_order_relaxed);
   if (!failure.ok()) return failure;
   return fetched;
 }

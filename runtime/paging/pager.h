@@ -188,7 +188,12 @@ class Pager {
   // quota (memd's capacity when the quota is larger). Lock-free.
   uint64_t CapacityPages() const;
 
-  PagerStats stats() const;  // all servers together
+  // The counters (all servers together): the stats block's, or the pager's own copy.
+  const ProcessCounters& counters() const { return *c_; }
+  CounterValues stats() const { return LoadCounters(*c_); }
+  // Pages in use with fewer copies than they should have now (counted under the slots lock; the
+  // block's remote_degraded_pages is the repair thread's latest count).
+  uint64_t DegradedPagesNow() const;
   std::vector<PagerServerStats> server_stats() const;  // one per listed server, in list order
   // The servers connected at start, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
   const std::string& server() const { return server_; }
@@ -379,7 +384,7 @@ class Pager {
   void WatchServerFile();
   // "tcp://a:7471,tcp://b:7471": the usable servers, for messages (io_mu_).
   std::string UsableNames() const;
-  // Publishes the pages short of a replica, per lost server and in all (PagerCounters::degraded,
+  // Publishes the pages short of a replica, per lost server and in all (remote_degraded_pages,
   // PagerServerCounters::debt); the repair thread calls it after each change it makes.
   void CountDebt();      // a stats request to each usable server: one that fails is marked down
   Status CopyRange(size_t range, const Member& to, const std::vector<uint8_t>& in_use);
@@ -556,7 +561,6 @@ class Pager {
   bool repair_wanted_ = false;             // repair_mu_
   bool rejoin_wanted_ = false;             // repair_mu_: a server was listed (AddServer)
   std::string server_file_text_;           // the servers file as last read (repair thread)
-  std::atomic<uint64_t> server_file_changes_{0};
   bool server_file_unread_ = false;        // the last read failed: said once (repair thread)
   std::atomic<bool> repair_stop_{false};  // set with repair_mu_ held
   int pagemap_fd_ = -1;
@@ -577,15 +581,12 @@ class Pager {
   // marks it local and kPageAhead, without waking anyone; false (the page left remote, its copy
   // on the server) when it cannot be placed.
   bool InstallOneAhead(Region& region, uint64_t index, const char* page, bool copied);
-  // Every `alloc` NewRange sent (PagerStats::placement_allocs): a round trip each, under io_mu_.
-  std::atomic<uint64_t> placement_allocs_{0};
-  std::atomic<uint64_t> repair_passes_{0};  // PagerStats::repair_passes
   // Moves each time a range may have changed from healthy to not or back: a server marked down
   // (MarkDown, any thread), a member restored (the repair thread, io_mu_ held).
   std::atomic<uint64_t> health_gen_{0};
   uint64_t health_counted_ = ~uint64_t{0};  // the health_gen_ of the last count; io_mu_
-  PagerCounters own_counters_{};
-  PagerCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
+  ProcessCounters own_counters_{};
+  ProcessCounters* c_ = &own_counters_;  // the stats block's, or own_counters_
   Prefetcher prefetcher_{0};  // the fault handler thread's (made by Init)
   uint64_t fault_spin_ns_ = 0;  // TIERMEM_FAULT_SPIN_US, resolved by Init
 };

@@ -137,7 +137,7 @@ bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
       }
     }
     for (size_t j : retry) {
-      c_->failovers.fetch_add(1, std::memory_order_relaxed);
+      c_->remote_failovers.fetch_add(1, std::memory_order_relaxed);
       if (!PostReplicaRead(fault_conn, *req(j), j, outstanding)) on_lost(j);
     }
     if (ok && (intake || retry.empty())) return intake;

@@ -1,5 +1,6 @@
 // The pager's plain types: its configuration (PagerConfig, from the option table), its
-// counters as read back (PagerStats, PagerServerStats) and the limits they go by. Split from
+// servers as read back (PagerServerStats) and the limits they go by (its counters are the
+// listed ones, base/counters.h). Split from
 // pager.h, which keeps the Pager itself; nothing here depends on a running pager.
 #pragma once
 
@@ -76,7 +77,7 @@ struct PagerConfig {
   // Where the counters live (the process's stats block); the pager's own when null.
   // `server_counters` has room for kMaxStatsServers entries (servers past them count in the
   // totals only).
-  PagerCounters* counters = nullptr;
+  ProcessCounters* counters = nullptr;
   PagerServerCounters* server_counters = nullptr;
   // Called for each server as it joins the list, with its index in the list and its address:
   // at start (Start's thread, before the pager's threads run), and later (AddServer, the
@@ -96,29 +97,6 @@ inline constexpr size_t kNoServer = ~size_t{0};
 inline constexpr uint64_t kMaxFaultSpinUs = kOptMaxFaultSpinUs;
 inline constexpr uint64_t kAutoFaultSpinNs = 200'000;  // auto over RDMA
 int64_t FaultSpinFromOption(const char* value);
-
-struct PagerStats {
-  uint64_t faults = 0;           // remote pages fetched by the fault handler
-  uint64_t zero_fills = 0;       // never-written remote pages installed as zeros (batched)
-  uint64_t wp_faults = 0;        // first writes to clean pages
-  uint64_t evict_called_off = 0; // pages written while their eviction was in flight: kept local
-  uint64_t evict_unreadable = 0; // pages a transport could not read to send them: kept local
-  uint64_t evicted = 0;          // pages dropped to the remote tier
-  uint64_t written = 0;          // pages written to memd
-  uint64_t skipped_clean = 0;    // evictions with no write: the server copy was current
-  uint64_t skipped_untouched = 0;// evictions of never-touched pages: nothing to write
-  uint64_t fetched = 0;          // pages brought back by FetchBack
-  uint64_t prefetched = 0;       // pages fetched ahead of a fault by the prefetcher
-  uint64_t servers_down = 0;     // servers down now (marked down, not back again)
-  uint64_t repaired_pages = 0;   // page copies made by the repair thread (replicas restored)
-  uint64_t degraded_pages = 0;   // pages in use with fewer than `replicas` copies now
-  uint64_t repair_passes = 0;    // passes the repair thread made over them (copies made or not)
-  uint64_t failovers = 0;        // reads that turned to another replica
-  uint64_t fault_ns = 0;         // summed over faults: userfaultfd report to the page installed
-  uint64_t fault_read_ns = 0;    // of which the read: posted to its reply in
-  uint64_t placement_allocs = 0; // slot allocations placement asked of servers, granted or not
-  uint64_t server_file_changes = 0;  // times the servers file was found changed and read again
-};
 
 // One memory server of the list, as the pager sees it.
 struct PagerServerStats {

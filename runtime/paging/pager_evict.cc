@@ -182,7 +182,7 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
   if (!populated) {
     if (slot1 != 0) GiveSlot(slot1 - 1);
     rec.remote_slot.store(0, std::memory_order_relaxed);
-    c_->skipped_untouched.fetch_add(1, std::memory_order_relaxed);
+    c_->evictions_untouched.fetch_add(1, std::memory_order_relaxed);
     return Status::Ok();
   }
   SlotRef ref;
@@ -205,7 +205,7 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
     }
   }
   if (wp_ && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
-    c_->skipped_clean.fetch_add(1, std::memory_order_relaxed);
+    c_->evictions_clean.fetch_add(1, std::memory_order_relaxed);
     return Status::Ok();
   }
   // A forked child may still read the fork-time copy in this slot: the new contents go to a

@@ -52,7 +52,7 @@ bool Pager::InstallOneAhead(Region& region, uint64_t index, const char* page, bo
   rec.flags.fetch_or(kPageAhead, std::memory_order_relaxed);  // before on_resident reads it
   if (config_.on_resident) config_.on_resident(region, index, 1, true);
   rec.state.store(S(PageState::kLocal), std::memory_order_release);
-  c_->prefetched.fetch_add(1, std::memory_order_relaxed);
+  c_->pages_prefetched.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -252,12 +252,12 @@ void Pager::FaultLoop() {
             // claimed by anyone else: wait for them (they wake us; we fault again).
             if (Cas(rec, PageState::kLocal, PageState::kInFlight)) {
               rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
-              c_->wp_faults.fetch_add(1, std::memory_order_relaxed);
+              c_->write_protect_faults.fetch_add(1, std::memory_order_relaxed);
               (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
               rec.state.store(S(PageState::kLocal), std::memory_order_release);
               Wake(addr, kPage);
             } else if (CallOffEviction(rec)) {
-              c_->evict_called_off.fetch_add(1, std::memory_order_relaxed);
+              c_->evictions_called_off.fetch_add(1, std::memory_order_relaxed);
               (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
               Wake(addr, kPage);
             } else if (rec.state.load(std::memory_order_acquire) != S(PageState::kInFlight)) {
@@ -401,7 +401,7 @@ void Pager::FaultLoop() {
             PageRecord& rec = p.region->record(p.index);
             if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
             else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-            c_->faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
+            c_->remote_faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
             servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
             c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
             resident(*p.region, p.index, 1);

@@ -50,13 +50,13 @@ void Pager::RepairLoop() {
       WatchServerFile();
     }
     if (!woken || rejoin) Rejoin();
-    if (c_->servers_down.load(std::memory_order_relaxed) == 0) {
+    if (c_->remote_servers_down.load(std::memory_order_relaxed) == 0) {
       lock.lock();
       continue;
     }
     CountDebt();
     while (!repair_stop_.load(std::memory_order_relaxed) && RepairOne()) CountDebt();
-    repair_passes_.fetch_add(1, std::memory_order_relaxed);
+    c_->repair_passes.fetch_add(1, std::memory_order_relaxed);
     lock.lock();
   }
 }
@@ -161,7 +161,7 @@ void Pager::Rejoin() {
       if (was_connected) {
         std::lock_guard<std::mutex> rl(repair_mu_);
         s.down.store(false, std::memory_order_release);
-        c_->servers_down.fetch_sub(1, std::memory_order_relaxed);
+        c_->remote_servers_down.fetch_sub(1, std::memory_order_relaxed);
       } else {
         s.connected.store(true, std::memory_order_release);
       }
@@ -191,7 +191,7 @@ void Pager::CountDebt() {
     }
   }
   for (size_t k = 0, n = servers_.size(); k < n; ++k) servers_[k]->c->debt.store(debt[k], std::memory_order_relaxed);
-  c_->degraded.store(degraded, std::memory_order_relaxed);
+  c_->remote_degraded_pages.store(degraded, std::memory_order_relaxed);
 }
 
 bool Pager::RepairOne() {
@@ -353,7 +353,7 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
         }
         ts.c->written.fetch_add(b - a, std::memory_order_relaxed);
         copied += b - a;
-        c_->repaired.fetch_add(b - a, std::memory_order_relaxed);
+        c_->remote_repaired_pages.fetch_add(b - a, std::memory_order_relaxed);
         a = b;
       }
       if (retry) continue;
@@ -451,7 +451,7 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
         for (uint64_t q = a * k; q < b * k; ++q) pages += in_use[q];
         ts.c->written.fetch_add(b - a, std::memory_order_relaxed);
         restored += pages;
-        c_->repaired.fetch_add(pages, std::memory_order_relaxed);
+        c_->remote_repaired_pages.fetch_add(pages, std::memory_order_relaxed);
         a = b;
       }
       if (retry) continue;

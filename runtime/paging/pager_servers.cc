@@ -75,7 +75,7 @@ void Pager::WatchServerFile() {
   server_file_unread_ = false;
   if (text == server_file_text_) return;
   server_file_text_ = text;
-  server_file_changes_.fetch_add(1, std::memory_order_relaxed);
+  c_->server_file_changes.fetch_add(1, std::memory_order_relaxed);
   ServerFileEntries file = ParseServerFile(text);
   for (const std::string& bad : file.bad) {
     TM_LOG_WARN("TIERMEM_REMOTE_FILE=%s: %s is not a memory server address; left out", path, bad.c_str());

@@ -78,7 +78,7 @@ void Pager::MarkDown(size_t server, const Status& why, bool quiet) {
   }
   repair_cv_.notify_one();
   s.c->up.store(0, std::memory_order_relaxed);
-  c_->servers_down.fetch_add(1, std::memory_order_relaxed);
+  c_->remote_servers_down.fetch_add(1, std::memory_order_relaxed);
   if (quiet) return;
   if (code_) {
     TM_LOG_WARN("remote tier: memory server %s is down (%s): its pages are read from their other "
@@ -189,7 +189,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   auto owned = std::make_unique<Range>();
   Range& range = *owned;
   for (; want > 0; want /= 2) {
-    placement_allocs_.fetch_add(1, std::memory_order_relaxed);
+    c_->placement_allocs.fetch_add(1, std::memory_order_relaxed);
     auto r = s.io->AllocSlots(want);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kResourceExhausted) {
@@ -215,7 +215,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (const auto& [room, k] : order) {
       if (range.n == members_) break;
-      placement_allocs_.fetch_add(1, std::memory_order_relaxed);
+      c_->placement_allocs.fetch_add(1, std::memory_order_relaxed);
       auto got = servers_[k]->io->AllocSlots(r->count);
       if (got.ok()) {
         range.m[range.n++] = MemberOn(k, *got);

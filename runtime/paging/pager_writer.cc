@@ -127,6 +127,7 @@ void Pager::FinishJob(EvictJob& job) {
   if (!job.failure.ok()) {
     // A server that failed a write is down: the waiting caller queues the window again, and
     // its pages then go to healthy groups. Queued without a caller, the pages stay local.
+    c_->eviction_windows_failed.fetch_add(1, std::memory_order_relaxed);
     const bool lost = job.failed_server < servers_.size();
     if (lost) MarkDown(job.failed_server, job.failure);
     GiveBack(job);
@@ -135,7 +136,7 @@ void Pager::FinishJob(EvictJob& job) {
   }
   for (size_t k = 0; k < servers_.size(); ++k) {
     servers_[k]->c->written.fetch_add(job.written[k], std::memory_order_relaxed);
-    c_->written.fetch_add(job.written[k], std::memory_order_relaxed);
+    c_->pages_written.fetch_add(job.written[k], std::memory_order_relaxed);
   }
   // Commit each page, then drop, mark remote (the server copy is current: clean), and wake
   // waiters to fault again. A page the program wrote meanwhile had its eviction called off by
@@ -151,7 +152,7 @@ void Pager::FinishJob(EvictJob& job) {
       rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
       if (TakeEvictingFlag(rec)) {  // (else a write called it off already, and lifted this)
         if (wp_) (void)os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), kPage, false);
-        c_->evict_unreadable.fetch_add(1, std::memory_order_relaxed);
+        c_->evictions_unreadable.fetch_add(1, std::memory_order_relaxed);
       }
       continue;
     }
@@ -178,7 +179,7 @@ void Pager::FinishJob(EvictJob& job) {
     ++became_remote;
   }
   ForRuns(idx, m, nullptr, [&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); });
-  c_->evicted.fetch_add(became_remote, std::memory_order_relaxed);
+  c_->pages_evicted.fetch_add(became_remote, std::memory_order_relaxed);
   c_->evict_latency.Record(os::MonotonicNanos() - job.t0_ns);
   writer_->Done(job, became_remote, false);
 }

@@ -60,7 +60,7 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   return c;
 }
 
-Migrator::Migrator(PageMover* mover, TieringConfig config, PolicyCounters* counters)
+Migrator::Migrator(PageMover* mover, TieringConfig config, ProcessCounters* counters)
     : mover_(mover), config_(std::move(config)), counters_(counters) {}
 
 Migrator::~Migrator() { Stop(); }
@@ -82,7 +82,7 @@ Status Migrator::Start() {
   if (mode == "off" && !relief_) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = "off";
-    snprintf(counters_->mode, sizeof(counters_->mode), "off");
+    snprintf(counters_->sampling_mode, sizeof(counters_->sampling_mode), "off");
     return Status::Ok();
   }
   const RingSizes rings = RingSizesFor(dram_budget_);  // counted in the limit as they are written
@@ -123,8 +123,8 @@ Status Migrator::Start() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = mode_;
   }
-  snprintf(counters_->mode, sizeof(counters_->mode), "%s", mode_.c_str());
-  counters_->interval_ms.store(interval_ms_, std::memory_order_relaxed);
+  snprintf(counters_->sampling_mode, sizeof(counters_->sampling_mode), "%s", mode_.c_str());
+  counters_->policy_interval_ms.store(interval_ms_, std::memory_order_relaxed);
   stop_ = false;
   cv_.emplace();
   NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
@@ -193,9 +193,7 @@ void Migrator::ReleaseSampled(const void* addr, size_t len) {
 
 MigratorStats Migrator::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  MigratorStats s = stats_;
-  if (sampling_) s.pages_armed = sampler_->counters().armed;
-  return s;
+  return stats_;
 }
 
 void Migrator::Loop() {
@@ -214,17 +212,16 @@ void Migrator::Loop() {
       const uint64_t start = os::MonotonicNanos();
       const bool busy = Round();
       const uint64_t end = os::MonotonicNanos();
-      counters_->round_time.Record(end - start);  // the policy's cost, per round
+      counters_->policy_round_time.Record(end - start);  // the policy's cost, per round
       uint64_t cpu = 0;
-      if (os::ThreadCpuNanos(&cpu) == 0) counters_->cpu_ns.store(cpu, std::memory_order_relaxed);
+      if (os::ThreadCpuNanos(&cpu) == 0) counters_->policy_cpu_ns.store(cpu, std::memory_order_relaxed);
       // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
       // large heap costs little. A round past the thread's CPU share: later still (RoundPacer).
       const uint64_t gap = (busy ? interval_ms_ : interval_ms_ * 5) * 1'000'000;
       const uint64_t next = pacer.NextRound(end, cpu, !busy);
       if (next > end + gap) {
-        std::lock_guard<std::mutex> stats_lock(stats_mu_);
-        ++stats_.paced_rounds;
-        stats_.paced_ns += next - end - gap;
+        counters_->policy_paced_rounds.fetch_add(1, std::memory_order_relaxed);
+        counters_->policy_paced_ns.fetch_add(next - end - gap, std::memory_order_relaxed);
       }
       lock.lock();
       next_round = std::chrono::steady_clock::now() + std::chrono::nanoseconds(next - end);
@@ -234,7 +231,7 @@ void Migrator::Loop() {
     if (stop_) break;
     lock.unlock();
     MaybeRelieve();
-    if (uint64_t cpu; os::ThreadCpuNanos(&cpu) == 0) counters_->cpu_ns.store(cpu, std::memory_order_relaxed);
+    if (uint64_t cpu; os::ThreadCpuNanos(&cpu) == 0) counters_->policy_cpu_ns.store(cpu, std::memory_order_relaxed);
     lock.lock();
   }
   lock.unlock();
@@ -257,7 +254,7 @@ void Migrator::RefreshBudget() {
   const uint64_t own = mover_->OwnPages();
   own_pages_ = std::min(own, dram_budget_ / 2);
   budget_now_.store(dram_budget_ - own_pages_, std::memory_order_relaxed);
-  counters_->own_bytes.store(own * config_.page_size, std::memory_order_relaxed);
+  counters_->runtime_own_bytes.store(own * config_.page_size, std::memory_order_relaxed);
 }
 
 bool Migrator::Round() {
@@ -357,7 +354,7 @@ bool Migrator::Round() {
   TM_LOG_DEBUG("tiering: round %llu dram=%llu cxl=%llu remote=%llu samples=%llu(cxl %llu) faults=%llu cold=%zu "
                "plan=%zu(-%llu/+%llu) held=%llu demoted=%llu promoted=%llu failed=%llu armed=%llu listed=%zu%s "
                "known=%zu ms=%.1f (settle %.1f collect %.1f scan %.1f relief %.1f plan %.1f moves %.1f arm %.1f)",
-               static_cast<unsigned long long>(stats().rounds + 1),
+               static_cast<unsigned long long>(counters_->policy_rounds.load(std::memory_order_relaxed) + 1),
                static_cast<unsigned long long>(dram_pages), static_cast<unsigned long long>(cxl_pages),
                static_cast<unsigned long long>(lower_pages - cxl_pages),
                static_cast<unsigned long long>(tracked), static_cast<unsigned long long>(cxl_samples),
@@ -373,25 +370,27 @@ bool Migrator::Round() {
                static_cast<double>(relief_ns_ - relief_ns0) / 1e6, static_cast<double>(plan_ns) / 1e6,
                static_cast<double>(ex.migrate_ns) / 1e6,
                static_cast<double>(t_end - t_arm) / 1e6);
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.rounds;
-  stats_.samples += tracked;
-  stats_.fault_samples += fault_samples;
-  stats_.demotions += demoted;
-  stats_.promotions += promoted;
-  stats_.failed += failed;
-  stats_.deferred += ps.deferred;
-  stats_.migrate_calls += ex.calls;
-  stats_.migrate_ns += ex.migrate_ns;
+  ProcessCounters& c = *counters_;
+  const auto add = [](std::atomic<uint64_t>& to, uint64_t n) { to.fetch_add(n, std::memory_order_relaxed); };
   const uint64_t round_ns = os::MonotonicNanos() - now;
-  stats_.round_ns += round_ns;
+  add(c.policy_rounds, 1);
+  add(c.policy_round_ns, round_ns);
+  add(c.samples, tracked);
+  add(c.fault_samples, fault_samples);
+  add(c.demotions, demoted);
+  add(c.promotions, promoted);
+  add(c.moves_failed, failed);
+  add(c.moves_deferred, ps.deferred);
+  add(c.migrate_calls, ex.calls);
+  add(c.migrate_ns, ex.migrate_ns);
+  if (sampling_) c.pages_armed.store(sampler_->counters().armed, std::memory_order_relaxed);
   if (!scan.whole) {
-    ++stats_.window_rounds;
-    stats_.window_listed_max = std::max<uint64_t>(stats_.window_listed_max, scan.window_listed);
+    add(c.policy_window_rounds, 1);
+    if (scan.window_listed > c.policy_window_listed_max.load(std::memory_order_relaxed)) {
+      c.policy_window_listed_max.store(scan.window_listed, std::memory_order_relaxed);  // this thread alone writes it
+    }
   }
-  counters_->rounds.fetch_add(1, std::memory_order_relaxed);
-  counters_->round_ns.fetch_add(round_ns, std::memory_order_relaxed);
-  counters_->samples.fetch_add(tracked, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(stats_mu_);
   if (!ex.last_error.empty()) stats_.last_error = ex.last_error;
   return armed > 0 || !moves.empty() || ps.deferred > 0 || fault_samples > 0;
 }

@@ -65,25 +65,11 @@
 
 namespace tiermem {
 
+// What the policy thread says in words (its counters are the listed ones, in the stats block).
 struct MigratorStats {
-  std::string mode;             // the mode in effect: protect, faults, off
-  std::string pebs;             // why PEBS is (not) used
-  uint64_t rounds = 0;
-  uint64_t samples = 0;         // tracker samples
-  uint64_t fault_samples = 0;   // remote pages seen faulted back in
-  uint64_t pages_armed = 0;
-  uint64_t demotions = 0;       // pages moved down by the policy
-  uint64_t promotions = 0;      // pages moved up by the policy
-  uint64_t failed = 0;          // planned moves the runtime refused
-  uint64_t deferred = 0;        // moves held back by the rate limit
-  uint64_t migrate_calls = 0;   // Runtime::Migrate calls made (one per run of adjacent pages)
-  uint64_t migrate_ns = 0;      // time spent in them
-  uint64_t round_ns = 0;        // time spent in rounds in total (scan, plan, migrate, arm)
-  uint64_t window_rounds = 0;   // rounds that read a window of the page records, not all
-  uint64_t window_listed_max = 0;  // the most pages one such round listed from its window
-  uint64_t paced_rounds = 0;    // rounds started later than their interval by TIERMEM_POLICY_CPU
-  uint64_t paced_ns = 0;        // the time those rounds waited past their interval, in total
-  std::string last_error;       // the latest refusal of a planned move, for diagnosis
+  std::string mode;        // the mode in effect: protect, faults, off
+  std::string pebs;        // why PEBS is (not) used
+  std::string last_error;  // the latest refusal of a planned move, for diagnosis
 };
 
 // Page key -> position in a round's page views (resident pages only): dense over each window of
@@ -182,7 +168,7 @@ class Migrator {
  public:
   // `mover` and `counters` (the stats block's, base/counters.h) outlive the Migrator; `config`
   // is the whole configuration (mover.h).
-  Migrator(PageMover* mover, TieringConfig config, PolicyCounters* counters);
+  Migrator(PageMover* mover, TieringConfig config, ProcessCounters* counters);
   ~Migrator();
   Migrator(const Migrator&) = delete;
   Migrator& operator=(const Migrator&) = delete;
@@ -218,6 +204,8 @@ class Migrator {
   uint64_t slack_pages() const { return slack_pages_; }
 
   MigratorStats stats() const;
+  // Its counters (the stats block's, or those it was given), read now.
+  CounterValues counters() const { return LoadCounters(*counters_); }
 
  private:
   static constexpr uint64_t kBlockPages = Policy::kBlockPages;  // victim checks arm whole blocks
@@ -310,7 +298,7 @@ class Migrator {
 
   PageMover* mover_;
   const TieringConfig config_;
-  PolicyCounters* counters_;
+  ProcessCounters* counters_;
   std::unique_ptr<Policy> policy_;
   std::string mode_ = "off";
   std::atomic<bool> sampling_{false};  // sampler_ arms pages (modes protect and uffd)

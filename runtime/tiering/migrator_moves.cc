@@ -164,10 +164,12 @@ void Migrator::SettleEvictions() {
   if (st.ok()) return;
   // The pages of the failed windows are local and intact again; the next round sees them there.
   TM_LOG_DEBUG("tiering: background evictions: %s", st.ToString().c_str());
-  std::lock_guard<std::mutex> lock(stats_mu_);
   const uint64_t failed = queued - std::min(queued, became_remote);
-  stats_.failed += failed;
-  stats_.demotions -= std::min(stats_.demotions, failed);
+  counters_->moves_failed.fetch_add(failed, std::memory_order_relaxed);
+  // The round counted them as demotions; the policy thread alone writes demotions here and there.
+  const uint64_t demoted = counters_->demotions.load(std::memory_order_relaxed);
+  counters_->demotions.fetch_sub(std::min(demoted, failed), std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.last_error = "migrate to remote: " + st.ToString();
 }
 

@@ -124,8 +124,8 @@ void Migrator::AfterFaults() {
     if ((!progress && !busy) || windows >= kMaxHoldWindows) break;
   }
   held_back_.fetch_sub(1, std::memory_order_relaxed);
-  counters_->throttle_waits.fetch_add(1, std::memory_order_relaxed);
-  counters_->throttle_ns.fetch_add(os::MonotonicNanos() - t0, std::memory_order_relaxed);
+  counters_->fault_throttle_waits.fetch_add(1, std::memory_order_relaxed);
+  counters_->fault_throttle_ns.fetch_add(os::MonotonicNanos() - t0, std::memory_order_relaxed);
 }
 
 void Migrator::OnLeftDram() {
@@ -278,9 +278,8 @@ uint64_t Migrator::Relieve() {
   auto count = [&](uint64_t pages) {
     if (pages == 0) return;
     evicted += pages;
-    counters_->relief_pages.fetch_add(pages, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.demotions += pages;  // demotions of the policy thread, like the plan's
+    counters_->budget_relief_pages.fetch_add(pages, std::memory_order_relaxed);
+    counters_->demotions.fetch_add(pages, std::memory_order_relaxed);  // the policy thread's, like the plan's
   };
   if (os::MonotonicNanos() < relief_retry_ns_.load(std::memory_order_acquire)) {
     relief_stuck_.store(true, std::memory_order_release);  // the remote tier is full: wait

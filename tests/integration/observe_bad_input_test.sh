@@ -31,7 +31,7 @@ refuses "pid $sleeper:" "$ctl" stat $sleeper
 
 start_memd
 # A block of another layout version: a live target's block with its version (the u32 after the
-# 8-byte magic, runtime/core/stats_block.h) changed, then put back.
+# 8-byte magic, runtime/stats/stats_block.h) changed, then put back.
 start_target 8 4M version
 block=/dev/shm/tiermem.$(id -u).$target_pid
 [ -f "$block" ] || fail "no block $block for a running target"
@@ -42,6 +42,14 @@ refuses "pid $target_pid:" "$ctl" stat "$target_pid"
 grep -q "999" "$work/err" || fail "the refusal does not name the block's version: $(cat "$work/err")"
 set_version "$version"
 "$ctl" stat "$target_pid" > /dev/null || fail "stat after restoring the version"
+# A block written with another counter list (tiermem/counter_list.hpp): its hash, the u64 after
+# the size, changed, then put back.
+hash_at() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(16); o=struct.unpack('<Q', f.read(8))[0]; f.seek(16); f.write(struct.pack('<Q', o ^ int(sys.argv[2])))" "$block" "$1"; }
+hash_at 1
+refuses "pid $target_pid:" "$ctl" stat "$target_pid"
+grep -q "other counters" "$work/err" || fail "the refusal does not say the counters differ: $(cat "$work/err")"
+hash_at 1
+"$ctl" stat "$target_pid" > /dev/null || fail "stat after restoring the counter list hash"
 finish_target version
 
 # A killed process leaves a stale block: stat says so and fails, --allow-stale prints it.

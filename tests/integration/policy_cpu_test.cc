@@ -24,7 +24,7 @@ constexpr size_t kPage = 4096;
 struct PacedRun {
   bool ran = false;
   bool reached = false;  // `done` held within the bound
-  MigratorStats stats;
+  CounterValues stats;
   uint64_t elapsed_ns = 0;  // from the reader's start to `done`
 };
 
@@ -53,12 +53,12 @@ PacedRun RunWithShare(uint64_t share_percent, Done done) {
     while (!stop.load()) sink = sink + *reinterpret_cast<uint64_t*>(base + (rng() % npages) * kPage);
   });
   Migrator* m = ImplOf(**rt)->migrator();
-  out.reached = testing::WaitFor([&] { return done(m->stats()); }, 120);
+  out.reached = testing::WaitFor([&] { return done(m->counters()); }, 120);
   out.elapsed_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   stop = true;
   t.join();
-  out.stats = m->stats();
+  out.stats = m->counters();
   EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 7), SIZE_MAX) << "data lost";
   EXPECT_TRUE((*rt)->Free(base).ok());
   EXPECT_TRUE((*rt)->Stop().ok());
@@ -73,18 +73,18 @@ PacedRun RunWithShare(uint64_t share_percent, Done done) {
 // loaded machine moves the first, not the second.) Each run lasts until it has the rounds it
 // needs, however slow the machine.
 TEST(PolicyCpu, ASmallShareSpacesTheRoundsOut) {
-  const PacedRun free_run = RunWithShare(0, [](const MigratorStats& s) { return s.rounds >= 50; });
-  const PacedRun paced = RunWithShare(1, [](const MigratorStats& s) { return s.paced_rounds >= 4; });
+  const PacedRun free_run = RunWithShare(0, [](const CounterValues& s) { return s.policy_rounds >= 50; });
+  const PacedRun paced = RunWithShare(1, [](const CounterValues& s) { return s.policy_paced_rounds >= 4; });
   ASSERT_TRUE(free_run.ran && paced.ran);
-  EXPECT_TRUE(free_run.reached) << "the unbounded policy ran " << free_run.stats.rounds << " rounds in 120 s";
-  EXPECT_TRUE(paced.reached) << "at 1%, " << paced.stats.paced_rounds << " rounds were paced in 120 s";
-  EXPECT_EQ(free_run.stats.paced_rounds, 0u);
-  EXPECT_EQ(free_run.stats.paced_ns, 0u);
+  EXPECT_TRUE(free_run.reached) << "the unbounded policy ran " << free_run.stats.policy_rounds << " rounds in 120 s";
+  EXPECT_TRUE(paced.reached) << "at 1%, " << paced.stats.policy_paced_rounds << " rounds were paced in 120 s";
+  EXPECT_EQ(free_run.stats.policy_paced_rounds, 0u);
+  EXPECT_EQ(free_run.stats.policy_paced_ns, 0u);
   printf("rounds: unbounded %llu, paced %llu (%llu of them later than their interval, by %.0f of %.0f ms)\n",
-         static_cast<unsigned long long>(free_run.stats.rounds), static_cast<unsigned long long>(paced.stats.rounds),
-         static_cast<unsigned long long>(paced.stats.paced_rounds), static_cast<double>(paced.stats.paced_ns) / 1e6,
+         static_cast<unsigned long long>(free_run.stats.policy_rounds), static_cast<unsigned long long>(paced.stats.policy_rounds),
+         static_cast<unsigned long long>(paced.stats.policy_paced_rounds), static_cast<double>(paced.stats.policy_paced_ns) / 1e6,
          static_cast<double>(paced.elapsed_ns) / 1e6);
-  EXPECT_GT(paced.stats.paced_ns, paced.elapsed_ns / 2) << "less than half of the paced run waited for the share";
+  EXPECT_GT(paced.stats.policy_paced_ns, paced.elapsed_ns / 2) << "less than half of the paced run waited for the share";
 }
 
 }  // namespace

@@ -110,13 +110,13 @@ TEST(RemoteServers, AServerAddedAfterALossRestoresTheCopiesThatHadNowhereToGo) {
   ASSERT_EQ(data.size(), 2u);
   b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
-  const uint64_t repaired = pager.stats().repaired_pages;
+  const uint64_t repaired = pager.stats().remote_repaired_pages;
   ASSERT_TRUE(WaitRepairPasses(pager)) << "the repair thread made no pass in 60 s";
-  EXPECT_GE(pager.stats().degraded_pages, 1024u) << "repaired with nowhere to put the copies?";
-  EXPECT_EQ(pager.stats().repaired_pages, repaired) << "copies made with no third server";
+  EXPECT_GE(pager.DegradedPagesNow(), 1024u) << "repaired with nowhere to put the copies?";
+  EXPECT_EQ(pager.stats().remote_repaired_pages, repaired) << "copies made with no third server";
 
   ASSERT_TRUE(rt->AddRemoteServer(c.url()).ok());
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
   auto st = pager.server_stats();
   ASSERT_EQ(st.size(), 3u);
   EXPECT_GE(st[2].pages, 1024u);
@@ -206,13 +206,13 @@ TEST(RemoteServers, AServerTakenOutOfTheFileGetsNoReplacementCopiesUntilItIsPutB
   EXPECT_EQ(pager.server_stats()[2].pages, 0u);
   b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
-  const uint64_t repaired = pager.stats().repaired_pages;
+  const uint64_t repaired = pager.stats().remote_repaired_pages;
   ASSERT_TRUE(WaitRepairPasses(pager)) << "the repair thread made no pass in 60 s";
   EXPECT_EQ(pager.server_stats()[2].pages, 0u) << "the repair copied to a server taken out";
-  EXPECT_EQ(pager.stats().repaired_pages, repaired) << "copies made with no server to take them";
-  EXPECT_GE(pager.stats().degraded_pages, 1024u);
+  EXPECT_EQ(pager.stats().remote_repaired_pages, repaired) << "copies made with no server to take them";
+  EXPECT_GE(pager.DegradedPagesNow(), 1024u);
   WriteWhole(path, a.url() + "," + c.url() + "\n");
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
   EXPECT_GE(pager.server_stats()[2].pages, 1024u);
   a.Stop(SIGKILL);
   EXPECT_EQ(BadPages(data), 0u);

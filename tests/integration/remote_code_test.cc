@@ -82,7 +82,7 @@ TEST(RemoteCode, PagesAreSixPiecesInOneAndAHalfPagesAndOutliveTwoLostServers) {
   // Memory: each server holds a quarter page per page, 1.5 pages per page in all (replicas: 2).
   EXPECT_EQ(slots * 2, 3 * kRuns * kPages);
   EXPECT_EQ(written, 6 * kRuns * kPages);  // one piece to each server per page
-  EXPECT_EQ(pager.stats().evicted, kRuns * kPages);
+  EXPECT_EQ(pager.stats().pages_evicted, kRuns * kPages);
   EXPECT_EQ(BadPages(data), 0u);  // read back whole from the data pieces
 
   // Evicted again (dirty), then servers 0 and 1 (two data pieces) are lost: every page is
@@ -100,10 +100,10 @@ TEST(RemoteCode, PagesAreSixPiecesInOneAndAHalfPagesAndOutliveTwoLostServers) {
   st = pager.server_stats();
   EXPECT_TRUE(st[0].down);
   EXPECT_TRUE(st[1].down);
-  EXPECT_EQ(pager.stats().servers_down, 2u);
-  EXPECT_GT(pager.stats().failovers, 0u);
+  EXPECT_EQ(pager.stats().remote_servers_down, 2u);
+  EXPECT_GT(pager.stats().remote_failovers, 0u);
   // No seventh server: the pages stay one loss from the edge, and say so.
-  EXPECT_EQ(pager.stats().degraded_pages, kRuns * kPages);
+  EXPECT_EQ(pager.DegradedPagesNow(), kRuns * kPages);
 
   // Dirty once more and evicted: written to the four servers up (k of them, so readable), and
   // read back from those four.
@@ -130,8 +130,8 @@ TEST(RemoteCode, ALostServersPiecesAreRebuiltElsewhereAndTwoMoreLossesLoseNothin
   EXPECT_EQ(pager.server_stats()[6].pages, 0u);  // the seventh holds nothing yet
   c.memd[0]->Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(*c.rt, pager, 0));
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a piece";
-  EXPECT_GE(pager.stats().repaired_pages, kRuns * kPages);
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a piece";
+  EXPECT_GE(pager.stats().remote_repaired_pages, kRuns * kPages);
   EXPECT_GE(pager.server_stats()[6].pages, kRuns * kPages);
   // Data pieces 1 and 2 go too: pages are decoded from piece 0 (the rebuilt one, on server 6),
   // piece 3 and the parity, so a wrong rebuild shows here.

@@ -40,9 +40,9 @@ inline remote::ServerStats MemdStatsOf(const MemdProcess& memd) {
 // Sessions memd has now (the test's own connection among them).
 inline uint32_t MemdSessions(const MemdProcess& memd) { return MemdStatsOf(memd).sessions; }
 
-// Waits (at most 20 s) until no page in use has fewer copies than asked.
+// Waits (at most 60 s) until no page in use has fewer copies than asked.
 inline bool WaitRepaired(Pager& pager) {
-  return testing::WaitFor([&] { return pager.stats().degraded_pages == 0; }, 60);
+  return testing::WaitFor([&] { return pager.DegradedPagesNow() == 0; }, 60);
 }
 
 struct Data {

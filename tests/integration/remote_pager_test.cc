@@ -75,11 +75,11 @@ void EvictAndFaultBack(int threads) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(checked.load(), kPages);
   EXPECT_EQ(bad.load(), 0u);
-  PagerStats st = ImplOf(*rt)->pager()->stats();
+  const CounterValues st = ImplOf(*rt)->pager()->stats();
   // Each page fetched exactly once, however many threads asked: by its fault, or ahead of it
   // when a thread's random order happened to look like a stride to the prefetcher.
-  EXPECT_EQ(st.faults + st.prefetched, kPages);
-  EXPECT_EQ(st.written, kPages);
+  EXPECT_EQ(st.remote_faults + st.pages_prefetched, kPages);
+  EXPECT_EQ(st.pages_written, kPages);
   EXPECT_TRUE(rt->Free(base).ok());
 }
 
@@ -98,15 +98,15 @@ TEST(RemotePager, CleanPagesAreNotWrittenAgain) {
   auto* base = static_cast<uint8_t*>(*p);
   for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i);
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
-  EXPECT_EQ(pager->stats().written, kPages);
+  EXPECT_EQ(pager->stats().pages_written, kPages);
   for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i));  // read faults
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
-  EXPECT_EQ(pager->stats().written, kPages);  // nothing changed: nothing written
-  EXPECT_EQ(pager->stats().skipped_clean, kPages);
+  EXPECT_EQ(pager->stats().pages_written, kPages);  // nothing changed: nothing written
+  EXPECT_EQ(pager->stats().evictions_clean, kPages);
   // Write one page: only it is written at the next eviction.
   base[5 * kPage] ^= 0xFF;
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
-  EXPECT_EQ(pager->stats().written, kPages + 1);
+  EXPECT_EQ(pager->stats().pages_written, kPages + 1);
   EXPECT_EQ(base[5 * kPage], uint8_t(~[] { uint8_t b[kPage]; FillPage(b, 5); return b[0]; }()));
   for (size_t i = 0; i < kPages; ++i) {
     if (i != 5) {

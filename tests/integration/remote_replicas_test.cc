@@ -72,7 +72,7 @@ TEST(RemoteReplicas, EveryPageIsOnTwoServersAndOutlivesTwoLossesWithARepairBetwe
   }
   EXPECT_EQ(copies, 2 * kRuns * kPages);
   EXPECT_EQ(written, 2 * kRuns * kPages);
-  EXPECT_EQ(pager.stats().evicted, kRuns * kPages);
+  EXPECT_EQ(pager.stats().pages_evicted, kRuns * kPages);
 
   EXPECT_EQ(st[1].pages, kRuns * kPages);
   EXPECT_EQ(st[0].pages, kRuns * kPages);
@@ -93,8 +93,8 @@ TEST(RemoteReplicas, EveryPageIsOnTwoServersAndOutlivesTwoLossesWithARepairBetwe
   EXPECT_TRUE(st[1].down) << "b was not marked down";
   EXPECT_FALSE(st[0].down);
   EXPECT_FALSE(st[2].down);
-  EXPECT_EQ(pager.stats().servers_down, 1u);
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  EXPECT_EQ(pager.stats().remote_servers_down, 1u);
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
   st = pager.server_stats();
   EXPECT_EQ(st[0].pages, kRuns * kPages);
   EXPECT_EQ(st[2].pages, kRuns * kPages);
@@ -105,7 +105,7 @@ TEST(RemoteReplicas, EveryPageIsOnTwoServersAndOutlivesTwoLossesWithARepairBetwe
     for (size_t i = 0; i < d.pages; ++i) d.base[i * kPage + 8] ^= 0x5A;
   }
   EXPECT_EQ(BadPages(data), 0u);
-  EXPECT_EQ(pager.stats().servers_down, 2u);
+  EXPECT_EQ(pager.stats().remote_servers_down, 2u);
   for (Data& d : data) EXPECT_TRUE(rt->Free(d.base).ok());
 }
 
@@ -128,8 +128,8 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
   // Nothing touches the data: an eviction of a new page (its slot comes from the range b leads)
   // finds b gone.
   ASSERT_TRUE(EvictUntilDown(*rt, pager, 1));
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
-  EXPECT_GE(pager.stats().repaired_pages, before[1].pages - kRuns);
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
+  EXPECT_GE(pager.stats().remote_repaired_pages, before[1].pages - kRuns);
   // The stats block (what tiermemctl stat shows) says the same; its count of pages short of a
   // replica is published by the repair thread after each range it restores.
   StatusOr<ProcessStats> ps = ReadProcessStats(getpid());
@@ -140,7 +140,7 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
   EXPECT_EQ(ps->remote_servers_down, 1u);
   EXPECT_EQ(ps->remote_degraded_pages, 0u);
-  EXPECT_EQ(ps->remote_repaired_pages, pager.stats().repaired_pages);
+  EXPECT_EQ(ps->remote_repaired_pages, pager.stats().remote_repaired_pages);
   ASSERT_EQ(ps->servers.size(), 3u);
   EXPECT_FALSE(ps->servers[1].up);
   EXPECT_TRUE(ps->servers[0].up);
@@ -161,13 +161,13 @@ TEST(RemoteReplicas, AServerThatComesBackTakesNewPagesOnceItsCopiesAreRestored) 
   const uint16_t port = m.b.port();
   m.b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(rt, pager, 1));
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.stats().degraded_pages << " pages still lack a replica";
+  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
   // b again, on its old address: the repair thread connects within a second or two (a new
   // session: nothing of the old one is read).
   ASSERT_TRUE(m.b.Start({"--capacity", "128M", "--no-rdma"}, "", port));
   testing::WaitFor([&] { return !pager.server_stats()[1].down; }, 60);
   ASSERT_FALSE(pager.server_stats()[1].down) << "b did not come back";
-  EXPECT_EQ(pager.stats().servers_down, 0u);
+  EXPECT_EQ(pager.stats().remote_servers_down, 0u);
   EXPECT_EQ(pager.server_stats()[1].pages, 0u);
   // New pages go there too (b is the roomiest), and they are real copies: with a lost as well,
   // every page still reads back.
@@ -267,7 +267,7 @@ TEST(RemoteReplicas, AfterALossWithNoRoomAFullTierIsSeenWithoutAskingTheServersP
   // Found down by a read, or else by the repair thread's probe (once a second while idle).
   testing::WaitFor([&] { return pager.server_stats()[1].down; }, 60);
   ASSERT_TRUE(pager.server_stats()[1].down);
-  EXPECT_GT(pager.stats().degraded_pages, 0u);
+  EXPECT_GT(pager.DegradedPagesNow(), 0u);
   // Every other run freed: free slots again, in groups of c with a (room for new pages) and of
   // c with b (none).
   std::vector<Data> kept;

@@ -134,7 +134,7 @@ TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightStaysLocalAndIsNotWait
   constexpr size_t kPages = 2 * kWindow;
   ASSERT_NO_FATAL_FAILURE(StartOne(kPages));
   if (!pager->write_protect()) GTEST_SKIP() << "userfaultfd write-protect is not available here";
-  const uint64_t called_off0 = pager->stats().evict_called_off;
+  const uint64_t called_off0 = pager->stats().evictions_called_off;
 
   ASSERT_TRUE(testing::StopProcess(memd.pid()));  // the writes stay in flight
   auto q = pager->EvictPagesQueued(*d.region, d.Indices(0, kPages));
@@ -151,7 +151,7 @@ TEST_F(RemoteWriter, APageRewrittenWhileItsWriteIsInFlightStaysLocalAndIsNotWait
   });
   const bool finished_while_stopped = Await([&] { return done.load(); });
   EXPECT_TRUE(finished_while_stopped) << "the writes waited for memd";
-  EXPECT_EQ(pager->stats().evict_called_off - called_off0, kPages / 2);
+  EXPECT_EQ(pager->stats().evictions_called_off - called_off0, kPages / 2);
   // Still claimed by the writer thread until their windows are acknowledged.
   EXPECT_EQ(d.State(0), PageState::kInFlight);
   ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
@@ -195,8 +195,8 @@ TEST_F(RemoteWriter, PagesArmedBeforeTheirEvictionClaimsThemAreLiftedBeforeTheyA
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, kWindow);
   EXPECT_EQ(d.Count(PageState::kRemote), kWindow);
-  EXPECT_EQ(pager->stats().servers_down, 0u);
-  EXPECT_EQ(pager->stats().evict_unreadable, 0u);
+  EXPECT_EQ(pager->stats().remote_servers_down, 0u);
+  EXPECT_EQ(pager->stats().evictions_unreadable, 0u);
   EXPECT_EQ(d.Wrong(), 0u);  // faulted back with their bytes
   tracker.DisarmAll();
   pager->WatchClaims(nullptr);
@@ -222,7 +222,7 @@ TEST_F(RemoteWriter, APageWhoseWriteIsInFlightIsNotArmed) {
   EXPECT_EQ(armed, kWindow / 2);  // only the pages not being written
   ASSERT_EQ(kill(memd.pid(), SIGCONT), 0);
   EXPECT_TRUE(Await([&] { return d.Count(PageState::kRemote) == kWindow / 2; }));
-  EXPECT_EQ(pager->stats().servers_down, 0u);
+  EXPECT_EQ(pager->stats().remote_servers_down, 0u);
   tracker.DisarmAll();
   EXPECT_EQ(d.Wrong(), 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());
@@ -239,8 +239,8 @@ TEST_F(RemoteWriter, APageUnreadableWhenSentStaysLocalAndTheServerStaysUp) {
   ASSERT_EQ(mprotect(bad, kPage, PROT_READ | PROT_WRITE), 0);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, kWindow - 1);
-  EXPECT_EQ(pager->stats().evict_unreadable, 1u);
-  EXPECT_EQ(pager->stats().servers_down, 0u);
+  EXPECT_EQ(pager->stats().evictions_unreadable, 1u);
+  EXPECT_EQ(pager->stats().remote_servers_down, 0u);
   EXPECT_EQ(d.State(7), PageState::kLocal);
   EXPECT_EQ(d.Count(PageState::kRemote), kWindow - 1);
   EXPECT_EQ(d.Wrong(), 0u);
@@ -290,8 +290,8 @@ TEST_F(RemoteWriter, AServerLostWithWritesInFlightLeavesThePagesLocalAndIntact) 
   memd.Stop(SIGKILL);  // the connection resets under the writes in flight
   pager->DrainWrites();
   EXPECT_EQ(d.Count(PageState::kLocal), kPages);
-  EXPECT_EQ(pager->stats().evicted, 1u);  // TakeSlotsFirst's page only
-  EXPECT_EQ(pager->stats().servers_down, 1u);
+  EXPECT_EQ(pager->stats().pages_evicted, 1u);  // TakeSlotsFirst's page only
+  EXPECT_EQ(pager->stats().remote_servers_down, 1u);
   EXPECT_EQ(d.Wrong(), 0u);
   // They are ordinary local pages again: written to, and the bytes stay.
   FillPage(d.base, 7);
@@ -406,7 +406,7 @@ TEST_F(RemoteWriterReplicas, AReplicaLostWithWritesInFlightSendsTheWindowsToTheS
   evictor.join();
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_EQ(moved->pages_moved, kPages);
-  EXPECT_EQ(pager->stats().servers_down, 1u);
+  EXPECT_EQ(pager->stats().remote_servers_down, 1u);
   EXPECT_EQ(d.Count(PageState::kRemote), kPages);
   EXPECT_EQ(d.Wrong(kTag), 0u);  // every page comes back from the survivors
   ASSERT_TRUE(rt->Free(d.base).ok());
@@ -424,7 +424,7 @@ TEST_F(RemoteWriterReplicas, TheWaitForBackgroundEvictionsSendsWindowsLostWithAR
   Status w = impl->WaitEvictions(&became);
   ASSERT_TRUE(w.ok()) << w.ToString();
   EXPECT_EQ(became, kPages);
-  EXPECT_EQ(pager->stats().servers_down, 1u);
+  EXPECT_EQ(pager->stats().remote_servers_down, 1u);
   EXPECT_EQ(d.Count(PageState::kRemote), kPages);
   EXPECT_EQ(d.Wrong(kTag), 0u);
   ASSERT_TRUE(rt->Free(d.base).ok());

@@ -50,11 +50,11 @@ TEST(SamplingRounds, ASampleThatArmsNothingDoesNotEndSampling) {
   auto p = (*rt)->Allocate(npages * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   char* base = static_cast<char*>(*p);
-  const uint64_t r0 = m->stats().rounds;
-  ASSERT_TRUE(WaitFor([&] { return m->stats().rounds >= r0 + 10; }, 30)) << "the policy thread ran no rounds";
+  const uint64_t r0 = m->counters().policy_rounds;
+  ASSERT_TRUE(WaitFor([&] { return m->counters().policy_rounds >= r0 + 10; }, 30)) << "the policy thread ran no rounds";
   testing::FillPattern(base, npages * kPage, 5);
-  EXPECT_TRUE(WaitFor([&] { return m->stats().pages_armed > 0; }, 30))
-      << "no page armed in " << m->stats().rounds - r0 << " rounds after the pages were written";
+  EXPECT_TRUE(WaitFor([&] { return m->counters().pages_armed > 0; }, 30))
+      << "no page armed in " << m->counters().policy_rounds - r0 << " rounds after the pages were written";
   EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 5), SIZE_MAX) << "data lost";
   EXPECT_TRUE((*rt)->Free(base).ok());
   EXPECT_TRUE((*rt)->Stop().ok());
@@ -85,7 +85,7 @@ TEST(SamplingRounds, AProgramsOwnSegvHandlerMeetsNoProtectedPage) {
     while (!stop.load()) sink = sink + *reinterpret_cast<volatile uint64_t*>(base + (rng() % 64) * kPage);
   });
   // Wait until the watch holds pages (armed and carried), then take SIGSEGV over.
-  ASSERT_TRUE(WaitFor([&] { return m->stats().pages_armed > 2000; }, 60)) << "the sample armed too little";
+  ASSERT_TRUE(WaitFor([&] { return m->counters().pages_armed > 2000; }, 60)) << "the sample armed too little";
   stop = true;
   t.join();
   struct sigaction sa {}, old {};
@@ -93,8 +93,8 @@ TEST(SamplingRounds, AProgramsOwnSegvHandlerMeetsNoProtectedPage) {
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   ASSERT_EQ(sigaction(SIGSEGV, &sa, &old), 0);
-  const uint64_t r0 = m->stats().rounds;
-  EXPECT_TRUE(WaitFor([&] { return m->stats().rounds >= r0 + 5; }, 30));
+  const uint64_t r0 = m->counters().policy_rounds;
+  EXPECT_TRUE(WaitFor([&] { return m->counters().policy_rounds >= r0 + 5; }, 30));
   g_program_faults = 0;
   EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 9), SIZE_MAX) << "data lost";
   testing::FillPattern(base, npages * kPage, 10);

@@ -58,7 +58,7 @@ TEST(TieringTest, SamplingKeepsDataIntactAndSeesAccesses) {
     }
   };
   std::thread t1(worker, 1), t2(worker, 2);
-  bool sampled = WaitFor([&] { return m->stats().samples > 500; }, 30);
+  bool sampled = WaitFor([&] { return m->counters().samples > 500; }, 30);
   // A system call into a page freed while armed must not fail (the tracker lifted it).
   auto q = (*rt)->Allocate(1 << 20, Tier::kDram);
   ASSERT_TRUE(q.ok());
@@ -66,9 +66,9 @@ TEST(TieringTest, SamplingKeepsDataIntactAndSeesAccesses) {
   stop = true;
   t1.join();
   t2.join();
-  MigratorStats st = m->stats();
+  const CounterValues st = m->counters();
   EXPECT_TRUE(sampled) << "samples " << st.samples << ", armed " << st.pages_armed;
-  EXPECT_EQ(st.mode, "protect");
+  EXPECT_EQ(m->stats().mode, "protect");
   EXPECT_EQ(bad.load(), 0u);
   EXPECT_EQ(testing::CheckPattern(base, bytes, 7), SIZE_MAX);
   ASSERT_TRUE((*rt)->Free(base).ok());
@@ -153,7 +153,7 @@ TEST(TieringTest, PolicyCostIsCountedEveryRound) {
   auto p = (*rt)->Allocate(bytes, Tier::kDram);
   ASSERT_TRUE(p.ok());
   testing::FillPattern(static_cast<char*>(*p), bytes, 9);  // pages for the rounds to scan and arm
-  EXPECT_TRUE(WaitFor([&] { return m->stats().rounds >= 20; }, 30)) << m->stats().rounds << " rounds";
+  EXPECT_TRUE(WaitFor([&] { return m->counters().policy_rounds >= 20; }, 30)) << m->counters().policy_rounds << " rounds";
   m->Stop();  // no round in flight while the figures are compared
   const uint64_t lifetime_ns = os::MonotonicNanos() - t_start;
   const RuntimeCounters c = (*rt)->Counters();
@@ -194,10 +194,10 @@ TEST(TieringTest, PolicyCostIsCountedEveryRound) {
 struct HotSetRun {
   size_t hot_in_dram = 0, resident = 0;
   bool settled = false;
-  MigratorStats stats;
+  CounterValues stats;
 };
 HotSetRun RunHotSet(size_t npages, size_t hot_first, uint64_t scan_pages,
-                    const std::function<bool(const MigratorStats&)>& done) {
+                    const std::function<bool(const CounterValues&)>& done) {
   HotSetRun out;
   testing::MemdProcess memd;
   EXPECT_TRUE(memd.Start({"--capacity", "256M"})) << memd.Log();
@@ -248,13 +248,13 @@ HotSetRun RunHotSet(size_t npages, size_t hot_first, uint64_t scan_pages,
   // Relief adds each batch to the demotion count right after the batch left (not atomically with
   // it): `done` waits for the count too, or a check between the two reads it short.
   out.settled = WaitFor([&] {
-    return resident() <= 600 && hot_in_dram() >= hot_n * 9 / 10 && done(m->stats());
+    return resident() <= 600 && hot_in_dram() >= hot_n * 9 / 10 && done(m->counters());
   }, 60);
   out.hot_in_dram = hot_in_dram();
   out.resident = resident();
   stop = true;
   t.join();
-  out.stats = m->stats();
+  out.stats = m->counters();
   EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 3), SIZE_MAX) << "data lost";
   EXPECT_TRUE((*rt)->Free(base).ok());
   EXPECT_TRUE((*rt)->Stop().ok());
@@ -264,9 +264,9 @@ HotSetRun RunHotSet(size_t npages, size_t hot_first, uint64_t scan_pages,
 // 4096 pages, every page record read each round: the hot set ends in DRAM, the rest is demoted
 // to the remote tier, DRAM stays near its budget, and no byte is lost.
 TEST(TieringTest, HotPagesStayInDramColdPagesGoRemote) {
-  const HotSetRun r = RunHotSet(4096, 1000, 0, [](const MigratorStats& s) { return s.demotions > 3000; });
+  const HotSetRun r = RunHotSet(4096, 1000, 0, [](const CounterValues& s) { return s.demotions > 3000; });
   EXPECT_TRUE(r.settled) << "resident " << r.resident << ", hot in DRAM " << r.hot_in_dram
-                         << ", demotions " << r.stats.demotions << ", failed " << r.stats.failed;
+                         << ", demotions " << r.stats.demotions << ", failed " << r.stats.moves_failed;
   EXPECT_GE(r.hot_in_dram, 64u * 9 / 10);
   EXPECT_GT(r.stats.demotions, 3000u);
 }
@@ -275,12 +275,12 @@ TEST(TieringTest, HotPagesStayInDramColdPagesGoRemote) {
 // 1024, against 16384 pages): the hot set still ends up in DRAM and the limit holds, and no
 // round lists more of its window than the option allows.
 TEST(TieringTest, ARoundReadingAWindowOfThePagesKeepsTheHotSetAndTheLimit) {
-  const HotSetRun r = RunHotSet(16384, 9000, 1024, [](const MigratorStats& s) { return s.window_rounds > 20; });
+  const HotSetRun r = RunHotSet(16384, 9000, 1024, [](const CounterValues& s) { return s.policy_window_rounds > 20; });
   EXPECT_TRUE(r.settled) << "resident " << r.resident << ", hot in DRAM " << r.hot_in_dram
-                         << ", window rounds " << r.stats.window_rounds << " of " << r.stats.rounds;
+                         << ", window rounds " << r.stats.policy_window_rounds << " of " << r.stats.policy_rounds;
   EXPECT_GE(r.hot_in_dram, 64u * 9 / 10);
-  EXPECT_GT(r.stats.window_rounds, 20u) << "the rounds read every page record";
-  EXPECT_LE(r.stats.window_listed_max, 1024u) << "a round listed more than its window";
+  EXPECT_GT(r.stats.policy_window_rounds, 20u) << "the rounds read every page record";
+  EXPECT_LE(r.stats.policy_window_listed_max, 1024u) << "a round listed more than its window";
 }
 
 // Pages the prefetcher fetched ahead and nobody touched are budget relief's first victims: a

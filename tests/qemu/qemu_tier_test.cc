@@ -363,10 +363,10 @@ TEST(QemuPlacement, PagesUnderSamplingAreSeenAndMovedWhereTheyAre) {
   // Wait (bounded) until a round armed every page, then ask at once, touching nothing.
   bool armed = false;
   for (int i = 0; i < 3000 && !armed; ++i) {
-    armed = m->stats().pages_armed >= kSampled;
+    armed = m->counters().pages_armed >= kSampled;
     if (!armed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ASSERT_TRUE(armed) << "no round armed the pages: " << m->stats().pages_armed;
+  ASSERT_TRUE(armed) << "no round armed the pages: " << m->counters().pages_armed;
   auto where = rt.Locate(*p, kSampled * kPage);
   ASSERT_TRUE(where.ok()) << where.status().ToString();
   size_t on_node0 = 0;
@@ -381,10 +381,10 @@ TEST(QemuPlacement, PagesUnderSamplingAreSeenAndMovedWhereTheyAre) {
   // The same for a move through the API: pages under sampling move with the rest (the kernel
   // skipped them as "not resident" before the runtime lifted their protection first).
   if (rt.HasTier(Tier::kCxl)) {
-    const uint64_t before = m->stats().pages_armed;
+    const uint64_t before = m->counters().pages_armed;
     armed = false;
     for (int i = 0; i < 3000 && !armed; ++i) {
-      armed = m->stats().pages_armed >= before + kSampled;
+      armed = m->counters().pages_armed >= before + kSampled;
       if (!armed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ASSERT_TRUE(armed) << "no second round armed the pages";

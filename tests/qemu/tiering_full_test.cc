@@ -127,8 +127,8 @@ void RunGups(bool with_remote) {
       if (remote_now + 64 <= last || remote_now >= last + 64) {
         printf("TIERING_FULL_TRACE t=%.2f hot_remote=%zu rounds=%llu demotions=%llu\n",
                static_cast<double>(bench::NowNs() - t_start) / 1e9, remote_now,
-               static_cast<unsigned long long>(ImplOf(*rt)->migrator()->stats().rounds),
-               static_cast<unsigned long long>(ImplOf(*rt)->migrator()->stats().demotions));
+               static_cast<unsigned long long>(ImplOf(*rt)->migrator()->counters().policy_rounds),
+               static_cast<unsigned long long>(ImplOf(*rt)->migrator()->counters().demotions));
         fflush(stdout);
         last = remote_now;
       }
@@ -149,12 +149,12 @@ void RunGups(bool with_remote) {
   // median of 0.65 (docs/results/NOTES.md, 2026-12-04). Hence 60 rounds.
   const uint64_t min_rounds = strtoull(Env("QEMU_TIERING_MIN_ROUNDS", "60").c_str(), nullptr, 10);
   const double max_seconds = std::max(seconds, atof(Env("QEMU_TIERING_MAX_SECONDS", "180").c_str()));
-  const uint64_t rounds0 = ImplOf(*rt)->migrator()->stats().rounds;
+  const uint64_t rounds0 = ImplOf(*rt)->migrator()->counters().policy_rounds;
   auto warm = [&] {
     const uint64_t dt = bench::NowNs() - t0;
     if (dt >= static_cast<uint64_t>(max_seconds * 1e9)) return true;
     return dt >= static_cast<uint64_t>(seconds * 1e9) &&
-           ImplOf(*rt)->migrator()->stats().rounds - rounds0 >= min_rounds;
+           ImplOf(*rt)->migrator()->counters().policy_rounds - rounds0 >= min_rounds;
   };
   for (uint64_t k = 0; (++k & 15) != 0 || !warm();) {
     if (progress_ns > 0 && bench::NowNs() >= next_progress) {
@@ -171,12 +171,12 @@ void RunGups(bool with_remote) {
           ++tot[set];
         }
       }
-      MigratorStats ps = ImplOf(*rt)->migrator()->stats();
+      const CounterValues ps = ImplOf(*rt)->migrator()->counters();
       printf("TIERING_FULL_PROGRESS t=%.0fs updates=%llu hot_on_node0=%.3f (cxl %zu, remote %zu) warm_on_cxl=%.3f cold_remote=%.3f "
              "rounds=%llu demotions=%llu promotions=%llu samples=%llu fault_samples=%llu calls=%llu migrate_ms=%.0f\n",
              static_cast<double>(bench::NowNs() - t0) / 1e9, static_cast<unsigned long long>(updates),
              static_cast<double>(n[0]) / static_cast<double>(tot[0]), hot_cxl, hot_remote, static_cast<double>(n[1]) / static_cast<double>(tot[1]),
-             static_cast<double>(n[2]) / static_cast<double>(tot[2]), static_cast<unsigned long long>(ps.rounds),
+             static_cast<double>(n[2]) / static_cast<double>(tot[2]), static_cast<unsigned long long>(ps.policy_rounds),
              static_cast<unsigned long long>(ps.demotions), static_cast<unsigned long long>(ps.promotions),
              static_cast<unsigned long long>(ps.samples), static_cast<unsigned long long>(ps.fault_samples),
              static_cast<unsigned long long>(ps.migrate_calls), static_cast<double>(ps.migrate_ns) / 1e6);
@@ -186,7 +186,7 @@ void RunGups(bool with_remote) {
     updates += 256;
   }
   const double warmup_s = static_cast<double>(bench::NowNs() - t0) / 1e9;
-  const uint64_t warmup_rounds = ImplOf(*rt)->migrator()->stats().rounds - rounds0;
+  const uint64_t warmup_rounds = ImplOf(*rt)->migrator()->counters().policy_rounds - rounds0;
   // The measured window, after the warm-up: GUPS (a TCG guest's rate: report it as a ratio to
   // the all-DRAM run of the same guest, which tiering_full.sh takes from `gups --kernel`).
   // Placement, by Locate.
@@ -257,13 +257,13 @@ void RunGups(bool with_remote) {
   }
   tracing.store(false);
   tracer.join();
-  MigratorStats ms = ImplOf(*rt)->migrator()->stats();
+  const CounterValues ms = ImplOf(*rt)->migrator()->counters();
   printf("TIERING_FULL_POLICY rounds=%llu migrate_calls=%llu migrate_ms=%.0f round_ms=%.0f failed=%llu deferred=%llu armed=%llu\n",
-         static_cast<unsigned long long>(ms.rounds), static_cast<unsigned long long>(ms.migrate_calls),
-         static_cast<double>(ms.migrate_ns) / 1e6, static_cast<double>(ms.round_ns) / 1e6,
-         static_cast<unsigned long long>(ms.failed), static_cast<unsigned long long>(ms.deferred),
+         static_cast<unsigned long long>(ms.policy_rounds), static_cast<unsigned long long>(ms.migrate_calls),
+         static_cast<double>(ms.migrate_ns) / 1e6, static_cast<double>(ms.policy_round_ns) / 1e6,
+         static_cast<unsigned long long>(ms.moves_failed), static_cast<unsigned long long>(ms.moves_deferred),
          static_cast<unsigned long long>(ms.pages_armed));
-  printf("TIERING_FULL_LAST_ERROR %s\n", ms.last_error.c_str());
+  printf("TIERING_FULL_LAST_ERROR %s\n", ImplOf(*rt)->migrator()->stats().last_error.c_str());
   printf("TIERING_FULL tiers=%d remote=%s warmup_seconds=%.0f warmup_rounds=%llu updates=%llu hot_on_node0=%.3f warm_on_cxl=%.3f "
          "warm_on_node0=%.3f cold_remote=%.3f cold_on_cxl=%.3f demotions=%llu promotions=%llu "
          "samples=%llu fault_samples=%llu sampling=%s\n",
@@ -271,7 +271,7 @@ void RunGups(bool with_remote) {
          static_cast<unsigned long long>(updates), hot_dram, warm_cxl, warm_dram,
          cold_remote, cold_cxl, static_cast<unsigned long long>(ms.demotions),
          static_cast<unsigned long long>(ms.promotions), static_cast<unsigned long long>(ms.samples),
-         static_cast<unsigned long long>(ms.fault_samples), ms.mode.c_str());
+         static_cast<unsigned long long>(ms.fault_samples), ImplOf(*rt)->migrator()->stats().mode.c_str());
   if (const char* path = getenv("QEMU_TIERING_JSON")) {
     if (FILE* f = fopen(path, "w")) {
       fprintf(f, "{\"mode\": \"tiermem\", \"tiers\": %d, \"remote\": \"%s\", \"warmup_seconds\": %.0f, \"warmup_rounds\": %llu, \"seconds\": %.1f, "
@@ -283,9 +283,9 @@ void RunGups(bool with_remote) {
               with_remote ? 3 : 2, used.c_str(), warmup_s, static_cast<unsigned long long>(warmup_rounds), measured_s,
               static_cast<unsigned long long>(measured), gups, hot_dram, hot_median, sorted.front(),
               warm_cxl, warm_dram, cold_remote, cold_cxl, static_cast<unsigned long long>(ms.demotions),
-              static_cast<unsigned long long>(ms.promotions), static_cast<unsigned long long>(ms.rounds),
+              static_cast<unsigned long long>(ms.promotions), static_cast<unsigned long long>(ms.policy_rounds),
               static_cast<unsigned long long>(ms.migrate_calls), static_cast<double>(ms.migrate_ns) / 1e6,
-              static_cast<double>(ms.round_ns) / 1e6, getenv("TIERMEM_SAMPLE_PAGES"),
+              static_cast<double>(ms.policy_round_ns) / 1e6, getenv("TIERMEM_SAMPLE_PAGES"),
               getenv("TIERMEM_SAMPLE_INTERVAL_MS"), getenv("TIERMEM_SAMPLE_HALF_LIFE_MS"));
       fclose(f);
     }

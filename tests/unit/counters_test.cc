@@ -8,6 +8,7 @@
 #include "base/counters.h"
 #include "base/once_per.h"
 #include "base/os.h"
+#include "runtime/stats/stats_block.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -26,7 +27,7 @@ TEST(Counters, RoundHistogramBucketsByItsBoundsAndReadsThemBack) {
   h.Record(10'001);          // the next bucket (12.5 us)
   h.Record(120'000'000);     // 120 ms: <= 125 ms
   h.Record(60'000'000'000);  // past the last bound
-  const DurationHistogram r = h.Read();
+  const DurationHistogram r = ReadDuration(h);
   ASSERT_EQ(r.le_ns.size(), kPolicyRoundBoundsNs.size());
   ASSERT_EQ(r.buckets.size(), r.le_ns.size() + 1);
   EXPECT_EQ(r.count, 5u);

@@ -1,6 +1,7 @@
 #include "tools/tiermemctl/prometheus.h"
 
 #include <cstdio>
+#include <string_view>
 
 namespace tiermem::tools {
 namespace {
@@ -125,28 +126,13 @@ void Exposition::Add(const ProcessStats& s) {
              {{"pid", pid}, {"from", T(Tier(f))}, {"to", T(Tier(t))}}, double(s.moves[f][t]));
     }
   }
-  Sample("tiermem_remote_faults_total", "Pages fetched from memory servers on a fault.", "counter", p,
-         double(s.remote_faults));
-  Sample("tiermem_zero_fills_total", "First touches of remote-tier pages, served with zeros.", "counter", p,
-         double(s.zero_fills));
-  Sample("tiermem_pages_prefetched_total", "Pages fetched ahead of remote faults.", "counter", p,
-         double(s.pages_prefetched));
-  Sample("tiermem_sampling_faults_total", "Accesses caught by the access sampler.", "counter", p,
-         double(s.sampling_faults));
-  Sample("tiermem_pages_evicted_total", "Pages evicted to memory servers.", "counter", p, double(s.pages_evicted));
-  Sample("tiermem_evictions_called_off_total", "Pages written while their eviction was in flight, kept local.",
-         "counter", p, double(s.evictions_called_off));
-  Sample("tiermem_evictions_unreadable_total", "Pages a transport could not read to send, kept local.", "counter", p,
-         double(s.evictions_unreadable));
-  Sample("tiermem_pages_written_total", "Pages written to memory servers.", "counter", p, double(s.pages_written));
-  Sample("tiermem_remote_servers_down", "Memory servers down now (TIERMEM_REPLICAS).", "gauge", p,
-         double(s.remote_servers_down));
-  Sample("tiermem_remote_failovers_total", "Reads that turned to another replica.", "counter", p,
-         double(s.remote_failovers));
-  Sample("tiermem_remote_repaired_pages_total", "Page copies made to restore replicas.", "counter", p,
-         double(s.remote_repaired_pages));
-  Sample("tiermem_remote_degraded_pages", "Pages in use short of a replica.", "gauge", p,
-         double(s.remote_degraded_pages));
+  // Every listed counter (tiermem/counter_list.hpp), by its metric name; nanoseconds as seconds.
+  const auto values = ListedCounters(s);
+  for (int i = 0; i < kNumCounters; ++i) {
+    const CounterInfo& c = kCounterInfo[i];
+    const bool ns = std::string_view(c.unit) == "ns";
+    Sample(c.metric, c.help, c.gauge ? "gauge" : "counter", p, ns ? double(values[size_t(i)]) / 1e9 : double(values[size_t(i)]));
+  }
   Histogram("tiermem_remote_fault_duration_seconds",
             "Remote faults: from the userfaultfd report to the page installed.", p, s.fault_latency);
   Histogram("tiermem_remote_fault_read_duration_seconds",
@@ -154,11 +140,6 @@ void Exposition::Add(const ProcessStats& s) {
             s.fault_read_latency);
   Histogram("tiermem_evict_duration_seconds",
             "Eviction windows: from the write posted to acknowledged and dropped.", p, s.evict_latency);
-  Sample("tiermem_policy_rounds_total", "Rounds of the tiering policy.", "counter", p, double(s.policy_rounds));
-  Sample("tiermem_policy_round_seconds_total", "Time spent in policy rounds.", "counter", p,
-         double(s.policy_round_ns) / 1e9);
-  Sample("tiermem_policy_cpu_seconds_total", "CPU time of the policy thread.", "counter", p,
-         double(s.policy_cpu_ns) / 1e9);
   Histogram("tiermem_policy_round_duration_seconds", "Policy rounds: wall time of each (scan, plan, migrate, arm).",
             p, s.policy_round_time);
   for (const ServerSnapshot& v : s.servers) {
@@ -175,11 +156,6 @@ void Exposition::Add(const ProcessStats& s) {
     Sample("tiermem_server_replication_debt_bytes", "Pages short of their replicas on the server.", "gauge", l,
            double(v.replication_debt_pages * s.page_size));
   }
-  Sample("tiermem_heap_segment_bytes", "Heap segments for small blocks.", "gauge", p, double(s.heap_segment_bytes));
-  Sample("tiermem_heap_span_bytes", "Of the segments, spans in use by size classes.", "gauge", p,
-         double(s.heap_span_bytes));
-  Sample("tiermem_heap_large_bytes", "Page runs of large blocks.", "gauge", p, double(s.heap_large_bytes));
-  Sample("tiermem_heap_large_blocks", "Large blocks live.", "gauge", p, double(s.heap_large_count));
 }
 
 std::string Exposition::Text() const {

@@ -93,6 +93,16 @@ void PrintBlock(const ProcessStats& s) {
   std::printf("\nheap: segments %s (spans in use %s), large blocks %llu in %s\n",
               HumanBytes(s.heap_segment_bytes).c_str(), HumanBytes(s.heap_span_bytes).c_str(),
               (unsigned long long)s.heap_large_count, HumanBytes(s.heap_large_bytes).c_str());
+  // Every listed counter that is not zero, by its JSON key (tiermem/counter_list.hpp): a counter
+  // added to the list shows here with no line of its own.
+  const auto values = ListedCounters(s);
+  std::printf("\ncounters (not zero)\n");
+  for (int i = 0; i < kNumCounters; ++i) {
+    const CounterInfo& c = kCounterInfo[i];
+    if (values[size_t(i)] == 0) continue;
+    std::printf("  %-7s %-28s %14llu %s%s\n", c.subsystem, c.key, (unsigned long long)values[size_t(i)], c.unit,
+                c.gauge ? " (now)" : "");
+  }
 }
 
 // One line per interval, vmstat-style.

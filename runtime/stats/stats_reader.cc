@@ -1,5 +1,6 @@
 // Readers of the live stats blocks (include/tiermem/stats.hpp): ListProcesses and
-// ReadProcessStats, from any process of the same user (or root). The block gives the counters;
+// ReadProcessStats, from any process of the same user (or root), and ReadBlockCounters, which
+// Runtime::Counters uses on the process's own block. The block gives the counters;
 // /proc/PID/numa_maps and /proc/PID/smaps give where the managed memory is resident, so the
 // process itself pays nothing for that.
 #include <algorithm>
@@ -11,7 +12,7 @@
 #include <vector>
 
 #include "base/os.h"
-#include "runtime/core/stats_block.h"
+#include "runtime/stats/stats_block.h"
 #include "tiermem/stats.hpp"
 
 namespace tiermem {
@@ -106,6 +107,52 @@ std::vector<ProcessEntry> ListProcesses() {
   return out;
 }
 
+void ReadBlockCounters(const StatsBlock& b, ProcessStats* st) {
+  st->tiers.clear();
+  st->nodes.clear();
+  st->servers.clear();
+  for (int t = 0; t < kNumTiers; ++t) {
+    TierSnapshot ts;
+    ts.tier = static_cast<Tier>(t);
+    ts.available = b.tier_available[t] != 0;
+    ts.capacity_bytes = b.tier_capacity_bytes[t];
+    ts.limit_bytes = b.tier_limit_bytes[t];
+    ts.allocated_bytes = b.allocated_bytes[t].load(std::memory_order_relaxed);
+    ts.pages = b.page_size ? ts.allocated_bytes / b.page_size : 0;
+    st->tiers.push_back(ts);
+    for (int o = 0; o < kNumTiers; ++o) st->moves[t][o] = b.moves[t][o].load(std::memory_order_relaxed);
+  }
+  st->dram_limit_bytes = b.tier_limit_bytes[0];
+  for (int t = 0; t < 2; ++t) {
+    for (int i = 0; i < kStatsMaxNodes && b.tier_nodes[t][i] >= 0; ++i) {
+      st->nodes.push_back({b.tier_nodes[t][i], static_cast<Tier>(t), 0});
+    }
+  }
+  const CounterValues v = LoadCounters(b.counters);
+#define TIERMEM_READ_COUNTER_(sub, name, key, kind, unit, metric, help) st->key = v.name;
+  TIERMEM_COUNTERS(TIERMEM_READ_COUNTER_)
+#undef TIERMEM_READ_COUNTER_
+  const ProcessCounters& c = b.counters;
+  st->fault_latency = LoadLatency(c.fault_latency);
+  st->fault_read_latency = LoadLatency(c.fault_read_latency);
+  st->evict_latency = LoadLatency(c.evict_latency);
+  st->policy_round_time = ReadDuration(c.policy_round_time);
+  st->sampling_mode.assign(c.sampling_mode, strnlen(c.sampling_mode, sizeof(c.sampling_mode)));
+  const uint32_t nservers = std::min<uint32_t>(b.nservers.load(std::memory_order_acquire), kMaxStatsServers);
+  for (uint32_t i = 0; i < nservers; ++i) {
+    const PagerServerCounters& sc = b.servers[i];
+    ServerSnapshot s;
+    s.address.assign(b.server_address[i], strnlen(b.server_address[i], sizeof(b.server_address[i])));
+    s.up = sc.up.load(std::memory_order_relaxed) != 0;
+    s.bytes_held = sc.pages.load(std::memory_order_relaxed) * b.page_size;
+    s.slots = sc.slots.load(std::memory_order_relaxed);
+    s.pages_written = sc.written.load(std::memory_order_relaxed);
+    s.remote_faults = sc.faults.load(std::memory_order_relaxed);
+    s.replication_debt_pages = sc.debt.load(std::memory_order_relaxed);
+    st->servers.push_back(std::move(s));
+  }
+}
+
 StatusOr<ProcessStats> ReadProcessStats(int pid) {
   if (pid <= 0) return InvalidArgument("pid " + std::to_string(pid) + " is not a process id");
   // Our own user's block first; root may read anyone's.
@@ -161,6 +208,11 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
                               std::to_string(kStatsLayoutVersion) + " (" + std::to_string(sizeof(StatsBlock)) +
                               " bytes): use the tiermemctl of the program's tiermem");
   }
+  if (b.counter_list_hash != kCounterListHash) {
+    return NotSupported(path + " was written by a build with other counters (list " +
+                        std::to_string(b.counter_list_hash) + ", this build's " + std::to_string(kCounterListHash) +
+                        "): use the tiermemctl of the program's tiermem");
+  }
   ProcessStats st;
   st.pid = b.pid;
   st.command.assign(b.command, strnlen(b.command, sizeof(b.command)));
@@ -168,64 +220,7 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.stale = b.pid != pid || os::ProcessExists(pid) != 0 || ProcStartTicks(pid) != b.proc_start_ticks;
   st.started_unix_ns = b.started_unix_ns;
   st.page_size = b.page_size;
-  for (int t = 0; t < kNumTiers; ++t) {
-    TierSnapshot ts;
-    ts.tier = static_cast<Tier>(t);
-    ts.available = b.tier_available[t] != 0;
-    ts.capacity_bytes = b.tier_capacity_bytes[t];
-    ts.limit_bytes = b.tier_limit_bytes[t];
-    ts.allocated_bytes = b.allocated_bytes[t].load(std::memory_order_relaxed);
-    ts.pages = b.page_size ? ts.allocated_bytes / b.page_size : 0;
-    st.tiers.push_back(ts);
-    for (int o = 0; o < kNumTiers; ++o) st.moves[t][o] = b.moves[t][o].load(std::memory_order_relaxed);
-  }
-  st.dram_limit_bytes = b.tier_limit_bytes[0];
-  for (int t = 0; t < 2; ++t) {
-    for (int i = 0; i < kStatsMaxNodes && b.tier_nodes[t][i] >= 0; ++i) {
-      st.nodes.push_back({b.tier_nodes[t][i], static_cast<Tier>(t), 0});
-    }
-  }
-  st.remote_faults = b.pager.faults.load(std::memory_order_relaxed);
-  st.zero_fills = b.pager.zero_fills.load(std::memory_order_relaxed);
-  st.pages_prefetched = b.pager.prefetched.load(std::memory_order_relaxed);
-  st.pages_evicted = b.pager.evicted.load(std::memory_order_relaxed);
-  st.evictions_called_off = b.pager.evict_called_off.load(std::memory_order_relaxed);
-  st.evictions_unreadable = b.pager.evict_unreadable.load(std::memory_order_relaxed);
-  st.pages_written = b.pager.written.load(std::memory_order_relaxed);
-  st.remote_servers_down = b.pager.servers_down.load(std::memory_order_relaxed);
-  st.remote_failovers = b.pager.failovers.load(std::memory_order_relaxed);
-  st.remote_repaired_pages = b.pager.repaired.load(std::memory_order_relaxed);
-  st.remote_degraded_pages = b.pager.degraded.load(std::memory_order_relaxed);
-  st.fault_latency = b.pager.fault_latency.Load();
-  st.fault_read_latency = b.pager.fault_read_latency.Load();
-  st.evict_latency = b.pager.evict_latency.Load();
-  st.sampling_faults = b.policy.samples.load(std::memory_order_relaxed);
-  st.policy_rounds = b.policy.rounds.load(std::memory_order_relaxed);
-  st.policy_round_ns = b.policy.round_ns.load(std::memory_order_relaxed);
-  st.budget_relief_pages = b.policy.relief_pages.load(std::memory_order_relaxed);
-  st.runtime_own_bytes = b.policy.own_bytes.load(std::memory_order_relaxed);
-  st.fault_throttle_ns = b.policy.throttle_ns.load(std::memory_order_relaxed);
-  st.policy_interval_ms = b.policy.interval_ms.load(std::memory_order_relaxed);
-  st.policy_cpu_ns = b.policy.cpu_ns.load(std::memory_order_relaxed);
-  st.policy_round_time = b.policy.round_time.Read();
-  st.sampling_mode.assign(b.policy.mode, strnlen(b.policy.mode, sizeof(b.policy.mode)));
-  const uint32_t nservers = std::min<uint32_t>(b.nservers.load(std::memory_order_acquire), kMaxStatsServers);
-  for (uint32_t i = 0; i < nservers; ++i) {
-    const PagerServerCounters& c = b.servers[i];
-    ServerSnapshot s;
-    s.address.assign(b.server_address[i], strnlen(b.server_address[i], sizeof(b.server_address[i])));
-    s.up = c.up.load(std::memory_order_relaxed) != 0;
-    s.bytes_held = c.pages.load(std::memory_order_relaxed) * b.page_size;
-    s.slots = c.slots.load(std::memory_order_relaxed);
-    s.pages_written = c.written.load(std::memory_order_relaxed);
-    s.remote_faults = c.faults.load(std::memory_order_relaxed);
-    s.replication_debt_pages = c.debt.load(std::memory_order_relaxed);
-    st.servers.push_back(std::move(s));
-  }
-  st.heap_segment_bytes = b.heap.segment_bytes.load(std::memory_order_relaxed);
-  st.heap_span_bytes = b.heap.span_bytes.load(std::memory_order_relaxed);
-  st.heap_large_bytes = b.heap.large_bytes.load(std::memory_order_relaxed);
-  st.heap_large_count = b.heap.large_count.load(std::memory_order_relaxed);
+  ReadBlockCounters(b, &st);
   if (!st.stale) {
     std::vector<Range> ranges;
     const uint32_t nr = std::min<uint32_t>(b.nregions.load(std::memory_order_acquire), kStatsMaxRegions);

@@ -1,6 +1,6 @@
 // The live stats block's life: created at Runtime start, given its own file in a forked child,
 // removed at a clean stop (and at exit, for runtimes that never stop: the preload library's).
-#include "runtime/core/stats_block.h"
+#include "runtime/stats/stats_block.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,9 +11,6 @@
 #include "base/os.h"
 
 namespace tiermem {
-namespace {
-
-}  // namespace
 
 std::string StatsBlockPath(uint32_t uid, int pid) {
   char buf[64];
@@ -44,6 +41,7 @@ void StatsPublisher::FillIdentity() {
   b->magic = kStatsMagic;
   b->layout_version = kStatsLayoutVersion;
   b->size = sizeof(StatsBlock);
+  b->counter_list_hash = kCounterListHash;
   b->pid = os::ProcessId();
   b->uid = os::UserId();
   b->proc_start_ticks = ProcStartTicks(b->pid);

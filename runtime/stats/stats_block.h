@@ -2,12 +2,14 @@
 // /dev/shm/tiermem.<uid>.<pid> (0600), whose counters are the runtime's own storage for them
 // (base/counters.h). Readers in other processes map it read-only (stats_reader.cc,
 // include/tiermem/stats.hpp). Layout rules: plain data and lock-free atomics only, fixed sizes,
-// no pointers; a change of layout bumps kStatsLayoutVersion.
+// no pointers; a change of the hand-written layout bumps kStatsLayoutVersion, while the listed
+// counters (tiermem/counter_list.hpp) carry their own check, kCounterListHash.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "base/counters.h"
@@ -25,6 +27,7 @@ struct StatsBlock {
   uint64_t magic;
   uint32_t layout_version;
   uint32_t size;               // sizeof(StatsBlock)
+  uint64_t counter_list_hash;  // kCounterListHash of the writer
   int32_t pid;
   uint32_t uid;
   uint64_t proc_start_ticks;   // field 22 of /proc/PID/stat: tells a reused pid from ours
@@ -39,12 +42,10 @@ struct StatsBlock {
   // Live counters.
   std::atomic<uint64_t> allocated_bytes[kNumTiers];  // the runtime's per-tier accounting
   std::atomic<uint64_t> moves[kNumTiers][kNumTiers];  // pages, [from][to]
-  PagerCounters pager;
+  ProcessCounters counters;
   std::atomic<uint32_t> nservers;
   char server_address[kMaxStatsServers][128];
   PagerServerCounters servers[kMaxStatsServers];
-  PolicyCounters policy;
-  HeapCounters heap;
   // Managed regions (address ranges), so a reader can find the process's managed memory in
   // /proc/PID/numa_maps and smaps. An entry is filled before nregions counts it.
   std::atomic<uint32_t> nregions;
@@ -79,6 +80,32 @@ class StatsPublisher {
   bool shared_ = false;
   std::string path_;
 };
+
+// A histogram of the block in its public forms: the fixed 16 buckets of kHistogramBoundsNs, and
+// (ReadDuration) any bounds, carried along.
+inline LatencyHistogram LoadLatency(const AtomicHistogram& a) {
+  static_assert(AtomicHistogram::kBuckets == kHistogramBuckets, "LatencyHistogram has the buckets of kHistogramBoundsNs");
+  LatencyHistogram h;
+  for (int b = 0; b < kHistogramBuckets; ++b) h.buckets[b] = a.buckets[b].load(std::memory_order_relaxed);
+  h.count = a.count.load(std::memory_order_relaxed);
+  h.sum_ns = a.sum_ns.load(std::memory_order_relaxed);
+  return h;
+}
+
+// Allocates: not for the fault handler or the allocator.
+template <const auto& kBounds>
+DurationHistogram ReadDuration(const BoundedHistogram<kBounds>& a) {
+  DurationHistogram h;
+  h.le_ns.assign(std::begin(kBounds), std::end(kBounds));
+  for (const auto& b : a.buckets) h.buckets.push_back(b.load(std::memory_order_relaxed));
+  h.count = a.count.load(std::memory_order_relaxed);
+  h.sum_ns = a.sum_ns.load(std::memory_order_relaxed);
+  return h;
+}
+
+// The block's counters, tiers, moves and servers into `st` (the identity and the residence are
+// the caller's): ReadProcessStats for another process's block, Runtime::Counters for its own.
+void ReadBlockCounters(const StatsBlock& b, ProcessStats* st);
 
 // "/dev/shm/tiermem.<uid>.<pid>"
 std::string StatsBlockPath(uint32_t uid, int pid);

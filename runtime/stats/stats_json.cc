@@ -1,9 +1,11 @@
 // ProcessStats as one line of JSON (include/tiermem/stats.hpp): the TIERMEM_STATS file, its
 // timeline lines and `tiermemctl stat --json` all print this, so the keys are the same
-// everywhere. Hand-written (no JSON library in the runtime: the preload library stays small).
+// everywhere. And RuntimeCounters ("tiermem.counters.json"). The listed counters' keys come
+// from tiermem/counter_list.hpp. Hand-written (no JSON library in the runtime: the preload library stays small).
 #include <string>
 
-#include "runtime/core/json_writer.h"
+#include "runtime/stats/json_writer.h"
+#include "runtime/stats/stats_json.h"
 #include "tiermem/stats.hpp"
 
 namespace tiermem {
@@ -50,31 +52,15 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   j.Open('[');
   for (const auto& row : st.moves) j.Numbers(row);
   j.Close(']');
-  j.U("remote_faults", st.remote_faults);
-  j.U("zero_fills", st.zero_fills);
-  j.U("pages_prefetched", st.pages_prefetched);
-  j.U("sampling_faults", st.sampling_faults);
-  j.U("pages_evicted", st.pages_evicted);
-  j.U("evictions_called_off", st.evictions_called_off);
-  j.U("evictions_unreadable", st.evictions_unreadable);
-  j.U("pages_written", st.pages_written);
-  j.U("remote_servers_down", st.remote_servers_down);
-  j.U("remote_failovers", st.remote_failovers);
-  j.U("remote_repaired_pages", st.remote_repaired_pages);
-  j.U("remote_degraded_pages", st.remote_degraded_pages);
+#define TIERMEM_JSON_COUNTER_(sub, name, key, kind, unit, metric, help) j.U(#key, st.key);
+  TIERMEM_COUNTERS(TIERMEM_JSON_COUNTER_)
+#undef TIERMEM_JSON_COUNTER_
   j.Histogram("fault_latency", kHistogramBoundsNs, st.fault_latency.buckets, st.fault_latency.count,
               st.fault_latency.sum_ns);
   j.Histogram("fault_read_latency", kHistogramBoundsNs, st.fault_read_latency.buckets, st.fault_read_latency.count,
               st.fault_read_latency.sum_ns);
   j.Histogram("evict_latency", kHistogramBoundsNs, st.evict_latency.buckets, st.evict_latency.count,
               st.evict_latency.sum_ns);
-  j.U("policy_rounds", st.policy_rounds);
-  j.U("policy_round_ns", st.policy_round_ns);
-  j.U("budget_relief_pages", st.budget_relief_pages);
-  j.U("runtime_own_bytes", st.runtime_own_bytes);
-  j.U("fault_throttle_ns", st.fault_throttle_ns);
-  j.U("policy_interval_ms", st.policy_interval_ms);
-  j.U("policy_cpu_ns", st.policy_cpu_ns);
   const DurationHistogram& rt = st.policy_round_time;
   j.Histogram("policy_round_time", rt.le_ns, rt.buckets, rt.count, rt.sum_ns);
   j.S("sampling_mode", st.sampling_mode);
@@ -92,10 +78,38 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
     j.Close('}');
   }
   j.Close(']');
-  j.U("heap_segment_bytes", st.heap_segment_bytes);
-  j.U("heap_span_bytes", st.heap_span_bytes);
-  j.U("heap_large_bytes", st.heap_large_bytes);
-  j.U("heap_large_count", st.heap_large_count);
+  j.Close('}');
+  return std::move(j.str());
+}
+
+std::string RuntimeCountersJson(const RuntimeCounters& c) {
+  Json j;
+  j.Open('{');
+#define TIERMEM_JSON_COUNTER_(sub, name, key, kind, unit, metric, help) j.U(#name, c.name);
+  TIERMEM_COUNTERS(TIERMEM_JSON_COUNTER_)
+#undef TIERMEM_JSON_COUNTER_
+  j.U("remote_fault_ns", c.remote_fault_ns);
+  j.U("remote_fault_read_ns", c.remote_fault_read_ns);
+  const DurationHistogram& rt = c.policy_round_time;
+  j.Histogram("policy_round_time", rt.le_ns, rt.buckets, rt.count, rt.sum_ns);
+  j.S("sampling_mode", c.sampling_mode);
+  j.Key("servers");
+  j.Open('[');
+  for (const RemoteServerCounters& s : c.servers) {
+    j.Open('{');
+    j.S("server", s.server);
+    j.B("connected", s.connected);
+    j.U("pages", s.pages);
+    j.U("slots", s.slots);
+    j.U("pages_written", s.pages_written);
+    j.U("remote_faults", s.remote_faults);
+    j.U("pages_fetched", s.pages_fetched);
+    j.B("full", s.full);
+    j.B("down", s.down);
+    if (s.down) j.S("down_reason", s.down_reason);
+    j.Close('}');
+  }
+  j.Close(']');
   j.Close('}');
   return std::move(j.str());
 }
