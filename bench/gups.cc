@@ -234,7 +234,7 @@ int Gups(int argc, char** argv) {
   int rounds = 3;
   bool json = false, quick = false, kernel = false;
   std::string server;
-  std::string timeline = "gups-timeline";
+  std::string timeline;  // none unless asked: a benchmark writes files only where told
   CLI::App app{"GUPS over --size bytes with a hot set of 10% (90% of the updates) that moves halfway; DRAM "
                "budget = 2x the hot set, the rest on the remote tier (a memd on loopback unless --server). "
                "Runs all_dram, all_dram_tiermem, all_dram_sampled, tiered, oracle and no_tracking in turn, "
@@ -243,8 +243,8 @@ int Gups(int argc, char** argv) {
                "tiermem-bench gups"};
   app.add_option("--timeline", timeline,
                  "each mode's live stats (last round) to PREFIX-MODE.jsonl and a plot of them to "
-                 "PREFIX-MODE.png (tiermemctl plot); empty: none")
-      ->capture_default_str();
+                 "PREFIX-MODE.png (tiermemctl plot), e.g. --timeline /tmp/gups-timeline (default: none)")
+      ->type_name("PREFIX");
   AddSwitch(app, "--json", json, "no per-round progress lines on stderr (the JSON object is always printed)");
   AddSwitch(app, "--quick", quick, "48M, 3 s, 2 rounds, where not given");
   auto* size = AddSize(app, "--size", ws, ParseSize, "256M", "8M", "", "working set in bytes (80 chunks)");

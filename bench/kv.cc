@@ -255,7 +255,7 @@ int Kv(int argc, char** argv) {
   uint64_t seconds_arg = 10;
   bool json = false, quick = false;
   std::string setup_list = "dram,cxl,tiered,oracle,no_tracking";
-  std::string timeline = "kv-timeline";
+  std::string timeline;  // none unless asked: a benchmark writes files only where told
   CLI::App app{"Zipfian (theta 0.99) 90% get / 10% put over a hash table of --size bytes, under the setups "
                "dram, cxl (where present), tiered, oracle and no_tracking (DRAM budget 1/4 of the table, the "
                "rest remote over TCP to a memd on loopback started here; the oracle holds the pages most "
@@ -269,8 +269,8 @@ int Kv(int argc, char** argv) {
   auto* secs = AddCount(app, "--seconds", seconds_arg, ParseUint, "1", "", "seconds per setup (the first 30% are warm-up)");
   app.add_option("--timeline", timeline,
                  "each setup's live stats to PREFIX-SETUP.jsonl and a plot of them to PREFIX-SETUP.png "
-                 "(tiermemctl plot); empty: none")
-      ->capture_default_str();
+                 "(tiermemctl plot), e.g. --timeline /tmp/kv-timeline (default: none)")
+      ->type_name("PREFIX");
   app.add_option("--setups", setup_list, "setups to run, in this order")
       ->check(ListOf({"dram", "cxl", "tiered", "oracle", "no_tracking"}))
       ->capture_default_str();

@@ -1,7 +1,7 @@
 // The timeline of a benchmark setup: its runtime appends a JSON line of live stats each second
 // to PREFIX-SETUP.jsonl (TIERMEM_STATS + TIERMEM_STATS_INTERVAL_MS), and `tiermemctl plot`
 // draws PREFIX-SETUP.png from it after the setup (bytes per tier, faults and migrations per
-// second). gups and kv take --timeline PREFIX (empty: none).
+// second). gups and kv take --timeline PREFIX (default and empty: none).
 #pragma once
 
 #include <string>

@@ -38,6 +38,7 @@ int64_t FaultSpinFromOption(const char* value) {
   return ParseAutoCount(value, kMaxFaultSpinUs, false, &n) ? n : -1;
 }
 
+// Init's steps, in order; each returns the error that starts nothing.
 Status Pager::Init(PagerConfig config) {
   config_ = std::move(config);
   prefetcher_ = Prefetcher(config_.prefetch_window);
@@ -45,6 +46,43 @@ Status Pager::Init(PagerConfig config) {
   if (config_.counters != nullptr) c_ = config_.counters;
   std::vector<remote::Endpoint> eps;
   std::vector<bool> from_file;  // per entry of eps: listed by the servers file alone
+  TIERMEM_RETURN_IF_ERROR(ListServers(&eps, &from_file));
+  TIERMEM_RETURN_IF_ERROR(SetRedundancy(eps.size()));
+  TIERMEM_ASSIGN_OR_RETURN(os::Uffd uffd, OpenUffd());
+  pagemap_fd_ = os::PagemapOpen();
+  TIERMEM_RETURN_IF_ERROR(ConnectServers(eps, from_file));
+  SetFaultSpin(eps);
+  TIERMEM_RETURN_IF_ERROR(PrepareThreads(uffd));
+  {
+    NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
+    thread_ = std::thread([this] {
+      OnRuntimeThreadStart();  // its own allocations never come from evictable pages
+      FaultLoop();
+    });
+    repair_thread_ = std::thread([this] {
+      OnRuntimeThreadStart();
+      RepairLoop();
+    });
+    writer_thread_ = std::thread([this] {
+      OnRuntimeThreadStart();
+      WriterLoop();
+    });
+  }
+  fault_ready_.wait(false, std::memory_order_acquire);  // its allocations done (FaultLoop)
+  if (code_) {
+    TM_LOG_INFO("remote tier: memory servers %s, each page in %u data and %u parity pieces (write-protect tracking %s)",
+                server_.c_str(), code_->shape().k, code_->shape().m, wp_ ? "on" : "off");
+  } else {
+    TM_LOG_INFO("remote tier: memory servers %s, %u replica%s of each page (write-protect tracking %s)",
+                server_.c_str(), members_, members_ == 1 ? "" : "s", wp_ ? "on" : "off");
+  }
+  return Status::Ok();
+}
+
+// TIERMEM_REMOTE's list, then the servers file's entries not already in it.
+Status Pager::ListServers(std::vector<remote::Endpoint>* eps_out, std::vector<bool>* from_file_out) {
+  std::vector<remote::Endpoint>& eps = *eps_out;
+  std::vector<bool>& from_file = *from_file_out;
   if (!config_.servers.empty() || config_.servers_file.empty()) {
     TIERMEM_ASSIGN_OR_RETURN(eps, remote::ParseEndpointList(config_.servers));
     from_file.assign(eps.size(), false);
@@ -69,19 +107,24 @@ Status Pager::Init(PagerConfig config) {
     }
     if (eps.empty()) return InvalidArgument("TIERMEM_REMOTE_FILE=" + path + " lists no memory server");
   }
-  if (eps.size() > kMaxServers) {
+  return Status::Ok();
+}
+
+// Replicas or an erasure code over `listed` servers: checked before anything is opened or
+// connected, so a bad count starts nothing.
+Status Pager::SetRedundancy(size_t listed) {
+  if (listed > kMaxServers) {
     return InvalidArgument("more than " + std::to_string(kMaxServers) + " memory servers listed (" +
-                           std::to_string(eps.size()) + ")");
+                           std::to_string(listed) + ")");
   }
-  // Checked before anything is opened or connected: a bad count starts nothing.
   if (config_.replicas < 1 || config_.replicas > kMaxReplicas) {
     return InvalidArgument("TIERMEM_REPLICAS=" + std::to_string(config_.replicas) + ": must be 1 to " +
                            std::to_string(kMaxReplicas));
   }
-  if (config_.replicas > eps.size()) {
+  if (config_.replicas > listed) {
     return InvalidArgument("TIERMEM_REPLICAS=" + std::to_string(config_.replicas) + " needs at least " +
                            std::to_string(config_.replicas) + " memory servers; TIERMEM_REMOTE lists " +
-                           std::to_string(eps.size()));
+                           std::to_string(listed));
   }
   members_ = config_.replicas;
   TIERMEM_ASSIGN_OR_RETURN(CodeShape shape, ParseCodeShape(config_.code));
@@ -91,10 +134,10 @@ Status Pager::Init(PagerConfig config) {
                              std::to_string(config_.replicas) +
                              " exclude each other: a page is either coded or copied");
     }
-    if (shape.n() > eps.size()) {
+    if (shape.n() > listed) {
       return InvalidArgument("TIERMEM_REMOTE_CODE=" + config_.code + " needs at least " + std::to_string(shape.n()) +
                              " memory servers (k+m, one piece on each); TIERMEM_REMOTE lists " +
-                             std::to_string(eps.size()));
+                             std::to_string(listed));
     }
     TIERMEM_ASSIGN_OR_RETURN(code_, ErasureCode::Make(shape));
     members_ = shape.n();
@@ -102,6 +145,10 @@ Status Pager::Init(PagerConfig config) {
     per_slot_ = shape.k;
     piece_ = code_->piece_bytes(kPage);
   }
+  return Status::Ok();
+}
+
+StatusOr<os::Uffd> Pager::OpenUffd() {
   auto uffd = os::UffdOpen(config_.fork_share);
   if (!uffd.ok()) {
     return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
@@ -119,7 +166,12 @@ Status Pager::Init(PagerConfig config) {
                 "every eviction writes every touched page, and a page written while it is being "
                 "evicted may lose that write");
   }
-  pagemap_fd_ = os::PagemapOpen();
+  return uffd;
+}
+
+// Two connections per listed server (placement and writes; faults), in list order; a server
+// that cannot be reached is listed with its error and rejoined later (Rejoin).
+Status Pager::ConnectServers(const std::vector<remote::Endpoint>& eps, const std::vector<bool>& from_file) {
   std::string tried;
   size_t connected = 0;
   for (size_t e = 0; e < eps.size(); ++e) {
@@ -172,6 +224,10 @@ Status Pager::Init(PagerConfig config) {
                 "can be evicted until enough of them answer",
                 connected, Redundancy().c_str());
   }
+  return Status::Ok();
+}
+
+void Pager::SetFaultSpin(const std::vector<remote::Endpoint>& eps) {
   if (config_.fault_spin_us >= 0) {
     fault_spin_ns_ = static_cast<uint64_t>(config_.fault_spin_us) * 1000;
   } else {
@@ -181,6 +237,11 @@ Status Pager::Init(PagerConfig config) {
     });
     fault_spin_ns_ = all_rdma ? kAutoFaultSpinNs : 0;
   }
+}
+
+// The descriptors the threads wait on, the writer, fork sharing and the soft sampler: what the
+// threads find ready when they start.
+Status Pager::PrepareThreads(const os::Uffd& uffd) {
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
   writer_ = std::make_unique<EvictWriter>();
   {
@@ -189,41 +250,18 @@ Status Pager::Init(PagerConfig config) {
   }
   // Sharing at fork needs write-protect too: a child's writes to pages shared write-protected
   // reach its descriptor, and its end is seen through one (os::UffdMmGone).
-  if (uffd->fork_events && wp_) {
+  if (uffd.fork_events && wp_) {
     TIERMEM_ASSIGN_OR_RETURN(fork_stop_fd_, os::EventFd());
     fork_share_ = true;
   } else if (config_.fork_share) {
     TM_LOG_INFO("remote tier: fork() brings remote pages back (userfaultfd fork events %s)",
-                uffd->fork_events ? "without write-protect" : "refused: CAP_SYS_PTRACE is needed");
+                uffd.fork_events ? "without write-protect" : "refused: CAP_SYS_PTRACE is needed");
   }
   // The soft sampler needs write-protect (its copy is the page as dropped) and kernel-mode
   // faults (a system call on a sampled page waits for the handler instead of failing).
-  if (wp_ && !uffd->user_mode_only && pagemap_fd_ >= 0) {
+  if (wp_ && !uffd.user_mode_only && pagemap_fd_ >= 0) {
     sampler_ = std::make_unique<UffdSampler>(this);
     if (!sampler_->ok()) sampler_.reset();
-  }
-  {
-    NewRuntimeThreadSignals quiet;  // the program's signal handlers never run there
-    thread_ = std::thread([this] {
-      OnRuntimeThreadStart();  // its own allocations never come from evictable pages
-      FaultLoop();
-    });
-    repair_thread_ = std::thread([this] {
-      OnRuntimeThreadStart();
-      RepairLoop();
-    });
-    writer_thread_ = std::thread([this] {
-      OnRuntimeThreadStart();
-      WriterLoop();
-    });
-  }
-  fault_ready_.wait(false, std::memory_order_acquire);  // its allocations done (FaultLoop)
-  if (code_) {
-    TM_LOG_INFO("remote tier: memory servers %s, each page in %u data and %u parity pieces (write-protect tracking %s)",
-                server_.c_str(), code_->shape().k, code_->shape().m, wp_ ? "on" : "off");
-  } else {
-    TM_LOG_INFO("remote tier: memory servers %s, %u replica%s of each page (write-protect tracking %s)",
-                server_.c_str(), members_, members_ == 1 ? "" : "s", wp_ ? "on" : "off");
   }
   return Status::Ok();
 }

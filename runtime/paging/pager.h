@@ -308,6 +308,13 @@ class Pager {
   friend class UffdSampler;  // arms under io_mu_, registers and installs through uffd_
   Pager() = default;
   Status Init(PagerConfig config);
+  // Init's steps (pager.cc), in the order it calls them.
+  Status ListServers(std::vector<remote::Endpoint>* eps, std::vector<bool>* from_file);
+  Status SetRedundancy(size_t listed);
+  StatusOr<os::Uffd> OpenUffd();
+  Status ConnectServers(const std::vector<remote::Endpoint>& eps, const std::vector<bool>& from_file);
+  void SetFaultSpin(const std::vector<remote::Endpoint>& eps);
+  Status PrepareThreads(const os::Uffd& uffd);
   void FaultLoop();
   [[noreturn]] void Fatal(const void* addr, size_t server, const Status& why);
   // No replica of the page at `addr` could be read: names every server of it.
