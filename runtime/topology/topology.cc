@@ -86,70 +86,58 @@ std::vector<int> Topology::NodesOf(NodeKind kind) const {
   return out;
 }
 
-StatusOr<Topology> DiscoverTopology(std::string_view sysfs_root) {
-  Topology topo;
-  const std::string node_dir = std::string(sysfs_root) + "/devices/system/node";
-  std::string online;
-  std::vector<int> ids;
-  if (!ReadFile(node_dir + "/online", &online)) {
-    // Kernels built without NUMA have no node directory: the whole machine is node 0.
-    if (!ReadFile(node_dir + "/possible", &online)) {
-      return Unavailable("cannot read " + node_dir + "/online: is sysfs mounted?");
-    }
-  }
-  if (!internal::ParseCpuList(online, &ids) || ids.empty()) {
-    return Internal("cannot parse the NUMA node list '" + online + "'");
-  }
-  for (int id : ids) {
-    NumaNode node;
-    node.id = id;
-    const std::string d = node_dir + "/node" + std::to_string(id);
-    std::string s;
-    if (ReadFile(d + "/cpulist", &s)) internal::ParseCpuList(s, &node.cpus);
-    if (ReadFile(d + "/meminfo", &s)) {
-      node.mem_bytes = MeminfoBytes(s, "MemTotal");
-      node.free_bytes = MeminfoBytes(s, "MemFree");
-    }
-    if (ReadFile(d + "/distance", &s)) {
-      const char* p = s.c_str();
-      for (;;) {
-        char* end = nullptr;
-        const long v = strtol(p, &end, 10);
-        if (end == p) break;
-        node.distances.push_back(static_cast<int>(v));
-        p = end;
-      }
-    }
-    const std::string acc = d + "/access0/initiators";
-    uint64_t v = 0;
-    if (ReadUint(acc + "/read_latency", &v)) {
-      node.hmat.present = true;
-      node.hmat.read_latency_ns = static_cast<uint32_t>(v);
-    }
-    if (ReadUint(acc + "/write_latency", &v)) node.hmat.write_latency_ns = static_cast<uint32_t>(v);
-    if (ReadUint(acc + "/read_bandwidth", &v)) {
-      node.hmat.present = true;
-      node.hmat.read_bandwidth_mib_s = static_cast<uint32_t>(v);
-    }
-    if (ReadUint(acc + "/write_bandwidth", &v)) {
-      node.hmat.write_bandwidth_mib_s = static_cast<uint32_t>(v);
-    }
-    std::vector<std::string> names;
-    if (os::ListDir(acc.c_str(), &names) == 0) {
-      for (const std::string& name : names) {
-        int n = -1;
-        if (sscanf(name.c_str(), "node%d", &n) == 1) node.hmat.initiators.push_back(n);
-      }
-      std::sort(node.hmat.initiators.begin(), node.hmat.initiators.end());
-    }
-    topo.nodes.push_back(std::move(node));
-  }
+namespace {
 
-  internal::DiscoverCxl(&topo);
-  internal::DiscoverRdma(&topo);
+// One node's CPUs, memory, distances and HMAT attributes, from sysfs's node<id> directory.
+NumaNode ReadNode(const std::string& node_dir, int id) {
+  NumaNode node;
+  node.id = id;
+  const std::string d = node_dir + "/node" + std::to_string(id);
+  std::string s;
+  if (ReadFile(d + "/cpulist", &s)) internal::ParseCpuList(s, &node.cpus);
+  if (ReadFile(d + "/meminfo", &s)) {
+    node.mem_bytes = MeminfoBytes(s, "MemTotal");
+    node.free_bytes = MeminfoBytes(s, "MemFree");
+  }
+  if (ReadFile(d + "/distance", &s)) {
+    const char* p = s.c_str();
+    for (;;) {
+      char* end = nullptr;
+      const long v = strtol(p, &end, 10);
+      if (end == p) break;
+      node.distances.push_back(static_cast<int>(v));
+      p = end;
+    }
+  }
+  const std::string acc = d + "/access0/initiators";
+  uint64_t v = 0;
+  if (ReadUint(acc + "/read_latency", &v)) {
+    node.hmat.present = true;
+    node.hmat.read_latency_ns = static_cast<uint32_t>(v);
+  }
+  if (ReadUint(acc + "/write_latency", &v)) node.hmat.write_latency_ns = static_cast<uint32_t>(v);
+  if (ReadUint(acc + "/read_bandwidth", &v)) {
+    node.hmat.present = true;
+    node.hmat.read_bandwidth_mib_s = static_cast<uint32_t>(v);
+  }
+  if (ReadUint(acc + "/write_bandwidth", &v)) {
+    node.hmat.write_bandwidth_mib_s = static_cast<uint32_t>(v);
+  }
+  std::vector<std::string> names;
+  if (os::ListDir(acc.c_str(), &names) == 0) {
+    for (const std::string& name : names) {
+      int n = -1;
+      if (sscanf(name.c_str(), "node%d", &n) == 1) node.hmat.initiators.push_back(n);
+    }
+    std::sort(node.hmat.initiators.begin(), node.hmat.initiators.end());
+  }
+  return node;
+}
 
-  // Classify: CPUs -> dram; memory-only and targeted by a system-ram dax device -> cxl;
-  // any other memory-only node -> far.
+// Classify: CPUs -> dram; memory-only and targeted by a system-ram dax device -> cxl;
+// any other memory-only node -> far. Says why no node is CXL when none is.
+void Classify(Topology* topo_out) {
+  Topology& topo = *topo_out;
   bool any_memory_only = false;
   for (NumaNode& n : topo.nodes) {
     if (!n.cpus.empty()) {
@@ -182,6 +170,28 @@ StatusOr<Topology> DiscoverTopology(std::string_view sysfs_root) {
   } else {
     topo.cxl_absent_reason.clear();
   }
+}
+
+}  // namespace
+
+StatusOr<Topology> DiscoverTopology(std::string_view sysfs_root) {
+  Topology topo;
+  const std::string node_dir = std::string(sysfs_root) + "/devices/system/node";
+  std::string online;
+  std::vector<int> ids;
+  if (!ReadFile(node_dir + "/online", &online)) {
+    // Kernels built without NUMA have no node directory: the whole machine is node 0.
+    if (!ReadFile(node_dir + "/possible", &online)) {
+      return Unavailable("cannot read " + node_dir + "/online: is sysfs mounted?");
+    }
+  }
+  if (!internal::ParseCpuList(online, &ids) || ids.empty()) {
+    return Internal("cannot parse the NUMA node list '" + online + "'");
+  }
+  for (int id : ids) topo.nodes.push_back(ReadNode(node_dir, id));
+  internal::DiscoverCxl(&topo);
+  internal::DiscoverRdma(&topo);
+  Classify(&topo);
   return topo;
 }
 
