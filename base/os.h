@@ -163,6 +163,15 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present = nullptr
 bool UffdMmGone(int uffd, void* addr, size_t bytes);
 // Wakes the threads faulted on [addr, addr+bytes) so they retry their access.
 void UffdWake(int uffd, void* addr, size_t bytes);
+// The floor under a remote fault: the kernel's primitives alone, with no pager and no server.
+// `faults` fresh pages of a private range registered for missing faults with a userfaultfd of its
+// own (no features asked for), each touched once, in order, by the calling thread, while a
+// handler thread blocked in poll on the descriptor reads each fault and installs its page with
+// one UFFDIO_COPY, which wakes the toucher (shared/tools/uffd-floor.c's handler). Returns each
+// touch's time in nanoseconds, in touch order; the status of the first call that failed
+// otherwise (a copy that fails installs a zero page instead, so no touch waits forever).
+// Allocates the result; starts and joins one thread.
+StatusOr<std::vector<uint64_t>> UffdFaultFloor(size_t faults);
 struct UffdFault {
   uintptr_t address = 0;  // the faulting address (not page aligned)
   bool write = false;     // a write access
