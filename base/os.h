@@ -180,7 +180,8 @@ struct UffdFault {
   int fork_fd = -1;       // not a fault: a UFFD_EVENT_FORK, the child's new descriptor (ours now)
 };
 // Reads up to `max` page-fault and fork events without blocking (other events are skipped).
-// Returns the count, 0 when none is queued. A fork event's descriptor is open in this process
+// Returns the count, 0 when none is queued. A count under `max` (skipped events aside) means the
+// queue was empty when read: faults reported since then make the descriptor readable again. A fork event's descriptor is open in this process
 // from then on: the caller closes it.
 StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max);
 

@@ -228,7 +228,8 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
       return ErrnoToStatus(errno, "userfaultfd read");
     }
     if (got == 0) break;
-    for (size_t k = 0; k < size_t(got) / sizeof(uffd_msg); ++k) {
+    const size_t msgs_read = size_t(got) / sizeof(uffd_msg);
+    for (size_t k = 0; k < msgs_read; ++k) {
       if (msgs[k].event == UFFD_EVENT_FORK) {
         out[n++] = UffdFault{0, false, false, 0, int(msgs[k].arg.fork.ufd)};
         continue;
@@ -241,6 +242,9 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
       f.wp = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
       f.tid = msgs[k].arg.pagefault.feat.ptid;
     }
+    // One read takes every message queued, up to the buffer: a short one emptied the queue, and
+    // another read would only answer EAGAIN (a system call on the fault's path for nothing).
+    if (msgs_read < want) break;
   }
   return n;
 }

@@ -232,6 +232,10 @@ void Pager::FaultLoop() {
           std::_Exit(kRemoteLostExitCode);
         }
         if (*got == 0) break;
+        // Fewer than asked: the queue is empty now (os::UffdReadFaults). Asking again would
+        // cost a read that answers nothing before the reads posted here go out; a fault
+        // reported meanwhile makes uffd_ readable, which the waits below watch.
+        const bool drained = *got < 64;
         read_faults += *got;
         for (size_t k = 0; k < *got; ++k) {
           const os::UffdFault& f = faults[k];  // a page fault (fork events went to OnForkEvent)
@@ -321,6 +325,9 @@ void Pager::FaultLoop() {
             }
             stage(p.rr, j);
             if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
+            // A thread waits for this read: it goes out now, before the rest of the batch is
+            // read and before any prefetch behind it is posted, so the server works meanwhile.
+            SendPosted(p.rr);
             if (prefetcher_.max_window() > 0) {
             fetch_ahead(region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(region), index), *got - k - 1);
           }
@@ -361,6 +368,7 @@ void Pager::FaultLoop() {
           if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
           Wake(addr, kPage);
         }
+        if (drained) break;
       }
     };
     intake();

@@ -123,6 +123,12 @@ bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t j, std::vector
   }
 }
 
+void Pager::SendPosted(const ReadReq& r) {
+  for (uint32_t i = 0; i < r.ref.n; ++i) {
+    if ((r.out >> i) & 1u) (void)servers_[r.ref.m[i].server]->fault->Send();
+  }
+}
+
 bool Pager::OnReadCompletion(ReadReq& r, uint32_t i, size_t server, const Status& st, bool* retry) {
   *retry = false;
   // Not in flight (any more) from that server: a late answer to a read already given up on.
