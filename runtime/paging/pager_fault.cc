@@ -325,9 +325,6 @@ void Pager::FaultLoop() {
             }
             stage(p.rr, j);
             if (!PostReplicaRead(true, p.rr, j, outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
-            // A thread waits for this read: it goes out now, before the rest of the batch is
-            // read and before any prefetch behind it is posted, so the server works meanwhile.
-            SendPosted(p.rr);
             if (prefetcher_.max_window() > 0) {
             fetch_ahead(region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(region), index), *got - k - 1);
           }
@@ -368,6 +365,10 @@ void Pager::FaultLoop() {
           if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
           Wake(addr, kPage);
         }
+        // Threads wait for the reads this read's faults posted: they go out now, together (one
+        // send per server: sent one by one, each would wake the server for one page), before
+        // the next read or wait, so the servers work meanwhile.
+        SendQueued(outstanding);
         if (drained) break;
       }
     };
