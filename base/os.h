@@ -163,6 +163,15 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present = nullptr
 bool UffdMmGone(int uffd, void* addr, size_t bytes);
 // Wakes the threads faulted on [addr, addr+bytes) so they retry their access.
 void UffdWake(int uffd, void* addr, size_t bytes);
+// The floor under a remote fault: the kernel's primitives alone, with no pager and no server.
+// `faults` fresh pages of a private range registered for missing faults with a userfaultfd of its
+// own (no features asked for), each touched once, in order, by the calling thread, while a
+// handler thread blocked in poll on the descriptor reads each fault and installs its page with
+// one UFFDIO_COPY, which wakes the toucher (shared/tools/uffd-floor.c's handler). Returns each
+// touch's time in nanoseconds, in touch order; the status of the first call that failed
+// otherwise (a copy that fails installs a zero page instead, so no touch waits forever).
+// Allocates the result; starts and joins one thread.
+StatusOr<std::vector<uint64_t>> UffdFaultFloor(size_t faults);
 struct UffdFault {
   uintptr_t address = 0;  // the faulting address (not page aligned)
   bool write = false;     // a write access
@@ -171,7 +180,8 @@ struct UffdFault {
   int fork_fd = -1;       // not a fault: a UFFD_EVENT_FORK, the child's new descriptor (ours now)
 };
 // Reads up to `max` page-fault and fork events without blocking (other events are skipped).
-// Returns the count, 0 when none is queued. A fork event's descriptor is open in this process
+// Returns the count, 0 when none is queued. A count under `max` (skipped events aside) means the
+// queue was empty when read: faults reported since then make the descriptor readable again. A fork event's descriptor is open in this process
 // from then on: the caller closes it.
 StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max);
 

@@ -3,13 +3,17 @@
 // thread's handler for it), and reading fault and fork events.
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <thread>
+#include <vector>
 
 #include "base/os.h"
 
@@ -224,7 +228,8 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
       return ErrnoToStatus(errno, "userfaultfd read");
     }
     if (got == 0) break;
-    for (size_t k = 0; k < size_t(got) / sizeof(uffd_msg); ++k) {
+    const size_t msgs_read = size_t(got) / sizeof(uffd_msg);
+    for (size_t k = 0; k < msgs_read; ++k) {
       if (msgs[k].event == UFFD_EVENT_FORK) {
         out[n++] = UffdFault{0, false, false, 0, int(msgs[k].arg.fork.ufd)};
         continue;
@@ -237,8 +242,84 @@ StatusOr<size_t> UffdReadFaults(int uffd, UffdFault* out, size_t max) {
       f.wp = (msgs[k].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
       f.tid = msgs[k].arg.pagefault.feat.ptid;
     }
+    // One read takes every message queued, up to the buffer: a short one emptied the queue, and
+    // another read would only answer EAGAIN (a system call on the fault's path for nothing).
+    if (msgs_read < want) break;
   }
   return n;
+}
+
+namespace {
+
+// The floor's handler: blocked in poll until a fault is reported, one read, one UFFDIO_COPY (no
+// DONTWAKE: the copy wakes the toucher), for exactly `faults` faults. A copy that fails is
+// answered with a zero page (which wakes too) and its errno kept: no toucher waits forever.
+void FloorHandler(int fd, const char* src, size_t faults, int* err) {
+  const size_t page = PageSize();
+  for (size_t served = 0; served < faults;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, -1) <= 0) continue;  // EINTR
+    uffd_msg m;
+    if (read(fd, &m, sizeof m) != ssize_t(sizeof m) || m.event != UFFD_EVENT_PAGEFAULT) continue;
+    const uintptr_t addr = uintptr_t(m.arg.pagefault.address) & ~uintptr_t(page - 1);
+    uffdio_copy c{};
+    c.dst = addr;
+    c.src = reinterpret_cast<uintptr_t>(src);
+    c.len = page;
+    if (ioctl(fd, UFFDIO_COPY, &c) != 0 && errno != EEXIST) {
+      if (*err == 0) *err = errno;
+      uffdio_zeropage z{};
+      z.range = {addr, page};
+      (void)ioctl(fd, UFFDIO_ZEROPAGE, &z);
+    }
+    ++served;
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint64_t>> UffdFaultFloor(size_t faults) {
+  const size_t page = PageSize();
+  const int fd = UffdCreate(O_CLOEXEC);  // blocking reads, as a bare handler has them
+  if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd (fault floor)");
+  if (const int rc = UffdApi(fd, 0); rc != 0) {
+    close(fd);
+    return ErrnoToStatus(-rc, "userfaultfd API handshake (fault floor)");
+  }
+  const size_t bytes = (faults + 1) * page;  // the touched pages, then the copies' source page
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    const int e = errno;
+    close(fd);
+    return ErrnoToStatus(e, "mmap (fault floor)");
+  }
+  (void)madvise(mem, bytes, MADV_NOHUGEPAGE);  // one fault per page, as the pager's ranges
+  char* base = static_cast<char*>(mem);
+  char* src = base + faults * page;
+  for (size_t i = 0; i < page; ++i) src[i] = char(i);
+  uffdio_register r{};
+  r.range = {reinterpret_cast<uintptr_t>(base), faults * page};
+  r.mode = UFFDIO_REGISTER_MODE_MISSING;
+  if (faults > 0 && ioctl(fd, UFFDIO_REGISTER, &r) != 0) {
+    const int e = errno;
+    munmap(mem, bytes);
+    close(fd);
+    return ErrnoToStatus(e, "userfaultfd register (fault floor)");
+  }
+  int err = 0;
+  std::thread handler(FloorHandler, fd, src, faults, &err);
+  std::vector<uint64_t> ns(faults);
+  for (size_t i = 0; i < faults; ++i) {
+    volatile const char* p = base + i * page;
+    const uint64_t t0 = MonotonicNanos();
+    (void)*p;
+    ns[i] = MonotonicNanos() - t0;
+  }
+  handler.join();
+  munmap(mem, bytes);
+  close(fd);
+  if (err != 0) return ErrnoToStatus(err, "UFFDIO_COPY (fault floor)");
+  return ns;
 }
 
 }  // namespace tiermem::os

@@ -61,7 +61,7 @@ bool Check(const uint8_t* p, uint64_t page) {
 
 
 struct Raw {
-  double roundtrip_p50_us = 0;
+  double roundtrip_p50_us = 0, roundtrip_p99_us = 0;
   double roundtrip_mean_us = 0;  // to set beside the fault handler's mean read
   double write_pages_per_s = 0;
   double stream_gbps = 0;  // reads, `window` in flight
@@ -90,6 +90,7 @@ constexpr size_t kStride = 4;  // --pattern stride: pages between touches
     if (i >= 200) lat.push_back(Us(Clock::now() - s));
   }
   out->roundtrip_p50_us = Percentile(lat, 0.5);
+  out->roundtrip_p99_us = Percentile(lat, 0.99);
   out->roundtrip_mean_us = std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
   // Read stream.
   const auto t0 = Clock::now();
@@ -114,6 +115,9 @@ struct Tiered {
   // (posted to its reply in); and a zero-page fault's p50 (the userfaultfd round trip with no
   // server: a first touch of memory placed on the remote tier).
   double touch_mean_us = 0, handler_mean_us = 0, read_mean_us = 0, zero_fault_p50_us = 0;
+  // The floor beside it (MeasureFaultFloor: a bare handler thread and UFFDIO_COPY), measured
+  // right after the zero faults, with this pass's runtime still up.
+  double floor_p50_us = 0, floor_p99_us = 0;
 };
 
 // Times first touches of fresh remote-tier pages: each a zero-page fault served by the handler
@@ -256,6 +260,13 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
     out->read_mean_us = double(after.remote_fault_read_ns - before.remote_fault_read_ns) / 1e3 / double(out->faults);
   }
   TIERMEM_ASSIGN_OR_RETURN(out->zero_fault_p50_us, ZeroFaultP50(*rt, std::min<size_t>(pages, 1000)));
+  {
+    TIERMEM_ASSIGN_OR_RETURN(std::vector<uint64_t> floor_ns, MeasureFaultFloor(std::clamp<size_t>(pages, 1000, 20000)));
+    std::vector<double> floor_us(floor_ns.begin(), floor_ns.end());
+    for (double& v : floor_us) v /= 1e3;
+    out->floor_p50_us = Percentile(floor_us, 0.5);
+    out->floor_p99_us = Percentile(floor_us, 0.99);
+  }
   out->evict_rate = double(pages) / evict_s;
   if (watcher.joinable()) {
     // The pages are local now, but their slots (and copies) stay until freed: the repair
@@ -326,7 +337,9 @@ int RemoteFault(int argc, char** argv) {
       "  fault handler's mean, userfaultfd report to page installed), handler_read_mean_us (of that, the\n"
       "  read: posted to its reply in; raw_roundtrip_mean_us is the bare read's mean beside it),\n"
       "  zero_fault_p50_us (a first touch of fresh remote-tier memory:\n"
-      "  the userfaultfd round trip with no server); with --kill-one rereplication_s (kill to every page with its replicas\n"
+      "  the userfaultfd round trip with no server); raw_roundtrip_p99_us; floor_fault_p50_us and\n"
+      "  floor_fault_p99_us (the kernel's floor in the same run: a bare handler thread blocked in poll,\n"
+      "  UFFDIO_COPY); zero_fault_vs_floor, fault_p50_vs_raw_roundtrip, fault_p99_vs_raw_roundtrip; with --kill-one rereplication_s (kill to every page with its replicas\n"
       "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
       "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica,\n"
       "  one_replica_evict_client_cpu_us_per_page, one_replica_evict_memd_cpu_us_per_page,\n"
@@ -480,6 +493,11 @@ int RemoteFault(int argc, char** argv) {
     printf(",\"fault_mean_us\":%.2f,\"handler_fault_mean_us\":%.2f,\"handler_read_mean_us\":%.2f,"
            "\"raw_roundtrip_mean_us\":%.2f,\"zero_fault_p50_us\":%.2f",
            t.touch_mean_us, t.handler_mean_us, t.read_mean_us, raw.roundtrip_mean_us, t.zero_fault_p50_us);
+    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    printf(",\"raw_roundtrip_p99_us\":%.2f,\"floor_fault_p50_us\":%.2f,\"floor_fault_p99_us\":%.2f,"
+           "\"zero_fault_vs_floor\":%.3f,\"fault_p50_vs_raw_roundtrip\":%.3f,\"fault_p99_vs_raw_roundtrip\":%.3f",
+           raw.roundtrip_p99_us, t.floor_p50_us, t.floor_p99_us, ratio(t.zero_fault_p50_us, t.floor_p50_us),
+           ratio(p50, raw.roundtrip_p50_us), ratio(p99, raw.roundtrip_p99_us));
     printf(",\"server_pages_per_page\":%.3f,\"evict_client_cpu_us_per_page\":%.2f,\"evict_memd_cpu_us_per_page\":%.2f",
            t.server_pages_per_page, t.evict_client_cpu_us, t.evict_memd_cpu_us);
     if (kill_one) {
@@ -515,6 +533,8 @@ int RemoteFault(int argc, char** argv) {
     printf("  fault, mean     %8.2f us: handler %.2f us (of which the read %.2f us), the rest outside it;"
            " a zero-page fault p50 %.2f us\n",
            t.touch_mean_us, t.handler_mean_us, t.read_mean_us, t.zero_fault_p50_us);
+    printf("  fault floor     p50 %8.2f us   p99 %8.2f us   (bare handler + UFFDIO_COPY; zero fault %.2fx it)\n",
+           t.floor_p50_us, t.floor_p99_us, t.floor_p50_us > 0 ? t.zero_fault_p50_us / t.floor_p50_us : 0.0);
     printf("  eviction        %10.0f pages/s   (%.0f%% of the raw write stream, %.0f pages/s)\n", evict_rate,
            100.0 * evict_rate / raw.write_pages_per_s, raw.write_pages_per_s);
     printf("  eviction CPU    %.2f us per page here, %.2f us in the memds started here\n", t.evict_client_cpu_us,

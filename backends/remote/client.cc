@@ -2,6 +2,7 @@
 #include "tiermem/remote.hpp"
 
 #include "backends/remote/transport.h"
+#include "base/os.h"
 
 namespace tiermem {
 
@@ -92,5 +93,7 @@ StatusOr<RemoteServerClients> RemoteClient::ListClients() {
 }
 
 std::string RemoteClient::name() const { return impl_->transport->name(); }
+
+StatusOr<std::vector<uint64_t>> MeasureFaultFloor(size_t faults) { return os::UffdFaultFloor(faults); }
 
 }  // namespace tiermem

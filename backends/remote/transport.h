@@ -130,6 +130,12 @@ class Transport {
   // Before sleeping in Poll, spin this long checking for replies (0 = never spin). For a latency-
   // critical caller with a core to spare, like the fault handler. Transports may ignore it.
   virtual void SetBusyPoll(uint32_t microseconds) { (void)microseconds; }
+  // Sends the requests posted so far without waiting for anything, where the transport would
+  // otherwise send them at the next Poll: a caller that posts a read someone waits for, then has
+  // other work before it waits, lets the server start at once. What cannot be sent without
+  // blocking goes at the next Poll, as before. A failure fails the connection as Poll would (the
+  // posted requests complete with it) and is returned. Transports that send as they post: no-op.
+  virtual Status Send() { return Status::Ok(); }
 
   // Says goodbye and closes (best effort). Idempotent.
   virtual void Close() = 0;

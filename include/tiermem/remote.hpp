@@ -95,4 +95,11 @@ class RemoteClient {
   std::unique_ptr<Impl> impl_;
 };
 
+// The floor under a remote fault, measured here and now: the kernel's userfaultfd primitives alone
+// (no Runtime, no server). `faults` fresh pages are touched once each by the calling thread while
+// a handler thread blocked in poll installs each with one UFFDIO_COPY, which wakes the toucher.
+// Returns each touch's time in nanoseconds, in touch order. PermissionDenied or NotSupported
+// where no userfaultfd can be opened. Starts and joins one thread; safe beside a Runtime.
+StatusOr<std::vector<uint64_t>> MeasureFaultFloor(size_t faults);
+
 }  // namespace tiermem

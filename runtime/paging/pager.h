@@ -445,6 +445,10 @@ class Pager {
   // connection; a server whose post fails is marked down and the next is tried. False when too
   // few members are left to give the page (pager_reads.cc).
   bool PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t j, std::vector<size_t>& outstanding);
+  // Sends what is posted on the fault connections of the servers with reads `outstanding` now,
+  // rather than at the next wait (Transport::Send). Fault thread only. A connection that fails
+  // here fails its requests' completions, which the next collection takes as any other failure.
+  void SendQueued(const std::vector<size_t>& outstanding);
   // A completion of member i's read of `r` from `server`: true when the page is whole now (the
   // caller calls on_done), false otherwise (more pieces due, a stale completion, or a failure:
   // then *retry says whether the read must be posted again).

@@ -232,6 +232,10 @@ void Pager::FaultLoop() {
           std::_Exit(kRemoteLostExitCode);
         }
         if (*got == 0) break;
+        // Fewer than asked: the queue is empty now (os::UffdReadFaults). Asking again would
+        // cost a read that answers nothing before the reads posted here go out; a fault
+        // reported meanwhile makes uffd_ readable, which the waits below watch.
+        const bool drained = *got < 64;
         read_faults += *got;
         for (size_t k = 0; k < *got; ++k) {
           const os::UffdFault& f = faults[k];  // a page fault (fork events went to OnForkEvent)
@@ -361,6 +365,11 @@ void Pager::FaultLoop() {
           if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
           Wake(addr, kPage);
         }
+        // Threads wait for the reads this read's faults posted: they go out now, together (one
+        // send per server: sent one by one, each would wake the server for one page), before
+        // the next read or wait, so the servers work meanwhile.
+        SendQueued(outstanding);
+        if (drained) break;
       }
     };
     intake();

@@ -2,6 +2,7 @@
 // or which pieces of an erasure-coded page (data first, k + kLateReads at once, the page whole
 // from the first k), and what a completion does to the read. Used by the fault handler, the
 // prefetcher and FetchBack alike (CollectReads in pager.h).
+#include <algorithm>
 #include <bit>
 #include <string>
 #include <vector>
@@ -120,6 +121,13 @@ bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t j, std::vector
     }
     r.last = st;
     MarkDown(m.server, st, members_ == 1);
+  }
+}
+
+void Pager::SendQueued(const std::vector<size_t>& outstanding) {
+  const size_t n = std::min(outstanding.size(), servers_.size());
+  for (size_t k = 0; k < n; ++k) {
+    if (outstanding[k] > 0) (void)servers_[k]->fault->Send();
   }
 }
 

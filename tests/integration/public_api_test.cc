@@ -215,5 +215,22 @@ TEST(PublicRemote, ClientWritesAndReadsPagesAndReportsTheServer) {
   EXPECT_TRUE((*c)->Free(*r).ok());
 }
 
+TEST(PublicRemote, FaultFloorTimesEveryTouch) {
+  // The floor of remote-fault's report: one time per touch, every touch a fault that the bare
+  // handler served (a touch it never served would hang here: ctest's timeout).
+  auto none = MeasureFaultFloor(0);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+  constexpr size_t kFaults = 300;
+  auto ns = MeasureFaultFloor(kFaults);
+  if (!ns.ok() && (ns.status().code() == StatusCode::kPermissionDenied ||
+                   ns.status().code() == StatusCode::kNotSupported)) {
+    GTEST_SKIP() << "no userfaultfd here: " << ns.status().ToString();
+  }
+  ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+  ASSERT_EQ(ns->size(), kFaults);
+  EXPECT_EQ(std::count(ns->begin(), ns->end(), uint64_t{0}), 0) << "a fault takes a system call's time at least";
+}
+
 }  // namespace
 }  // namespace tiermem

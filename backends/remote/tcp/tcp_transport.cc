@@ -239,6 +239,11 @@ StatusOr<size_t> TcpTransport::Poll(Completion* out, size_t max, int timeout_ms)
   return n;
 }
 
+Status TcpTransport::Send() {
+  TIERMEM_RETURN_IF_ERROR(CheckUsable());
+  return Flush();
+}
+
 Status TcpTransport::Flush() {
   constexpr size_t kMaxIov = 256;  // well under IOV_MAX (1024)
   iovec iov[kMaxIov];
@@ -317,7 +322,8 @@ bool TcpTransport::SkipUnreadablePages() {
 Status TcpTransport::ReadAvailable() {
   for (;;) {
     if (in_len_ == in_.size()) return Status::Ok();  // parse first
-    ssize_t r = recv(fd_, in_.data() + in_len_, in_.size() - in_len_, MSG_DONTWAIT);
+    const size_t room = in_.size() - in_len_;
+    ssize_t r = recv(fd_, in_.data() + in_len_, room, MSG_DONTWAIT);
     if (r < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
@@ -340,6 +346,10 @@ Status TcpTransport::ReadAvailable() {
       std::memmove(in_.data(), in_.data() + off, in_len_ - off);
       in_len_ -= off;
     }
+    // Less than there was room for: the socket held no more. Another recv would answer EAGAIN,
+    // a system call between a fault's reply and its page being installed; bytes that come later
+    // make the socket readable for the caller's next wait.
+    if (size_t(r) < room) return Status::Ok();
   }
 }
 

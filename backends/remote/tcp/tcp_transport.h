@@ -50,6 +50,7 @@ class TcpTransport final : public Transport {
   int WaitFd() const override { return broken_.ok() ? fd_ : -1; }
   bool WantsWritable() const override { return sent_ < Unsent(); }
   void SetBusyPoll(uint32_t microseconds) override { busy_poll_ns_ = uint64_t(microseconds) * 1000; }
+  Status Send() override;
   void Close() override;
   std::string name() const override { return endpoint_.ToString(); }
 
