@@ -143,7 +143,10 @@ void HeapCore::FreeSpan(Span* s) {
   if (dirty_bytes_ + bytes <= max_dirty_bytes_) {
     // Keep the pages: the next span of any class takes these granules first, without faults.
     // Under a DRAM limit they count (at most RetainBound), and nothing evicts them.
-    if (hold_free_) (void)rt_->HoldFree(s->start, bytes, Runtime::Impl::FreeHold::kKeep);
+    if (hold_free_) {
+      RuntimeCall call;  // (a span with a page evicted is dropped instead: the pager's io lock)
+      (void)rt_->HoldFree(s->start, bytes, Runtime::Impl::FreeHold::kKeep);
+    }
     seg->dirty_mask |= bits;
     dirty_bytes_ += bytes;
   } else {
@@ -307,6 +310,7 @@ void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
     if (h->hold_free_) {
       // Under a DRAM limit a cached run holds no live data: it counts (the cache is bounded by
       // RetainBound), but nothing evicts it; what falls out of the cache is freed.
+      RuntimeCall call;
       (void)rt->HoldFree(start, len * rt->page_size(), Runtime::Impl::FreeHold::kKeep);
     }
     RunCache::Run evicted[RunCache::kSlots + 1];

@@ -35,6 +35,13 @@ Status Runtime::Impl::HoldFree(void* p, size_t bytes, FreeHold how) {
     return InvalidArgument("HoldFree: not whole pages of tiermem's managed memory");
   }
   const uint64_t first = region->PageIndex(p), n = bytes / page_size_;
+  // A page kept must be here: one on the remote tier (or on its way) would be read back from
+  // memd when the heap hands it out again, for bytes nobody needs. Such a range is dropped.
+  for (uint64_t i = first; how == FreeHold::kKeep && i < first + n; ++i) {
+    if (region->record(i).state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal)) {
+      how = FreeHold::kDrop;
+    }
+  }
   if (how == FreeHold::kKeep) {
     for (uint64_t i = first; i < first + n; ++i) {
       region->record(i).flags.fetch_or(kPageHeapFree, std::memory_order_relaxed);

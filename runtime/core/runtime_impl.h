@@ -95,7 +95,8 @@ class Runtime::Impl final : public PageMover {
   //   them is sent to memd). kFresh: the same without the drop, for pages the caller vouches
   //   were never touched (a fresh run). kKeep: the heap keeps them for its next request without
   //   a fault (its bounded caches of free pages): they stay resident and counted, flagged
-  //   kPageHeapFree, and are never listed, sampled or evicted.
+  //   kPageHeapFree, and are never listed, sampled or evicted (a range with a page that is not
+  //   local is dropped instead: kept, it would be read back from memd).
   // - ReuseFree(p, bytes, tier): the heap hands them out again: the flag goes, and the pages it
   //   dropped belong to `tier` again (kDram for kAuto and kRemote: their next touch is a zero
   //   page, here, on the run's DRAM binding). On DRAM they count once CountResident finds them
