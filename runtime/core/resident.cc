@@ -64,9 +64,9 @@ void Runtime::Impl::ReuseFree(void* p, size_t bytes, Tier tier) {
   if (region == nullptr) return;
   // A dropped page handed out again is not resident until its owner touches it: on DRAM it is
   // "untouched", and the next CountResident that finds it resident counts it. (CXL pages count
-  // at once: CountResident looks at DRAM only.)
-  const bool cxl = tier == Tier::kCxl;
-  const uint8_t to = cxl ? static_cast<uint8_t>(Tier::kCxl) : kUntouchedTier;
+  // at once: CountResident looks at DRAM only; so do all where the limit is a cap.)
+  const bool now = tier == Tier::kCxl || !CountsResident();
+  const uint8_t to = now ? static_cast<uint8_t>(tier == Tier::kCxl ? Tier::kCxl : Tier::kDram) : kUntouchedTier;
   const uint64_t first = region->PageIndex(p), n = bytes / page_size_;
   uint64_t counted = 0;
   for (uint64_t i = first; i < first + n; ++i) {
@@ -75,12 +75,12 @@ void Runtime::Impl::ReuseFree(void* p, size_t bytes, Tier tier) {
     counted += rec.tier.compare_exchange_strong(old, to, std::memory_order_relaxed);
     rec.flags.fetch_and(uint8_t(~kPageHeapFree), std::memory_order_relaxed);
   }
-  if (cxl) allocated_[to].fetch_add(counted * page_size_, std::memory_order_relaxed);
+  if (now) allocated_[to].fetch_add(counted * page_size_, std::memory_order_relaxed);
 }
 
 void Runtime::Impl::CountResident() {
   const uint64_t t0 = os::MonotonicNanos();
-  if (t0 < resident_next_ns_) return;
+  if (t0 < resident_next_ns_ || !CountsResident()) return;
   constexpr size_t kChunk = 512;  // pages per mincore call: the vector stays on the stack
   unsigned char vec[kChunk];
   constexpr auto kDramTier = static_cast<uint8_t>(Tier::kDram);

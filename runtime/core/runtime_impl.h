@@ -105,6 +105,14 @@ class Runtime::Impl final : public PageMover {
   // they are held free. kKeep, kFresh and ReuseFree are lock-free and allocation-free (the page
   // heap calls them under its lock); kDrop takes the pager's io lock (as DiscardPages).
   enum class FreeHold { kDrop, kFresh, kKeep };
+  // Whether DRAM's limit is kept against resident pages (CountResident, and pages handed out
+  // from dropped or fresh memory counted once touched): where evictions keep it, that is a
+  // DRAM limit with a connected remote tier and TIERMEM_ON_REMOTE_FULL=overcommit. Elsewhere the
+  // limit is a cap on allocations (docs/protocol.md): pages count as they are handed out.
+  bool CountsResident() const {
+    return tier_limit_[Index(Tier::kDram)] != 0 && pager_ != nullptr && !remote_absent_ &&
+           on_remote_full_ == RemoteFullPolicy::kOvercommit;
+  }
   Status HoldFree(void* p, size_t bytes, FreeHold how);
   void ReuseFree(void* p, size_t bytes, Tier tier);
   // PageMover::CountResident (resident.cc): local DRAM pages the kernel has not backed go to
