@@ -262,12 +262,6 @@ void* HeapCore::AllocLarge(size_t size, size_t align, size_t room, bool* reused)
     }
     run = *r;
     pages = (bytes + page - 1) / page;
-    if (hold_free_ && rt_->CountsResident()) {
-      // Fresh pages: DRAM's count takes them as the program touches them (CountResident), not
-      // all at once (a large block is often touched in part, or only later).
-      (void)rt_->HoldFree(run, pages * page, Runtime::Impl::FreeHold::kFresh);
-      rt_->ReuseFree(run, pages * page, tier_);
-    }
   }
   large_bytes_.fetch_add(pages * page, std::memory_order_relaxed);
   rt_->stats_block()->heap.large_bytes.fetch_add(pages * page, std::memory_order_relaxed);
