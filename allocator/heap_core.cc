@@ -35,6 +35,7 @@ constexpr uint32_t kLineBytes = 64;    // a cache line: two threads' objects nev
 HeapCore::HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen)
     : rt_(rt), tier_(tier), flags_(flags), slot_(slot), gen_(gen),
       local_runs_(false),
+      hold_free_(rt->options().dram_limit != 0),
       max_dirty_bytes_(RetainBound(rt, kMaxDirtyBytes)),
       run_cache_(RetainBound(rt, kRunCacheBytes) / rt->page_size(), kRunCacheAgeNs) {
   for (int c = 0; c < kNumClasses; ++c) {

@@ -410,6 +410,12 @@ class HeapCore {
   uint32_t gen_;
   bool primary_ = false;  // CreatePrimary
   bool local_runs_;       // threads keep LocalRuns (primary heap, no DRAM limit)
+  // Under a DRAM limit the heap tells the runtime which pages hold no live block
+  // (Runtime::Impl::HoldFree): a segment's granules until a span takes them and a free span's
+  // granules beyond the dirty bound leave the tiers' counts; dirty granules and cached runs
+  // (each bounded by RetainBound) stay counted but are never evicted. ReuseFree as they are
+  // handed out again.
+  const bool hold_free_;
   Central central_[kNumClasses];
   std::mutex page_mu_;
   Segment* segments_ = nullptr;  // all segments of this heap

@@ -52,6 +52,12 @@ bool HeapCore::NewSegment() {
   seg->next = segments_;
   segments_ = seg;
   ++empty_segments_;
+  if (hold_free_) {
+    // Untouched: nothing to drop. Its granules count as spans take them (AllocSpan); its slack
+    // never does.
+    RuntimeCall call;
+    (void)rt_->HoldFree(run, run_bytes, Runtime::Impl::FreeHold::kFresh);
+  }
   segment_bytes_.fetch_add(kSegmentBytes, std::memory_order_relaxed);
   rt_->stats_block()->counters.heap_segment_bytes.fetch_add(kSegmentBytes, std::memory_order_relaxed);
   return true;
@@ -116,6 +122,7 @@ Span* HeapCore::AllocSpan(int cls) {
       if (seg->used_mask == 0) --empty_segments_;
       const uint64_t bits = GranuleBits(g, k);
       seg->used_mask |= bits;
+      if (hold_free_) rt_->ReuseFree(s->start, static_cast<size_t>(k) * kGranule, tier_);
       dirty_bytes_ -= static_cast<uint64_t>(__builtin_popcountll(seg->dirty_mask & bits)) * kGranule;
       seg->dirty_mask &= ~bits;
       span_bytes_.fetch_add(k * kGranule, std::memory_order_relaxed);
@@ -135,16 +142,26 @@ void HeapCore::FreeSpan(Span* s) {
   std::unique_lock<std::mutex> lock(page_mu_);
   if (dirty_bytes_ + bytes <= max_dirty_bytes_) {
     // Keep the pages: the next span of any class takes these granules first, without faults.
+    // Under a DRAM limit they count (at most RetainBound), and nothing evicts them.
+    if (hold_free_) {
+      RuntimeCall call;  // (a span with a page evicted is dropped instead: the pager's io lock)
+      (void)rt_->HoldFree(s->start, bytes, Runtime::Impl::FreeHold::kKeep);
+    }
     seg->dirty_mask |= bits;
     dirty_bytes_ += bytes;
   } else {
     // Drop the contents before the granules can be handed out again. Through the runtime, not
     // a bare madvise: pages of the span that sit on the remote tier must forget their server
-    // copy, or the next touch would bring the old contents back instead of a fresh page.
+    // copy, or the next touch would bring the old contents back instead of a fresh page. Under
+    // a DRAM limit they also leave the tiers' counts until a span takes them again.
     lock.unlock();
     {
       RuntimeCall scope;
-      (void)rt_->DiscardPages(s->start, bytes);
+      if (hold_free_) {
+        (void)rt_->HoldFree(s->start, bytes, Runtime::Impl::FreeHold::kDrop);
+      } else {
+        (void)rt_->DiscardPages(s->start, bytes);
+      }
     }
     lock.lock();
   }
@@ -225,6 +242,7 @@ void* HeapCore::AllocLarge(size_t size, size_t align, size_t room, bool* reused)
     run = run_cache_.Take(lo, hi, want > size, os::MonotonicNanos(), &pages, expired, &nexpired);
     ReleaseRuns(expired, nexpired);
     if (run != nullptr && reused != nullptr) *reused = true;
+    if (run != nullptr && hold_free_) rt_->ReuseFree(run, pages * page, tier_);
     if (run == nullptr) {
       // A miss: fresh pages for the request; give back as much of what was too small for it.
       ReleaseRuns(expired, run_cache_.Yield(lo, (want + page - 1) / page, expired));
@@ -282,6 +300,12 @@ void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
     if (h == nullptr || h->rt_ != rt || h->flags_ != kAllocDefault ||
         (h->tier_ != Tier::kAuto && static_cast<uint8_t>(h->tier_) != run_tier)) {
       continue;
+    }
+    if (h->hold_free_) {
+      // Under a DRAM limit a cached run holds no live data: it counts (the cache is bounded by
+      // RetainBound), but nothing evicts it; what falls out of the cache is freed.
+      RuntimeCall call;
+      (void)rt->HoldFree(start, len * rt->page_size(), Runtime::Impl::FreeHold::kKeep);
     }
     RunCache::Run evicted[RunCache::kSlots + 1];
     h->ReleaseRuns(evicted, h->run_cache_.Put(start, len, os::MonotonicNanos(), evicted));

@@ -353,6 +353,10 @@ long ResidentBytes(const void* addr, size_t bytes) {
   return resident * static_cast<long>(page);
 }
 
+int ResidentMap(const void* addr, size_t pages, unsigned char* vec) {
+  return mincore(const_cast<void*>(addr), pages * PageSize(), vec) == 0 ? 0 : -errno;
+}
+
 int ThreadStack(void** low, size_t* bytes) {
   pthread_attr_t attr;
   if (int rc = pthread_getattr_np(pthread_self(), &attr); rc != 0) return -rc;

@@ -110,6 +110,9 @@ uint64_t LibcHeapBytes();
 // Bytes of [addr, addr+bytes) (page aligned) that are resident (mincore), or a negative errno
 // (-ENOMEM: part of the range is not mapped). One system call per 2 MiB of the range.
 long ResidentBytes(const void* addr, size_t bytes);
+// mincore of `pages` pages from `addr` (page aligned): bit 0 of vec[i] is set when page i is
+// resident. 0, or a negative errno.
+int ResidentMap(const void* addr, size_t pages, unsigned char* vec);
 // The calling thread's stack mapping: its lowest address and size. The one call here that may
 // allocate (pthread_getattr_np builds a CPU set with malloc): only for threads whose malloc is
 // glibc's. 0 or a negative errno.

@@ -8,6 +8,11 @@
 // workload's allocations cost, without the libraries every process of that allocator loads). Runs are interleaved (each round runs every allocator once) so that
 // drift of the machine hits all allocators alike. An allocator whose library is missing is
 // reported as null.
+//
+// --limits F,G,...: then, per workload, tiermem under TIERMEM_DRAM_LIMIT = F times its median
+// unlimited peak RSS (of the runs above), with a tiermem-memd on loopback as the remote tier,
+// beside tiermem unlimited in the same rounds: median wall time of the workload, and the remote
+// faults and pages evicted of each limited run (its TIERMEM_STATS line at exit).
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -26,6 +31,8 @@
 
 #include "bench/child.h"
 #include "bench/cli.h"
+#include "bench/memd_child.h"
+#include "bench/programs.h"
 #include "bench/subcommands.h"
 
 extern char** environ;
@@ -40,6 +47,7 @@ struct Allocator {
 };
 
 struct Sample {
+  double seconds = 0;  // the workload's own time (from the start of its work to its end)
   double ops_s = 0;
   double cpu_ops_s = 0;
   long rss_bytes = 0;
@@ -47,13 +55,23 @@ struct Sample {
 };
 
 // Runs the workload once; nullopt when it fails.
+// `extra_env`: NAME=VALUE entries over this process's environment (a name set there is replaced).
 std::optional<Sample> RunOnce(const std::string& exe, const std::string& workload,
-                              const std::string& scale, const Allocator& a) {
+                              const std::string& scale, const Allocator& a,
+                              const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> env;
+  auto overridden = [&](const char* e) {
+    for (const std::string& x : extra_env) {
+      const size_t eq = x.find('=');
+      if (strncmp(e, x.c_str(), eq + 1) == 0) return true;
+    }
+    return false;
+  };
   for (char** e = environ; *e != nullptr; ++e) {
-    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) env.emplace_back(*e);
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0 && !overridden(*e)) env.emplace_back(*e);
   }
   if (!a.preload.empty()) env.push_back("LD_PRELOAD=" + a.preload);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -93,7 +111,7 @@ std::optional<Sample> RunOnce(const std::string& exe, const std::string& workloa
   }
   const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                      1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-  return Sample{static_cast<double>(ops) / secs, cpu > 0 ? static_cast<double>(ops) / cpu : 0,
+  return Sample{secs, static_cast<double>(ops) / secs, cpu > 0 ? static_cast<double>(ops) / cpu : 0,
                 static_cast<long>(hwm), static_cast<long>(hwm - std::min(hwm, start_rss))};
 }
 
@@ -103,13 +121,89 @@ T Median(std::vector<T> v) {
   return v[v.size() / 2];
 }
 
+// The remote faults and pages evicted of a tiermem run, from the last line of its TIERMEM_STATS
+// file (removed once read); nullopt when there is no such line.
+std::optional<std::pair<uint64_t, uint64_t>> ExitStats(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return std::nullopt;
+  std::string last, line;
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), f) != nullptr) {
+    line += buf;
+    if (line.back() != '\n') continue;
+    if (line.size() > 1) last = line;
+    line.clear();
+  }
+  fclose(f);
+  unlink(path.c_str());
+  const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  const nlohmann::json fig = TiermemStatsFigures(j);
+  return std::make_pair(fig["remote_faults"].get<uint64_t>(), fig["pages_evicted"].get<uint64_t>());
+}
+
+// --limits for one workload: `runs` rounds of tiermem unlimited, then at each limit (a factor of
+// `peak_rss`) with `memd` as the remote tier. Returns the workload's JSON member
+// "tiermem_limits"; prints a line per limit unless `json`.
+std::string LimitRuns(const std::string& exe, const std::string& workload, const std::string& scale,
+                      const Allocator& tiermem, long peak_rss, const std::vector<double>& factors,
+                      int runs, bool json, const MemdChild& memd) {
+  std::vector<double> unlimited;
+  std::vector<std::vector<double>> secs(factors.size());
+  std::vector<std::vector<uint64_t>> faults(factors.size()), evicted(factors.size());
+  std::vector<uint64_t> limits;
+  for (double f : factors) limits.push_back(static_cast<uint64_t>(f * static_cast<double>(peak_rss)) / 4096 * 4096);
+  const std::string stats = "/tmp/tiermem-bench-malloc-" + std::to_string(getpid()) + ".json";
+  for (int r = 0; r < runs; ++r) {
+    if (auto s = RunOnce(exe, workload, scale, tiermem)) unlimited.push_back(s->seconds);
+    for (size_t i = 0; i < factors.size(); ++i) {
+      unlink(stats.c_str());
+      auto s = RunOnce(exe, workload, scale, tiermem,
+                       {"TIERMEM_DRAM_LIMIT=" + std::to_string(limits[i]), "TIERMEM_REMOTE=" + memd.Url("tcp"),
+                        "TIERMEM_STATS=" + stats});
+      auto st = ExitStats(stats);
+      if (!s || !st) continue;
+      secs[i].push_back(s->seconds);
+      faults[i].push_back(st->first);
+      evicted[i].push_back(st->second);
+    }
+  }
+  char b[256];
+  const double base = unlimited.empty() ? -1 : Median(unlimited);
+  snprintf(b, sizeof(b), ",\"tiermem_limits\":{\"peak_rss_bytes\":%ld,\"unlimited_seconds\":%.4f,\"limits\":[",
+           peak_rss, base);
+  std::string out = b;
+  for (size_t i = 0; i < factors.size(); ++i) {
+    if (secs[i].empty() || base <= 0) {
+      snprintf(b, sizeof(b), "%s{\"factor\":%g,\"dram_limit_bytes\":%llu,\"seconds\":null}", i ? "," : "",
+               factors[i], static_cast<unsigned long long>(limits[i]));
+      out += b;
+      continue;
+    }
+    const double t = Median(secs[i]);
+    const auto nf = static_cast<unsigned long long>(Median(faults[i]));
+    const auto ne = static_cast<unsigned long long>(Median(evicted[i]));
+    snprintf(b, sizeof(b),
+             "%s{\"factor\":%g,\"dram_limit_bytes\":%llu,\"seconds\":%.4f,\"vs_unlimited\":%.3f,"
+             "\"remote_faults\":%llu,\"pages_evicted\":%llu}",
+             i ? "," : "", factors[i], static_cast<unsigned long long>(limits[i]), t, t / base, nf, ne);
+    out += b;
+    if (!json) {
+      printf("%-12s tiermem at %gx its peak RSS (%llu MiB): %.3f s against %.3f s unlimited (%.2fx), "
+             "%llu remote faults, %llu pages evicted\n",
+             workload.c_str(), factors[i], static_cast<unsigned long long>(limits[i] >> 20), t, base, t / base, nf, ne);
+    }
+  }
+  return out + "]}";
+}
+
 }  // namespace
 
 int Malloc(int argc, char** argv) {
   bool json = false;
   int runs = 5;
   uint64_t scale_n = 1;
-  std::string preload;
+  std::string preload, limit_list;
   std::string workload_list =
       "small,prodcons,larson,realloc,mixed,fanin,large_touch,thread_churn,small_loop,factor,"
       "remote_free,false_share,small_churn,thread_loop";
@@ -142,13 +236,29 @@ int Malloc(int argc, char** argv) {
                      "small_churn", "thread_loop"},
                     true))
       ->capture_default_str();
+  app.add_option("--limits", limit_list,
+                 "also run tiermem under DRAM limits of these multiples of its unlimited peak RSS, with a "
+                 "tiermem-memd on loopback, beside tiermem unlimited (e.g. 3,1.5)")
+      ->check([](const std::string& v) -> std::string {
+        for (const std::string& item : SplitList(v)) {
+          char* end = nullptr;
+          const double f = strtod(item.c_str(), &end);
+          if (end == item.c_str() || *end != 0 || !(f > 0 && f < 1000)) {
+            return "'" + item + "' is not a multiple in (0, 1000)";
+          }
+        }
+        return "";
+      })
+      ->type_name("LIST");
   app.add_option("--preload", preload, "tiermem's preload library (default: libtiermem-preload.so of this build "
                                        "or install)")
       ->type_name("PATH");
   app.footer(
       "JSON keys (--json): workloads, summary.\n"
       "  workloads[]: name, then for each of glibc, jemalloc, mimalloc, tiermem: ALLOC_ops_s,\n"
-      "    ALLOC_cpu_ops_s, ALLOC_rss_bytes, ALLOC_rss_growth_bytes (null when it did not run)\n"
+      "    ALLOC_cpu_ops_s, ALLOC_rss_bytes, ALLOC_rss_growth_bytes (null when it did not run);\n"
+      "    with --limits, tiermem_limits: peak_rss_bytes, unlimited_seconds, limits[]: factor,\n"
+      "    dram_limit_bytes, seconds, vs_unlimited, remote_faults, pages_evicted (medians)\n"
       "  summary: geomean_vs_glibc, worst_vs_glibc, worst_vs_best_of_jemalloc_mimalloc,\n"
       "    cpu_geomean_vs_glibc, cpu_worst_vs_glibc, cpu_worst_vs_best_of_jemalloc_mimalloc,\n"
       "    cpu_geomean_vs_best_of_jemalloc_mimalloc, worst_rss_vs_glibc, worst_rss_growth_vs_glibc,\n"
@@ -180,6 +290,14 @@ int Malloc(int argc, char** argv) {
     }
   }
 
+  std::vector<double> factors;
+  for (const std::string& f : SplitList(limit_list)) factors.push_back(std::stod(f));
+  MemdChild memd;
+  if (!factors.empty() && (!allocs[3].present || !memd.Start(uint64_t{4} << 30))) {
+    fprintf(stderr, "tiermem-bench malloc: --limits needs tiermem's preload library and a tiermem-memd (%s)\n",
+            MemdBinary().c_str());
+    return 1;
+  }
   std::string out = "{\"workloads\":[";
   // The goals over wall-clock and CPU-time throughput (docs/allocator.md).
   struct Goals {
@@ -246,6 +364,9 @@ int Malloc(int argc, char** argv) {
     for (size_t a = 0; a < allocs.size(); ++a) {
       out += ",\"" + std::string(allocs[a].name) + "_rss_growth_bytes\":" +
              num(static_cast<double>(med_growth(a)));
+    }
+    if (!factors.empty() && med_rss(3) > 0) {
+      out += LimitRuns(exe, workloads[w], scale, allocs[3], med_rss(3), factors, runs, json, memd);
     }
     out += "}";
     if (!json) {

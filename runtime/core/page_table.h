@@ -32,10 +32,20 @@ enum PageFlags : uint8_t {
                              // writer thread, which then drops it, or the fault handler on a
                              // write to the page, which calls its eviction off (the page stays
                              // local and dirty; the writing thread does not wait for memd)
+  kPageHeapFree = 1u << 6,   // the heap keeps it with no live block in it (a free span's granule,
+                             // a cached page run: Runtime::Impl::HoldFree): resident and counted
+                             // on its tier, but never listed, sampled or evicted; the heap drops
+                             // it (out of every count) when it lets it go
 };
 
-// PageRecord::tier of a page whose bytes no tier counts any more (its run is being freed).
+// PageRecord::tier of a page whose bytes no tier counts any more (its run is being freed, or
+// the heap holds it with no live block: Runtime::Impl::HoldFree).
 inline constexpr uint8_t kNoTier = 0xff;
+// PageRecord::tier of a live local DRAM page that was not resident when the runtime last looked
+// (Runtime::Impl::CountResident: allocated, never touched or dropped): no tier counts it, and
+// the count that finds it resident again puts it back on DRAM. Like kNoTier, any value from
+// kNumTiers up is "counted nowhere" to every reader of the tier.
+inline constexpr uint8_t kUntouchedTier = 0xfe;
 
 struct PageRecord {
   std::atomic<uint8_t> state{0};        // PageState

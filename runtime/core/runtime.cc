@@ -417,6 +417,9 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
     region->FreeRun(first);
     return s;
   }
+  // Counted before the pages carry their tier: CountResident may take an untouched page out of
+  // the count as soon as it reads the tier, and the count must not go below zero meanwhile.
+  allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
   for (uint64_t i = first; i < first + npages; ++i) {
     region->record(i).tier.store(static_cast<uint8_t>(chosen), std::memory_order_relaxed);
   }
@@ -425,7 +428,6 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
     for (uint64_t i = first; i < first + npages; ++i) region->record(i).flags.fetch_or(kPagePinned);
   }
   if (migrator_) migrator_->OnAllocate(region, first, npages);  // pages to watch
-  allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
   if ((flags & kAllocPopulate) && chosen != Tier::kRemote) {
     int rc = os::Populate(p, rounded);
     if (rc != 0) TM_LOG_WARN("populating %llu bytes: %s", static_cast<unsigned long long>(rounded),

@@ -85,6 +85,40 @@ class Runtime::Impl final : public PageMover {
   // touch sees a zero page. Pages on the remote tier forget their server copy. For the heap,
   // which recycles spans inside a run it keeps.
   Status DiscardPages(void* p, size_t bytes);
+  // The heap's free pages (allocator/page_heap.cc; runtime/core/resident.cc). A DRAM limit is
+  // kept against pages that hold live data, so pages of a live run in which the heap holds no
+  // live block (a free span's granules, a segment's room not yet cut into spans, a cached page
+  // run) leave every tier's count while they are free:
+  // - HoldFree(p, bytes, kDrop): their contents are dropped as by DiscardPages (a page on the
+  //   remote tier forgets its server copy: never faulted back) and they leave their tier's
+  //   count (PageRecord::tier kNoTier: no plan, relief or migration takes them, and nothing of
+  //   them is sent to memd). kFresh: the same without the drop, for pages the caller vouches
+  //   were never touched (a fresh run). kKeep: the heap keeps them for its next request without
+  //   a fault (its bounded caches of free pages): they stay resident and counted, flagged
+  //   kPageHeapFree, and are never listed, sampled or evicted (a range with a page that is not
+  //   local is dropped instead: kept, it would be read back from memd).
+  // - ReuseFree(p, bytes, tier): the heap hands them out again: the flag goes, and the pages it
+  //   dropped belong to `tier` again (kDram for kAuto and kRemote: their next touch is a zero
+  //   page, here, on the run's DRAM binding). On DRAM they count once CountResident finds them
+  //   resident (kUntouchedTier until then); on CXL at once.
+  // Both take whole pages of one live run the calling heap owns, which no thread touches while
+  // they are held free. kKeep, kFresh and ReuseFree are lock-free and allocation-free (the page
+  // heap calls them under its lock); kDrop takes the pager's io lock (as DiscardPages).
+  enum class FreeHold { kDrop, kFresh, kKeep };
+  // Whether DRAM's limit is kept against resident pages (CountResident, and pages handed out
+  // from dropped or fresh memory counted once touched): where evictions keep it, that is a
+  // DRAM limit with a connected remote tier and TIERMEM_ON_REMOTE_FULL=overcommit. Elsewhere the
+  // limit is a cap on allocations (docs/protocol.md): pages count as they are handed out.
+  bool CountsResident() const {
+    return tier_limit_[Index(Tier::kDram)] != 0 && pager_ != nullptr && !remote_absent_ &&
+           on_remote_full_ == RemoteFullPolicy::kOvercommit;
+  }
+  Status HoldFree(void* p, size_t bytes, FreeHold how);
+  void ReuseFree(void* p, size_t bytes, Tier tier);
+  // PageMover::CountResident (resident.cc): local DRAM pages the kernel has not backed go to
+  // kUntouchedTier and leave DRAM's count; such pages found resident come back to it. At most
+  // once per kResidentCostShare times its own last duration.
+  void CountResident() override;
   // The region holding p, or nullptr. Lock-free.
   Region* RegionOf(const void* p) const;
   // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.
@@ -191,6 +225,8 @@ class Runtime::Impl final : public PageMover {
   std::atomic<int> nregions_{0};
   std::mutex grow_mu_;
   std::atomic<bool> running_{false};
+  uint64_t resident_next_ns_ = 0;  // CountResident's next look (its caller's thread only)
+  static constexpr uint64_t kResidentCostShare = 20;
   std::unique_ptr<Migrator> migrator_;  // automatic tiering
   std::unique_ptr<Pager> pager_;        // the remote tier
   // The policy thread's background evictions (EvictPagesBackground), settled by WaitEvictions;

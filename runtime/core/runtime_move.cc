@@ -313,10 +313,11 @@ StatusOr<std::vector<PageLocation>> Runtime::Impl::Locate(const void* ptr, size_
       Tier t = TierOfNode(nodes[i]);
       loc.tier = t == Tier::kAuto ? static_cast<Tier>(rec.tier.load()) : t;
     } else {
-      loc.tier = static_cast<Tier>(rec.tier.load(std::memory_order_relaxed));
+      const uint8_t t = rec.tier.load(std::memory_order_relaxed);
       // A local page of a range allocated on the remote tier was faulted in: a fault puts it
-      // in DRAM, as it would this one.
-      if (loc.tier == Tier::kRemote) loc.tier = Tier::kDram;
+      // in DRAM, as it would this one. So does a page no tier counts (untouched, or held free
+      // by the heap): its next touch is a zero page in DRAM.
+      loc.tier = t >= kNumTiers || t == static_cast<uint8_t>(Tier::kRemote) ? Tier::kDram : static_cast<Tier>(t);
     }
   }
   return out;

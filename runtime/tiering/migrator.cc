@@ -249,6 +249,10 @@ void Migrator::RefreshBudget() {
   const uint64_t now = os::MonotonicNanos();
   if (dram_budget_ == 0 || now < budget_at_ns_ + interval_ms_ * 1000000) return;
   budget_at_ns_ = now;
+  // DRAM's count is of resident pages: what the program allocated and never touched, or the
+  // kernel dropped, is left out (and what it touched since is counted again) before the budget
+  // is compared with it.
+  mover_->CountResident();
   // At most half the limit: a runtime that somehow held more would otherwise leave the program
   // no DRAM at all; the rest shows as DRAM over its limit.
   const uint64_t own = mover_->OwnPages();

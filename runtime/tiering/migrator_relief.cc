@@ -160,7 +160,7 @@ void Migrator::TakeWatchedVictims(size_t max, std::vector<Victim>* out) {
     const uint8_t state = rec.state.load(std::memory_order_acquire);
     // Held by the soft sampler (untouched since it was armed), or resident under protection.
     const bool held = state == static_cast<uint8_t>(PageState::kInFlight) && (flags & kPageSampled);
-    if ((state != static_cast<uint8_t>(PageState::kLocal) && !held) || (flags & kPagePinned) ||
+    if ((state != static_cast<uint8_t>(PageState::kLocal) && !held) || (flags & (kPagePinned | kPageHeapFree)) ||
         rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(Tier::kDram)) {
       continue;
     }
@@ -204,7 +204,7 @@ bool Migrator::PopVictims(size_t max, std::vector<Victim>* out, bool fifo) {
       const bool held = state == static_cast<uint8_t>(PageState::kInFlight) && (flags & kPageSampled);
       if (!same || (state != static_cast<uint8_t>(PageState::kLocal) && !held) ||
           rec.tier.load(std::memory_order_relaxed) != static_cast<uint8_t>(Tier::kDram) ||
-          (flags & kPagePinned) || (flags & need) != need) {
+          (flags & (kPagePinned | kPageHeapFree)) || (flags & need) != need) {
         continue;
       }
       out->push_back({addr, (e & kSparedBit) != 0});

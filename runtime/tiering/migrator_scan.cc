@@ -68,6 +68,12 @@ uint64_t Migrator::ScanWindow(Region* r, uint64_t from, uint64_t end, uint64_t* 
     const uint8_t flags = rec.flags.load(std::memory_order_relaxed);
     Tier tier;
     if (!ResidentTier(rec, st, flags, &tier)) continue;  // in flight: the pager owns it this round
+    if (flags & kPageHeapFree) {  // the heap's free page: counted on its tier, never moved
+      ++(tier == Tier::kDram ? out->dram_pages : out->lower_pages);
+      out->cxl_pages += tier == Tier::kCxl;
+      ++out->unlisted[static_cast<int>(tier)];
+      continue;
+    }
     const bool pinned = (flags & kPagePinned) != 0;     // every page of a pinned run carries it
     const uint64_t key = region_key + i;
     if (!pinned) out->candidates.push_back(r->PageAddress(i));
@@ -181,7 +187,10 @@ void Migrator::ListNamed(std::span<const uint64_t> named, RoundScan* out) {
     const PageRecord& rec = r->record(r->PageIndex(addr));
     const uint8_t st = rec.state.load(std::memory_order_acquire);
     Tier tier;
-    if (!ResidentTier(rec, st, rec.flags.load(std::memory_order_relaxed), &tier)) continue;
+    if (!ResidentTier(rec, st, rec.flags.load(std::memory_order_relaxed), &tier) ||
+        (rec.flags.load(std::memory_order_relaxed) & kPageHeapFree)) {
+      continue;
+    }
     named_scratch_.push_back({key, tier, (rec.flags.load(std::memory_order_relaxed) & kPagePinned) != 0});
   }
   std::sort(named_scratch_.begin(), named_scratch_.end(),

@@ -96,6 +96,11 @@ class PageMover {
   virtual uint64_t TierPages(Tier tier) const = 0;
   // DRAM pages the runtime holds for its own use that count against DRAM's budget (0: none).
   virtual uint64_t OwnPages() const { return 0; }
+  // Brings TierPages(kDram) to the pages resident in DRAM: local DRAM pages the kernel has not
+  // backed (allocated and never touched, or dropped) stop counting, and such pages touched
+  // since count again. Costs a look at every live page (mincore and its record), so it may
+  // skip a call to keep that cost a small share of the caller's time. The policy thread's.
+  virtual void CountResident() {}
 
  protected:
   ~PageMover() = default;

@@ -26,3 +26,8 @@ tiermem_add_gtest(NAME remote_fork_test LABEL integration TIMEOUT 300 SOURCES re
 target_compile_definitions(remote_fork_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
 add_dependencies(remote_fork_test tiermem-memd)
 target_link_libraries(remote_fork_test PRIVATE tiermem_memd_child)
+# DRAM counted as resident live pages: the heap's free pages under a limit, churn at 3x its live set.
+tiermem_add_gtest(NAME resident_test LABEL integration TIMEOUT 120 SOURCES resident_test.cc)
+target_compile_definitions(resident_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
+add_dependencies(resident_test tiermem-memd)
+target_link_libraries(resident_test PRIVATE tiermem_memd_child)

@@ -1,0 +1,120 @@
+// The heap's free pages out of the tiers' counts (Runtime::Impl::HoldFree / ReuseFree, see
+// runtime_impl.h): under a DRAM limit the budget counts the pages that hold live data, so a page
+// the heap holds with only free blocks in it is dropped here and is never evicted to memd nor
+// faulted back from it.
+//
+// Threads, and why a page held free is never sent out or read back:
+// - Discarded (HoldFree): the heap's thread that freed the span or the run, with the page heap's
+//   lock released. The page's tier goes to kNoTier first: from then on budget relief (PopVictims,
+//   TakeWatchedVictims: tier must be kDram), the policy thread's scan (ResidentTier: no tier, not
+//   listed) and migrations working from a stale view (Retag: no tier, nothing counted) leave it
+//   alone. Then the pager's OnDiscard, under its io lock, waits for a fault or an eviction that
+//   claimed the page before (kInFlight) and for every queued eviction write, drops the page and
+//   frees its server slot: no eviction of it is in progress afterwards, and no later one picks it.
+// - Evicted: the policy thread (relief, plan) and the pager's writer thread, only for pages with
+//   a tier; a page held free has none.
+// - Faulted: the pager's fault thread, only when a thread touches the page. Nobody touches a page
+//   the heap holds free; after ReuseFree the owner's first touch of a dropped page is a missing
+//   fault on a kLocal page without a slot (a zero page, by the kernel or, in a range registered
+//   with userfaultfd, by the fault thread), never a read from memd.
+// ReuseFree runs on the heap's thread that hands the pages out again, before it returns them,
+// so the page counts before anyone can touch it.
+#include "runtime/core/runtime_impl.h"
+
+#include <algorithm>
+
+#include "base/os.h"
+#include "runtime/tiering/migrator.h"
+
+namespace tiermem {
+
+Status Runtime::Impl::HoldFree(void* p, size_t bytes, FreeHold how) {
+  Region* region = RegionOf(p);
+  if (region == nullptr || bytes == 0 || reinterpret_cast<uintptr_t>(p) % page_size_ != 0 ||
+      bytes % page_size_ != 0 || !region->Contains(static_cast<char*>(p) + bytes - 1)) {
+    return InvalidArgument("HoldFree: not whole pages of tiermem's managed memory");
+  }
+  const uint64_t first = region->PageIndex(p), n = bytes / page_size_;
+  // A page kept must be here: one on the remote tier (or on its way) would be read back from
+  // memd when the heap hands it out again, for bytes nobody needs. Such a range is dropped.
+  for (uint64_t i = first; how == FreeHold::kKeep && i < first + n; ++i) {
+    if (region->record(i).state.load(std::memory_order_acquire) != static_cast<uint8_t>(PageState::kLocal)) {
+      how = FreeHold::kDrop;
+    }
+  }
+  if (how == FreeHold::kKeep) {
+    for (uint64_t i = first; i < first + n; ++i) {
+      region->record(i).flags.fetch_or(kPageHeapFree, std::memory_order_relaxed);
+    }
+    return Status::Ok();
+  }
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region->record(i);
+    const uint8_t t = rec.tier.exchange(kNoTier, std::memory_order_relaxed);
+    if (t < kNumTiers) allocated_[t].fetch_sub(page_size_, std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~kPageHeapFree), std::memory_order_relaxed);
+  }
+  if (how == FreeHold::kFresh) return Status::Ok();
+  if (migrator_) migrator_->OnFree(region, first, n);  // lift sampling protection
+  return DiscardPages(p, bytes);
+}
+
+void Runtime::Impl::ReuseFree(void* p, size_t bytes, Tier tier) {
+  Region* region = RegionOf(p);
+  if (region == nullptr) return;
+  // A dropped page handed out again is not resident until its owner touches it: on DRAM it is
+  // "untouched", and the next CountResident that finds it resident counts it. (CXL pages count
+  // at once: CountResident looks at DRAM only; so do all where the limit is a cap.)
+  const bool now = tier == Tier::kCxl || !CountsResident();
+  const uint8_t to = now ? static_cast<uint8_t>(tier == Tier::kCxl ? Tier::kCxl : Tier::kDram) : kUntouchedTier;
+  const uint64_t first = region->PageIndex(p), n = bytes / page_size_;
+  uint64_t counted = 0;
+  for (uint64_t i = first; i < first + n; ++i) {
+    PageRecord& rec = region->record(i);
+    uint8_t old = kNoTier;
+    counted += rec.tier.compare_exchange_strong(old, to, std::memory_order_relaxed);
+    rec.flags.fetch_and(uint8_t(~kPageHeapFree), std::memory_order_relaxed);
+  }
+  if (now) allocated_[to].fetch_add(counted * page_size_, std::memory_order_relaxed);
+}
+
+void Runtime::Impl::CountResident() {
+  const uint64_t t0 = os::MonotonicNanos();
+  if (t0 < resident_next_ns_ || !CountsResident()) return;
+  constexpr size_t kChunk = 512;  // pages per mincore call: the vector stays on the stack
+  unsigned char vec[kChunk];
+  constexpr auto kDramTier = static_cast<uint8_t>(Tier::kDram);
+  constexpr auto kLocalState = static_cast<uint8_t>(PageState::kLocal);
+  const int n = nregions_.load(std::memory_order_acquire);
+  for (int k = 0; k < n; ++k) {
+    Region& r = *regions_[k];
+    const uint64_t end = r.high_water();
+    for (uint64_t i = 0; i < end; i += kChunk) {
+      const size_t m = std::min<uint64_t>(kChunk, end - i);
+      if (os::ResidentMap(r.PageAddress(i), m, vec) != 0) continue;
+      uint64_t in = 0, out = 0;
+      for (size_t j = 0; j < m; ++j) {
+        PageRecord& rec = r.record(i + j);
+        // Only local pages: a page in flight or remote belongs to the pager, whose accounting
+        // (OnResident, OnEvicted) moves its count; a free or released one counts nowhere.
+        if (rec.state.load(std::memory_order_acquire) != kLocalState) continue;
+        // Each change of a page between DRAM and "untouched" is one compare-exchange of its
+        // tier with the count moved by its winner: Free, HoldFree and Retag exchange the tier
+        // too, and move bytes only for a real tier they find, so no page counts twice or never.
+        if (vec[j] & 1) {
+          uint8_t expect = kUntouchedTier;
+          in += rec.tier.compare_exchange_strong(expect, kDramTier, std::memory_order_relaxed);
+        } else {
+          uint8_t expect = kDramTier;
+          out += rec.tier.compare_exchange_strong(expect, kUntouchedTier, std::memory_order_relaxed);
+        }
+      }
+      if (in > 0) allocated_[kDramTier].fetch_add(in * page_size_, std::memory_order_relaxed);
+      if (out > 0) allocated_[kDramTier].fetch_sub(out * page_size_, std::memory_order_relaxed);
+    }
+  }
+  const uint64_t t1 = os::MonotonicNanos();
+  resident_next_ns_ = t1 + kResidentCostShare * (t1 - t0);
+}
+
+}  // namespace tiermem
