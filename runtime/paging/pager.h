@@ -5,52 +5,8 @@
 // The pager: moves page runs of managed regions out to a memory server (tiermem-memd) and faults
 // them back in with userfaultfd.
 //
-// Design (the why is in docs/protocol.md, "Paging"):
-// - Only ranges that have been evicted (or allocated on kRemote) are registered with userfaultfd
-//   (MISSING | WP). A first-touch fault through a handler thread costs about twice one the
-//   kernel serves itself, so untouched memory never sees userfaultfd. Freed runs are unregistered again.
-// - Evict(run): pages go kLocal -> kInFlight (CAS), the range is write-protected (uffd-wp), the
-//   resident pages that are dirty are written to memd (clean ones already are there), then the
-//   run is dropped (MADV_DONTNEED) and marked kRemote, and any thread that faulted on it meanwhile
-//   is woken to fault again. A write during eviction therefore waits and then reads the server's
-//   copy: no page is lost between "written out" and "dropped". Untouched pages (no pte) are not
-//   written at all; they come back as zero pages.
-// - Fault: one handler thread reads userfaultfd events in batches, posts the reads of every
-//   faulted remote page at once (pipelined on its own connection), and installs each page with
-//   UFFDIO_COPY, which wakes every thread waiting on it: concurrent faults on a page are served
-//   once. A fresh page (allocated on kRemote, never written) is zero-filled together with the
-//   fresh pages after it in its run, up to kZeroBatch in one UFFDIO_COPY: first touch of remote
-//   memory costs one handler round trip per batch, not per page. A page brought in by a read fault is installed write-protected and stays "clean"
-//   (kPageRemoteClean): if it is evicted again before anyone writes it, it is not written again.
-//   The first write to it costs one WP fault that marks it dirty.
-// - A fault that cannot be served (server dead or silent beyond TIERMEM_REMOTE_TIMEOUT_MS) prints
-//   one line naming the server and the address, and the process exits with status 75: the
-//   program never reads a zero page in place of its data, and never hangs.
-//
-// - Several servers (TIERMEM_REMOTE=a,b,...): every reachable one is used, with two connections
-//   each (one for evictions and control, one for the fault handler) in one session per server.
-//   Each Evict call (a run) places its new pages on one server, the one with the most room left
-//   (its quota minus the pages this process keeps there; ties go round-robin); a server that
-//   refuses an allocation (full) is skipped for a second and placement goes to the next one;
-//   when none is left the eviction fails and on_full is called (the runtime warns, and
-//   TIERMEM_ON_REMOTE_FULL decides what DRAM's limit does: docs/protocol.md). A
-//   page's record holds its pager slot, and the pager's range table maps that slot to the server
-//   and memd slot, so a fault always goes to the server that holds the page.
-// - Replicas (TIERMEM_REPLICAS=N, PagerConfig::replicas): slots are taken from memd in ranges,
-//   and with N > 1 each range is a group of N equal ranges on N distinct servers (the first with
-//   the most room, the others the next roomiest). A pager slot therefore names N memd slots, one
-//   per server; an eviction writes the page to all N and drops it only when all N acknowledged.
-//   A fault reads one replica (the server with the lowest recent read latency) and turns to
-//   another when that one fails or stays silent past the timeout; the process ends (exit 75, one
-//   line naming the page's servers) only when no replica of a page it needs is left.
-// - A server that fails (connection lost, timeout, an error reply) is marked down with one
-//   warning naming it: it gets no new pages and no more requests. Pages that had a replica there
-//   are copied from a survivor to another server by the repair thread (pager_repair.cc, rate
-//   TIERMEM_REPAIR_RATE) until each has N replicas again; a range being repaired receives the
-//   evictions' writes while it is filled, so no write is missed. Free slots of a range with a
-//   down member are not handed out (new evictions go to healthy groups).
-// - The userfaultfd, eventfd and pagemap calls are in base/os.h; this file and
-//   pager_fault.cc (the handler thread) are policy.
+// The design (states, eviction, faults, several servers, replicas, failures) is docs/protocol.md,
+// "Paging": read it before changing this class.
 //
 // Thread safety: every public method may be called from any thread. Evict and FetchBack are
 // serialised on the servers' io connections (io_mu_); the handler thread has its own connection
@@ -376,6 +332,9 @@ class Pager {
   // The repair thread (pager_repair.cc): restores the replicas of ranges with a down member.
   void RepairLoop();
   bool RepairOne();  // one range; false when none needs it (or none can be done now)
+  void ForgetDownServers();                                 // RepairOne's steps
+  bool RangeToRepair(size_t* ri, uint32_t* bad) const;
+  bool PickReplacement(const Range& r, Member* to);
   void Probe();
   // Connects again, once a second, to each server that is down (or was not reached at start)
   // and that no range lists any more (its copies are restored elsewhere): a new session, and it

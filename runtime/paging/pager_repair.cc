@@ -194,11 +194,8 @@ void Pager::CountDebt() {
   c_->remote_degraded_pages.store(degraded, std::memory_order_relaxed);
 }
 
-bool Pager::RepairOne() {
-  std::unique_lock<std::mutex> io(io_mu_);
-  if (forked_child_) return false;
-  DrainWrites();
-  // A down server's copies are gone: off the counters, once.
+// A down server's copies are gone: off the counters, once. io_mu_ held.
+void Pager::ForgetDownServers() {
   for (auto& s : servers_) {
     if (s->down.load(std::memory_order_acquire) && !s->down_counted) {
       s->down_counted = true;
@@ -206,11 +203,13 @@ bool Pager::RepairOne() {
       s->c->slots.store(0, std::memory_order_relaxed);
     }
   }
-  // A range with a down member and a surviving one, or coded, k surviving ones (a range with
-  // fewer cannot be restored: a fault on its pages ends the process, naming its servers).
-  size_t ri = SIZE_MAX;
-  uint32_t bad = 0;
-  for (size_t i = 0; i < ranges_.size() && ri == SIZE_MAX; ++i) {
+}
+
+// The first range with a down member and a surviving one, or coded, k surviving ones (a range
+// with fewer cannot be restored: a fault on its pages ends the process, naming its servers):
+// its index and the member to replace. io_mu_ held.
+bool Pager::RangeToRepair(size_t* ri, uint32_t* bad) const {
+  for (size_t i = 0; i < ranges_.size(); ++i) {
     const Range& r = *ranges_[i];
     if (r.n < 2 || r.has_join) continue;
     uint32_t down = r.n, up = 0;
@@ -219,14 +218,18 @@ bool Pager::RepairOne() {
       else if (down == r.n) down = m;
     }
     if (down < r.n && up >= need_) {
-      ri = i;
-      bad = down;
+      *ri = i;
+      *bad = down;
+      return true;
     }
   }
-  if (ri == SIZE_MAX) return false;
-  Range& r = *ranges_[ri];
-  // The replacement: the roomiest usable server that is not a member, not taken out of the
-  // servers file, and grants the count.
+  return false;
+}
+
+// The replacement for a member of `r`: slots granted on the roomiest usable server that is not
+// a member and not taken out of the servers file. A server that fails the request other than for
+// room is marked down. io_mu_ held.
+bool Pager::PickReplacement(const Range& r, Member* to) {
   std::vector<std::pair<uint64_t, size_t>> order;
   for (size_t k = 0, n = servers_.size(); k < n; ++k) {
     if (!Placeable(k)) continue;
@@ -236,18 +239,28 @@ bool Pager::RepairOne() {
     order.emplace_back(Room(k), k);
   }
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  Member to;
-  bool found = false;
   for (const auto& [room, k] : order) {
     auto got = servers_[k]->io->AllocSlots(r.count / per_slot_);
     if (got.ok()) {
-      to = MemberOn(k, *got);
-      found = true;
-      break;
+      *to = MemberOn(k, *got);
+      return true;
     }
     if (got.status().code() != StatusCode::kResourceExhausted) MarkDown(k, got.status());
   }
-  if (!found) return false;  // again in a second
+  return false;
+}
+
+bool Pager::RepairOne() {
+  std::unique_lock<std::mutex> io(io_mu_);
+  if (forked_child_) return false;
+  DrainWrites();
+  ForgetDownServers();
+  size_t ri = SIZE_MAX;
+  uint32_t bad = 0;
+  if (!RangeToRepair(&ri, &bad)) return false;
+  Range& r = *ranges_[ri];
+  Member to;
+  if (!PickReplacement(r, &to)) return false;  // again in a second
   Server& dst = *servers_[to.server];
   {
     std::lock_guard<std::mutex> lock(slots_mu_);
