@@ -32,6 +32,13 @@ void ExitRemoteLost() {
   std::_Exit(kRemoteLostExitCode);
 }
 
+// The handler thread cannot go on (its descriptors or buffers failed): no fault could be served
+// again, so the process ends as when a page is lost.
+[[noreturn]] static void HandlerFails(const Status& why) {
+  TM_LOG_ERROR("remote tier: fault handler: %s", why.message().c_str());
+  ExitRemoteLost();
+}
+
 void Pager::Fatal(const void* addr, size_t server, const Status& why) {
   const std::string& name = server < servers_.size() ? servers_[server]->name : server_;
   TM_LOG_ERROR("remote tier: the page at %p could not be fetched from memory server %s: %s; "
@@ -112,9 +119,7 @@ void Pager::FaultLoop() {
   OwnMapping spare_map;
   char* spare = spare_bytes == 0 || zeros == nullptr ? nullptr : spare_map.Map(kBatch * spare_bytes, &err);
   if (zeros == nullptr || (spare_bytes > 0 && spare == nullptr)) {
-    TM_LOG_ERROR("remote tier: fault handler cannot map its buffers: %s", strerror(-err));
-    RemoveExitFiles();
-    std::_Exit(kRemoteLostExitCode);
+    HandlerFails(Internal(std::string("cannot map its buffers: ") + strerror(-err)));
   }
   auto stage = [&](ReadReq& rr, size_t j) {
     staging_map.Touched((j + 1) * kPage);
@@ -208,11 +213,7 @@ void Pager::FaultLoop() {
     if (backlog.empty()) {
       const uint64_t spin = sampled_only ? kSampledSpinNs : read_remote ? fault_spin_ns_ : 0;
       auto ready = os::WaitReadable(uffd_, stop_fd_, spin);
-      if (!ready.ok()) {
-        TM_LOG_ERROR("remote tier: fault handler: %s", ready.status().message().c_str());
-        RemoveExitFiles();
-        std::_Exit(kRemoteLostExitCode);
-      }
+      if (!ready.ok()) HandlerFails(ready.status());
       if (*ready == 1) break;  // stop
     }
     pending.clear();
@@ -226,11 +227,7 @@ void Pager::FaultLoop() {
     auto intake = [&] {
       while (room()) {
         auto got = backlog.Read(faults, 64);
-        if (!got.ok()) {
-          TM_LOG_ERROR("remote tier: fault handler: %s", got.status().message().c_str());
-          RemoveExitFiles();
-          std::_Exit(kRemoteLostExitCode);
-        }
+        if (!got.ok()) HandlerFails(got.status());
         if (*got == 0) break;
         // Fewer than asked: the queue is empty now (os::UffdReadFaults). Asking again would
         // cost a read that answers nothing before the reads posted here go out; a fault
