@@ -68,7 +68,12 @@
   X(heap, heap_segment_bytes, heap_segment_bytes, gauge, "bytes", "tiermem_heap_segment_bytes", "Heap segments for small blocks.") \
   X(heap, heap_span_bytes, heap_span_bytes, gauge, "bytes", "tiermem_heap_span_bytes", "Of the segments, spans in use by size classes.") \
   X(heap, heap_large_bytes, heap_large_bytes, gauge, "bytes", "tiermem_heap_large_bytes", "Page runs of large blocks.") \
-  X(heap, heap_large_count, heap_large_count, gauge, "blocks", "tiermem_heap_large_blocks", "Large blocks live.")
+  X(heap, heap_large_count, heap_large_count, gauge, "blocks", "tiermem_heap_large_blocks", "Large blocks live.") \
+  X(heap, heap_free_dropped_pages, heap_free_dropped_pages, counter, "pages", "tiermem_heap_free_dropped_pages_total", "Pages the heap freed under a DRAM limit, dropped: counted nowhere, never evicted.") \
+  X(policy, dram_free_held_bytes, dram_free_held_bytes, gauge, "bytes", "tiermem_dram_free_held_bytes", "Of DRAM's count, resident pages the heap keeps free (as of the latest resident count).") \
+  X(policy, dram_untouched_bytes, dram_untouched_bytes, gauge, "bytes", "tiermem_dram_untouched_bytes", "Allocated DRAM pages not resident, out of DRAM's count (as of the latest resident count).") \
+  X(policy, resident_counts, resident_counts, counter, "counts", "tiermem_resident_counts_total", "Passes that counted DRAM's resident pages (mincore).") \
+  X(policy, resident_count_ns, resident_count_ns, counter, "ns", "tiermem_resident_count_seconds_total", "Time spent counting DRAM's resident pages.")
 // clang-format on
 
 namespace tiermem {

@@ -54,6 +54,7 @@ Status Runtime::Impl::HoldFree(void* p, size_t bytes, FreeHold how) {
     if (t < kNumTiers) allocated_[t].fetch_sub(page_size_, std::memory_order_relaxed);
     rec.flags.fetch_and(uint8_t(~kPageHeapFree), std::memory_order_relaxed);
   }
+  sb_->counters.heap_free_dropped_pages.fetch_add(n, std::memory_order_relaxed);
   if (how == FreeHold::kFresh) return Status::Ok();
   if (migrator_) migrator_->OnFree(region, first, n);  // lift sampling protection
   return DiscardPages(p, bytes);
@@ -86,6 +87,7 @@ void Runtime::Impl::CountResident() {
   constexpr auto kDramTier = static_cast<uint8_t>(Tier::kDram);
   constexpr auto kLocalState = static_cast<uint8_t>(PageState::kLocal);
   const int n = nregions_.load(std::memory_order_acquire);
+  uint64_t held = 0, untouched = 0;  // pages, after this pass's changes
   for (int k = 0; k < n; ++k) {
     Region& r = *regions_[k];
     const uint64_t end = r.high_water();
@@ -104,9 +106,13 @@ void Runtime::Impl::CountResident() {
         if (vec[j] & 1) {
           uint8_t expect = kUntouchedTier;
           in += rec.tier.compare_exchange_strong(expect, kDramTier, std::memory_order_relaxed);
+          // The heap's kept free pages, for the stats only (a moment's figure).
+          held += rec.tier.load(std::memory_order_relaxed) == kDramTier &&
+                  (rec.flags.load(std::memory_order_relaxed) & kPageHeapFree) != 0;
         } else {
           uint8_t expect = kDramTier;
           out += rec.tier.compare_exchange_strong(expect, kUntouchedTier, std::memory_order_relaxed);
+          untouched += rec.tier.load(std::memory_order_relaxed) == kUntouchedTier;
         }
       }
       if (in > 0) allocated_[kDramTier].fetch_add(in * page_size_, std::memory_order_relaxed);
@@ -115,6 +121,11 @@ void Runtime::Impl::CountResident() {
   }
   const uint64_t t1 = os::MonotonicNanos();
   resident_next_ns_ = t1 + kResidentCostShare * (t1 - t0);
+  ProcessCounters& c = sb_->counters;
+  c.dram_free_held_bytes.store(held * page_size_, std::memory_order_relaxed);
+  c.dram_untouched_bytes.store(untouched * page_size_, std::memory_order_relaxed);
+  c.resident_counts.fetch_add(1, std::memory_order_relaxed);
+  c.resident_count_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
 }
 
 }  // namespace tiermem

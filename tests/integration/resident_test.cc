@@ -158,5 +158,38 @@ TEST_F(Resident, ChurnUnderThreeTimesTheLiveSetMakesNoRemoteFault) {
   EXPECT_EQ(c.budget_relief_pages, 0u);
 }
 
+// The stats say what DRAM's count leaves out: allocated pages never touched show in
+// dram_untouched_bytes after a resident count, and leave it once written.
+TEST_F(Resident, UntouchedPagesShowInTheStatsAndLeaveThemWhenWritten) {
+  ASSERT_NO_FATAL_FAILURE(Start("64M"));
+  constexpr size_t kBytes = 8u << 20, kHalf = kBytes / 2;
+  auto p = rt_->Allocate(kBytes, Tier::kDram);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto* b = static_cast<char*>(*p);
+  memset(b, 1, kHalf);
+  // Two counts after the allocation: the second began after the first half was written.
+  const uint64_t counts0 = rt_->Counters().resident_counts;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const RuntimeCounters c = rt_->Counters();
+        return c.resident_counts >= counts0 + 2 && c.dram_untouched_bytes >= kHalf;
+      },
+      60))
+      << "untouched " << rt_->Counters().dram_untouched_bytes << " after "
+      << rt_->Counters().resident_counts - counts0 << " counts";
+  const uint64_t untouched = rt_->Counters().dram_untouched_bytes;
+  memset(b + kHalf, 2, kHalf);
+  const uint64_t counts1 = rt_->Counters().resident_counts;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const RuntimeCounters c = rt_->Counters();
+        return c.resident_counts >= counts1 + 2 && c.dram_untouched_bytes + kHalf <= untouched;
+      },
+      60))
+      << "untouched " << rt_->Counters().dram_untouched_bytes << ", was " << untouched;
+  EXPECT_GT(rt_->Counters().resident_count_ns, 0u);
+  ASSERT_TRUE(rt_->Free(b).ok());
+}
+
 }  // namespace
 }  // namespace tiermem
