@@ -106,59 +106,8 @@ Status Runtime::Impl::Init(const Options& o) {
   if (!s.ok()) return s.WithContext("reserving the first managed region");
   PublishRegion(0);
   nregions_.store(1, std::memory_order_release);
-  if (opts_.remote[0] != '\0' || opts_.remote_file[0] != '\0') {  // the remote tier: connect, start the fault handler
-    PagerConfig pc;
-    pc.servers = opts_.remote;
-    pc.servers_file = opts_.remote_file;
-    pc.on_server_listed = [this](size_t index, const std::string& name) { PublishServer(index, name); };
-    pc.token = opts_.token;
-    pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
-    pc.replicas = static_cast<uint32_t>(opts_.replicas);  // 1 to kMaxReplicas (the table's range)
-    pc.repair_rate = opts_.repair_rate;
-    pc.fork_share = strcmp(opts_.fork, "share") == 0;
-    pc.code = opts_.remote_code;
-    pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch);
-    pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us);
-    pc.region_of = [this](const void* p) { return RegionOf(p); };
-    pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
-    pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };
-    pc.on_kept = [this](Region& r, uint64_t i) {
-      if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnResident(&r, i, 1);
-    };
-    pc.on_window_done = [this] {
-      if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnLeftDram();
-    };
-    pc.after_faults = [this] {
-      if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->AfterFaults();
-    };
-    pc.on_full = [this] { NoteRemoteFull(); };
-    pc.counters = &sb_->counters;
-    pc.server_counters = sb_->servers;
-    auto pager = Pager::Start(std::move(pc));
-    if (pager.ok()) {
-      pager_ = std::move(*pager);
-    } else {
-      // The pager's messages about the servers file name the file themselves.
-      tier_absent_[2] = (opts_.remote[0] != '\0' ? "TIERMEM_REMOTE=" + std::string(opts_.remote) + ": " : "") +
-                        pager.status().message();
-      remote_absent_ = true;
-      if (opts_.remote_required) {
-        TM_LOG_ERROR("remote tier unavailable: %s; TIERMEM_REMOTE_REQUIRED=1: exiting (status %d)",
-                     tier_absent_[2].c_str(), kRemoteLostExitCode);
-        ExitRemoteLost();
-      }
-      // Said once, here: what becomes of the DRAM limit without the tier it relied on.
-      const char* limit = "";
-      if (opts_.dram_limit != 0) {
-        limit = on_remote_full_ == RemoteFullPolicy::kFail
-                    ? "; TIERMEM_DRAM_LIMIT stays a cap (TIERMEM_ON_REMOTE_FULL=fail): allocations "
-                      "past it fail with ENOMEM"
-                    : "; TIERMEM_DRAM_LIMIT is not kept (TIERMEM_ON_REMOTE_FULL=overcommit): DRAM "
-                      "grows past it";
-      }
-      TM_LOG_ERROR("remote tier unavailable: %s; running on DRAM only%s", tier_absent_[2].c_str(), limit);
-    }
-  }
+  // The remote tier: connect, start the fault handler.
+  if (opts_.remote[0] != '\0' || opts_.remote_file[0] != '\0') StartRemoteTier();
   running_.store(true, std::memory_order_release);
   PublishTopology();
   StartStatsTimeline();
@@ -185,6 +134,68 @@ Status Runtime::Impl::Init(const Options& o) {
               NodeListString(tier_nodes_[0]).c_str(), NodeListString(tier_nodes_[1]).c_str(),
               static_cast<unsigned long long>(opts_.region_size >> 20));
   return Status::Ok();
+}
+
+// The pager's configuration from the options, with the runtime's hooks through which paging
+// reports to the policy thread.
+PagerConfig Runtime::Impl::MakePagerConfig() {
+  PagerConfig pc;
+  pc.servers = opts_.remote;
+  pc.servers_file = opts_.remote_file;
+  pc.on_server_listed = [this](size_t index, const std::string& name) { PublishServer(index, name); };
+  pc.token = opts_.token;
+  pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
+  pc.replicas = static_cast<uint32_t>(opts_.replicas);  // 1 to kMaxReplicas (the table's range)
+  pc.repair_rate = opts_.repair_rate;
+  pc.fork_share = strcmp(opts_.fork, "share") == 0;
+  pc.code = opts_.remote_code;
+  pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch);
+  pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us);
+  pc.region_of = [this](const void* p) { return RegionOf(p); };
+  pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
+  pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };
+  pc.on_kept = [this](Region& r, uint64_t i) {
+    if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnResident(&r, i, 1);
+  };
+  pc.on_window_done = [this] {
+    if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnLeftDram();
+  };
+  pc.after_faults = [this] {
+    if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->AfterFaults();
+  };
+  pc.on_full = [this] { NoteRemoteFull(); };
+  pc.counters = &sb_->counters;
+  pc.server_counters = sb_->servers;
+  return pc;
+}
+
+// Starts the pager; when no server can be reached the remote tier is absent (or, with
+// TIERMEM_REMOTE_REQUIRED=1, the process ends), said once with what becomes of DRAM's limit.
+void Runtime::Impl::StartRemoteTier() {
+  auto pager = Pager::Start(MakePagerConfig());
+  if (pager.ok()) {
+    pager_ = std::move(*pager);
+  } else {
+    // The pager's messages about the servers file name the file themselves.
+    tier_absent_[2] = (opts_.remote[0] != '\0' ? "TIERMEM_REMOTE=" + std::string(opts_.remote) + ": " : "") +
+                      pager.status().message();
+    remote_absent_ = true;
+    if (opts_.remote_required) {
+      TM_LOG_ERROR("remote tier unavailable: %s; TIERMEM_REMOTE_REQUIRED=1: exiting (status %d)",
+                   tier_absent_[2].c_str(), kRemoteLostExitCode);
+      ExitRemoteLost();
+    }
+    // Said once, here: what becomes of the DRAM limit without the tier it relied on.
+    const char* limit = "";
+    if (opts_.dram_limit != 0) {
+      limit = on_remote_full_ == RemoteFullPolicy::kFail
+                  ? "; TIERMEM_DRAM_LIMIT stays a cap (TIERMEM_ON_REMOTE_FULL=fail): allocations "
+                    "past it fail with ENOMEM"
+                  : "; TIERMEM_DRAM_LIMIT is not kept (TIERMEM_ON_REMOTE_FULL=overcommit): DRAM "
+                    "grows past it";
+    }
+    TM_LOG_ERROR("remote tier unavailable: %s; running on DRAM only%s", tier_absent_[2].c_str(), limit);
+  }
 }
 
 Status Runtime::Impl::ResolveTiers() {

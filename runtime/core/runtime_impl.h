@@ -145,6 +145,8 @@ class Runtime::Impl final : public PageMover {
  private:
   static int Index(Tier t) { return static_cast<int>(t); }
   Status ResolveTiers();
+  PagerConfig MakePagerConfig();  // Init's remote tier (runtime.cc)
+  void StartRemoteTier();
   // Picks the tier an allocation goes to (fallback, kAuto, limits).
   StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const;
   // Binds a page to `tier` and moves its bytes between the per-tier counts; returns the tier it
