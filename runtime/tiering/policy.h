@@ -255,6 +255,10 @@ class Policy {
   // Returns the moves held. Public for tests.
   uint64_t ConfirmVictims(std::vector<PlannedMove>* plan, const ViewLookup& lookup, uint64_t dram_pages,
                           uint64_t now_ns);
+  // The pages that may replace ConfirmVictims's unconfirmed victims (policy_round.cc).
+  void SpareVictims(const std::vector<PlannedMove>& plan, const ViewLookup& lookup, uint64_t now_ns,
+                    std::vector<std::pair<double, uint64_t>>* spare,
+                    std::vector<std::pair<double, uint64_t>>* partial) const;
   // Block expansion: a demotion victim takes along the pages of its aligned block that are on its
   // source tier, not pinned, not hot (below promote_heat) and, under sampling, confirmed cold, as
   // far as the destination has room below its low watermark; pages of the block already on the

@@ -109,6 +109,30 @@ std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, P
   return ExpandBlocks(plan, in, now_ns);
 }
 
+// DRAM pages not in `plan` that may replace its unconfirmed victims: `spare`, the confirmed-cold
+// ones, coldest first (under the carried watch: the longest watched first); `partial`, those
+// watched without an access but not yet for confirm_ns_, the longest watched first.
+void Policy::SpareVictims(const std::vector<PlannedMove>& plan, const ViewLookup& lookup, uint64_t now_ns,
+                          std::vector<std::pair<double, uint64_t>>* spare,
+                          std::vector<std::pair<double, uint64_t>>* partial) const {
+  std::unordered_set<uint64_t> in_plan;
+  for (const PlannedMove& m : plan) in_plan.insert(m.page);
+  auto spare_page = [&](uint64_t k) {
+    const PageView* v = lookup.Find(k);
+    return v != nullptr && !in_plan.count(k) && v->tier == Tier::kDram && !v->pinned;
+  };
+  for (uint64_t k : confirmed_cold_) {
+    if (!spare_page(k)) continue;
+    auto w = watch_since_.find(k);
+    spare->push_back({w != watch_since_.end() ? static_cast<double>(w->second) : Heat(k, now_ns), k});
+  }
+  for (auto& [k, since] : watch_since_) {
+    if (!ConfirmedCold(k) && spare_page(k)) partial->push_back({static_cast<double>(since), k});
+  }
+  std::sort(spare->begin(), spare->end());
+  std::sort(partial->begin(), partial->end());
+}
+
 uint64_t Policy::ConfirmVictims(std::vector<PlannedMove>* plan_in, const ViewLookup& lookup, uint64_t dram_pages,
                                 uint64_t now_ns) {
   // Why heat alone is not enough for DRAM's victims: a round may find DRAM far over its budget
@@ -125,25 +149,8 @@ uint64_t Policy::ConfirmVictims(std::vector<PlannedMove>* plan_in, const ViewLoo
   }
   const bool cxl = config_.present[Idx(Tier::kCxl)];
   const uint64_t dram_budget = config_.budget_pages[Idx(Tier::kDram)];
-  std::unordered_set<uint64_t> in_plan;
-  for (const PlannedMove& m : plan) in_plan.insert(m.page);
-  // Confirmed-cold DRAM pages not in the plan, coldest first (under the carried watch: the
-  // longest watched first); `partial`: watched without an access, not yet for confirm_ns_.
   std::vector<std::pair<double, uint64_t>> spare, partial;
-  auto spare_page = [&](uint64_t k) {
-    const PageView* v = lookup.Find(k);
-    return v != nullptr && !in_plan.count(k) && v->tier == Tier::kDram && !v->pinned;
-  };
-  for (uint64_t k : confirmed_cold_) {
-    if (!spare_page(k)) continue;
-    auto w = watch_since_.find(k);
-    spare.push_back({w != watch_since_.end() ? static_cast<double>(w->second) : Heat(k, now_ns), k});
-  }
-  for (auto& [k, since] : watch_since_) {
-    if (!ConfirmedCold(k) && spare_page(k)) partial.push_back({static_cast<double>(since), k});
-  }
-  std::sort(spare.begin(), spare.end());
-  std::sort(partial.begin(), partial.end());
+  SpareVictims(plan, lookup, now_ns, &spare, &partial);
   size_t next_partial = 0, next_spare = 0, spare_end = spare.size();
   uint64_t held = 0;
   // Victims bound for remote need confirmation too, except for DRAM's excess over 1.5x its
