@@ -94,7 +94,7 @@ const OptionSpec kTable[] = {
            "give DRAM when an allocation asks for a tier this machine does not have"),
     TM_OPT("TIERMEM_STATS", OptionKind::kString, "", stats,
            "per-tier usage and counters at exit: stderr (text), or a file path (one JSON line; "
-           "with TIERMEM_STATS_INTERVAL_MS, a timeline of JSON lines)"),
+           "with TIERMEM_STATS_INTERVAL_MS, a timeline of JSON lines); %p in the path is the process id"),
     TM_OPT("TIERMEM_STATS_INTERVAL_MS", OptionKind::kUint, "0", stats_interval_ms,
            "with TIERMEM_STATS a file path: append a JSON line of live stats every this many ms "
            "(0 = only at exit); `tiermemctl plot` draws it"),

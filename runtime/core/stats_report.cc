@@ -19,13 +19,30 @@ namespace {
 
 bool StatsToFile(const char* where) { return where[0] != '\0' && strcmp(where, "stderr") != 0; }
 
+// The file's path with each "%p" replaced by this process's id, read when the file is opened:
+// a forked child, or each program of a script run with one TIERMEM_STATS, writes a file of its
+// own (`tiermem run` relies on it).
+std::string StatsPath(const char* where) {
+  std::string path;
+  for (const char* c = where; *c != '\0'; ++c) {
+    if (c[0] == '%' && c[1] == 'p') {
+      path += std::to_string(os::ProcessId());
+      ++c;
+    } else {
+      path += *c;
+    }
+  }
+  return path;
+}
+
 }  // namespace
 
 void Runtime::Impl::StartStatsTimeline() {
   if (!StatsToFile(opts_.stats) || opts_.stats_interval_ms == 0) return;
-  const int fd = os::OpenForWrite(opts_.stats, false);
+  const std::string path = StatsPath(opts_.stats);
+  const int fd = os::OpenForWrite(path.c_str(), false);
   if (fd < 0) {
-    TM_LOG_WARN("TIERMEM_STATS=%s: %s; no timeline", opts_.stats, strerror(-fd));
+    TM_LOG_WARN("TIERMEM_STATS=%s: %s; no timeline", path.c_str(), strerror(-fd));
     return;
   }
   auto stop = os::EventFd();
@@ -119,9 +136,10 @@ void Runtime::Impl::FinishStats() {
     return;
   }
   if (stats_fd_ < 0) {
-    stats_fd_ = os::OpenForWrite(where, false);
+    const std::string path = StatsPath(where);
+    stats_fd_ = os::OpenForWrite(path.c_str(), false);
     if (stats_fd_ < 0) {
-      TM_LOG_WARN("TIERMEM_STATS=%s: %s", where, strerror(-stats_fd_));
+      TM_LOG_WARN("TIERMEM_STATS=%s: %s", path.c_str(), strerror(-stats_fd_));
       return;
     }
   }

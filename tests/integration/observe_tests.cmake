@@ -20,3 +20,9 @@ if(TARGET tiermem-preload)
     set_tests_properties(observe.${t} PROPERTIES LABELS preload TIMEOUT 300 SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+# `tiermem run` (docs/run.md): exit status, signals, refused options, a memd of its own.
+if(TARGET tiermem-preload)
+  add_test(NAME run.exit_signals_options_local_memd
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/run_test.sh $<TARGET_FILE:tiermem-cli> $<TARGET_FILE:tiermem-hotset-prog>)
+  set_tests_properties(run.exit_signals_options_local_memd PROPERTIES LABELS preload TIMEOUT 300)
+endif()
