@@ -18,6 +18,7 @@ PKGS=(
   libjemalloc-dev libjemalloc2 libmimalloc-dev libmimalloc2.0
   libisal-dev libisal2
   gnuplot-nox python3 sqlite3 memcached redis-server liblinear-tools
+  help2man debootstrap procps
 )
 apt_install() {
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@"

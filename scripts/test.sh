@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs the dependencies, builds, and runs every ctest label
-# (unit, integration, preload, programs, cluster, fuzz, qemu), then the stress pass
+# (unit, integration, preload, programs, package, cluster, fuzz, qemu), then the stress pass
 # (scripts/stress.sh: the integration, cluster and preload labels again beside two busy loops;
 # TIERMEM_STRESS=0 skips it). Exits non-zero when either run failed. .ci/run calls exactly this.
 set -euo pipefail
