@@ -56,6 +56,10 @@ size_t Heap::UsableSize(const void* p) const noexcept {
 }
 bool Heap::Owns(const void* p) const noexcept { return impl_->core->Owns(p); }
 Tier Heap::tier() const { return impl_->core->tier(); }
+void Heap::Trim() {
+  alloc::HeapCore::FlushThreadCaches();
+  impl_->core->Trim();
+}
 HeapUsage Heap::Usage() const {
   alloc::HeapStats s = impl_->core->Stats();
   HeapUsage u;

@@ -345,6 +345,25 @@ void HeapCore::Release(int cls, void* head, uint32_t n) {
   for (int i = 0; i < nfree; ++i) FreeSpan(to_free[i]);
 }
 
+void HeapCore::Trim() {
+  for (int cls = 0; cls < kNumClasses; ++cls) {
+    Central& c = central_[cls];
+    for (;;) {
+      Span* to_free[kMaxTransfer];
+      int nfree = 0;
+      {
+        std::lock_guard<std::mutex> lock(c.mu);
+        if (c.nslots == 0) break;
+        const Batch b = transfer_[cls][--c.nslots];
+        ReleaseToSpans(c, b.head, b.n, to_free, &nfree);
+      }
+      for (int i = 0; i < nfree; ++i) FreeSpan(to_free[i]);  // lock order: class, then page heap
+    }
+  }
+  RunCache::Run cached[RunCache::kSlots];
+  ReleaseRuns(cached, run_cache_.TakeAll(cached));
+}
+
 // ---------------------------------------------------------------- public operations
 
 void* HeapCore::Malloc(size_t size) {

@@ -253,6 +253,11 @@ class HeapCore {
 
   // Flushes the calling thread's caches of every heap to the central lists (thread exit, tests).
   static void FlushThreadCaches();
+  // Returns what this heap keeps for reuse to the page heap (Heap::Trim): the free blocks
+  // parked in the central transfer slots go back to their spans, and spans left empty are
+  // freed (one empty span per class stays, as ReleaseToSpans keeps it); cached page runs are
+  // released. Blocks in threads' caches stay there (FlushThreadCaches gives this thread's).
+  void Trim();
 
   // Inline fast paths (the preload library's malloc and free) over the primary heap: pop from /
   // push to this thread's cache. They return nullptr / false when the slow path must run (no

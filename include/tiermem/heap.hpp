@@ -63,6 +63,11 @@ class Heap {
 
   Tier tier() const;
   HeapUsage Usage() const;
+  // Gives back what the heap keeps for reuse (as malloc_trim does): free blocks parked between
+  // threads go back to their spans, emptied spans and cached page runs to the page heap. Blocks
+  // in other threads' caches stay. Usage() afterwards shows what live blocks and the heap's
+  // working reserve hold.
+  void Trim();
 
   class Impl;
 
