@@ -157,7 +157,7 @@ ProgramResult RunRedis(const PreloadSetup& setup, const std::string& dir, const 
 
 ProgramJob RedisJob(bool quick) {
   RedisSize z;
-  z.keys = quick ? 10'000 : 60'000;
+  z.keys = quick ? 10'000 : 150'000;
   z.hot_keys = z.keys / 10;
   z.hot_requests = quick ? 45'000 : 216'000;
   z.cold_requests = z.hot_requests / 9;
@@ -177,7 +177,7 @@ ProgramJob RedisJob(bool quick) {
 ProgramJob MemcachedJob(bool quick) {
   McServerConfig c;
   c.memcached = "memcached";
-  c.load.keys = quick ? 5'000 : 40'000;
+  c.load.keys = quick ? 5'000 : 100'000;
   c.load.connections = 4;
   c.load.seconds = quick ? 2 : 4;
   uint64_t data = 0;
