@@ -279,6 +279,13 @@ uint64_t KeyedValue(const std::string& path, const std::string& key) {
 
 }  // namespace
 
+uint64_t KernelSwap::SwapPeakBytes() const {
+  auto read = [&](const char* name) { return std::strtoull(ReadAll(dir_ + name).c_str(), nullptr, 10); };
+  if (version_ == 2) return read("/memory.swap.peak");
+  const uint64_t both = read("/memory.memsw.max_usage_in_bytes"), memory = read("/memory.max_usage_in_bytes");
+  return both > memory ? both - memory : 0;
+}
+
 uint64_t KernelSwap::OomKills() const {
   return KeyedValue(dir_ + (version_ == 2 ? "/memory.events" : "/memory.oom_control"), "oom_kill");
 }

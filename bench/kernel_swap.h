@@ -39,6 +39,10 @@ class KernelSwap {
   // Processes of the cgroup the OOM killer ended (v2 memory.events, v1 memory.oom_control
   // "oom_kill"); 0 when unreadable.
   uint64_t OomKills() const;
+  // At least this much swap was in use at once by the cgroup (v1: the memory+swap high-water mark
+  // less memory's, a lower bound; v2: memory.swap.peak where the kernel has it); 0 when unreadable.
+  // Read after an OOM kill, it tells a full swap file from a reclaim that gave up.
+  uint64_t SwapPeakBytes() const;
 
  private:
   KernelSwap() = default;

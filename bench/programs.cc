@@ -80,6 +80,10 @@ nlohmann::json RunOnce(const ProgramJob& job, const std::string& setup_name, dou
     r.error = why + r.error;
   }
   const uint64_t oom = setup.swap ? setup.swap->OomKills() : 0;
+  if (setup.swap) {  // an OOM kill with swap to spare is the kernel's reclaim giving up, not a full file
+    e["swap_file_bytes"] = c.setup.swap_bytes;
+    e["swap_peak_bytes"] = setup.swap->SwapPeakBytes();
+  }
   if (oom > 0) {
     e["oom_kills"] = oom;
     r.error = "the cgroup's OOM killer ended the program (limit " + std::to_string(c.setup.dram_limit_bytes) +
@@ -267,6 +271,8 @@ void AddProgramsFlags(CLI::App& app, Config& c) {
       "    peak_rss_bytes, faults_per_op (fault_counter: remote_faults for tiermem, major_faults\n"
       "    otherwise), error (null, or why it did not finish: timed out, the OOM killer, ...),\n"
       "    check_failed, result_digest, seconds, ops, ops_per_s, wall_s, bisection, oom_kills,\n"
+      "    swap_file_bytes and swap_peak_bytes (kernel_swap: the swap file's size, and at least this\n"
+      "    much of it in use at once),\n"
       "    tiermem {remote_faults, fault_latency_mean_us, policy_cpu_s, budget_relief_pages, ...}.\n"
       "Exit status 77 when no program could run here (none installed).");
 }

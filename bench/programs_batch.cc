@@ -58,7 +58,7 @@ std::string SqliteScript(uint64_t rows) {
 }  // namespace
 
 ProgramJob SqliteJob(bool quick) {
-  const uint64_t rows = quick ? 50'000 : 300'000;
+  const uint64_t rows = quick ? 50'000 : 800'000;
   ProgramJob j{"sqlite3", "row", {"sqlite3"}, "", {}, {}};
   j.size = std::to_string(rows) + " rows inserted into an in-memory database, two indexes built, then aggregate "
            "(GROUP BY over 5000 groups), join and range queries; output compared with plain's";
@@ -117,7 +117,7 @@ std::string LinearData(const std::string& path, uint64_t rows) {
 }  // namespace
 
 ProgramJob LiblinearJob(bool quick) {
-  const uint64_t rows = quick ? 10'000 : 80'000;
+  const uint64_t rows = quick ? 10'000 : 250'000;
   ProgramJob j{"liblinear", "instance", {"liblinear-train"}, "", {}, {}};
   j.size = std::to_string(rows) + " instances of " + std::to_string(kLinearNonzeros) + " features out of " +
            std::to_string(kLinearFeatures) + ", linearly separable; liblinear-train -s 2 -e 0.1 (L2-regularised "
@@ -190,7 +190,7 @@ Lines ReadLines(const std::string& path) {
 }  // namespace
 
 ProgramJob SortJob(bool quick) {
-  const uint64_t lines = quick ? 100'000 : 800'000;
+  const uint64_t lines = quick ? 100'000 : 2'000'000;
   ProgramJob j{"sort", "line", {"sort"}, "", {}, {}};
   j.size = std::to_string(lines) + " lines of 64 bytes (a random key first) sorted by LC_ALL=C sort -S 1G "
            "--parallel=2; checked: every line once (line count and an order-free sum of line hashes equal the "
@@ -249,7 +249,7 @@ std::string GxxSource(uint64_t entries, uint64_t functions, uint64_t* lines) {
 }  // namespace
 
 ProgramJob GxxJob(bool quick) {
-  const uint64_t entries = quick ? 20'000 : 150'000, functions = quick ? 5 : 30;
+  const uint64_t entries = quick ? 20'000 : 300'000, functions = quick ? 5 : 30;
   auto lines = std::make_shared<uint64_t>(0);
   ProgramJob j{"g++", "source line", {"g++"}, "", {}, {}};
   j.size = "g++ -O2 -c of a generated translation unit: two tables of " + std::to_string(entries) +
