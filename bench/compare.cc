@@ -404,9 +404,9 @@ Subcommand AddCompare(CLI::App& bench) {
   app.add_option("--plot", a->cfg.plot, "also write a bar chart (gnuplot) of p50 ns to this file (default: none)")
       ->type_name("out.svg|out.png");
   a->size = AddSize(app, "--size", a->cfg.local_bytes, ParseSize, "64M", "256K", "",
-                       "bytes per local tier (rounded down to 4 KiB)");
+                    "bytes per local tier (rounded down to 4 KiB)");
   a->remote_size = AddSize(app, "--remote-size", a->cfg.remote_bytes, ParseSize, "8M", "256K", "",
-                              "bytes on the remote tier (rounded down to 4 KiB)");
+                           "bytes on the remote tier (rounded down to 4 KiB)");
   a->reps = AddCount(app, "--reps", a->cfg.reps, ParseUint, "1", "1000", "measured repetitions (after one warm-up)");
   app.add_option("--memd-host", a->cfg.memd_host, "address the started memd listens on (RDMA needs a verbs device)")
       ->capture_default_str();

@@ -417,7 +417,7 @@ Subcommand AddMalloc(CLI::App& bench) {
       })
       ->type_name("LIST");
   app.add_option("--preload", a->preload, "tiermem's preload library (default: libtiermem-preload.so of this build "
-                                       "or install)")
+                                          "or install)")
       ->type_name("PATH");
   app.footer(
       "JSON keys (--json): workloads, summary.\n"

@@ -295,7 +295,8 @@ struct Args {
 };
 
 int RunRemoteFault(Args args, const std::string&) {
-  auto& [transport, server, token, memd_path, host, pattern, prefetch, pages, json, nservers, replicas, threads, kill_one, code, servers_opt] = args;
+  auto& [transport, server, token, memd_path, host, pattern, prefetch, pages, json, nservers, replicas, threads,
+         kill_one, code, servers_opt] = args;
   if (pages == 0) pages = 1;
   if (token.empty()) {
     if (Status s = OptionFromEnv("TIERMEM_TOKEN", &token); !s.ok()) {
