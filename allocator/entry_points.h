@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "allocator/heap_core.h"
-#include "runtime/core/runtime_impl.h"
+#include "runtime/core/heap_runtime.h"
 
 namespace tiermem::alloc::entry {
 

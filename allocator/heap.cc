@@ -8,7 +8,7 @@
 #include "allocator/entry_points.h"
 #include "allocator/heap_core.h"
 #include "allocator/heap_internal.h"
-#include "runtime/core/runtime_impl.h"
+#include "runtime/core/heap_runtime.h"
 
 namespace tiermem {
 
@@ -20,7 +20,7 @@ class Heap::Impl {
 };
 
 StatusOr<std::unique_ptr<Heap>> Heap::Create(Runtime& runtime, Tier tier, uint32_t flags) {
-  Runtime::Impl* rt = ImplOf(runtime);
+  HeapRuntime* rt = HeapRuntime::Of(runtime);
   if (rt == nullptr || !rt->running()) return Unavailable("Heap::Create: the runtime is stopped");
   if (static_cast<int>(tier) > kNumTiers) return InvalidArgument("Heap::Create: invalid tier");
   if (tier != Tier::kAuto && !rt->HasTier(tier) && !(flags & kAllocAllowFallback) &&

@@ -11,7 +11,7 @@
 #include "allocator/meta_arena.h"
 #include "base/log.h"
 #include "base/os.h"
-#include "runtime/core/runtime_impl.h"
+#include "runtime/core/heap_runtime.h"
 
 namespace tiermem::alloc {
 
@@ -32,7 +32,7 @@ constexpr uint32_t kLineBytes = 64;    // a cache line: two threads' objects nev
 
 // ---------------------------------------------------------------- creation
 
-HeapCore::HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen)
+HeapCore::HeapCore(HeapRuntime* rt, Tier tier, uint32_t flags, int slot, uint32_t gen)
     : rt_(rt), tier_(tier), flags_(flags), slot_(slot), gen_(gen),
       local_runs_(false),
       hold_free_(rt->options().dram_limit != 0),
@@ -46,7 +46,7 @@ HeapCore::HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint3
   }
 }
 
-HeapCore* HeapCore::Create(void* storage, Runtime::Impl* rt, Tier tier, uint32_t alloc_flags) {
+HeapCore* HeapCore::Create(void* storage, HeapRuntime* rt, Tier tier, uint32_t alloc_flags) {
   EnsureKey();
   // Outside g_reg.mu: fork() may hold glibc's atfork lock while our prepare handler waits for it.
   static constinit std::atomic<bool> atfork_done{false};
@@ -64,7 +64,7 @@ HeapCore* HeapCore::Create(void* storage, Runtime::Impl* rt, Tier tier, uint32_t
   return nullptr;
 }
 
-HeapCore* HeapCore::CreatePrimary(void* storage, Runtime::Impl* rt, Tier tier,
+HeapCore* HeapCore::CreatePrimary(void* storage, HeapRuntime* rt, Tier tier,
                                   uint32_t alloc_flags) {
   static constinit std::atomic<bool> claimed{false};
   if (claimed.exchange(true)) return nullptr;  // one per process
@@ -412,7 +412,7 @@ void* HeapCore::Memalign(size_t align, size_t size) {
   return AllocLarge(size == 0 ? 1 : size, align);
 }
 
-bool HeapCore::FreeAny(void* p, Runtime::Impl* rt) {
+bool HeapCore::FreeAny(void* p, HeapRuntime* rt) {
   if (p == nullptr) return true;
   Span* span = GlobalSpanMap().Lookup(p);
   if (__builtin_expect(span != nullptr, 1)) {
@@ -424,7 +424,7 @@ bool HeapCore::FreeAny(void* p, Runtime::Impl* rt) {
   return true;
 }
 
-size_t HeapCore::UsableSizeAny(const void* p, Runtime::Impl* rt) {
+size_t HeapCore::UsableSizeAny(const void* p, HeapRuntime* rt) {
   if (p == nullptr) return 0;
   Span* span = GlobalSpanMap().Lookup(p);
   if (span != nullptr) return static_cast<size_t>(span->ObjectStart(p) + span->obj_size -

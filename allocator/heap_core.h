@@ -5,7 +5,7 @@
 //        |                                                   |  a transfer cache of whole batches
 //        v                                                   v
 //   large requests (> kMaxSmall): page runs       page heap: 4 MiB segments from the runtime,
-//   straight from Runtime::Impl::Allocate          cut into spans of 64 KiB granules
+//   straight from HeapRuntime::Allocate          cut into spans of 64 KiB granules
 //
 // Each thread carves fresh objects from spans of its own (one per class: ThreadCache::carving,
 // Span::owner), so objects handed to two threads share no cache line. A free of a block of the
@@ -34,6 +34,10 @@
 #include "allocator/size_classes.h"
 #include "allocator/span_map.h"
 #include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+class HeapRuntime;  // runtime/core/heap_runtime.h
+}  // namespace tiermem
 
 namespace tiermem::alloc {
 
@@ -207,11 +211,11 @@ class HeapCore {
  public:
   // Creates a heap in `storage` (static storage in the preload library); nullptr when all
   // kMaxHeaps slots are taken.
-  static HeapCore* Create(void* storage, Runtime::Impl* rt, Tier tier, uint32_t alloc_flags);
+  static HeapCore* Create(void* storage, HeapRuntime* rt, Tier tier, uint32_t alloc_flags);
   // The same, as the process's primary heap (the preload library's): its thread caches are
   // reached through t_thread.primary, without the slot and generation checks (TryMallocPrimary,
   // TryFreePrimary). At most one per process; nullptr when there is one already. Never destroyed.
-  static HeapCore* CreatePrimary(void* storage, Runtime::Impl* rt, Tier tier,
+  static HeapCore* CreatePrimary(void* storage, HeapRuntime* rt, Tier tier,
                                  uint32_t alloc_flags);
   // Releases every segment to the runtime and the slot. No block of this heap may be used after.
   // Not for the primary heap (aborts with a message).
@@ -224,13 +228,13 @@ class HeapCore {
   void* Memalign(size_t align, size_t size);
   // Frees a block of any HeapCore of the process whose runtime is `rt`; returns false when p is
   // not one (nothing is done then).
-  static bool FreeAny(void* p, Runtime::Impl* rt);
+  static bool FreeAny(void* p, HeapRuntime* rt);
   // Frees p, a small block whose span the caller looked up (GlobalSpanMap().Lookup(p)).
   static void FreeInSpan(Span* span, void* p) {
     if (!TryFreeFast(span, p)) span->heap->FreeSmall(span, p);
   }
   // Usable bytes from p to the end of its block; 0 when p is not a heap block.
-  static size_t UsableSizeAny(const void* p, Runtime::Impl* rt);
+  static size_t UsableSizeAny(const void* p, HeapRuntime* rt);
   // Whether p lies in a block of this heap (small), or in a page run of this heap's runtime.
   bool Owns(const void* p) const;
   void Free(void* p) { (void)FreeAny(p, rt_); }
@@ -242,7 +246,7 @@ class HeapCore {
   // for a page run, the size rounded up to pages (a reused cached run, or an aligned run, may
   // give more). 0 when the request cannot be met. `align` is a power of two, or 0 for none.
   static size_t UsableSizeFor(size_t size, size_t align, size_t page_size);
-  Runtime::Impl* runtime() const { return rt_; }
+  HeapRuntime* runtime() const { return rt_; }
   Tier tier() const { return tier_; }
 
   // fork(): lock everything before, unlock after (in parent and child). Registered once.
@@ -350,7 +354,7 @@ class HeapCore {
   // One cache line where std::mutex is glibc's 40 bytes (x86-64); aarch64's 48 make it two.
   static_assert(sizeof(std::mutex) > 40 || sizeof(Central) == 64, "Central outgrew a cache line");
 
-  HeapCore(Runtime::Impl* rt, Tier tier, uint32_t flags, int slot, uint32_t gen);
+  HeapCore(HeapRuntime* rt, Tier tier, uint32_t flags, int slot, uint32_t gen);
 
   ThreadCache* Cache();  // nullptr once this thread is exiting
   ThreadCache* SlowCache();
@@ -391,10 +395,10 @@ class HeapCore {
   // growth: address space only, unless a cached run is reused). *reused (if given) tells whether
   // the run came from the run cache, so its pages are not zero.
   void* AllocLarge(size_t size, size_t align, size_t room = 0, bool* reused = nullptr);
-  static void FreeLarge(void* p, Runtime::Impl* rt);
+  static void FreeLarge(void* p, HeapRuntime* rt);
   // A freed run of the primary heap, of at most kLocalRunMaxBytes, goes to the calling thread's
   // LocalRuns while they have room; false when it does not (the caller caches or frees it).
-  static bool KeepLocal(Runtime::Impl* rt, char* start, uint64_t pages, uint8_t tier);
+  static bool KeepLocal(HeapRuntime* rt, char* start, uint64_t pages, uint8_t tier);
   // A run of `lo` to `hi` pages from the calling thread's LocalRuns (the largest when
   // `largest`, else the smallest), or nullptr.
   char* TakeLocal(uint64_t lo, uint64_t hi, bool largest, uint64_t* pages);
@@ -406,9 +410,9 @@ class HeapCore {
   static constexpr uint32_t kMaxParked = 4;
   // Gives runs that fell out of the run cache back to the runtime.
   void ReleaseRuns(const RunCache::Run* runs, int n);
-  static size_t LargeUsable(const void* p, Runtime::Impl* rt);
+  static size_t LargeUsable(const void* p, HeapRuntime* rt);
 
-  Runtime::Impl* rt_;
+  HeapRuntime* rt_;
   Tier tier_;
   uint32_t flags_;
   int slot_;
@@ -416,7 +420,7 @@ class HeapCore {
   bool primary_ = false;  // CreatePrimary
   bool local_runs_;       // threads keep LocalRuns (primary heap, no DRAM limit)
   // Under a DRAM limit the heap tells the runtime which pages hold no live block
-  // (Runtime::Impl::HoldFree): a segment's granules until a span takes them and a free span's
+  // (HeapRuntime::HoldFree): a segment's granules until a span takes them and a free span's
   // granules beyond the dirty bound leave the tiers' counts; dirty granules and cached runs
   // (each bounded by RetainBound) stay counted but are never evicted. ReuseFree as they are
   // handed out again.

@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "allocator/heap_core.h"
-#include "runtime/core/runtime_impl.h"
+#include "runtime/core/heap_runtime.h"
 
 namespace tiermem::alloc {
 
@@ -65,7 +65,7 @@ inline constexpr uint32_t GrowLimit(int cls) {
 // Memory kept for reuse is allocated memory to the runtime: under a DRAM limit
 // (TIERMEM_DRAM_LIMIT), keep at most a sixteenth of it, so that it does not push the program's
 // own data to slower tiers.
-inline uint64_t RetainBound(const Runtime::Impl* rt, uint64_t bytes) {
+inline uint64_t RetainBound(const HeapRuntime* rt, uint64_t bytes) {
   const uint64_t limit = rt->options().dram_limit;
   return limit != 0 && limit / 16 < bytes ? limit / 16 : bytes;
 }
@@ -121,8 +121,8 @@ inline ThreadCache* HeapCore::Cache() {
   return SlowCache();
 }
 
-// Runtime::Impl::Allocate, spilling a kAuto heap's memory to the remote tier when its NUMA tiers
+// HeapRuntime::Allocate, spilling a kAuto heap's memory to the remote tier when its NUMA tiers
 // are at their limits (page_heap.cc). Call inside a RuntimeCall.
-StatusOr<void*> RuntimeAllocate(Runtime::Impl* rt, size_t bytes, Tier tier, uint32_t flags);
+StatusOr<void*> RuntimeAllocate(HeapRuntime* rt, size_t bytes, Tier tier, uint32_t flags);
 
 }  // namespace tiermem::alloc

@@ -10,15 +10,14 @@
 #include "allocator/heap_core_internal.h"
 #include "allocator/meta_arena.h"
 #include "base/os.h"
-#include "runtime/core/region.h"
-#include "runtime/core/runtime_impl.h"
+#include "runtime/core/heap_runtime.h"
 
 namespace tiermem::alloc {
 
 // A kAuto heap whose NUMA tiers are at their limits (TIERMEM_DRAM_LIMIT...) places new memory on
 // the remote tier when one is configured: that is how an unmodified program gets more memory
 // than its DRAM limit (the runtime's policy moves hot pages back).
-StatusOr<void*> RuntimeAllocate(Runtime::Impl* rt, size_t bytes, Tier tier, uint32_t flags) {
+StatusOr<void*> RuntimeAllocate(HeapRuntime* rt, size_t bytes, Tier tier, uint32_t flags) {
   StatusOr<void*> r = rt->Allocate(bytes, tier, flags);
   if (!r.ok() && tier == Tier::kAuto && r.status().code() == StatusCode::kResourceExhausted &&
       rt->HasTier(Tier::kRemote)) {
@@ -56,7 +55,7 @@ bool HeapCore::NewSegment() {
     // Untouched: nothing to drop. Its granules count as spans take them (AllocSpan); its slack
     // never does.
     RuntimeCall call;
-    (void)rt_->HoldFree(run, run_bytes, Runtime::Impl::FreeHold::kFresh);
+    (void)rt_->HoldFree(run, run_bytes, HeapRuntime::FreeHold::kFresh);
   }
   segment_bytes_.fetch_add(kSegmentBytes, std::memory_order_relaxed);
   rt_->stats_block()->counters.heap_segment_bytes.fetch_add(kSegmentBytes, std::memory_order_relaxed);
@@ -145,7 +144,7 @@ void HeapCore::FreeSpan(Span* s) {
     // Under a DRAM limit they count (at most RetainBound), and nothing evicts them.
     if (hold_free_) {
       RuntimeCall call;  // (a span with a page evicted is dropped instead: the pager's io lock)
-      (void)rt_->HoldFree(s->start, bytes, Runtime::Impl::FreeHold::kKeep);
+      (void)rt_->HoldFree(s->start, bytes, HeapRuntime::FreeHold::kKeep);
     }
     seg->dirty_mask |= bits;
     dirty_bytes_ += bytes;
@@ -158,7 +157,7 @@ void HeapCore::FreeSpan(Span* s) {
     {
       RuntimeCall scope;
       if (hold_free_) {
-        (void)rt_->HoldFree(s->start, bytes, Runtime::Impl::FreeHold::kDrop);
+        (void)rt_->HoldFree(s->start, bytes, HeapRuntime::FreeHold::kDrop);
       } else {
         (void)rt_->DiscardPages(s->start, bytes);
       }
@@ -272,7 +271,7 @@ void* HeapCore::AllocLarge(size_t size, size_t align, size_t room, bool* reused)
   return reinterpret_cast<void*>(p);
 }
 
-void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
+void HeapCore::FreeLarge(void* p, HeapRuntime* rt) {
   Region* r = rt->RegionOf(p);
   if (r == nullptr) return;
   const uint64_t head = r->RunHeadOf(r->PageIndex(p));
@@ -305,7 +304,7 @@ void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
       // Under a DRAM limit a cached run holds no live data: it counts (the cache is bounded by
       // RetainBound), but nothing evicts it; what falls out of the cache is freed.
       RuntimeCall call;
-      (void)rt->HoldFree(start, len * rt->page_size(), Runtime::Impl::FreeHold::kKeep);
+      (void)rt->HoldFree(start, len * rt->page_size(), HeapRuntime::FreeHold::kKeep);
     }
     RunCache::Run evicted[RunCache::kSlots + 1];
     h->ReleaseRuns(evicted, h->run_cache_.Put(start, len, os::MonotonicNanos(), evicted));
@@ -319,7 +318,7 @@ void HeapCore::FreeLarge(void* p, Runtime::Impl* rt) {
 // allocate blocks of a few hundred KiB (the mixed workload) passed every one through it, and its
 // lines, with the heap's byte counters, moved between cores at every large request. A few runs
 // per thread serve most such requests without either (mixed: 78% of them).
-bool HeapCore::KeepLocal(Runtime::Impl* rt, char* start, uint64_t pages, uint8_t tier) {
+bool HeapCore::KeepLocal(HeapRuntime* rt, char* start, uint64_t pages, uint8_t tier) {
   ThreadCache* tc = t_thread.primary;
   if (tc == nullptr) return false;
   const HeapCore* h = g_primary.load(std::memory_order_relaxed);
@@ -366,7 +365,7 @@ void HeapCore::FlushLocalRuns(ThreadCache* tc) {
   tc->runs.total_pages = 0;
 }
 
-size_t HeapCore::LargeUsable(const void* p, Runtime::Impl* rt) {
+size_t HeapCore::LargeUsable(const void* p, HeapRuntime* rt) {
   Region* r = rt->RegionOf(p);
   if (r == nullptr) return 0;
   const uint64_t head = r->RunHeadOf(r->PageIndex(p));

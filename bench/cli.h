@@ -6,6 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,22 +105,46 @@ inline CLI::Option* AddSwitch(CLI::App& app, const std::string& name, bool& on, 
   return app.add_flag(name, on, help + " (default: off)");
 }
 
-// "tiermem-bench SUBCOMMAND ARGS...", the command line of a run for its JSON.
+// "tiermem-bench SUBCOMMAND ARGS...", the command line of a run for its JSON (argv[0]: the
+// subcommand).
 inline std::string CommandLine(int argc, char** argv) {
   std::string command = "tiermem-bench";
   for (int i = 0; i < argc; ++i) command += std::string(" ") + argv[i];
   return command;
 }
 
-// Parses argv (argv[0]: the subcommand). Returns -1 to go on; else the exit status to return:
-// 0 after --help, 2 after a bad flag or value (CLI11 has printed the error).
-inline int ParseArgs(CLI::App& app, int argc, char** argv) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+// tiermem-bench's help: the list of subcommands shows each one's one-line summary, while the
+// subcommand's own --help starts with its full description.
+class BenchFormatter : public CLI::Formatter {
+ public:
+  void Summary(const CLI::App* sub, std::string text) { summaries_[sub] = std::move(text); }
+  std::string make_subcommand(const CLI::App* sub) const override {
+    std::stringstream out;
+    const auto it = summaries_.find(sub);
+    CLI::detail::format_help(out, sub->get_display_name(true),
+                             it != summaries_.end() ? it->second : sub->get_description(), column_width_);
+    return out.str();
   }
-  return -1;
+
+ private:
+  std::map<const CLI::App*, std::string> summaries_;
+};
+
+// A subcommand of tiermem-bench: its CLI11 app (options, help) and what runs it once the command
+// line is parsed. `run` gets the whole command line (for the JSON) and returns the exit status;
+// the option values it reads live in state that `run` owns.
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int(const std::string& command)> run;
+};
+
+// Adds the subcommand `name` to `bench` (whose formatter is a BenchFormatter): `summary` in
+// tiermem-bench --help, `description` atop its own --help.
+inline CLI::App* AddSubcommand(CLI::App& bench, const std::string& name, const std::string& summary,
+                               const std::string& description) {
+  CLI::App* sub = bench.add_subcommand(name, description);
+  if (auto f = std::dynamic_pointer_cast<BenchFormatter>(bench.get_formatter())) f->Summary(sub, summary);
+  return sub;
 }
 
 }  // namespace tiermem::bench

@@ -191,6 +191,7 @@ bool Plot(const std::vector<Row>& rows, const std::string& out, std::string* err
   }
   if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
     close(fd);
+    unlink(dat);
     *err = "cannot write the plot data";
     return false;
   }
@@ -218,36 +219,14 @@ bool Plot(const std::vector<Row>& rows, const std::string& out, std::string* err
   return true;
 }
 
-}  // namespace
-
-int Compare(int argc, char** argv) {
+struct Args {
   Config cfg;
-  CLI::App app{"Runs pointer-chase, random 64 B, sequential and random 4 KiB reads on DRAM, each CXL node, "
-               "and the remote tier over RDMA and TCP (a tiermem-memd started here, on loopback unless "
-               "--memd-host names an address with a verbs device). Tiers this machine lacks are listed as "
-               "absent, with the reason.",
-               "tiermem-bench compare"};
   bool quick = false;
-  AddSwitch(app, "--json", cfg.json, "print one JSON object instead of the table");
-  AddSwitch(app, "--quick", quick, "32M local, 4M remote, 3 reps, where not given");
-  app.add_option("--plot", cfg.plot, "also write a bar chart (gnuplot) of p50 ns to this file (default: none)")
-      ->type_name("out.svg|out.png");
-  auto* size = AddSize(app, "--size", cfg.local_bytes, ParseSize, "64M", "256K", "",
-                       "bytes per local tier (rounded down to 4 KiB)");
-  auto* remote_size = AddSize(app, "--remote-size", cfg.remote_bytes, ParseSize, "8M", "256K", "",
-                              "bytes on the remote tier (rounded down to 4 KiB)");
-  auto* reps = AddCount(app, "--reps", cfg.reps, ParseUint, "1", "1000", "measured repetitions (after one warm-up)");
-  app.add_option("--memd-host", cfg.memd_host, "address the started memd listens on (RDMA needs a verbs device)")
-      ->capture_default_str();
-  app.footer(
-      "JSON keys (--json): results, absent, notes, method.\n"
-      "  results[]: tier (dram|cxl|remote-rdma|remote-tcp), node (null for remote), pattern\n"
-      "             (chase|rand64|seq|page4k), p50_ns, p99_ns, gb_s, note (only when the data check failed)\n"
-      "  absent[]:  tier, reason\n"
-      "  notes[]:   tier, note\n"
-      "  method:    reps, warmup_reps, local_bytes, remote_bytes, batch\n"
-      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  CLI::Option *size = nullptr, *remote_size = nullptr, *reps = nullptr;
+};
+
+int RunCompare(Args args, const std::string&) {
+  auto& [cfg, quick, size, remote_size, reps] = args;
   if (quick) {
     UnlessGiven(size, cfg.local_bytes, 32u << 20);
     UnlessGiven(remote_size, cfg.remote_bytes, 4u << 20);
@@ -407,6 +386,39 @@ int Compare(int argc, char** argv) {
     fprintf(stderr, "compare: plot written to %s\n", cfg.plot.c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+Subcommand AddCompare(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "compare",
+      "the same access patterns on DRAM, each CXL node, remote over RDMA and over TCP",
+      "Runs pointer-chase, random 64 B, sequential and random 4 KiB reads on DRAM, each CXL node, "
+      "and the remote tier over RDMA and TCP (a tiermem-memd started here, on loopback unless "
+      "--memd-host names an address with a verbs device). Tiers this machine lacks are listed as "
+      "absent, with the reason.");
+  AddSwitch(app, "--json", a->cfg.json, "print one JSON object instead of the table");
+  AddSwitch(app, "--quick", a->quick, "32M local, 4M remote, 3 reps, where not given");
+  app.add_option("--plot", a->cfg.plot, "also write a bar chart (gnuplot) of p50 ns to this file (default: none)")
+      ->type_name("out.svg|out.png");
+  a->size = AddSize(app, "--size", a->cfg.local_bytes, ParseSize, "64M", "256K", "",
+                    "bytes per local tier (rounded down to 4 KiB)");
+  a->remote_size = AddSize(app, "--remote-size", a->cfg.remote_bytes, ParseSize, "8M", "256K", "",
+                           "bytes on the remote tier (rounded down to 4 KiB)");
+  a->reps = AddCount(app, "--reps", a->cfg.reps, ParseUint, "1", "1000", "measured repetitions (after one warm-up)");
+  app.add_option("--memd-host", a->cfg.memd_host, "address the started memd listens on (RDMA needs a verbs device)")
+      ->capture_default_str();
+  app.footer(
+      "JSON keys (--json): results, absent, notes, method.\n"
+      "  results[]: tier (dram|cxl|remote-rdma|remote-tcp), node (null for remote), pattern\n"
+      "             (chase|rand64|seq|page4k), p50_ns, p99_ns, gb_s, note (only when the data check failed)\n"
+      "  absent[]:  tier, reason\n"
+      "  notes[]:   tier, note\n"
+      "  method:    reps, warmup_reps, local_bytes, remote_bytes, batch\n"
+      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  return {&app, [a](const std::string& command) { return RunCompare(*a, command); }};
 }
 
 }  // namespace tiermem::bench

@@ -148,28 +148,14 @@ nlohmann::json RunMode(const std::string& mode, const std::string& server, size_
   return r;
 }
 
-}  // namespace
-
-int ForkRemote(int argc, char** argv) {
+struct Args {
   size_t bytes = 512u << 20, dram = 64u << 20;
   std::string modes = "share,fetch", server;
   bool json = false;
-  CLI::App app{"fork() of a process with most of its data remote: the child checks every page while the "
-               "parent writes; the parent's RSS during the child's life, TIERMEM_FORK=share and =fetch "
-               "side by side. Prints one JSON object.",
-               "tiermem-bench fork-remote"};
-  AddSize(app, "--size", bytes, ParseSize, "512M", "4M", "64G", "data in all");
-  AddSize(app, "--dram", dram, ParseSize, "64M", "0", "64G", "data left in DRAM (the rest goes remote)");
-  app.add_option("--modes", modes, "TIERMEM_FORK values to run, in order")->capture_default_str();
-  AddSwitch(app, "--json", json, "no progress lines on stderr (the JSON object is always printed)");
-  app.add_option("--server", server, "use this memd instead of starting one")->type_name("tcp://HOST:PORT");
-  app.footer(
-      "JSON keys: size_bytes, dram_bytes, modes.MODE: remote_bytes, fork_ms, rss_before_fork_mib,\n"
-      "  rss_after_fork_mib, rss_max_during_child_mib, pages_written_during_child, rss_bound_mib\n"
-      "  (RSS before the fork + the pages the parent wrote since), rss_max_over_bound_mib,\n"
-      "  child_ok, child_mismatched_pages, child_read_s, child_read_mib_per_s,\n"
-      "  parent_mismatched_pages, remote_faults; error (only when it failed).");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+};
+
+int RunForkRemote(Args args, const std::string&) {
+  auto& [bytes, dram, modes, server, json] = args;
   bytes -= bytes % kPage;
   dram = std::min(dram - dram % kPage, bytes);
   MemdChild memd;
@@ -201,6 +187,28 @@ int ForkRemote(int argc, char** argv) {
   }
   printf("%s\n", out.dump(2).c_str());
   return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+Subcommand AddForkRemote(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(bench, "fork-remote", "fork() with most data remote: the parent's RSS while the child reads it all, share vs fetch",
+      "fork() of a process with most of its data remote: the child checks every page while the "
+      "parent writes; the parent's RSS during the child's life, TIERMEM_FORK=share and =fetch "
+      "side by side. Prints one JSON object.");
+  AddSize(app, "--size", a->bytes, ParseSize, "512M", "4M", "64G", "data in all");
+  AddSize(app, "--dram", a->dram, ParseSize, "64M", "0", "64G", "data left in DRAM (the rest goes remote)");
+  app.add_option("--modes", a->modes, "TIERMEM_FORK values to run, in order")->capture_default_str();
+  AddSwitch(app, "--json", a->json, "no progress lines on stderr (the JSON object is always printed)");
+  app.add_option("--server", a->server, "use this memd instead of starting one")->type_name("tcp://HOST:PORT");
+  app.footer(
+      "JSON keys: size_bytes, dram_bytes, modes.MODE: remote_bytes, fork_ms, rss_before_fork_mib,\n"
+      "  rss_after_fork_mib, rss_max_during_child_mib, pages_written_during_child, rss_bound_mib\n"
+      "  (RSS before the fork + the pages the parent wrote since), rss_max_over_bound_mib,\n"
+      "  child_ok, child_mismatched_pages, child_read_s, child_read_mib_per_s,\n"
+      "  parent_mismatched_pages, remote_faults; error (only when it failed).");
+  return {&app, [a](const std::string& command) { return RunForkRemote(*a, command); }};
 }
 
 }  // namespace tiermem::bench

@@ -223,54 +223,25 @@ ModeResult RunMode(const std::string& mode, size_t ws_bytes, double half_s, cons
   return res;
 }
 
-}  // namespace
-
-int Gups(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--kernel") return KernelGups(argc, argv);
-  }
+struct Args {
   size_t ws = 256u << 20;
   uint64_t seconds = 20;
   int rounds = 3;
   bool json = false, quick = false, kernel = false;
   std::string server;
   std::string timeline;  // none unless asked: a benchmark writes files only where told
-  CLI::App app{"GUPS over --size bytes with a hot set of 10% (90% of the updates) that moves halfway; DRAM "
-               "budget = 2x the hot set, the rest on the remote tier (a memd on loopback unless --server). "
-               "Runs all_dram, all_dram_tiermem, all_dram_sampled, tiered, oracle and no_tracking in turn, "
-               "--rounds times interleaved, and prints each mode's median run and the medians of the "
-               "per-round ratios as one JSON object.",
-               "tiermem-bench gups"};
-  app.add_option("--timeline", timeline,
-                 "each mode's live stats (last round) to PREFIX-MODE.jsonl and a plot of them to "
-                 "PREFIX-MODE.png (tiermemctl plot), e.g. --timeline /tmp/gups-timeline (default: none)")
-      ->type_name("PREFIX");
-  AddSwitch(app, "--json", json, "no per-round progress lines on stderr (the JSON object is always printed)");
-  AddSwitch(app, "--quick", quick, "48M, 3 s, 2 rounds, where not given");
-  auto* size = AddSize(app, "--size", ws, ParseSize, "256M", "8M", "", "working set in bytes (80 chunks)");
-  auto* secs = AddCount(app, "--seconds", seconds, ParseUint, "2", "",
-                        "length of one mode's run; the hot set moves halfway");
-  auto* rnds = AddCount(app, "--rounds", rounds, ParseUint, "1", "20", "interleaved rounds of all modes");
-  app.add_option("--server", server, "use this memd instead of starting one (default: a memd on loopback)")
-      ->type_name("tcp://HOST:PORT");
-  AddSwitch(app, "--kernel", kernel, "the same workload under the kernel's own tiering: see gups --kernel --help");
-  app.footer(
-      "JSON keys: all_dram_gups, all_dram_tiermem_gups, all_dram_sampled_gups, tiered_gups, oracle_gups,\n"
-      "  no_tracking_gups (one MODE_gups per mode run; null when it failed), tiered_vs_oracle,\n"
-      "  tiered_vs_no_tracking, tiered_vs_oracle_faults (tiered's faults_per_op over the oracle's),\n"
-      "  tracking_speed_ratio, forced_sampling_speed_ratio, rounds, migrations, faults, recovery_ms\n"
-      "  (those three of tiered), working_set_bytes, dram_budget_bytes, seconds_per_half, modes.\n"
-      "  Ratios are medians of the per-round ratios.\n"
-      "  modes.MODE: ok, gups, updates, seconds, faults, faults_per_op (remote faults per update),\n"
-      "    migrations, recovery_ms, hot_in_dram_before_move, hot_in_dram_at_end, sampling,\n"
-      "    failed_moves, migrate_us_per_call, policy_thread_busy, resident_share_at_end,\n"
-      "    policy_cpu_fraction (the policy thread's CPU time over the mode's wall time),\n"
-      "    policy_round_p50_ms, policy_round_p99_ms, policy_interval_ms (null without a policy\n"
-      "    thread), gups_runs, error (only when it failed)\n"
-      "Environment: TIERMEM_BENCH_GUPS_MODES=tiered,oracle runs only those modes;\n"
-      "  TIERMEM_BENCH_GUPS_TRACE=1 prints each run's updates per 100 ms window on stderr;\n"
-      "  TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  CLI::Option *size = nullptr, *secs = nullptr, *rnds = nullptr;
+  KernelGupsArgs k;
+};
+
+int RunGups(Args args, const std::string&) {
+  auto& [ws, seconds, rounds, json, quick, kernel, server, timeline, size, secs, rnds, k] = args;
+  if (kernel) return KernelGups(k, secs->count() > 0 ? seconds : 15);
+  if (seconds < 2) {
+    fprintf(stderr, "tiermem-bench gups: --seconds %llu: at least 2 (1 only with --kernel)\n",
+            static_cast<unsigned long long>(seconds));
+    return 2;
+  }
   if (quick) {
     UnlessGiven(size, ws, 48u << 20);
     UnlessGiven(secs, seconds, 3);
@@ -383,6 +354,56 @@ int Gups(int argc, char** argv) {
   printf("%s\n", j.dump(json ? 1 : 1).c_str());
   for (auto& r : results) if (!r.ok) return 1;
   return 0;
+}
+
+}  // namespace
+
+Subcommand AddGups(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "gups",
+      "GUPS with a moving hot set: automatic tiering vs oracle, no tracking and all-DRAM;\n"
+      "gups --kernel: the QEMU full guest's workload under the kernel's own tiering",
+      "GUPS over --size bytes with a hot set of 10% (90% of the updates) that moves halfway; DRAM "
+      "budget = 2x the hot set, the rest on the remote tier (a memd on loopback unless --server). "
+      "Runs all_dram, all_dram_tiermem, all_dram_sampled, tiered, oracle and no_tracking in turn, "
+      "--rounds times interleaved, and prints each mode's median run and the medians of the "
+      "per-round ratios as one JSON object. With --kernel, another workload instead: see below.");
+  auto* timeline = app.add_option("--timeline", a->timeline,
+                                  "each mode's live stats (last round) to PREFIX-MODE.jsonl and a plot of them to "
+                                  "PREFIX-MODE.png (tiermemctl plot), e.g. --timeline /tmp/gups-timeline (default: none)")
+                       ->type_name("PREFIX");
+  AddSwitch(app, "--json", a->json, "no per-round progress lines on stderr (the JSON object is always printed)");
+  auto* quick = AddSwitch(app, "--quick", a->quick, "48M, 3 s, 2 rounds, where not given");
+  a->size = AddSize(app, "--size", a->ws, ParseSize, "256M", "8M", "", "working set in bytes (80 chunks)");
+  // One --seconds for both modes, checked once parsed: at least 2 without --kernel.
+  a->secs = AddCount(app, "--seconds", a->seconds, ParseUint, "1", "",
+                     "length of one mode's run, at least 2; the hot set moves halfway (with --kernel: seconds "
+                     "measured after the warm-up)")
+                ->default_str("20; 15 with --kernel");
+  a->rnds = AddCount(app, "--rounds", a->rounds, ParseUint, "1", "20", "interleaved rounds of all modes");
+  auto* server = app.add_option("--server", a->server, "use this memd instead of starting one (default: a memd on loopback)")
+                     ->type_name("tcp://HOST:PORT");
+  auto* kernel = AddSwitch(app, "--kernel", a->kernel, "the same workload under the kernel's own tiering (see below)");
+  for (CLI::Option* o : {timeline, quick, a->size, a->rnds, server}) kernel->excludes(o);
+  app.footer(
+      "JSON keys: all_dram_gups, all_dram_tiermem_gups, all_dram_sampled_gups, tiered_gups, oracle_gups,\n"
+      "  no_tracking_gups (one MODE_gups per mode run; null when it failed), tiered_vs_oracle,\n"
+      "  tiered_vs_no_tracking, tiered_vs_oracle_faults (tiered's faults_per_op over the oracle's),\n"
+      "  tracking_speed_ratio, forced_sampling_speed_ratio, rounds, migrations, faults, recovery_ms\n"
+      "  (those three of tiered), working_set_bytes, dram_budget_bytes, seconds_per_half, modes.\n"
+      "  Ratios are medians of the per-round ratios.\n"
+      "  modes.MODE: ok, gups, updates, seconds, faults, faults_per_op (remote faults per update),\n"
+      "    migrations, recovery_ms, hot_in_dram_before_move, hot_in_dram_at_end, sampling,\n"
+      "    failed_moves, migrate_us_per_call, policy_thread_busy, resident_share_at_end,\n"
+      "    policy_cpu_fraction (the policy thread's CPU time over the mode's wall time),\n"
+      "    policy_round_p50_ms, policy_round_p99_ms, policy_interval_ms (null without a policy\n"
+      "    thread), gups_runs, error (only when it failed)\n"
+      "Environment: TIERMEM_BENCH_GUPS_MODES=tiered,oracle runs only those modes;\n"
+      "  TIERMEM_BENCH_GUPS_TRACE=1 prints each run's updates per 100 ms window on stderr;\n"
+      "  TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  AddKernelGupsOptions(app, kernel, a->k);
+  return {&app, [a](const std::string& command) { return RunGups(*a, command); }};
 }
 
 }  // namespace tiermem::bench

@@ -1,6 +1,6 @@
 // tiermem-bench gups --kernel: the QEMU full guest's three-tier GUPS workload (bench/
-// gups_three_tier.h) on plain mmap, without tiermem, placed by the kernel's own tiering. Called
-// from Gups() in bench/gups.cc when --kernel is given.
+// gups_three_tier.h) on plain mmap, without tiermem, placed by the kernel's own tiering. Its
+// options sit on gups's subcommand (bench/gups.cc), which runs it when --kernel is given.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -197,31 +197,27 @@ bool ReleaseWorkingSet(char* p, size_t len, const std::vector<int>& lower) {
 
 }  // namespace
 
-int KernelGups(int argc, char** argv) {
-  namespace tt = three_tier;
-  bool json = false, no_hog = false, no_lock = false, kernel = false;
-  uint64_t warmup_arg = 60, seconds_arg = 15, baseline_arg = 10, progress_arg = 10;
-  uint64_t leave = 2 * tt::kHot * tt::kChunkBytes;  // tiermem's DRAM budget in the guest test
-  CLI::App app{"The QEMU full guest's three-tier workload (bench/gups_three_tier.h) on plain mmap, no "
-               "tiermem: the kernel's own tiering places it (set numa_balancing=2 and demotion_enabled=1 "
-               "first). A short all-DRAM run first, then node 0 is filled by an mlock()ed hog up to "
-               "--node0-free above its low watermarks, then warm-up and a measured window; prints GUPS, "
-               "the share of each set on node 0 and on the lower memory tier (move_pages), and "
-               "/proc/vmstat promotion/demotion counts, as one JSON object.",
-               "tiermem-bench gups --kernel"};
-  AddSwitch(app, "--kernel", kernel, "this mode (required)");
-  AddSwitch(app, "--json", json, "accepted; the JSON object is always printed");
-  AddSwitch(app, "--no-hog", no_hog, "do not fill node 0 with the mlock()ed hog");
-  AddSwitch(app, "--no-lock", no_lock, "do not mlock the guest's programs and libraries");
-  AddCount(app, "--warmup", warmup_arg, ParseUint, "0", "", "seconds of warm-up under pressure");
-  AddCount(app, "--seconds", seconds_arg, ParseUint, "1", "", "seconds measured after the warm-up");
-  AddCount(app, "--baseline-seconds", baseline_arg, ParseUint, "0", "", "seconds of the all-DRAM run (0: none)");
-  AddCount(app, "--progress", progress_arg, ParseUint, "0", "", "a placement line on stderr every N s of warm-up (0: none)");
-  AddSize(app, "--node0-free", leave, ParseSize, std::to_string(leave >> 20) + "M", "0", "",
-          "bytes the hog leaves free above node 0's low watermarks");
-  app.footer(
-      "JSON keys: mode (\"kernel\"), numa_balancing, demotion_enabled, memory_tiers (tier -> nodelist),\n"
-      "  lower_tier_nodes, error (only when there is no lower tier; nothing else follows),\n"
+void AddKernelGupsOptions(CLI::App& gups, CLI::Option* kernel, KernelGupsArgs& args) {
+  const std::string group = "With --kernel";
+  const std::vector<CLI::Option*> options = {
+      AddSwitch(gups, "--no-hog", args.no_hog, "do not fill node 0 with the mlock()ed hog"),
+      AddSwitch(gups, "--no-lock", args.no_lock, "do not mlock the guest's programs and libraries"),
+      AddCount(gups, "--warmup", args.warmup_s, ParseUint, "0", "", "seconds of warm-up under pressure"),
+      AddCount(gups, "--baseline-seconds", args.baseline_s, ParseUint, "0", "", "seconds of the all-DRAM run (0: none)"),
+      AddCount(gups, "--progress", args.progress_s, ParseUint, "0", "",
+               "a placement line on stderr every N s of warm-up (0: none)"),
+      AddSize(gups, "--node0-free", args.node0_free, ParseSize, std::to_string(args.node0_free >> 20) + "M", "0", "",
+              "bytes the hog leaves free above node 0's low watermarks")};
+  for (CLI::Option* o : options) o->group(group)->needs(kernel);
+  gups.footer(gups.get_footer() +
+      "\n\n--kernel: the QEMU full guest's three-tier workload (bench/gups_three_tier.h) on plain mmap, no\n"
+      "tiermem: the kernel's own tiering places it (set numa_balancing=2 and demotion_enabled=1 first).\n"
+      "A short all-DRAM run first, then node 0 is filled by an mlock()ed hog up to --node0-free above\n"
+      "its low watermarks, then warm-up and a measured window of --seconds; prints GUPS, the share of\n"
+      "each set on node 0 and on the lower memory tier (move_pages), and /proc/vmstat promotion/demotion\n"
+      "counts, as one JSON object (--json is accepted; the object is always printed).\n"
+      "JSON keys with --kernel: mode (\"kernel\"), numa_balancing, demotion_enabled, memory_tiers (tier ->\n"
+      "  nodelist), lower_tier_nodes, error (only when there is no lower tier; nothing else follows),\n"
       "  locked_program_bytes (unless --no-lock), all_dram_gups and all_dram_on_node0 (with a baseline),\n"
       "  node0_free_before_bytes, node0_low_watermark_bytes, hog_bytes, node0_free_after_hog_bytes,\n"
       "  after_fill_hot_on_node0, after_fill_warm_on_lower, after_fill_cold_on_lower, warmup_seconds,\n"
@@ -229,11 +225,15 @@ int KernelGups(int argc, char** argv) {
       "  warm_on_lower, cold_on_lower, cold_on_node0, not_placed ([hot, warm, cold] pages),\n"
       "  vmstat_delta: pgpromote_success, pgdemote_kswapd, pgdemote_direct, numa_hint_faults,\n"
       "    numa_pages_migrated, pgmigrate_success");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
-  const bool hog = !no_hog, lock = !no_lock;
+}
+
+int KernelGups(const KernelGupsArgs& args, uint64_t seconds_arg) {
+  namespace tt = three_tier;
+  const uint64_t leave = args.node0_free;
+  const bool hog = !args.no_hog, lock = !args.no_lock;
   // Seconds as doubles, as the JSON has always carried them.
-  const double warmup_s = static_cast<double>(warmup_arg), seconds = static_cast<double>(seconds_arg);
-  const double baseline_s = static_cast<double>(baseline_arg), progress_s = static_cast<double>(progress_arg);
+  const double warmup_s = static_cast<double>(args.warmup_s), seconds = static_cast<double>(seconds_arg);
+  const double baseline_s = static_cast<double>(args.baseline_s), progress_s = static_cast<double>(args.progress_s);
   nlohmann::json j;
   j["mode"] = "kernel";
   j["numa_balancing"] = ReadFirstLine("/proc/sys/kernel/numa_balancing");
@@ -383,7 +383,7 @@ int KernelGups(int argc, char** argv) {
   j["cold_on_node0"] = pl.share(2, 0);
   j["not_placed"] = {pl.n[0][2], pl.n[1][2], pl.n[2][2]};
   for (auto& k : keys) j["vmstat_delta"][k] = vm1[k] - vm0[k];
-  printf("%s\n", j.dump(json ? 1 : 1).c_str());
+  printf("%s\n", j.dump(1).c_str());
   munmap(base, ws);
   return 0;
 }

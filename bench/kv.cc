@@ -248,46 +248,17 @@ SetupResult RunSetup(const std::string& setup, size_t bytes, double seconds, con
   return res;
 }
 
-}  // namespace
-
-int Kv(int argc, char** argv) {
+struct Args {
   size_t bytes = 4ull << 30;
   uint64_t seconds_arg = 10;
   bool json = false, quick = false;
   std::string setup_list = "dram,cxl,tiered,oracle,no_tracking";
   std::string timeline;  // none unless asked: a benchmark writes files only where told
-  CLI::App app{"Zipfian (theta 0.99) 90% get / 10% put over a hash table of --size bytes, under the setups "
-               "dram, cxl (where present), tiered, oracle and no_tracking (DRAM budget 1/4 of the table, the "
-               "rest remote over TCP to a memd on loopback started here; the oracle holds the pages most "
-               "likely to be read in DRAM, computed from the distribution). Exit status 1 when a checked key "
-               "was lost.",
-               "tiermem-bench kv"};
-  AddSwitch(app, "--json", json, "print one JSON object instead of a line per setup");
-  AddSwitch(app, "--quick", quick, "32M, 4 s per setup, where not given");
-  // At most 256G: the keys fit in 32 bits (FillOrder).
-  auto* size = AddSize(app, "--size", bytes, ParseSize, "4G", "16M", "256G", "bytes of the table");
-  auto* secs = AddCount(app, "--seconds", seconds_arg, ParseUint, "1", "", "seconds per setup (the first 30% are warm-up)");
-  app.add_option("--timeline", timeline,
-                 "each setup's live stats to PREFIX-SETUP.jsonl and a plot of them to PREFIX-SETUP.png "
-                 "(tiermemctl plot), e.g. --timeline /tmp/kv-timeline (default: none)")
-      ->type_name("PREFIX");
-  app.add_option("--setups", setup_list, "setups to run, in this order")
-      ->check(ListOf({"dram", "cxl", "tiered", "oracle", "no_tracking"}))
-      ->capture_default_str();
-  app.footer(
-      "JSON keys (--json): results, absent, table_bytes, seconds, total_s, command, data_ok,\n"
-      "  tiered_vs_oracle_faults (tiered's faults_per_op over the oracle's; null without both).\n"
-      "  results[]: setup, ops_s, p50_ns, p99_ns, faults, faults_per_op (remote faults per request;\n"
-      "    0 where nothing is remote), migrations, misses, fill_s, setup_s, measured_s,\n"
-      "    verified_keys, lost_keys, policy_cpu_fraction (the policy thread's CPU time over the\n"
-      "    setup's wall time), policy_round_p50_ms, policy_round_p99_ms, policy_interval_ms (null\n"
-      "    without a policy thread); for tiered, oracle and no_tracking also policy_rounds,\n"
-      "    policy_round_ms, fill_faults, fill_zero_fills, fill_evicted, settle_s, settled,\n"
-      "    resident_pages_at_start; for oracle also expected_faults_per_op, dram_pages, plan_s,\n"
-      "    evictor_pages, evictor_cpu_fraction, evictor_error (only when a move failed)\n"
-      "  absent[]: setup, reason\n"
-      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  CLI::Option *size = nullptr, *secs = nullptr;
+};
+
+int RunKv(Args args, const std::string& command) {
+  auto& [bytes, seconds_arg, json, quick, setup_list, timeline, size, secs] = args;
   if (quick) {
     UnlessGiven(size, bytes, 32u << 20);
     UnlessGiven(secs, seconds_arg, 4);
@@ -364,13 +335,51 @@ int Kv(int argc, char** argv) {
   j["table_bytes"] = bytes;
   j["seconds"] = seconds;
   j["total_s"] = static_cast<double>(NowNs() - t_run) / 1e9;
-  std::string command = "tiermem-bench kv";
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
   j["command"] = command;
   j["data_ok"] = data_ok;
   if (json) printf("%s\n", j.dump(1).c_str());
   if (!json) printf("total %.1f s%s\n", j["total_s"].get<double>(), data_ok ? "" : "; DATA LOST (see above)");
   return data_ok ? 0 : 1;
+}
+
+}  // namespace
+
+Subcommand AddKv(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "kv",
+      "Zipfian get/put over a hash table: throughput and p99 per tier setup",
+      "Zipfian (theta 0.99) 90% get / 10% put over a hash table of --size bytes, under the setups "
+      "dram, cxl (where present), tiered, oracle and no_tracking (DRAM budget 1/4 of the table, the "
+      "rest remote over TCP to a memd on loopback started here; the oracle holds the pages most "
+      "likely to be read in DRAM, computed from the distribution). Exit status 1 when a checked key "
+      "was lost.");
+  AddSwitch(app, "--json", a->json, "print one JSON object instead of a line per setup");
+  AddSwitch(app, "--quick", a->quick, "32M, 4 s per setup, where not given");
+  // At most 256G: the keys fit in 32 bits (FillOrder).
+  a->size = AddSize(app, "--size", a->bytes, ParseSize, "4G", "16M", "256G", "bytes of the table");
+  a->secs = AddCount(app, "--seconds", a->seconds_arg, ParseUint, "1", "", "seconds per setup (the first 30% are warm-up)");
+  app.add_option("--timeline", a->timeline,
+                 "each setup's live stats to PREFIX-SETUP.jsonl and a plot of them to PREFIX-SETUP.png "
+                 "(tiermemctl plot), e.g. --timeline /tmp/kv-timeline (default: none)")
+      ->type_name("PREFIX");
+  app.add_option("--setups", a->setup_list, "setups to run, in this order")
+      ->check(ListOf({"dram", "cxl", "tiered", "oracle", "no_tracking"}))
+      ->capture_default_str();
+  app.footer(
+      "JSON keys (--json): results, absent, table_bytes, seconds, total_s, command, data_ok,\n"
+      "  tiered_vs_oracle_faults (tiered's faults_per_op over the oracle's; null without both).\n"
+      "  results[]: setup, ops_s, p50_ns, p99_ns, faults, faults_per_op (remote faults per request;\n"
+      "    0 where nothing is remote), migrations, misses, fill_s, setup_s, measured_s,\n"
+      "    verified_keys, lost_keys, policy_cpu_fraction (the policy thread's CPU time over the\n"
+      "    setup's wall time), policy_round_p50_ms, policy_round_p99_ms, policy_interval_ms (null\n"
+      "    without a policy thread); for tiered, oracle and no_tracking also policy_rounds,\n"
+      "    policy_round_ms, fill_faults, fill_zero_fills, fill_evicted, settle_s, settled,\n"
+      "    resident_pages_at_start; for oracle also expected_faults_per_op, dram_pages, plan_s,\n"
+      "    evictor_pages, evictor_cpu_fraction, evictor_error (only when a move failed)\n"
+      "  absent[]: setup, reason\n"
+      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  return {&app, [a](const std::string& command) { return RunKv(*a, command); }};
 }
 
 }  // namespace tiermem::bench

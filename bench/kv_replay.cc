@@ -179,23 +179,14 @@ class Lfu final : public Replacement {
   std::set<std::pair<uint64_t, uint32_t>> by_count_;  // the resident pages
 };
 
-}  // namespace
-
-int KvReplay(int argc, char** argv) {
+struct Args {
   size_t bytes = 1ull << 30;
   std::string requests_arg = "300000,1000000";
   bool json = false;
-  CLI::App app{"kv's request trace replayed against page-replacement policies (oracle, fifo, lru, clock, "
-               "lfu) at kv's DRAM budget: faults per request, no runtime"};
-  AddSize(app, "--size", bytes, ParseSize, "1G", "64M", "256G", "bytes of the table, as kv --size");
-  app.add_option("--requests", requests_arg, "trace lengths to report, comma separated (each from the start)")
-      ->capture_default_str();
-  app.add_flag("--json", json, "print JSON");
-  app.footer(
-      "JSON keys: command, size_bytes, pages, budget_pages, keys, expected_oracle_faults_per_op, runs[] with requests,\n"
-      "  measured_requests, faults_per_op{oracle,fifo,lru,clock,lfu}, lfu_vs_oracle, lfu_vs_fifo,\n"
-      "  lru_vs_fifo, meeting_kv_goals (the policies at most 1.25x the oracle and 0.75x fifo)");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+};
+
+int RunKvReplay(Args args, const std::string& command) {
+  auto& [bytes, requests_arg, json] = args;
   std::vector<uint64_t> lengths;
   for (const std::string& s : SplitList(requests_arg, false)) {
     char* end = nullptr;
@@ -251,7 +242,7 @@ int KvReplay(int argc, char** argv) {
   }
   auto mark_of = [&](uint64_t r) { return static_cast<size_t>(std::lower_bound(marks.begin(), marks.end(), r) - marks.begin()); };
   nlohmann::json j;
-  j["command"] = CommandLine(argc, argv);
+  j["command"] = command;
   j["size_bytes"] = bytes;
   j["pages"] = pages;
   j["budget_pages"] = budget;
@@ -285,6 +276,26 @@ int KvReplay(int argc, char** argv) {
   }
   if (json) printf("%s\n", j.dump(2).c_str());
   return 0;
+}
+
+}  // namespace
+
+Subcommand AddKvReplay(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "kv-replay",
+      "kv's request trace against page-replacement policies (oracle, fifo, lru, clock, lfu), no runtime",
+      "kv's request trace replayed against page-replacement policies (oracle, fifo, lru, clock, "
+      "lfu) at kv's DRAM budget: faults per request, no runtime");
+  AddSize(app, "--size", a->bytes, ParseSize, "1G", "64M", "256G", "bytes of the table, as kv --size");
+  app.add_option("--requests", a->requests_arg, "trace lengths to report, comma separated (each from the start)")
+      ->capture_default_str();
+  app.add_flag("--json", a->json, "print JSON");
+  app.footer(
+      "JSON keys: command, size_bytes, pages, budget_pages, keys, expected_oracle_faults_per_op, runs[] with requests,\n"
+      "  measured_requests, faults_per_op{oracle,fifo,lru,clock,lfu}, lfu_vs_oracle, lfu_vs_fifo,\n"
+      "  lru_vs_fifo, meeting_kv_goals (the policies at most 1.25x the oracle and 0.75x fifo)");
+  return {&app, [a](const std::string& command) { return RunKvReplay(*a, command); }};
 }
 
 }  // namespace tiermem::bench

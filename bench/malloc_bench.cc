@@ -168,6 +168,7 @@ std::string LimitRuns(const std::string& exe, const std::string& workload, const
       evicted[i].push_back(st->second);
     }
   }
+  unlink(stats.c_str());  // the last run's statistics, read above
   char b[256];
   const double base = unlimited.empty() ? -1 : Median(unlimited);
   snprintf(b, sizeof(b), ",\"tiermem_limits\":{\"peak_rss_bytes\":%ld,\"unlimited_seconds\":%.4f,\"limits\":[",
@@ -197,9 +198,7 @@ std::string LimitRuns(const std::string& exe, const std::string& workload, const
   return out + "]}";
 }
 
-}  // namespace
-
-int Malloc(int argc, char** argv) {
+struct Args {
   bool json = false;
   int runs = 5;
   uint64_t scale_n = 1;
@@ -207,64 +206,10 @@ int Malloc(int argc, char** argv) {
   std::string workload_list =
       "small,prodcons,larson,realloc,mixed,fanin,large_touch,thread_churn,small_loop,factor,"
       "remote_free,false_share,small_churn,thread_loop";
-  CLI::App app{"Allocator workloads, each a separate process (tiermem-malloc-workload) under glibc, "
-               "jemalloc, mimalloc and tiermem (LD_PRELOAD); median ops/s, ops per CPU second, peak RSS "
-               "and RSS growth of N runs. An allocator whose library is missing is reported as null. "
-               "Run by default, in this order: small, prodcons, larson, realloc, mixed, and (each "
-               "checking every byte it wrote) fanin (4 threads each freeing the blocks the others allocated), "
-               "large_touch (5-25 MiB blocks, every page written), thread_churn (short-lived threads "
-               "making bursts of small blocks), small_loop (one thread, LIFO stacks of 8-128 byte "
-               "blocks), factor (a small factoring program: vectors and strings), remote_free (64-byte "
-               "blocks allocated by one thread, freed by another: one pair, then two pairs), "
-               "false_share (per-thread small objects written over and over, one thread then two), "
-               "small_churn (one thread: trees of small nodes and numbers of many sizes), "
-               "thread_loop (2 threads replacing random blocks of 4 B-32 KiB, glibc's threaded "
-               "benchmark in kind).",
-               "tiermem-bench malloc"};
-  AddSwitch(app, "--json", json, "print one JSON object instead of a line per workload");
-  app.add_option("--runs", runs, "runs per workload and allocator (interleaved)")
-      ->check(CLI::Range(1, std::numeric_limits<int>::max()).description(""))
-      ->type_name("N")
-      ->capture_default_str();
-  app.add_option("--scale", scale_n, "work per run, a multiple of the default amount")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32).description(""))
-      ->type_name("N")
-      ->capture_default_str();
-  app.add_option("--workloads", workload_list, "workloads to run, in this order")
-      ->check(ListOf({"small", "prodcons", "larson", "realloc", "mixed", "fanin", "large_touch",
-                     "thread_churn", "small_loop", "factor", "remote_free", "false_share",
-                     "small_churn", "thread_loop"},
-                    true))
-      ->capture_default_str();
-  app.add_option("--limits", limit_list,
-                 "also run tiermem under DRAM limits of these multiples of its unlimited peak RSS, with a "
-                 "tiermem-memd on loopback, beside tiermem unlimited (e.g. 3,1.5)")
-      ->check([](const std::string& v) -> std::string {
-        for (const std::string& item : SplitList(v)) {
-          char* end = nullptr;
-          const double f = strtod(item.c_str(), &end);
-          if (end == item.c_str() || *end != 0 || !(f > 0 && f < 1000)) {
-            return "'" + item + "' is not a multiple in (0, 1000)";
-          }
-        }
-        return "";
-      })
-      ->type_name("LIST");
-  app.add_option("--preload", preload, "tiermem's preload library (default: libtiermem-preload.so of this build "
-                                       "or install)")
-      ->type_name("PATH");
-  app.footer(
-      "JSON keys (--json): workloads, summary.\n"
-      "  workloads[]: name, then for each of glibc, jemalloc, mimalloc, tiermem: ALLOC_ops_s,\n"
-      "    ALLOC_cpu_ops_s, ALLOC_rss_bytes, ALLOC_rss_growth_bytes (null when it did not run);\n"
-      "    with --limits, tiermem_limits: peak_rss_bytes, unlimited_seconds, limits[]: factor,\n"
-      "    dram_limit_bytes, seconds, vs_unlimited, remote_faults, pages_evicted (medians)\n"
-      "  summary: geomean_vs_glibc, worst_vs_glibc, worst_vs_best_of_jemalloc_mimalloc,\n"
-      "    cpu_geomean_vs_glibc, cpu_worst_vs_glibc, cpu_worst_vs_best_of_jemalloc_mimalloc,\n"
-      "    cpu_geomean_vs_best_of_jemalloc_mimalloc, worst_rss_vs_glibc, worst_rss_growth_vs_glibc,\n"
-      "    worst_rss_vs_glibc_above_8mb (workloads where glibc's peak is above 8 MB),\n"
-      "    worst_rss_above_smaller_of_jemalloc_mimalloc_bytes (the others)");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+};
+
+int RunMalloc(Args args, const std::string&) {
+  auto& [json, runs, scale_n, preload, limit_list, workload_list] = args;
   const std::vector<std::string> workloads = SplitList(workload_list);
   const std::string scale = std::to_string(scale_n);
   const std::string dir = SelfDir();
@@ -420,6 +365,72 @@ int Malloc(int argc, char** argv) {
            cpu.worst_vs_best, worst_rss, worst_growth);
   }
   return 0;
+}
+
+}  // namespace
+
+Subcommand AddMalloc(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "malloc",
+      "allocator workloads under glibc, jemalloc, mimalloc and tiermem (LD_PRELOAD)",
+      "Allocator workloads, each a separate process (tiermem-malloc-workload) under glibc, "
+      "jemalloc, mimalloc and tiermem (LD_PRELOAD); median ops/s, ops per CPU second, peak RSS "
+      "and RSS growth of N runs. An allocator whose library is missing is reported as null. "
+      "Run by default, in this order: small, prodcons, larson, realloc, mixed, and (each "
+      "checking every byte it wrote) fanin (4 threads each freeing the blocks the others allocated), "
+      "large_touch (5-25 MiB blocks, every page written), thread_churn (short-lived threads "
+      "making bursts of small blocks), small_loop (one thread, LIFO stacks of 8-128 byte "
+      "blocks), factor (a small factoring program: vectors and strings), remote_free (64-byte "
+      "blocks allocated by one thread, freed by another: one pair, then two pairs), "
+      "false_share (per-thread small objects written over and over, one thread then two), "
+      "small_churn (one thread: trees of small nodes and numbers of many sizes), "
+      "thread_loop (2 threads replacing random blocks of 4 B-32 KiB, glibc's threaded "
+      "benchmark in kind).");
+  AddSwitch(app, "--json", a->json, "print one JSON object instead of a line per workload");
+  app.add_option("--runs", a->runs, "runs per workload and allocator (interleaved)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--scale", a->scale_n, "work per run, a multiple of the default amount")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32).description(""))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--workloads", a->workload_list, "workloads to run, in this order")
+      ->check(ListOf({"small", "prodcons", "larson", "realloc", "mixed", "fanin", "large_touch",
+                     "thread_churn", "small_loop", "factor", "remote_free", "false_share",
+                     "small_churn", "thread_loop"},
+                    true))
+      ->capture_default_str();
+  app.add_option("--limits", a->limit_list,
+                 "also run tiermem under DRAM limits of these multiples of its unlimited peak RSS, with a "
+                 "tiermem-memd on loopback, beside tiermem unlimited (e.g. 3,1.5)")
+      ->check([](const std::string& v) -> std::string {
+        for (const std::string& item : SplitList(v)) {
+          char* end = nullptr;
+          const double f = strtod(item.c_str(), &end);
+          if (end == item.c_str() || *end != 0 || !(f > 0 && f < 1000)) {
+            return "'" + item + "' is not a multiple in (0, 1000)";
+          }
+        }
+        return "";
+      })
+      ->type_name("LIST");
+  app.add_option("--preload", a->preload, "tiermem's preload library (default: libtiermem-preload.so of this build "
+                                          "or install)")
+      ->type_name("PATH");
+  app.footer(
+      "JSON keys (--json): workloads, summary.\n"
+      "  workloads[]: name, then for each of glibc, jemalloc, mimalloc, tiermem: ALLOC_ops_s,\n"
+      "    ALLOC_cpu_ops_s, ALLOC_rss_bytes, ALLOC_rss_growth_bytes (null when it did not run);\n"
+      "    with --limits, tiermem_limits: peak_rss_bytes, unlimited_seconds, limits[]: factor,\n"
+      "    dram_limit_bytes, seconds, vs_unlimited, remote_faults, pages_evicted (medians)\n"
+      "  summary: geomean_vs_glibc, worst_vs_glibc, worst_vs_best_of_jemalloc_mimalloc,\n"
+      "    cpu_geomean_vs_glibc, cpu_worst_vs_glibc, cpu_worst_vs_best_of_jemalloc_mimalloc,\n"
+      "    cpu_geomean_vs_best_of_jemalloc_mimalloc, worst_rss_vs_glibc, worst_rss_growth_vs_glibc,\n"
+      "    worst_rss_vs_glibc_above_8mb (workloads where glibc's peak is above 8 MB),\n"
+      "    worst_rss_above_smaller_of_jemalloc_mimalloc_bytes (the others)");
+  return {&app, [a](const std::string& command) { return RunMalloc(*a, command); }};
 }
 
 }  // namespace tiermem::bench

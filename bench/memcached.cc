@@ -109,45 +109,20 @@ nlohmann::json RunMemcached(const PreloadSetup& setup, const McServerConfig& c) 
   return e;
 }
 
-int Memcached(int argc, char** argv) {
+namespace {
+
+struct Args {
+  Args() {
+    c.load.keys = 200000;
+    c.load.connections = 4;
+  }
   McServerConfig c;
-  c.load.keys = 200000;
-  c.load.connections = 4;
   uint64_t seconds = 20, conns = 4, threads = 4;
   PreloadBench bench;
-  CLI::App app{"memcached (the system's, or --memcached) under each setup, loaded on loopback by tiermem's own "
-               "client: --keys values of 256-4096 bytes whose bytes derive from the key are stored once, then "
-               "gets on --connections connections, 90% of them for a hot 10% of the keys (spread over the key "
-               "space), every value checked. DRAM budget: a sixth of the data (the values' bytes). Setups: "
-               "plain (no preload, no limit), tiermem (LD_PRELOAD=libtiermem-preload.so with default settings, "
-               "TIERMEM_DRAM_LIMIT = the budget, TIERMEM_REMOTE = a memd on loopback started here), kernel_swap "
-               "(a memory cgroup limited to the budget with a swap file made and removed here; needs root; "
-               "skipped with its reason where the machine does not allow it). RSS is memcached's own "
-               "(/proc/PID/status). Exit status 1 when a value was wrong or missing.",
-               "tiermem-bench memcached"};
-  AddCount(app, "--keys", c.load.keys, ParseUint, "100", "100000000", "keys stored (about 2.2 KB each on average)");
-  AddCount(app, "--connections", conns, ParseUint, "1", "256", "client connections, one thread each");
-  AddCount(app, "--seconds", seconds, ParseUint, "1", "86400", "seconds of gets per setup");
-  AddCount(app, "--gets", c.load.max_gets, ParseUint, "0", "", "at most this many gets per setup (0: no count bound)");
-  AddCount(app, "--threads", threads, ParseUint, "1", "64", "memcached's worker threads (-t)");
-  AddPreloadFlags(app, bench);
-  app.footer(
-      "JSON keys (--json): dram_limit_bytes, data_bytes, keys, hot_keys, connections, seconds,\n"
-      "  memcached_item_mb, command, data_ok, setups.\n"
-      "  setups[]: name, gets_per_s, p50_us, p99_us, peak_rss_bytes, start_rss_bytes (memcached\n"
-      "    listening, nothing stored), filled_rss_bytes, end_rss_bytes, gets, values_checked,\n"
-      "    misses, wrong_values, sets, fill_s, gets_s, wall_s, fault_counter (remote_faults |\n"
-      "    major_faults), faults_per_get, fill_faults, verified, setup {env, cgroup,\n"
-      "    cgroup_version, swap_file}; tiermem: dram_resident_bytes [started, filled, end],\n"
-      "    tiermem_gets {remote_faults, fault_latency_mean_us, policy_cpu_s, budget_relief_pages}\n"
-      "    (over the gets);\n"
-      "    kernel_swap: cgroup_bytes [started, filled, end], oom_kills (where the OOM killer ended\n"
-      "    memcached); a setup that cannot run here: name,\n"
-      "    skipped (the reason); one that failed: name, error, verified false.\n"
-      "  data_ok: false when a setup did not verify its data or failed, except by the cgroup's\n"
-      "    OOM killer (kernel_swap's result then, in its error; the exit status is 1 unless data_ok).\n"
-      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+};
+
+int RunMemcachedBench(Args args, const std::string& command) {
+  auto& [c, seconds, conns, threads, bench] = args;
   c.load.seconds = static_cast<double>(seconds);
   c.load.connections = static_cast<int>(conns);
   c.threads = static_cast<int>(threads);
@@ -177,7 +152,48 @@ int Memcached(int argc, char** argv) {
   char summary[128];
   snprintf(summary, sizeof(summary), "data %.1f MiB, DRAM budget %.1f MiB", static_cast<double>(data) / 1048576.0,
            static_cast<double>(bench.config.dram_limit_bytes) / 1048576.0);
-  return RunPreloadBench(bench, j, argc, argv, summary);
+  return RunPreloadBench(bench, j, command, summary);
+}
+
+}  // namespace
+
+Subcommand AddMemcached(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "memcached",
+      "memcached with a hot set of keys: plain, tiermem (LD_PRELOAD) and kernel swap; gets/s, p99, RSS",
+      "memcached (the system's, or --memcached) under each setup, loaded on loopback by tiermem's own "
+      "client: --keys values of 256-4096 bytes whose bytes derive from the key are stored once, then "
+      "gets on --connections connections, 90% of them for a hot 10% of the keys (spread over the key "
+      "space), every value checked. DRAM budget: a sixth of the data (the values' bytes). Setups: "
+      "plain (no preload, no limit), tiermem (LD_PRELOAD=libtiermem-preload.so with default settings, "
+      "TIERMEM_DRAM_LIMIT = the budget, TIERMEM_REMOTE = a memd on loopback started here), kernel_swap "
+      "(a memory cgroup limited to the budget with a swap file made and removed here; needs root; "
+      "skipped with its reason where the machine does not allow it). RSS is memcached's own "
+      "(/proc/PID/status). Exit status 1 when a value was wrong or missing.");
+  AddCount(app, "--keys", a->c.load.keys, ParseUint, "100", "100000000", "keys stored (about 2.2 KB each on average)");
+  AddCount(app, "--connections", a->conns, ParseUint, "1", "256", "client connections, one thread each");
+  AddCount(app, "--seconds", a->seconds, ParseUint, "1", "86400", "seconds of gets per setup");
+  AddCount(app, "--gets", a->c.load.max_gets, ParseUint, "0", "", "at most this many gets per setup (0: no count bound)");
+  AddCount(app, "--threads", a->threads, ParseUint, "1", "64", "memcached's worker threads (-t)");
+  AddPreloadFlags(app, a->bench);
+  app.footer(
+      "JSON keys (--json): dram_limit_bytes, data_bytes, keys, hot_keys, connections, seconds,\n"
+      "  memcached_item_mb, command, data_ok, setups.\n"
+      "  setups[]: name, gets_per_s, p50_us, p99_us, peak_rss_bytes, start_rss_bytes (memcached\n"
+      "    listening, nothing stored), filled_rss_bytes, end_rss_bytes, gets, values_checked,\n"
+      "    misses, wrong_values, sets, fill_s, gets_s, wall_s, fault_counter (remote_faults |\n"
+      "    major_faults), faults_per_get, fill_faults, verified, setup {env, cgroup,\n"
+      "    cgroup_version, swap_file}; tiermem: dram_resident_bytes [started, filled, end],\n"
+      "    tiermem_gets {remote_faults, fault_latency_mean_us, policy_cpu_s, budget_relief_pages}\n"
+      "    (over the gets);\n"
+      "    kernel_swap: cgroup_bytes [started, filled, end], oom_kills (where the OOM killer ended\n"
+      "    memcached); a setup that cannot run here: name,\n"
+      "    skipped (the reason); one that failed: name, error, verified false.\n"
+      "  data_ok: false when a setup did not verify its data or failed, except by the cgroup's\n"
+      "    OOM killer (kernel_swap's result then, in its error; the exit status is 1 unless data_ok).\n"
+      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  return {&app, [a](const std::string& command) { return RunMemcachedBench(*a, command); }};
 }
 
 }  // namespace tiermem::bench

@@ -131,59 +131,18 @@ nlohmann::json RunHotset(const PreloadSetup& setup, const Config& c) {
   return e;
 }
 
-}  // namespace
-
-int PreloadHotset(int argc, char** argv) {
+struct Args {
+  Args() {
+    c.bytes = 1ull << 30;
+    c.seconds = 20;
+    c.timeout_s = 600;
+  }
   Config c;
-  c.bytes = 1ull << 30;
-  c.seconds = 20;
-  c.timeout_s = 600;
   PreloadBench bench;
-  CLI::App app{"An unmodified C program (tiermem-hotset-prog) fills an array of --size bytes, then adds to random "
-               "8-byte words, 90% of them on a hot 10% of the array that moves once halfway (phase 1, phase 2), "
-               "and verifies the array against checksums kept along. It runs as a separate process under each "
-               "setup, all with a DRAM budget of 20% of the array: plain (no preload, no limit), tiermem "
-               "(LD_PRELOAD=libtiermem-preload.so with default settings, TIERMEM_DRAM_LIMIT = the budget, "
-               "TIERMEM_REMOTE = a memd on loopback started here; other TIERMEM_* variables of this process "
-               "pass through), kernel_swap (a memory cgroup limited to the budget below this process's own, "
-               "with a swap file made, swapped on and removed here; needs root; skipped with its reason "
-               "where the machine does not allow it). Faults per update: tiermem's remote faults (its stats "
-               "block, read while the program is stopped at the phase boundaries), major faults for the "
-               "others. ideal_faults_per_update: the optimal placement under independent draws keeps the hot "
-               "10% and another 10% of the array in DRAM, so (1 - 0.9) * (1 - (0.2 - 0.1) / (1 - 0.1)) = "
-               "0.0889 (docs/tiering.md). Exit status 1 when a program did not verify its data.",
-               "tiermem-bench preload-hotset"};
-  AddSize(app, "--size", c.bytes, ParseSize, "1G", "16M", "256G", "bytes of the array");
-  AddCount(app, "--seconds", c.seconds, ParseUint, "1", "86400", "seconds of updates per setup (half per phase)");
-  AddCount(app, "--updates", c.updates, ParseUint, "0", "", "at most this many updates per setup (0: no count bound)");
-  AddCount(app, "--setup-timeout", c.timeout_s, ParseUint, "10", "", "seconds a setup may take, fill and check included");
-  AddPreloadFlags(app, bench);
-  app.footer(
-      "JSON keys (--json): dram_limit_bytes, baseline_rss_bytes, ideal_faults_per_update,\n"
-      "  ideal_move_faults, array_bytes, hot_share, hot_update_share, seconds, updates, command,\n"
-      "  data_ok, setups; with tiermem: raw_write_pages_per_s (the bare write stream to the same\n"
-      "  memd, 64 requests in flight, before the setups), and with plain too fill_bound_s\n"
-      "  (1.5 x (plain's fill_s + the bytes beyond the DRAM limit at that raw rate)) and\n"
-      "  tiermem_fill_vs_bound (tiermem's fill_s over it: at most 1 is the goal).\n"
-      "  setups[]: name, updates_per_s, peak_rss_bytes, faults_per_update [phase1, phase2],\n"
-      "    faults_per_update_second_half [p1, p2] (the second half of each phase: its steady\n"
-      "    state, to compare with ideal_faults_per_update),\n"
-      "    fault_counter (remote_faults | major_faults), major_faults_per_update [p1, p2],\n"
-      "    ideal_faults_per_update_with_window [p1, p2] (ideal + ideal_move_faults / the phase's\n"
-      "    updates), updates [p1, p2], half_updates [p1, p2] (those of each first half),\n"
-      "    seconds [p1, p2], verified, start_rss_bytes, fill_s,\n"
-      "    verify_s, wall_s,\n"
-      "    exit, rss_bytes [after fill, at the move, after phase 2], setup {env, cgroup,\n"
-      "    cgroup_version, swap_file}; tiermem: dram_resident_bytes [3 points]; kernel_swap:\n"
-      "    cgroup_bytes [3 points], oom_kills (where the OOM killer ended the program); a setup\n"
-      "    that cannot run here: name, skipped (the reason);\n"
-      "    one that failed: name, error, verified false.\n"
-      "  data_ok: false when a setup did not verify its data or failed, except by the cgroup's\n"
-      "    OOM killer (kernel_swap's result then, in its error; the exit status is 1 unless data_ok).\n"
-      "  baseline_rss_bytes: the program's RSS when main starts, before its array (plain setup,\n"
-      "    else the first that ran).\n"
-      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+};
+
+int RunPreloadHotset(Args args, const std::string& command) {
+  auto& [c, bench] = args;
   const std::string dir = SelfDir();
   c.prog = FirstExisting({dir + "/tiermem-hotset-prog", dir + "/../bench/tiermem-hotset-prog"});
   if (c.prog.empty()) {
@@ -237,7 +196,60 @@ int PreloadHotset(int argc, char** argv) {
   char summary[128];
   snprintf(summary, sizeof(summary), "DRAM budget %.1f MiB; ideal faults per update %.4f",
            static_cast<double>(bench.config.dram_limit_bytes) / 1048576.0, ideal);
-  return RunPreloadBench(bench, j, argc, argv, summary);
+  return RunPreloadBench(bench, j, command, summary);
+}
+
+}  // namespace
+
+Subcommand AddPreloadHotset(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "preload-hotset",
+      "an unmodified C program with a moving hot set: plain, tiermem (LD_PRELOAD) and kernel swap",
+      "An unmodified C program (tiermem-hotset-prog) fills an array of --size bytes, then adds to random "
+      "8-byte words, 90% of them on a hot 10% of the array that moves once halfway (phase 1, phase 2), "
+      "and verifies the array against checksums kept along. It runs as a separate process under each "
+      "setup, all with a DRAM budget of 20% of the array: plain (no preload, no limit), tiermem "
+      "(LD_PRELOAD=libtiermem-preload.so with default settings, TIERMEM_DRAM_LIMIT = the budget, "
+      "TIERMEM_REMOTE = a memd on loopback started here; other TIERMEM_* variables of this process "
+      "pass through), kernel_swap (a memory cgroup limited to the budget below this process's own, "
+      "with a swap file made, swapped on and removed here; needs root; skipped with its reason "
+      "where the machine does not allow it). Faults per update: tiermem's remote faults (its stats "
+      "block, read while the program is stopped at the phase boundaries), major faults for the "
+      "others. ideal_faults_per_update: the optimal placement under independent draws keeps the hot "
+      "10% and another 10% of the array in DRAM, so (1 - 0.9) * (1 - (0.2 - 0.1) / (1 - 0.1)) = "
+      "0.0889 (docs/tiering.md). Exit status 1 when a program did not verify its data.");
+  AddSize(app, "--size", a->c.bytes, ParseSize, "1G", "16M", "256G", "bytes of the array");
+  AddCount(app, "--seconds", a->c.seconds, ParseUint, "1", "86400", "seconds of updates per setup (half per phase)");
+  AddCount(app, "--updates", a->c.updates, ParseUint, "0", "", "at most this many updates per setup (0: no count bound)");
+  AddCount(app, "--setup-timeout", a->c.timeout_s, ParseUint, "10", "", "seconds a setup may take, fill and check included");
+  AddPreloadFlags(app, a->bench);
+  app.footer(
+      "JSON keys (--json): dram_limit_bytes, baseline_rss_bytes, ideal_faults_per_update,\n"
+      "  ideal_move_faults, array_bytes, hot_share, hot_update_share, seconds, updates, command,\n"
+      "  data_ok, setups; with tiermem: raw_write_pages_per_s (the bare write stream to the same\n"
+      "  memd, 64 requests in flight, before the setups), and with plain too fill_bound_s\n"
+      "  (1.5 x (plain's fill_s + the bytes beyond the DRAM limit at that raw rate)) and\n"
+      "  tiermem_fill_vs_bound (tiermem's fill_s over it: at most 1 is the goal).\n"
+      "  setups[]: name, updates_per_s, peak_rss_bytes, faults_per_update [phase1, phase2],\n"
+      "    faults_per_update_second_half [p1, p2] (the second half of each phase: its steady\n"
+      "    state, to compare with ideal_faults_per_update),\n"
+      "    fault_counter (remote_faults | major_faults), major_faults_per_update [p1, p2],\n"
+      "    ideal_faults_per_update_with_window [p1, p2] (ideal + ideal_move_faults / the phase's\n"
+      "    updates), updates [p1, p2], half_updates [p1, p2] (those of each first half),\n"
+      "    seconds [p1, p2], verified, start_rss_bytes, fill_s,\n"
+      "    verify_s, wall_s,\n"
+      "    exit, rss_bytes [after fill, at the move, after phase 2], setup {env, cgroup,\n"
+      "    cgroup_version, swap_file}; tiermem: dram_resident_bytes [3 points]; kernel_swap:\n"
+      "    cgroup_bytes [3 points], oom_kills (where the OOM killer ended the program); a setup\n"
+      "    that cannot run here: name, skipped (the reason);\n"
+      "    one that failed: name, error, verified false.\n"
+      "  data_ok: false when a setup did not verify its data or failed, except by the cgroup's\n"
+      "    OOM killer (kernel_swap's result then, in its error; the exit status is 1 unless data_ok).\n"
+      "  baseline_rss_bytes: the program's RSS when main starts, before its array (plain setup,\n"
+      "    else the first that ran).\n"
+      "Environment: TIERMEM_BENCH_MEMD_LOG=1 shows memd's log on stderr.");
+  return {&app, [a](const std::string& command) { return RunPreloadHotset(*a, command); }};
 }
 
 }  // namespace tiermem::bench

@@ -122,7 +122,8 @@ void AddPreloadFlags(CLI::App& app, PreloadBench& bench) {
       ->capture_default_str();
 }
 
-int RunPreloadBench(PreloadBench& bench, nlohmann::json& report, int argc, char** argv, const std::string& summary) {
+int RunPreloadBench(PreloadBench& bench, nlohmann::json& report, const std::string& command,
+                    const std::string& summary) {
   if (bench.config.preload.empty()) bench.config.preload = PreloadLibrary();
   MemdChild memd;
   const std::vector<std::string> names = SplitList(bench.setup_list);
@@ -172,7 +173,7 @@ int RunPreloadBench(PreloadBench& bench, nlohmann::json& report, int argc, char*
     report["setups"].push_back(e);
   }
   bench.config.memd = nullptr;
-  report["command"] = CommandLine(argc, argv);
+  report["command"] = command;
   report["data_ok"] = data_ok;
   if (bench.finish) bench.finish(report);
   if (bench.json) {

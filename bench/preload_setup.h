@@ -90,11 +90,12 @@ void AddPreloadFlags(CLI::App& app, PreloadBench& bench);
 // prepared just before its run and torn down right after (kernel_swap's cgroup and swap file
 // exist only that long). A setup that cannot run here is {name, skipped: reason}; the others get
 // name and setup (environment, cgroup, swap file) added to their entry, and oom_kills where the
-// cgroup's OOM killer ended the program. `report` gets setups, command (from argc/argv) and
+// cgroup's OOM killer ended the program. `report` gets setups, `command` and
 // data_ok (false when a setup that ran did not verify its data, or failed other than by the
 // cgroup's OOM killer), and is printed as one JSON line with
 // --json; without it, a line per setup, then `summary`. Returns the exit status: 1 unless data_ok.
-int RunPreloadBench(PreloadBench& bench, nlohmann::json& report, int argc, char** argv, const std::string& summary);
+int RunPreloadBench(PreloadBench& bench, nlohmann::json& report, const std::string& command,
+                    const std::string& summary);
 // `entry` with error = why and verified = false.
 nlohmann::json SetupFailed(nlohmann::json entry, const std::string& why);
 

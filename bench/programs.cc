@@ -279,23 +279,7 @@ void AddProgramsFlags(CLI::App& app, Config& c) {
 
 }  // namespace
 
-int Programs(int argc, char** argv) {
-  Config c;
-  c.programs = "";
-  for (const std::string& n : ProgramNames()) c.programs += (c.programs.empty() ? "" : ",") + n;
-  CLI::App app{"Real programs from Debian's packages, unmodified, each with a job of its own and a check that its "
-               "result is right (docs/programs.md): redis-server loaded by redis-benchmark, memcached loaded by "
-               "tiermem's client, sqlite3 on an in-memory database, liblinear-train, GNU sort, g++. Each runs "
-               "plain with no limit (its peak RSS sets the scale), then at each --shares of that peak under "
-               "tiermem (LD_PRELOAD=libtiermem-preload.so, TIERMEM_DRAM_LIMIT = the share, TIERMEM_REMOTE = a "
-               "memd on loopback started here, defaults otherwise) and under kernel_swap (a memory cgroup "
-               "limited to the share with a swap file made and removed here; needs root; an OOM kill is its "
-               "result). Then, per setup, --bisect more runs look for the smallest share that keeps 0.9x "
-               "plain's speed. Exit status 1 when a plain or tiermem run did not finish with its result right, "
-               "or a kernel_swap run finished with a wrong one.",
-               "tiermem-bench programs"};
-  AddProgramsFlags(app, c);
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+int RunPrograms(Config c, const std::string& command) {
   if (c.setup.preload.empty()) c.setup.preload = PreloadLibrary();
   MemdChild memd;
   if (c.setups.find("tiermem") != std::string::npos && memd.Start(8ull << 30)) c.setup.memd = &memd;
@@ -307,7 +291,7 @@ int Programs(int argc, char** argv) {
   }
   const uint64_t t0 = NowNs();
   bool ok = true, any = false;
-  nlohmann::json j = {{"command", CommandLine(argc, argv)}, {"quick", c.quick}, {"setups", c.setups},
+  nlohmann::json j = {{"command", command}, {"quick", c.quick}, {"setups", c.setups},
                       {"shares", c.shares}, {"bisect", c.bisect}, {"programs", nlohmann::json::array()}};
   const std::vector<std::string> wanted = SplitList(c.programs);
   for (const std::string& name : wanted) {
@@ -333,6 +317,28 @@ int Programs(int argc, char** argv) {
   }
   if (!any) return 77;
   return ok ? 0 : 1;
+}
+
+Subcommand AddPrograms(CLI::App& bench) {
+  auto c = std::make_shared<Config>();
+  c->programs = "";
+  for (const std::string& n : ProgramNames()) c->programs += (c->programs.empty() ? "" : ",") + n;
+  CLI::App& app = *AddSubcommand(
+      bench, "programs",
+      "real programs (redis, memcached, sqlite3, liblinear, sort, g++): plain, tiermem and kernel swap\n"
+      "at shares of their peak RSS; the share that keeps 0.9x plain's speed",
+      "Real programs from Debian's packages, unmodified, each with a job of its own and a check that its "
+      "result is right (docs/programs.md): redis-server loaded by redis-benchmark, memcached loaded by "
+      "tiermem's client, sqlite3 on an in-memory database, liblinear-train, GNU sort, g++. Each runs "
+      "plain with no limit (its peak RSS sets the scale), then at each --shares of that peak under "
+      "tiermem (LD_PRELOAD=libtiermem-preload.so, TIERMEM_DRAM_LIMIT = the share, TIERMEM_REMOTE = a "
+      "memd on loopback started here, defaults otherwise) and under kernel_swap (a memory cgroup "
+      "limited to the share with a swap file made and removed here; needs root; an OOM kill is its "
+      "result). Then, per setup, --bisect more runs look for the smallest share that keeps 0.9x "
+      "plain's speed. Exit status 1 when a plain or tiermem run did not finish with its result right, "
+      "or a kernel_swap run finished with a wrong one.");
+  AddProgramsFlags(app, *c);
+  return {&app, [c](const std::string& command) { return RunPrograms(*c, command); }};
 }
 
 }  // namespace tiermem::bench

@@ -283,75 +283,20 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
   return Status::Ok();
 }
 
-}  // namespace
-
-int RemoteFault(int argc, char** argv) {
-  CLI::App app{"Evicts N pages with known contents to a memory server, touches them in random order "
-               "(one fault each), checks every page, and compares with the bare transport.",
-               "tiermem-bench remote-fault"};
+struct Args {
   std::string transport = "tcp", server, token, memd_path, host = "127.0.0.1", pattern = "random";
   std::string prefetch = "auto";
   size_t pages = 65536;
   bool json = false;
-  app.add_option("--transport", transport, "tcp or rdma")->check(CLI::IsMember({"tcp", "rdma"}))->capture_default_str();
-  AddCount(app, "--pages", pages, ParseUint, "0", "", "pages to evict and fault back (0 counts as 1)");
-  app.add_option("--server", server,
-                 "use these memds (host:port, comma-separated; with --replicas up to their number) instead of "
-                 "starting any (default: start --servers)");
-  app.add_option("--host", host, "address the started memd listens on (rdma needs one with a verbs device)")
-      ->capture_default_str();
-  app.add_option("--token", token, "token for the memd (default: TIERMEM_TOKEN)");
-  app.add_option("--memd", memd_path, "tiermem-memd binary (default: the one built next to this program)");
-  app.add_option("--pattern", pattern, "order of the touches: random, seq or stride (every 4th page)")
-      ->check(CLI::IsMember({"random", "seq", "stride"}))->capture_default_str();
-  app.add_option("--prefetch", prefetch, "TIERMEM_PREFETCH for the tiered run: auto, off or N (1-128)")
-      ->check([](const std::string& v) -> std::string {
-        if (v == "auto" || v == "off") return "";
-        if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos ||
-            std::stoul(v) == 0 || std::stoul(v) > 128) {
-          return "auto, off or a number of pages from 1 to 128";
-        }
-        return "";
-      })
-      ->capture_default_str();
   size_t nservers = 1, replicas = 1, threads = 1;
   bool kill_one = false;
-  AddCount(app, "--threads", threads, ParseUint, "1", "64", "threads touching the pages (each a share of the order)");
-  AddCount(app, "--servers", nservers, ParseUint, "1", "16", "memds to start (on --host, ports chosen by the kernel)");
-  AddCount(app, "--replicas", replicas, ParseUint, "1", "4",
-           "TIERMEM_REPLICAS for the tiered run (with more than 1, a pass with one replica runs first on the same servers)");
   std::string code;
-  app.add_option("--code", code,
-                 "TIERMEM_REMOTE_CODE (k+m, e.g. 4+2) for the tiered run instead of replicas; a pass with 2 replicas "
-                 "runs first on the same servers");
-  AddSwitch(app, "--kill-one", kill_one,
-            "kill (SIGKILL) the memd with the most copies right after the eviction, and time the repair (with "
-            "--code, only when --servers exceeds k+m: otherwise no server is left to rebuild on)");
-  AddSwitch(app, "--json", json, "print one JSON object");
-  app.footer(
-      "JSON keys (--json): pages, pattern, prefetch, verified_pages, fault_p50_us, fault_p99_us (per\n"
-      "  touch, faulting or not), raw_roundtrip_p50_us, evict_pages_per_s, raw_write_pages_per_s,\n"
-      "  access_gbps (the touch loop's bytes over its time), raw_stream_gbps (the bare transport's\n"
-      "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page, servers,\n"
-      "  replicas, threads, servers_lost; fault_mean_us (the touches' mean), handler_fault_mean_us (the\n"
-      "  fault handler's mean, userfaultfd report to page installed), handler_read_mean_us (of that, the\n"
-      "  read: posted to its reply in; raw_roundtrip_mean_us is the bare read's mean beside it),\n"
-      "  zero_fault_p50_us (a first touch of fresh remote-tier memory:\n"
-      "  the userfaultfd round trip with no server); raw_roundtrip_p99_us; floor_fault_p50_us and\n"
-      "  floor_fault_p99_us (the kernel's floor in the same run: a bare handler thread blocked in poll,\n"
-      "  UFFDIO_COPY); zero_fault_vs_floor, fault_p50_vs_raw_roundtrip, fault_p99_vs_raw_roundtrip; with --kill-one rereplication_s (kill to every page with its replicas\n"
-      "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
-      "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica,\n"
-      "  one_replica_evict_client_cpu_us_per_page, one_replica_evict_memd_cpu_us_per_page,\n"
-      "  evict_cpu_vs_one_replica (CPU per page evicted, this process and its memds, 2 vs 1);\n"
-      "  server_pages_per_page (server memory held per page); evict_client_cpu_us_per_page and\n"
-      "  evict_memd_cpu_us_per_page (CPU time per page during the eviction: this process, and the\n"
-      "  memds it started; 0 with --server); with --code code, rebuilt (false: no\n"
-      "  spare server), two_replicas_fault_p50_us, two_replicas_evict_pages_per_s,\n"
-      "  two_replicas_server_pages_per_page, fault_p50_vs_two_replicas, evict_rate_vs_two_replicas\n"
-      "Environment: TIERMEM_TOKEN (the token when --token is not given); TIERMEM_BENCH_MEMD_LOG=1\n"
-      "  shows the started memd's log on stderr.");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+  CLI::Option* servers_opt = nullptr;
+};
+
+int RunRemoteFault(Args args, const std::string&) {
+  auto& [transport, server, token, memd_path, host, pattern, prefetch, pages, json, nservers, replicas, threads,
+         kill_one, code, servers_opt] = args;
   if (pages == 0) pages = 1;
   if (token.empty()) {
     if (Status s = OptionFromEnv("TIERMEM_TOKEN", &token); !s.ok()) {
@@ -362,7 +307,7 @@ int RemoteFault(int argc, char** argv) {
   // --server's list: the servers of every pass (the first one's transport is measured bare).
   std::vector<std::string> listed;
   if (!server.empty()) {
-    if (app.count("--servers") > 0) {
+    if (servers_opt->count() > 0) {
       fprintf(stderr, "tiermem-bench remote-fault: --servers starts memds; --server names running ones (not both)\n");
       return 2;
     }
@@ -563,6 +508,73 @@ int RemoteFault(int argc, char** argv) {
     printf("  verified        %zu of %zu pages\n", verified, pages);
   }
   return verified == pages ? 0 : 1;
+}
+
+}  // namespace
+
+Subcommand AddRemoteFault(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "remote-fault",
+      "evict pages to a memd, fault them back in random order, compare with the bare transport",
+      "Evicts N pages with known contents to a memory server, touches them in random order "
+      "(one fault each), checks every page, and compares with the bare transport.");
+  app.add_option("--transport", a->transport, "tcp or rdma")->check(CLI::IsMember({"tcp", "rdma"}))->capture_default_str();
+  AddCount(app, "--pages", a->pages, ParseUint, "0", "", "pages to evict and fault back (0 counts as 1)");
+  app.add_option("--server", a->server,
+                 "use these memds (host:port, comma-separated; with --replicas up to their number) instead of "
+                 "starting any (default: start --servers)");
+  app.add_option("--host", a->host, "address the started memd listens on (rdma needs one with a verbs device)")
+      ->capture_default_str();
+  app.add_option("--token", a->token, "token for the memd (default: TIERMEM_TOKEN)");
+  app.add_option("--memd", a->memd_path, "tiermem-memd binary (default: the one built next to this program)");
+  app.add_option("--pattern", a->pattern, "order of the touches: random, seq or stride (every 4th page)")
+      ->check(CLI::IsMember({"random", "seq", "stride"}))->capture_default_str();
+  app.add_option("--prefetch", a->prefetch, "TIERMEM_PREFETCH for the tiered run: auto, off or N (1-128)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto" || v == "off") return "";
+        if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos ||
+            std::stoul(v) == 0 || std::stoul(v) > 128) {
+          return "auto, off or a number of pages from 1 to 128";
+        }
+        return "";
+      })
+      ->capture_default_str();
+  AddCount(app, "--threads", a->threads, ParseUint, "1", "64", "threads touching the pages (each a share of the order)");
+  a->servers_opt = AddCount(app, "--servers", a->nservers, ParseUint, "1", "16", "memds to start (on --host, ports chosen by the kernel)");
+  AddCount(app, "--replicas", a->replicas, ParseUint, "1", "4",
+           "TIERMEM_REPLICAS for the tiered run (with more than 1, a pass with one replica runs first on the same servers)");
+  app.add_option("--code", a->code,
+                 "TIERMEM_REMOTE_CODE (k+m, e.g. 4+2) for the tiered run instead of replicas; a pass with 2 replicas "
+                 "runs first on the same servers");
+  AddSwitch(app, "--kill-one", a->kill_one,
+            "kill (SIGKILL) the memd with the most copies right after the eviction, and time the repair (with "
+            "--code, only when --servers exceeds k+m: otherwise no server is left to rebuild on)");
+  AddSwitch(app, "--json", a->json, "print one JSON object");
+  app.footer(
+      "JSON keys (--json): pages, pattern, prefetch, verified_pages, fault_p50_us, fault_p99_us (per\n"
+      "  touch, faulting or not), raw_roundtrip_p50_us, evict_pages_per_s, raw_write_pages_per_s,\n"
+      "  access_gbps (the touch loop's bytes over its time), raw_stream_gbps (the bare transport's\n"
+      "  read stream with the prefetch window in flight), faults, prefetched, faults_per_page, servers,\n"
+      "  replicas, threads, servers_lost; fault_mean_us (the touches' mean), handler_fault_mean_us (the\n"
+      "  fault handler's mean, userfaultfd report to page installed), handler_read_mean_us (of that, the\n"
+      "  read: posted to its reply in; raw_roundtrip_mean_us is the bare read's mean beside it),\n"
+      "  zero_fault_p50_us (a first touch of fresh remote-tier memory:\n"
+      "  the userfaultfd round trip with no server); raw_roundtrip_p99_us; floor_fault_p50_us and\n"
+      "  floor_fault_p99_us (the kernel's floor in the same run: a bare handler thread blocked in poll,\n"
+      "  UFFDIO_COPY); zero_fault_vs_floor, fault_p50_vs_raw_roundtrip, fault_p99_vs_raw_roundtrip; with --kill-one rereplication_s (kill to every page with its replicas\n"
+      "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
+      "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica,\n"
+      "  one_replica_evict_client_cpu_us_per_page, one_replica_evict_memd_cpu_us_per_page,\n"
+      "  evict_cpu_vs_one_replica (CPU per page evicted, this process and its memds, 2 vs 1);\n"
+      "  server_pages_per_page (server memory held per page); evict_client_cpu_us_per_page and\n"
+      "  evict_memd_cpu_us_per_page (CPU time per page during the eviction: this process, and the\n"
+      "  memds it started; 0 with --server); with --code code, rebuilt (false: no\n"
+      "  spare server), two_replicas_fault_p50_us, two_replicas_evict_pages_per_s,\n"
+      "  two_replicas_server_pages_per_page, fault_p50_vs_two_replicas, evict_rate_vs_two_replicas\n"
+      "Environment: TIERMEM_TOKEN (the token when --token is not given); TIERMEM_BENCH_MEMD_LOG=1\n"
+      "  shows the started memd's log on stderr.");
+  return {&app, [a](const std::string& command) { return RunRemoteFault(*a, command); }};
 }
 
 }  // namespace tiermem::bench

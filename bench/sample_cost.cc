@@ -92,31 +92,15 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-}  // namespace
-
-int SampleCost(int argc, char** argv) {
+struct Args {
   size_t bytes = 64u << 20;
   uint64_t seconds = 2, rounds = 3, sample_pages = 4096, interval_ms = 10;
   bool write = false, json = false;
   std::string server;
-  CLI::App app{"Measures the cost of one access sample under protection sampling (protect) and soft "
-               "eviction (uffd) against no sampling (off), side by side, and prints one JSON object.",
-               "tiermem-bench sample-cost"};
-  AddSize(app, "--size", bytes, ParseSize, "64M", "1M", "8G", "DRAM pages swept");
-  AddCount(app, "--seconds", seconds, ParseUint, "1", "600", "length of one mode's run");
-  AddCount(app, "--rounds", rounds, ParseUint, "1", "20", "interleaved rounds of the three modes");
-  AddCount(app, "--sample-pages", sample_pages, ParseUint, "1", "4096", "TIERMEM_SAMPLE_PAGES");
-  AddCount(app, "--interval-ms", interval_ms, ParseUint, "1", "1000", "TIERMEM_SAMPLE_INTERVAL_MS");
-  AddSwitch(app, "--write", write, "the sweep writes each page (default: reads)");
-  AddSwitch(app, "--json", json, "no progress lines on stderr (the JSON object is always printed)");
-  app.add_option("--server", server, "use this memd instead of starting one")->type_name("tcp://HOST:PORT");
-  app.footer(
-      "JSON keys: size_bytes, seconds, rounds, access (read|write), sample_pages, interval_ms,\n"
-      "  uffd_vs_protect_program_ns (median of the per-round ratios), modes.MODE (off, protect,\n"
-      "  uffd): ok, sampling (the mode in effect), sweeps_per_s, samples, pages_armed, rounds,\n"
-      "  program_ns_per_sample, policy_ns_per_armed_page, policy_cpu_fraction, system_call_safe,\n"
-      "  error (only when it failed). Medians over the rounds.");
-  if (int rc = ParseArgs(app, argc, argv); rc >= 0) return rc;
+};
+
+int RunSampleCost(Args args, const std::string&) {
+  auto& [bytes, seconds, rounds, sample_pages, interval_ms, write, json, server] = args;
   MemdChild memd;
   if (server.empty()) {
     if (!memd.Start(64u << 20)) {
@@ -195,6 +179,31 @@ int SampleCost(int argc, char** argv) {
   }
   printf("%s\n", out.dump(2).c_str());
   return 0;
+}
+
+}  // namespace
+
+Subcommand AddSampleCost(CLI::App& bench) {
+  auto a = std::make_shared<Args>();
+  CLI::App& app = *AddSubcommand(
+      bench, "sample-cost", "the cost of one access sample: protection faults vs soft eviction vs none, side by side",
+      "Measures the cost of one access sample under protection sampling (protect) and soft "
+      "eviction (uffd) against no sampling (off), side by side, and prints one JSON object.");
+  AddSize(app, "--size", a->bytes, ParseSize, "64M", "1M", "8G", "DRAM pages swept");
+  AddCount(app, "--seconds", a->seconds, ParseUint, "1", "600", "length of one mode's run");
+  AddCount(app, "--rounds", a->rounds, ParseUint, "1", "20", "interleaved rounds of the three modes");
+  AddCount(app, "--sample-pages", a->sample_pages, ParseUint, "1", "4096", "TIERMEM_SAMPLE_PAGES");
+  AddCount(app, "--interval-ms", a->interval_ms, ParseUint, "1", "1000", "TIERMEM_SAMPLE_INTERVAL_MS");
+  AddSwitch(app, "--write", a->write, "the sweep writes each page (default: reads)");
+  AddSwitch(app, "--json", a->json, "no progress lines on stderr (the JSON object is always printed)");
+  app.add_option("--server", a->server, "use this memd instead of starting one")->type_name("tcp://HOST:PORT");
+  app.footer(
+      "JSON keys: size_bytes, seconds, rounds, access (read|write), sample_pages, interval_ms,\n"
+      "  uffd_vs_protect_program_ns (median of the per-round ratios), modes.MODE (off, protect,\n"
+      "  uffd): ok, sampling (the mode in effect), sweeps_per_s, samples, pages_armed, rounds,\n"
+      "  program_ns_per_sample, policy_ns_per_armed_page, policy_cpu_fraction, system_call_safe,\n"
+      "  error (only when it failed). Medians over the rounds.");
+  return {&app, [a](const std::string& command) { return RunSampleCost(*a, command); }};
 }
 
 }  // namespace tiermem::bench

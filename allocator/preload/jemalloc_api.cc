@@ -28,7 +28,7 @@
 #include "allocator/meta_arena.h"
 #include "allocator/preload/preload_internal.h"
 #include "base/os.h"
-#include "runtime/core/runtime_impl.h"
+#include "runtime/core/heap_runtime.h"
 
 #define TM_EXPORT extern "C" __attribute__((visibility("default")))
 

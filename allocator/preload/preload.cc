@@ -28,7 +28,7 @@
 #include "base/os.h"
 #include "base/log.h"
 #include "base/runtime_thread.h"
-#include "runtime/core/runtime_impl.h"
+#include "runtime/core/heap_runtime.h"
 
 extern "C" {
 void* __libc_malloc(size_t);
@@ -52,7 +52,7 @@ constinit HeapCore* g_heap = nullptr;
 // g_heap once the state is kReady (Heap() reads only this; malloc and free first try the
 // thread's primary cache, which exists only once the heap is ready).
 constinit std::atomic<HeapCore*> g_ready_heap{nullptr};
-constinit Runtime::Impl* g_rt = nullptr;
+constinit HeapRuntime* g_rt = nullptr;
 alignas(HeapCore) unsigned char g_heap_storage[sizeof(HeapCore)];
 // A thread that must use glibc has alloc::t_thread.bypass > 0 (alloc::InRuntimeCall()): the
 // heap's own runtime calls, the thread starting the runtime, and the runtime's own threads
@@ -80,7 +80,7 @@ void Start() {
     return;
   }
   Runtime* runtime = rt->release();  // never stopped: see the header comment
-  g_rt = ImplOf(*runtime);
+  g_rt = HeapRuntime::Of(*runtime);
   g_heap = HeapCore::CreatePrimary(g_heap_storage, g_rt, Tier::kAuto, kAllocDefault);
   if (g_heap == nullptr) {
     TM_LOG_WARN("libtiermem-preload: no heap slot; using glibc's malloc");
@@ -113,7 +113,7 @@ inline HeapCore* Heap() {
 // Whether p is a tiermem block (small or page run) rather than glibc's.
 inline bool Ours(const void* p) {
   if (alloc::GlobalSpanMap().Lookup(p) != nullptr) return true;
-  Runtime::Impl* rt = g_rt;
+  HeapRuntime* rt = g_rt;
   return rt != nullptr && rt->RegionOf(p) != nullptr;
 }
 
@@ -128,7 +128,7 @@ size_t ForeignUsable(const void* p) {
 // Not a small block (nullptr, a page run, or glibc's).
 __attribute__((noinline)) void FreeSlow(void* p) {
   if (p == nullptr) return;
-  Runtime::Impl* rt = g_rt;
+  HeapRuntime* rt = g_rt;
   if (rt == nullptr || rt->RegionOf(p) == nullptr) {
     __libc_free(p);
     return;

@@ -75,6 +75,8 @@ class Runtime::Impl::PageResource final : public std::pmr::memory_resource {
   Tier tier_;
 };
 
+Runtime::Impl::Impl() { sb_ = &fallback_stats_; }  // the fallback until Init makes the stats block
+
 Runtime::Impl::~Impl() {
   Stop().IgnoreError();
   internal::UnregisterLiveRuntime(this);
@@ -288,14 +290,6 @@ Tier Runtime::Impl::TierOfNode(int node) const {
     return Tier::kAuto;
   }
   return static_cast<Tier>(node_tier_[node]);
-}
-
-Region* Runtime::Impl::RegionOf(const void* p) const {
-  int n = nregions_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) {
-    if (regions_[i]->Contains(p)) return regions_[i].get();
-  }
-  return nullptr;
 }
 
 StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const {

@@ -1,10 +1,12 @@
 // Subsystem runtime/core: owns the Runtime (start, stop, fork), the managed regions and their
 // page records, and every placement (allocate, free, migrate, evict, locate). It may call the
 // other runtime subsystems (tiering, paging, topology), backends/, protocol/ and base/; they call
-// it back only through narrow interfaces (tiering/mover.h's PageMover, the pager's region_of).
+// it back only through narrow interfaces (tiering/mover.h's PageMover, the pager's region_of),
+// and the allocator reaches it only through heap_runtime.h's HeapRuntime.
 //
-// Runtime::Impl: the runtime's state, visible to the project's own layers (allocator, tests)
-// through RuntimeAccess, never to users. Public behaviour: include/tiermem/tiermem.hpp.
+// Runtime::Impl: the runtime's state, private to runtime/core (and to tests, through
+// RuntimeAccess), never seen by users or the allocator. Public behaviour:
+// include/tiermem/tiermem.hpp.
 #pragma once
 
 #include <array>
@@ -21,8 +23,9 @@
 #include "base/once_per.h"
 #include "base/options.h"
 #include "base/own_memory.h"
+#include "runtime/core/heap_runtime.h"
 #include "runtime/paging/pager.h"
-#include "runtime/core/region.h"
+#include "runtime/pages/region.h"
 #include "runtime/stats/stats_block.h"
 #include "runtime/tiering/mover.h"
 #include "tiermem/tiermem.hpp"
@@ -31,10 +34,9 @@ namespace tiermem {
 
 class Migrator;  // runtime/tiering/migrator.h: the policy thread
 
-class Runtime::Impl final : public PageMover {
+// HeapRuntime: the allocator's calls, and the regions, options and counters it reads.
+class Runtime::Impl final : public PageMover, public HeapRuntime {
  public:
-  static constexpr int kMaxRegions = 256;
-
   // fork(): handlers installed once per process (os::AtFork) act on every live runtime.
   // Prepare stops evictions and brings remote pages back (the child has no fault handler), and
   // holds the runtime's own locks across the fork; the child then runs without a policy thread
@@ -42,7 +44,7 @@ class Runtime::Impl final : public PageMover {
   void PrepareFork();
   void AfterFork(bool child);
 
-  Impl() = default;
+  Impl();  // runtime.cc
   ~Impl();
 
   Status Init(const Options& api_options);
@@ -70,9 +72,7 @@ class Runtime::Impl final : public PageMover {
   bool GetProperty(std::string_view name, std::string* value) const;  // runtime_counters.cc
   Status SetPinned(void* ptr, bool pinned);                           // runtime_counters.cc
   Status AddRemoteServer(std::string_view address);                  // runtime_counters.cc
-  StatsBlock* stats_block() const { return sb_; }  // the live counters (never null)
-  // The TIERMEM_STATS report, once: from Stop, or the preload library's exit handler.
-  void FinishStats();
+  void FinishStats();  // HeapRuntime::FinishStats
   // Per-tier usage and the counters as text (stats_report.cc): TIERMEM_STATS=stderr prints it,
   // GetProperty("tiermem.stats") returns it.
   std::string StatsReportText() const;
@@ -80,31 +80,7 @@ class Runtime::Impl final : public PageMover {
   std::pmr::memory_resource* Resource(Tier tier);
 
   // --- for the project's own layers ---
-  const OptionValues& options() const { return opts_; }
-  // Drops the contents of [p, p+bytes) inside a live allocation, like MADV_DONTNEED: the next
-  // touch sees a zero page. Pages on the remote tier forget their server copy. For the heap,
-  // which recycles spans inside a run it keeps.
-  Status DiscardPages(void* p, size_t bytes);
-  // The heap's free pages (allocator/page_heap.cc; runtime/core/resident.cc). A DRAM limit is
-  // kept against pages that hold live data, so pages of a live run in which the heap holds no
-  // live block (a free span's granules, a segment's room not yet cut into spans, a cached page
-  // run) leave every tier's count while they are free:
-  // - HoldFree(p, bytes, kDrop): their contents are dropped as by DiscardPages (a page on the
-  //   remote tier forgets its server copy: never faulted back) and they leave their tier's
-  //   count (PageRecord::tier kNoTier: no plan, relief or migration takes them, and nothing of
-  //   them is sent to memd). kFresh: the same without the drop, for pages the caller vouches
-  //   were never touched (a fresh run). kKeep: the heap keeps them for its next request without
-  //   a fault (its bounded caches of free pages): they stay resident and counted, flagged
-  //   kPageHeapFree, and are never listed, sampled or evicted (a range with a page that is not
-  //   local is dropped instead: kept, it would be read back from memd).
-  // - ReuseFree(p, bytes, tier): the heap hands them out again: the flag goes, and the pages it
-  //   dropped belong to `tier` again (kDram for kAuto and kRemote: their next touch is a zero
-  //   page, here, on the run's DRAM binding). On DRAM they count once CountResident finds them
-  //   resident (kUntouchedTier until then); on CXL at once.
-  // Both take whole pages of one live run the calling heap owns, which no thread touches while
-  // they are held free. kKeep, kFresh and ReuseFree are lock-free and allocation-free (the page
-  // heap calls them under its lock); kDrop takes the pager's io lock (as DiscardPages).
-  enum class FreeHold { kDrop, kFresh, kKeep };
+  Status DiscardPages(void* p, size_t bytes);  // HeapRuntime::DiscardPages
   // Whether DRAM's limit is kept against resident pages (CountResident, and pages handed out
   // from dropped or fresh memory counted once touched): where evictions keep it, that is a
   // DRAM limit with a connected remote tier and TIERMEM_ON_REMOTE_FULL=overcommit. Elsewhere the
@@ -113,14 +89,13 @@ class Runtime::Impl final : public PageMover {
     return tier_limit_[Index(Tier::kDram)] != 0 && pager_ != nullptr && !remote_absent_ &&
            on_remote_full_ == RemoteFullPolicy::kOvercommit;
   }
+  // The heap's free pages (HeapRuntime::HoldFree, ReuseFree; resident.cc).
   Status HoldFree(void* p, size_t bytes, FreeHold how);
   void ReuseFree(void* p, size_t bytes, Tier tier);
   // PageMover::CountResident (resident.cc): local DRAM pages the kernel has not backed go to
   // kUntouchedTier and leave DRAM's count; such pages found resident come back to it. At most
   // once per kResidentCostShare times its own last duration.
   void CountResident() override;
-  // The region holding p, or nullptr. Lock-free.
-  Region* RegionOf(const void* p) const;
   // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.
   Tier TierOfNode(int node) const;
   const std::vector<int>& TierNodes(Tier tier) const override { return tier_nodes_[Index(tier)]; }
@@ -136,7 +111,6 @@ class Runtime::Impl final : public PageMover {
   uint64_t OwnPages() const override {
     return preloaded_ ? (os::LibcHeapBytes() + OwnMappedBytes()) / page_size_ : 0;
   }
-  size_t page_size() const { return page_size_; }
   // The policy thread, or nullptr before Init / after Stop.
   Migrator* migrator() const { return migrator_.get(); }
   // The remote tier's pager, or nullptr when TIERMEM_REMOTE is unset or unreachable.
@@ -170,9 +144,7 @@ class Runtime::Impl final : public PageMover {
   StatusOr<MigrateResult> MoveRangeTo(void* ptr, size_t len, Tier tier,
                                       const std::vector<int>& nodes);
 
-  OptionValues opts_{};
   Topology topo_;
-  size_t page_size_ = 4096;
   std::array<std::vector<int>, kNumTiers> tier_nodes_;
   std::array<std::string, kNumTiers> tier_absent_;
   std::array<uint64_t, kNumTiers> tier_capacity_{};
@@ -181,7 +153,6 @@ class Runtime::Impl final : public PageMover {
   // could not be made: allocated_ points at the block's per-tier accounting.
   StatsPublisher stats_;
   StatsBlock fallback_stats_{};
-  StatsBlock* sb_ = &fallback_stats_;
   std::atomic<uint64_t>* allocated_ = fallback_stats_.allocated_bytes;
   void CountMoves(uint8_t from, Tier to, uint64_t pages) {
     if (from < kNumTiers && pages != 0) sb_->moves[from][Index(to)].fetch_add(pages, std::memory_order_relaxed);
@@ -220,11 +191,6 @@ class Runtime::Impl final : public PageMover {
   mutable OncePer remote_full_warning_{kRemoteFullWarnNs};
   std::array<int, 1024> node_tier_{};  // node -> Tier index, -1 when in no tier
 
-  // Allocated as the address space grows (a table of 256 Regions would cost every process about
-  // 80 KB of written memory at start). regions_[i] is set before nregions_ passes i (release);
-  // readers load nregions_ (acquire) and read only below it.
-  std::array<std::unique_ptr<Region>, kMaxRegions> regions_;
-  std::atomic<int> nregions_{0};
   std::mutex grow_mu_;
   std::atomic<bool> running_{false};
   uint64_t resident_next_ns_ = 0;  // CountResident's next look (its caller's thread only)

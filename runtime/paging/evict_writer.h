@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "backends/remote/transport.h"
-#include "runtime/core/region.h"
+#include "runtime/pages/region.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem {

@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "base/os.h"
 #include "base/own_memory.h"
-#include "runtime/core/page_table.h"
+#include "runtime/pages/page_table.h"
 #include "runtime/paging/pager_internal.h"
 #include "runtime/paging/server_file.h"
 #include "base/runtime_thread.h"

@@ -1,5 +1,5 @@
 // Subsystem runtime/paging: owns the remote tier's paging (server connections, slot maps, the
-// userfaultfd fault handler thread, eviction). It reads the core's page records (core/region.h)
+// userfaultfd fault handler thread, eviction). It reads the core's page records (pages/region.h)
 // and calls backends/remote's transports and base/; it never includes runtime_impl.h.
 //
 // The pager: moves page runs of managed regions out to a memory server (tiermem-memd) and faults
@@ -28,7 +28,7 @@
 #include "base/append_only_list.h"
 #include "base/counters.h"
 #include "base/os.h"
-#include "runtime/core/region.h"
+#include "runtime/pages/region.h"
 #include "runtime/paging/erasure.h"
 #include "runtime/paging/evict_writer.h"
 #include "runtime/paging/fork_share.h"

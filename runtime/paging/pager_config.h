@@ -10,7 +10,7 @@
 #include <string>
 
 #include "base/counters.h"
-#include "runtime/core/region.h"
+#include "runtime/pages/region.h"
 #include "runtime/paging/erasure.h"
 
 namespace tiermem {

@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/os.h"
 #include "base/own_memory.h"
-#include "runtime/core/page_table.h"
+#include "runtime/pages/page_table.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_collect.h"
 #include "runtime/paging/pager_internal.h"

@@ -30,7 +30,7 @@
 #include "base/log.h"
 #include "base/os.h"
 #include "base/runtime_thread.h"
-#include "runtime/core/page_table.h"
+#include "runtime/pages/page_table.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_collect.h"
 #include "runtime/paging/pager_internal.h"

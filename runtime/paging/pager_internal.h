@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "backends/remote/transport.h"
-#include "runtime/core/page_table.h"
+#include "runtime/pages/page_table.h"
 
 namespace tiermem::pager_internal {
 

@@ -33,8 +33,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "runtime/core/region.h"
-#include "runtime/core/sampler.h"
+#include "runtime/pages/region.h"
+#include "runtime/pages/sampler.h"
 
 namespace tiermem {
 

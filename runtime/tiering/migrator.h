@@ -1,6 +1,6 @@
 // Subsystem runtime/tiering: owns access sampling (tracker), the pure Policy and the policy
 // thread. It gets its whole configuration once (mover.h's TieringConfig), reads the core's page
-// records (core/region.h), and acts only through PageMover (implemented by the core) and
+// records (pages/region.h), and acts only through PageMover (implemented by the core) and
 // backends/numa; it never includes runtime_impl.h.
 //
 // The policy thread: once per sampling round (TIERMEM_SAMPLE_INTERVAL_MS) it runs scan -> plan
@@ -60,7 +60,7 @@
 #include "runtime/tiering/mover.h"
 #include "runtime/tiering/policy.h"
 #include "runtime/tiering/ring_sizes.h"
-#include "runtime/core/region.h"
+#include "runtime/pages/region.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {

@@ -5,7 +5,7 @@
 #include "runtime/tiering/migrator.h"
 #include "base/log.h"
 #include "base/os.h"
-#include "runtime/core/region.h"
+#include "runtime/pages/region.h"
 #include "runtime/tiering/tracker.h"
 
 namespace tiermem {

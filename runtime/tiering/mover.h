@@ -4,7 +4,7 @@
 //   option table (TieringConfigFromOptions) before the thread starts. Nothing in tiering reads
 //   options or asks the core for them afterwards.
 // - PageMover: the narrow door through which the policy thread carries out a plan. The core
-//   (Runtime::Impl) implements it; tiering reads the page records (core/region.h) but never
+//   (Runtime::Impl) implements it; tiering reads the page records (pages/region.h) but never
 //   includes runtime_impl.h, so the direction core -> tiering holds (docs/architecture.md).
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "base/options.h"
-#include "runtime/core/sampler.h"
+#include "runtime/pages/sampler.h"
 #include "runtime/tiering/policy.h"
 #include "tiermem/tiermem.hpp"
 

@@ -35,7 +35,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "runtime/core/sampler.h"
+#include "runtime/pages/sampler.h"
 
 #include "tiermem/tiermem.hpp"
 
@@ -58,7 +58,7 @@ struct PolicyConfig {
   double max_burst = 8192;       // token bucket depth (pages)
 };
 
-// AccessSample (runtime/core/sampler.h): one access seen by a sampler (or a remote fault).
+// AccessSample (runtime/pages/sampler.h): one access seen by a sampler (or a remote fault).
 // `page` is the policy's page key; `weight` the heat it adds.
 
 // A live page as the page records describe it.

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/sampler.h"
+#include "runtime/pages/sampler.h"
 #include "runtime/tiering/policy.h"
 #include "tiermem/status.hpp"
 
@@ -50,7 +50,7 @@ class ProtectTracker final : public AccessSampler {
   // True while our handler is still the SIGSEGV handler (a program may replace it).
   bool HandlerInstalled() const;
 
-  // AccessSampler (runtime/core/sampler.h). Collect lifts protection from every page still
+  // AccessSampler (runtime/pages/sampler.h). Collect lifts protection from every page still
   // armed (kept ones stay protected); Release lifts it before a page is evicted, freed or passed
   // to a system call.
   const char* name() const override { return "protect"; }

@@ -17,8 +17,8 @@
 
 #include "backends/remote/transport.h"
 #include "base/net.h"
-#include "runtime/core/page_table.h"
-#include "runtime/core/region.h"
+#include "runtime/pages/page_table.h"
+#include "runtime/pages/region.h"
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_groups_util.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "base/os.h"
-#include "runtime/core/page_table.h"
+#include "runtime/pages/page_table.h"
 #include "runtime/core/runtime_impl.h"
 #include "runtime/paging/pager.h"
 #include "tests/integration/remote_memd_fixture.h"

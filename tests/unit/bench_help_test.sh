@@ -9,7 +9,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
 top=$("$bench" --help) || bad "tiermem-bench --help exited non-zero"
-subs=$(printf '%s\n' "$top" | sed -n '/^subcommands:/,$p' | sed -n 's/^  \([a-z][a-z0-9-]*\) .*/\1/p')
+subs=$(printf '%s\n' "$top" | sed -n '/^[Ss]ubcommands:/,$p' | sed -n 's/^  \([a-z][a-z0-9-]*\) .*/\1/p')
 [ -n "$subs" ] || bad "tiermem-bench --help lists no subcommands"
 
 for sub in $subs "gups --kernel"; do

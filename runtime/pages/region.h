@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "runtime/core/page_table.h"
+#include "runtime/pages/page_table.h"
 #include "tiermem/status.hpp"
 
 namespace tiermem {

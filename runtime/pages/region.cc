@@ -1,4 +1,4 @@
-#include "runtime/core/region.h"
+#include "runtime/pages/region.h"
 
 #include <cstring>
 #include <new>
