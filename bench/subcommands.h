@@ -15,5 +15,6 @@ int Memcached(int argc, char** argv);    // bench/memcached.cc
 int SampleCost(int argc, char** argv);   // bench/sample_cost.cc
 int ForkRemote(int argc, char** argv);   // bench/fork_remote.cc
 int Programs(int argc, char** argv);     // bench/programs.cc
+int Track(int argc, char** argv);        // bench/track.cc
 
 }  // namespace tiermem::bench

@@ -38,6 +38,9 @@ const Subcommand kSubcommands[] = {
     {"programs", tiermem::bench::Programs,
      "real programs (redis, memcached, sqlite3, liblinear, sort, g++): plain, tiermem and kernel swap\n"
      "                 at shares of their peak RSS; the share that keeps 0.9x plain's speed"},
+    {"track", tiermem::bench::Track,
+     "write tracking per mechanism (PAGEMAP_SCAN, soft-dirty, protection sampling): cost per page\n"
+     "                 per round and the share of the written pages found, at 1 and 4 GiB"},
     // Other benchmarks add a line here (and their declaration in subcommands.h).
 };
 
