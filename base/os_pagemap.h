@@ -66,6 +66,17 @@ struct WrittenRange {
 long PagemapScanWritten(int pagemap_fd, void* addr, size_t bytes, WrittenRange* out, size_t max,
                         bool rearm, uintptr_t* walk_end);
 
+// UFFDIO_MOVE (UFFD_FEATURE_MOVE, Linux 6.8+) of [src, src+bytes) to [dst, dst+bytes), both page
+// aligned in ranges registered with `uffd`: the pages themselves change place in one step, so
+// from then on a touch of src is a missing fault and none of its bytes can change any more.
+// Nobody is woken. Errors are returned, never retried, except EAGAIN (the mm changes: retried
+// as UffdCopy does): -EEXIST (dst has a page), -ENOENT (src has none), -EBUSY (a page is shared:
+// after fork(), or KSM). On a failure part way, *moved (when given) gets the bytes moved.
+int UffdMove(int uffd, void* dst, void* src, size_t bytes, size_t* moved = nullptr);
+// Whether a pagemap entry's page is write-protected through userfaultfd (bit 57, Linux 5.19+):
+// under UFFD_FEATURE_WP_ASYNC, clear once the page was written after it was protected.
+inline bool PagemapUffdWp(uint64_t entry) { return ((entry >> 57) & 1) != 0; }
+
 // Writes "4" to /proc/self/clear_refs: every page of the process loses its soft-dirty bit (each
 // page's next write then takes a minor fault, handled in the kernel). 0 or a negative errno.
 int ClearSoftDirty();

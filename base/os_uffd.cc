@@ -24,6 +24,14 @@
 #endif
 #ifndef UFFD_FEATURE_MOVE
 #define UFFD_FEATURE_MOVE (1 << 16)
+namespace {
+struct uffdio_move {
+  __u64 dst, src, len, mode;
+  __s64 move;
+};
+}  // namespace
+#define UFFDIO_MOVE _IOWR(UFFDIO, 0x05, struct uffdio_move)
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
 #endif
 
 namespace tiermem::os {
@@ -249,6 +257,32 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present) {
     return ErrnoToStatus(errno, "UFFDIO_ZEROPAGE");
   }
   return Status::Ok();
+}
+
+int UffdMove(int uffd, void* dst, void* src, size_t bytes, size_t* moved) {
+  size_t done = 0;
+  int rc = 0;
+  while (done < bytes) {
+    uffdio_move mv{};
+    mv.dst = reinterpret_cast<uintptr_t>(dst) + done;
+    mv.src = reinterpret_cast<uintptr_t>(src) + done;
+    mv.len = bytes - done;
+    mv.mode = UFFDIO_MOVE_MODE_DONTWAKE;
+    if (ioctl(uffd, UFFDIO_MOVE, &mv) == 0) {
+      done = bytes;
+      break;
+    }
+    const int err = errno;
+    if (mv.move > 0) done += size_t(mv.move);  // part moved: go on after it (or report it)
+    if (err == EAGAIN) {
+      UffdAgain();
+      continue;
+    }
+    rc = -err;
+    break;
+  }
+  if (moved != nullptr) *moved = done;
+  return rc;
 }
 
 bool UffdMmGone(int uffd, void* addr, size_t bytes) {

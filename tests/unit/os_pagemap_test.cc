@@ -1,12 +1,14 @@
 // Write tracking's kernel primitives (base/os_pagemap.h): the pages written since the range was
 // armed are reported, exactly those, and re-armed by the scan; a scan cut short by its output's
 // size goes on from where it stopped; soft-dirty shows exactly the pages written after a clear.
-// Each test skips, naming the reason the probe gives, where the kernel lacks the mechanism.
+// UFFDIO_MOVE takes a page out whole and puts it back, and refuses a page shared with a forked
+// child. Each test skips, naming the reason the probe gives, where the kernel lacks the mechanism.
 #include "base/os_pagemap.h"
 #include "tests/unit/test_mapping.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -170,6 +172,100 @@ TEST(SoftDirty, ShowsExactlyThePagesWrittenAfterAClear) {
   }
   EXPECT_EQ(dirty, wrote);
   close(pm);
+}
+
+
+// A range of data pages and a scratch range, both registered with one WP_ASYNC userfaultfd that
+// has UFFDIO_MOVE (missing faults too: nobody serves them, so the test never touches a page that
+// is not there).
+struct MovePair {
+  MovePair() : data(8, 0x11), scratch(8, 0) {}
+  ~MovePair() {
+    if (uffd >= 0) close(uffd);
+    if (pm >= 0) close(pm);
+  }
+  void Open() {
+    ASSERT_NE(data.base, nullptr);
+    ASSERT_NE(scratch.base, nullptr);
+    ASSERT_EQ(os::Discard(scratch.base, scratch.bytes), 0);  // empty: somewhere to move to
+    StatusOr<os::Uffd> u = os::UffdOpenWpAsync();
+    ASSERT_TRUE(u.ok()) << u.status().message();
+    ASSERT_TRUE(u->move);
+    uffd = u->fd;
+    ASSERT_TRUE(os::UffdRegister(uffd, data.base, data.bytes, true).ok());
+    ASSERT_TRUE(os::UffdRegister(uffd, scratch.base, scratch.bytes, true).ok());
+    pm = os::PagemapOpen();
+    ASSERT_GE(pm, 0);
+  }
+  uint64_t Entry(const char* p) const {
+    uint64_t e = 0;
+    EXPECT_TRUE(os::ReadPagemap(pm, p, 1, &e));
+    return e;
+  }
+  TestMapping data, scratch;
+  int uffd = -1;
+  int pm = -1;
+};
+
+// The eviction check of the scan mode, in the kernel's terms: a page protected and left alone
+// keeps its protection; a write clears it (resolved in the kernel); the page moves out whole and
+// leaves a hole (a later touch would be a missing fault), and moves back with its bytes.
+TEST(UffdMove, APageMovesOutWholeAndBackAndItsProtectionShowsAWrite) {
+  const os::TrackingSupport s = os::ProbeTracking();
+  if (!s.uffd_move.present) GTEST_SKIP() << s.uffd_move.why;
+  MovePair p;
+  p.Open();
+  char* page = p.data.base + 2 * kPage;
+  char* spare = p.scratch.base + 2 * kPage;
+  ASSERT_TRUE(os::UffdWriteProtect(p.uffd, p.data.base, p.data.bytes, true).ok());
+  EXPECT_TRUE(os::PagemapUffdWp(p.Entry(page)));
+  page[5] = 0x22;  // async: goes through, and the protection is gone
+  EXPECT_FALSE(os::PagemapUffdWp(p.Entry(page)));
+  EXPECT_TRUE(os::PagemapUffdWp(p.Entry(page + kPage)));
+  size_t moved = 0;
+  ASSERT_EQ(os::UffdMove(p.uffd, spare, page, kPage, &moved), 0);
+  EXPECT_EQ(moved, kPage);
+  EXPECT_FALSE(os::PagemapPopulated(p.Entry(page)));
+  EXPECT_EQ(spare[5], 0x22);
+  EXPECT_EQ(spare[6], 0x11);
+  EXPECT_EQ(os::UffdMove(p.uffd, spare, page + kPage, kPage), -EEXIST);  // spare is taken
+  EXPECT_EQ(os::UffdMove(p.uffd, spare + kPage, page, kPage), -ENOENT);  // page is gone
+  ASSERT_EQ(os::UffdMove(p.uffd, page, spare, kPage), 0);
+  EXPECT_EQ(page[5], 0x22);
+  EXPECT_FALSE(os::PagemapPopulated(p.Entry(spare)));
+}
+
+// After fork() the pages are shared with the child (copy-on-write): such a page cannot be moved,
+// and says so (-EBUSY) without moving anything, until this process writes it again.
+TEST(UffdMove, APageSharedWithAForkedChildIsRefused) {
+  const os::TrackingSupport s = os::ProbeTracking();
+  if (!s.uffd_move.present) GTEST_SKIP() << s.uffd_move.why;
+  MovePair p;
+  p.Open();
+  int gate[2];
+  ASSERT_EQ(pipe(gate), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // holds the shared pages until the parent closes the gate
+    char c;
+    close(gate[1]);
+    (void)!read(gate[0], &c, 1);
+    _exit(0);
+  }
+  close(gate[0]);
+  size_t moved = 1;
+  EXPECT_EQ(os::UffdMove(p.uffd, p.scratch.base, p.data.base, kPage, &moved), -EBUSY);
+  EXPECT_EQ(moved, 0u);
+  EXPECT_TRUE(os::PagemapPopulated(p.Entry(p.data.base)));
+  close(gate[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  // The child is gone, but the page is still marked shared until this process writes it (the
+  // write takes it back as its own): refused until then.
+  EXPECT_EQ(os::UffdMove(p.uffd, p.scratch.base, p.data.base, kPage), -EBUSY);
+  p.data.base[0] = 0x33;
+  EXPECT_EQ(os::UffdMove(p.uffd, p.scratch.base, p.data.base, kPage), 0);
+  EXPECT_EQ(p.scratch.base[0], 0x33);
 }
 
 }  // namespace
