@@ -13,3 +13,5 @@ tiermem_add_gtest(NAME round_pacer_unit_test LABEL unit SOURCES
 # sampler is process-wide.
 tiermem_add_gtest(NAME write_tracker_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/write_tracker_test.cc)
+tiermem_add_gtest(NAME scan_tracker_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/scan_tracker_test.cc)
