@@ -171,6 +171,51 @@ TEST(TrackScan, RuntimeInScanModeCountsWhatItScans) {
   ASSERT_TRUE((*rt)->Stop().ok());
 }
 
+// Protection sampling beside the scan: pages being written are left out of the sample (counted),
+// pages only read are still sampled, and every byte stays as written.
+TEST(TrackScan, TheAccessSampleLeavesWrittenPagesOut) {
+  if (const std::string why = NoScanReason(); !why.empty()) GTEST_SKIP() << why;
+  setenv("TIERMEM_TRACK", "scan", 1);
+  setenv("TIERMEM_SAMPLE_MODE", "protect", 1);
+  setenv("TIERMEM_SAMPLE_INTERVAL_MS", "5", 1);
+  auto rt = Runtime::Start();
+  unsetenv("TIERMEM_TRACK");
+  unsetenv("TIERMEM_SAMPLE_MODE");
+  unsetenv("TIERMEM_SAMPLE_INTERVAL_MS");
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  Migrator* m = ImplOf(**rt)->migrator();
+  const size_t bytes = 4 << 20;
+  auto p = (*rt)->Allocate(bytes, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, bytes, 5);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sum{0};
+  std::thread worker([&] {  // writes the first half (the same bytes again), reads the second
+    volatile char* v = base;
+    while (!stop.load(std::memory_order_relaxed)) {
+      uint64_t s = 0;
+      for (size_t off = 0; off < bytes / 2; off += kPage) v[off] = v[off];
+      for (size_t off = bytes / 2; off < bytes; off += kPage) s += static_cast<unsigned char>(v[off]);
+      sum.fetch_add(s, std::memory_order_relaxed);
+    }
+  });
+  const bool seen = WaitFor(
+      [&] {
+        const CounterValues c = m->counters();
+        return c.track_sample_skips > 0 && c.samples > 0;
+      },
+      60);
+  stop = true;
+  worker.join();
+  const CounterValues c = m->counters();
+  EXPECT_TRUE(seen) << "skips " << c.track_sample_skips << ", samples " << c.samples;
+  EXPECT_EQ(m->stats().mode, "protect");
+  EXPECT_EQ(testing::CheckPattern(base, bytes, 5), SIZE_MAX);
+  ASSERT_TRUE((*rt)->Free(base).ok());
+  ASSERT_TRUE((*rt)->Stop().ok());
+}
+
 // With a remote tier the scan cannot share the pager's userfaultfd: Start refuses, naming both.
 TEST(TrackScan, ARemoteTierIsRefusedByName) {
   setenv("TIERMEM_TRACK", "scan", 1);
