@@ -337,9 +337,7 @@ bool Migrator::Round() {
     const float w = std::max(1.0f, static_cast<float>(last_candidates_) / static_cast<float>(last_armed_));
     for (size_t k = 0; k < tracked; ++k) samples[k].weight = w;
   }
-  // The write scan's samples (TIERMEM_TRACK=scan): the pages written since their last scan.
-  const uint64_t written = track_ != nullptr ? TrackRound(now, &samples) : 0;
-  policy_->Record(samples);
+  const uint64_t written = RecordSamples(now, &samples);  // with the write scan's
   MaybeRelieve();
   uint64_t cxl_samples = 0;  // for the debug line: accesses caught on the CXL tier
   const bool debug = LogEnabled(LogLevel::kDebug);

@@ -309,6 +309,9 @@ class Migrator {
   // window of config_.track_pages pages (soft-dirty: every live page) and appends a write sample
   // per written page to `samples`. Returns the samples appended.
   uint64_t TrackRound(uint64_t now, std::vector<AccessSample>* samples);
+  // The round's samples into the policy's heat, the write scan's appended first when it runs;
+  // returns the pages the scan found written.
+  uint64_t RecordSamples(uint64_t now, std::vector<AccessSample>* samples);
   // Whether the scan found the page written at its latest scan of it (false when not tracked):
   // such a page is in use, and the access sample leaves it out.
   bool WrittenLately(uint64_t key) const;

@@ -122,6 +122,12 @@ int Migrator::TrackedIndex(uintptr_t addr) const {
   return -1;
 }
 
+uint64_t Migrator::RecordSamples(uint64_t now, std::vector<AccessSample>* samples) {
+  const uint64_t written = track_ != nullptr ? TrackRound(now, samples) : 0;
+  policy_->Record(*samples);
+  return written;
+}
+
 bool Migrator::WrittenLately(uint64_t key) const {
   const uintptr_t addr = key * config_.page_size;
   const int ki = TrackedIndex(addr);
