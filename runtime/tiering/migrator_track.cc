@@ -12,7 +12,8 @@
 // round scans every live page: a window would lose the writes of the pages outside it.
 //
 // Registration: each managed region is registered whole, once, with the scan's own
-// userfaultfd (write-protect only, asynchronous), the first round after the region is known.
+// userfaultfd (write-protect only, asynchronous), the first round after the region is known,
+// and not protected: its pages are protected by their first scan (ScanTracker::Register).
 // The pager's userfaultfd would register the same ranges (missing faults and synchronous
 // write-protect), and a range takes one: CheckTrackOptions refuses the scan with a remote tier.
 #include <algorithm>
@@ -42,11 +43,13 @@ void Migrator::StartTrack() {
 uint64_t Migrator::TrackRound(uint64_t now, std::vector<AccessSample>* samples) {
   const uint64_t t0 = os::MonotonicNanos();
   const size_t page = config_.page_size;
-  // Regions seen since the last round: registered whole (every page counts as clean from here).
+  // Regions seen since the last round: registered whole, not protected (a write-protect's cost
+  // goes by the range's length, the region's reservation; its pages count as written until
+  // their first scan protects them).
   for (; track_regions_ < known_.size(); ++track_regions_) {
     Region* r = known_[track_regions_].region.load(std::memory_order_acquire);
     if (r == nullptr) break;
-    if (Status s = track_->Track(r->base(), r->bytes()); !s.ok()) {
+    if (Status s = track_->Register(r->base(), r->bytes()); !s.ok()) {
       TM_LOG_WARN("TIERMEM_TRACK=scan: the write scan stops: %s", s.ToString().c_str());
       track_.reset();
       return 0;

@@ -65,6 +65,11 @@ Status ScanTracker::Track(void* addr, size_t bytes) {
   return os::UffdWriteProtect(uffd_, addr, bytes, true);
 }
 
+Status ScanTracker::Register(void* addr, size_t bytes) {
+  if (mechanism_ == Mechanism::kSoftDirty) return Status::Ok();
+  return os::UffdRegisterWpOnly(uffd_, addr, bytes);
+}
+
 Status ScanTracker::Untrack(void* addr, size_t bytes) {
   if (mechanism_ == Mechanism::kSoftDirty) return Status::Ok();
   return os::UffdUnregister(uffd_, addr, bytes);

@@ -50,6 +50,12 @@ class ScanTracker {
   // counts as clean from here on. pagemap_scan registers the range for write-protect (missing
   // faults stay with whoever has them: nobody here) and protects it.
   Status Track(void* addr, size_t bytes);
+  // Starts watching [addr, addr+bytes) without protecting it: every page resident now counts as
+  // written until its first scan (which protects it). For a large, mostly unpopulated range: the
+  // kernel's write-protect of a range costs by its length (64 GiB: about 0.3 s here, the address
+  // space's lock held), a scan by the pages it finds. soft_dirty: nothing to do (a page faulted in
+  // is soft-dirty already).
+  Status Register(void* addr, size_t bytes);
   // Stops watching (unregisters; the range's pages become plain writable pages again).
   Status Untrack(void* addr, size_t bytes);
 
