@@ -75,6 +75,7 @@ struct ProcessCounters {
   AtomicHistogram evict_latency;       // per eviction window
   BoundedHistogram<kPolicyRoundBoundsNs> policy_round_time;  // wall time per policy round
   char sampling_mode[16];  // written before the policy thread starts
+  char track_mode[16];     // the write scan's mechanism, or "off"; the same
 };
 
 // The listed counters as plain numbers, read at one moment (each counter whole).

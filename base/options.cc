@@ -116,6 +116,18 @@ const OptionSpec kTable[] = {
            "memory; 0: 32768 with remote-fault sampling (faults), every page each round where "
            "rounds arm a sample (protect, uffd), whose cost to the program grows with the rounds",
            .min = kOptMinScanPages, .zero_ok = true),
+    TM_OPT("TIERMEM_TRACK", OptionKind::kString, "auto", track,
+           "how the policy learns which pages are written: scan (each round reads and re-arms "
+           "the write bit of TIERMEM_TRACK_PAGES pages through PAGEMAP_SCAN with "
+           "write-protect-async, or soft-dirty where only that exists, and samples reads only "
+           "on pages it finds unwritten; not with a remote tier), off (access samples and "
+           "remote faults only), auto (off for now)",
+           .choices = "auto|scan|off"),
+    TM_OPT("TIERMEM_TRACK_PAGES", OptionKind::kUint, "262144", track_pages,
+           "with TIERMEM_TRACK=scan: pages of the managed regions the write scan reads per "
+           "round, a window that moves on from round to round (soft-dirty reads every page "
+           "each round: its clear takes no range)",
+           .min = kOptMinTrackPages, .max = kOptMaxTrackPages),
     TM_OPT("TIERMEM_EVICT_BACKGROUND", OptionKind::kBool, "1", evict_background,
            "the policy thread's planned evictions are written by the pager's writer thread while "
            "the round goes on (settled before the next round and before relief counts DRAM); 0: "

@@ -45,6 +45,8 @@ struct OptionValues {
   char sample_mode[16];         // auto | protect | uffd | faults | off
   uint64_t sample_pages;        // pages protected per sampling round
   uint64_t scan_pages;          // resident pages a policy round lists at most (0: by mode)
+  char track[8];                // auto | scan | off: how writes are learned (docs/tiering.md)
+  uint64_t track_pages;         // pages the write scan reads per round
   bool evict_background;        // the policy thread's evictions written without waiting
   bool relief_background;       // budget relief's too (with evict_background)
   uint64_t policy_cpu;          // percent of one CPU the policy thread may use (0: no bound)

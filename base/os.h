@@ -127,6 +127,8 @@ struct Uffd {
   bool write_protect = false;   // UFFD_FEATURE_PAGEFAULT_FLAG_WP was granted
   bool user_mode_only = false;  // kernel-mode faults (copy_from_user) are not reported
   bool fork_events = false;     // UFFD_FEATURE_EVENT_FORK was granted (asked for, and allowed)
+  bool wp_async = false;        // UFFD_FEATURE_WP_ASYNC: the kernel resolves write-protect faults
+  bool move = false;            // UFFD_FEATURE_MOVE: UFFDIO_MOVE may be used (base/os_pagemap.h)
 };
 // Opens a userfaultfd (O_CLOEXEC | O_NONBLOCK) and negotiates the API, asking for write-protect
 // faults and falling back to missing faults only. Tries the system call, then /dev/userfaultfd

@@ -16,6 +16,23 @@
 #include <vector>
 
 #include "base/os.h"
+#include "base/os_pagemap.h"
+
+// UAPI newer than the build host's kernel headers (Linux 6.1): the values are the kernel's ABI.
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+#ifndef UFFD_FEATURE_MOVE
+#define UFFD_FEATURE_MOVE (1 << 16)
+namespace {
+struct uffdio_move {
+  __u64 dst, src, len, mode;
+  __s64 move;
+};
+}  // namespace
+#define UFFDIO_MOVE _IOWR(UFFDIO, 0x05, struct uffdio_move)
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#endif
 
 namespace tiermem::os {
 
@@ -99,6 +116,45 @@ StatusOr<Uffd> UffdOpen(bool fork_events) {
   }
   u.fd = fd;
   return u;
+}
+
+StatusOr<Uffd> UffdOpenWpAsync() {
+  // The supported set first (a handshake asking for nothing answers with every feature the kernel
+  // has), then a fresh descriptor asking for exactly the wanted ones: the handshake is once per
+  // descriptor, and a refused one may leave it unusable.
+  int fd = UffdCreate(O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd (write tracking)");
+  uffdio_api query{};
+  query.api = UFFD_API;
+  const int qrc = ioctl(fd, UFFDIO_API, &query) == 0 ? 0 : errno;
+  close(fd);
+  if (qrc != 0) return ErrnoToStatus(qrc, "userfaultfd API handshake (write tracking)");
+  const uint64_t need = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_ASYNC;
+  if ((query.features & need) != need) {
+    return NotSupported("userfaultfd: the kernel offers no UFFD_FEATURE_WP_ASYNC (Linux 6.7+)");
+  }
+  const uint64_t want = need | (query.features & (UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_MOVE));
+  fd = UffdCreate(O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd (write tracking)");
+  if (const int rc = UffdApi(fd, want); rc != 0) {
+    close(fd);
+    return ErrnoToStatus(-rc, "userfaultfd API handshake with UFFD_FEATURE_WP_ASYNC");
+  }
+  Uffd u;
+  u.fd = fd;
+  u.write_protect = true;
+  u.wp_async = true;
+  u.move = (want & UFFD_FEATURE_MOVE) != 0;
+  return u;
+}
+
+Status UffdRegisterWpOnly(int uffd, void* addr, size_t bytes) {
+  uffdio_register r{};
+  r.range.start = reinterpret_cast<uintptr_t>(addr);
+  r.range.len = bytes;
+  r.mode = UFFDIO_REGISTER_MODE_WP;
+  if (ioctl(uffd, UFFDIO_REGISTER, &r) != 0) return ErrnoToStatus(errno, "userfaultfd register (write-protect only)");
+  return Status::Ok();
 }
 
 Status UffdRegister(int uffd, void* addr, size_t bytes, bool wp) {
@@ -201,6 +257,32 @@ Status UffdZeroPage(int uffd, void* dst, size_t bytes, size_t* present) {
     return ErrnoToStatus(errno, "UFFDIO_ZEROPAGE");
   }
   return Status::Ok();
+}
+
+int UffdMove(int uffd, void* dst, void* src, size_t bytes, size_t* moved) {
+  size_t done = 0;
+  int rc = 0;
+  while (done < bytes) {
+    uffdio_move mv{};
+    mv.dst = reinterpret_cast<uintptr_t>(dst) + done;
+    mv.src = reinterpret_cast<uintptr_t>(src) + done;
+    mv.len = bytes - done;
+    mv.mode = UFFDIO_MOVE_MODE_DONTWAKE;
+    if (ioctl(uffd, UFFDIO_MOVE, &mv) == 0) {
+      done = bytes;
+      break;
+    }
+    const int err = errno;
+    if (mv.move > 0) done += size_t(mv.move);  // part moved: go on after it (or report it)
+    if (err == EAGAIN) {
+      UffdAgain();
+      continue;
+    }
+    rc = -err;
+    break;
+  }
+  if (moved != nullptr) *moved = done;
+  return rc;
 }
 
 bool UffdMmGone(int uffd, void* addr, size_t bytes) {

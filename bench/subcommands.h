@@ -21,6 +21,7 @@ Subcommand AddMemcached(CLI::App& bench);     // bench/memcached.cc
 Subcommand AddSampleCost(CLI::App& bench);    // bench/sample_cost.cc
 Subcommand AddForkRemote(CLI::App& bench);    // bench/fork_remote.cc
 Subcommand AddPrograms(CLI::App& bench);      // bench/programs.cc
+Subcommand AddTrack(CLI::App& bench);         // bench/track.cc
 
 // `gups --kernel` (bench/gups_kernel.cc): the options of that mode alone, which gups's subcommand
 // carries beside its own (each needs --kernel), and the run.

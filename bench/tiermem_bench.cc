@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   const std::vector<tb::Subcommand> subcommands = {
       tb::AddRemoteFault(app), tb::AddCompare(app),       tb::AddGups(app),      tb::AddKv(app),
       tb::AddKvReplay(app),    tb::AddMalloc(app),        tb::AddPreloadHotset(app), tb::AddMemcached(app),
-      tb::AddSampleCost(app),  tb::AddForkRemote(app),    tb::AddPrograms(app)};
+      tb::AddSampleCost(app),  tb::AddForkRemote(app),    tb::AddPrograms(app),  tb::AddTrack(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

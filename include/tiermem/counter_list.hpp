@@ -57,6 +57,10 @@
   X(policy, migrate_ns, migrate_ns, counter, "ns", "tiermem_migrate_seconds_total", "Time spent in the policy's placement calls.") \
   X(policy, policy_window_rounds, policy_window_rounds, counter, "rounds", "tiermem_policy_window_rounds_total", "Policy rounds that read a window of the page records, not all.") \
   X(policy, policy_window_listed_max, policy_window_listed_max, gauge, "pages", "tiermem_policy_window_listed_max", "The most pages one windowed round listed.") \
+  X(policy, track_pages_scanned, track_pages_scanned, counter, "pages", "tiermem_track_pages_scanned_total", "Pages the write scan read (TIERMEM_TRACK=scan).") \
+  X(policy, track_scan_ns, track_scan_ns, counter, "ns", "tiermem_track_scan_seconds_total", "Time spent in the write scan.") \
+  X(policy, track_written_pages, track_written_pages, counter, "pages", "tiermem_track_written_pages_total", "Pages the write scan found written since their last scan.") \
+  X(policy, track_sample_skips, track_sample_skips, counter, "pages", "tiermem_track_sample_skips_total", "Pages left out of the access sample because the write scan found them written.") \
   X(policy, policy_paced_rounds, policy_paced_rounds, counter, "rounds", "tiermem_policy_paced_rounds_total", "Rounds started later than their interval by TIERMEM_POLICY_CPU.") \
   X(policy, policy_paced_ns, policy_paced_ns, counter, "ns", "tiermem_policy_paced_seconds_total", "Time paced rounds waited past their interval.") \
   X(policy, budget_relief_pages, budget_relief_pages, counter, "pages", "tiermem_budget_relief_pages_total", "Pages moved out of DRAM because DRAM was over its limit.") \

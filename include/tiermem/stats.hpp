@@ -28,7 +28,7 @@ namespace tiermem {
 // The layout version of the block this build writes and reads. A block of another version is
 // refused with NotSupported naming both versions; so is one whose counter list
 // (kCounterListHash) differs from this build's.
-inline constexpr uint32_t kStatsLayoutVersion = 9;
+inline constexpr uint32_t kStatsLayoutVersion = 10;
 
 // Latency histogram over kHistogramBoundsNs (tiermem/counter_list.hpp).
 struct LatencyHistogram {
@@ -89,6 +89,7 @@ struct ProcessStats {
   LatencyHistogram evict_latency;   // one eviction window: write posted to acknowledged and dropped
   DurationHistogram policy_round_time;  // wall time per round (RuntimeCounters has the same)
   std::string sampling_mode;        // protect, faults or off
+  std::string track_mode;           // the write scan: pagemap_scan, soft_dirty or off
 
   std::vector<ServerSnapshot> servers;
 };

@@ -113,6 +113,7 @@ struct RuntimeCounters {
   std::vector<RemoteServerCounters> servers;
   // Automatic tiering (the policy thread).
   std::string sampling_mode = "off";  // in effect: protect, uffd, faults or off
+  std::string track_mode = "off";     // the write scan (TIERMEM_TRACK): pagemap_scan, soft_dirty or off
   std::string pebs;                   // why hardware sampling is (not) used
   std::string last_move_error;        // the latest refusal of a planned move
   // Wall time of each policy round (bounds from 10 us to 10 s, ten per decade).

@@ -96,6 +96,7 @@ Status Runtime::Impl::Init(const Options& o) {
   }
   SetLogLevel(opts_.log_level);
   on_remote_full_ = RemoteFullPolicyOf(opts_);
+  TIERMEM_RETURN_IF_ERROR(CheckTrackOptions(opts_));
 
   TIERMEM_ASSIGN_OR_RETURN(topo_, DiscoverTopology("/sys"));
   TIERMEM_RETURN_IF_ERROR(ResolveTiers());

@@ -69,6 +69,7 @@ RuntimeCounters Runtime::Impl::Counters() const {
   if (migrator_ != nullptr) {
     const MigratorStats m = migrator_->stats();
     c.sampling_mode = m.mode;
+    c.track_mode = m.track;
     c.pebs = m.pebs;
     c.last_move_error = m.last_error;
   }

@@ -64,6 +64,7 @@ std::string ProcessStatsJson(const ProcessStats& st, uint64_t t_ns) {
   const DurationHistogram& rt = st.policy_round_time;
   j.Histogram("policy_round_time", rt.le_ns, rt.buckets, rt.count, rt.sum_ns);
   j.S("sampling_mode", st.sampling_mode);
+  j.S("track_mode", st.track_mode);
   j.Key("servers");
   j.Open('[');
   for (const ServerSnapshot& s : st.servers) {
@@ -93,6 +94,7 @@ std::string RuntimeCountersJson(const RuntimeCounters& c) {
   const DurationHistogram& rt = c.policy_round_time;
   j.Histogram("policy_round_time", rt.le_ns, rt.buckets, rt.count, rt.sum_ns);
   j.S("sampling_mode", c.sampling_mode);
+  j.S("track_mode", c.track_mode);
   j.Key("servers");
   j.Open('[');
   for (const RemoteServerCounters& s : c.servers) {

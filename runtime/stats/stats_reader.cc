@@ -138,6 +138,7 @@ void ReadBlockCounters(const StatsBlock& b, ProcessStats* st) {
   st->evict_latency = LoadLatency(c.evict_latency);
   st->policy_round_time = ReadDuration(c.policy_round_time);
   st->sampling_mode.assign(c.sampling_mode, strnlen(c.sampling_mode, sizeof(c.sampling_mode)));
+  st->track_mode.assign(c.track_mode, strnlen(c.track_mode, sizeof(c.track_mode)));
   const uint32_t nservers = std::min<uint32_t>(b.nservers.load(std::memory_order_acquire), kMaxStatsServers);
   for (uint32_t i = 0; i < nservers; ++i) {
     const PagerServerCounters& sc = b.servers[i];

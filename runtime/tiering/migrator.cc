@@ -14,6 +14,14 @@
 #include "runtime/tiering/tracker.h"
 
 namespace tiermem {
+Status CheckTrackOptions(const OptionValues& o) {
+  if (std::string(o.track) != "scan" || (o.remote[0] == '\0' && o.remote_file[0] == '\0')) return Status::Ok();
+  return InvalidArgument(
+      "TIERMEM_TRACK=scan cannot run with a remote tier (TIERMEM_REMOTE or TIERMEM_REMOTE_FILE is set): the "
+      "pager's userfaultfd write-protects the same pages synchronously, and a range takes one userfaultfd; "
+      "unset one of them (docs/tiering.md, \"The write scan in the runtime\")");
+}
+
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
                                        bool has_remote, bool preloaded, uint64_t max_armed,
                                        AccessSampler* uffd_sampler) {
@@ -37,12 +45,17 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   // tier), by remote faults only.
   if (mode == "auto" && preloaded) mode = uffd_sampler != nullptr ? "uffd" : "faults";
   if (mode == "off" || (!budgets && mode != "protect" && mode != "uffd")) mode = "off";
+  // The write scan runs in the policy thread's rounds: with no budget it learns heat only (no
+  // sampling, no moves to plan), and with TIERMEM_SAMPLE_MODE=off it runs alone.
+  if (std::string(o.track) == "scan" && mode == "off") mode = "faults";
   if (mode == "auto") mode = "protect";
   c.relief = o.dram_limit != 0 && has_remote;
   c.mode = mode;
   // A window of the page records by default only where a round arms no sample: with protection
   // sampling, rounds that keep their interval cost the program more than the whole-memory
   // rounds did (kv at 4 GiB: a third of the requests per second; docs/tiering.md).
+  c.track_scan = std::string(o.track) == "scan";
+  c.track_pages = o.track_pages;
   c.scan_pages = o.scan_pages != 0 ? std::max<uint64_t>(o.scan_pages, 1024) : mode == "faults" ? 32768 : 0;
   c.evict_background = o.evict_background;
   c.relief_background = o.relief_background;  // in effect only with evict_background (Relieve)
@@ -79,6 +92,7 @@ Status Migrator::Start() {
     DetectPebs(&stats_.pebs);
   }
   relief_ = config_.relief;
+  snprintf(counters_->track_mode, sizeof(counters_->track_mode), "off");
   if (mode == "off" && !relief_) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.mode = "off";
@@ -108,6 +122,7 @@ Status Migrator::Start() {
     sampler_ = config_.uffd_sampler;  // TieringConfigFromOptions chose uffd only with one
   }
   sampling_ = sampler_ != nullptr;
+  StartTrack();
   mode_ = mode;
   plans_ = mode != "off";
   policy_ = std::make_unique<Policy>(pc);
@@ -153,6 +168,7 @@ void Migrator::Stop() {
   }
   thread_.join();
   if (sampling_) sampler_->DisarmAll();
+  track_.reset();  // its userfaultfd closed: the regions' pages are plain writable pages again
 }
 
 void Migrator::OnAllocate(Region* region, uint64_t first, uint64_t npages) {
@@ -321,7 +337,7 @@ bool Migrator::Round() {
     const float w = std::max(1.0f, static_cast<float>(last_candidates_) / static_cast<float>(last_armed_));
     for (size_t k = 0; k < tracked; ++k) samples[k].weight = w;
   }
-  policy_->Record(samples);
+  const uint64_t written = RecordSamples(now, &samples);  // with the write scan's
   MaybeRelieve();
   uint64_t cxl_samples = 0;  // for the debug line: accesses caught on the CXL tier
   const bool debug = LogEnabled(LogLevel::kDebug);
@@ -396,7 +412,7 @@ bool Migrator::Round() {
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   if (!ex.last_error.empty()) stats_.last_error = ex.last_error;
-  return armed > 0 || !moves.empty() || ps.deferred > 0 || fault_samples > 0;
+  return armed > 0 || !moves.empty() || ps.deferred > 0 || fault_samples > 0 || written > 0;
 }
 
 }  // namespace tiermem

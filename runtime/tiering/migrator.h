@@ -21,7 +21,11 @@
 // exists and DRAM is at least 3/4 full or pages live below it), and in a program run under the
 // preload library "faults" (a system call given a protected page would fail with EFAULT);
 // faults = no protection sampling, only remote faults; off = no sampling and no plans. The
-// thread is not started at all when no tier has a budget, unless protect.
+// thread is not started at all when no tier has a budget, unless protect or TIERMEM_TRACK=scan.
+//
+// The write scan (TIERMEM_TRACK=scan, migrator_track.cc): each round, before the plan, a window
+// of the regions' pages is scanned for writes, the written pages become write samples, and the
+// next access sample leaves them out (only pages the scan found unwritten are sampled).
 //
 // Budget relief (migrator_relief.cc), in every mode with a DRAM budget and a lower tier: pages
 // the pager makes resident (faults, zero fills of first touches, fetches) enter a FIFO ring.
@@ -61,6 +65,7 @@
 #include "runtime/tiering/policy.h"
 #include "runtime/tiering/ring_sizes.h"
 #include "runtime/pages/region.h"
+#include "runtime/tiering/scan_tracker.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -68,6 +73,7 @@ namespace tiermem {
 // What the policy thread says in words (its counters are the listed ones, in the stats block).
 struct MigratorStats {
   std::string mode;        // the mode in effect: protect, faults, off
+  std::string track = "off";  // the write scan's mechanism (TIERMEM_TRACK=scan), or off
   std::string pebs;        // why PEBS is (not) used
   std::string last_error;  // the latest refusal of a planned move, for diagnosis
 };
@@ -295,6 +301,35 @@ class Migrator {
                          const std::vector<char*>& sample_candidates, uint64_t population,
                          uint64_t dram_pages, uint64_t lower_pages, uint64_t fault_samples,
                          const std::unordered_set<uint64_t>& moved_now);
+
+  // The write scan (TIERMEM_TRACK=scan; migrator_track.cc). StartTrack, from Start: opens the
+  // scan tracker (a kernel with neither mechanism: a warning, and the runtime goes on without).
+  void StartTrack();
+  // The round's scan: starts tracking the regions seen since the last round, reads the next
+  // window of config_.track_pages pages (soft-dirty: every live page) and appends a write sample
+  // per written page to `samples`. Returns the samples appended.
+  uint64_t TrackRound(uint64_t now, std::vector<AccessSample>* samples);
+  // The round's samples into the policy's heat, the write scan's appended first when it runs;
+  // returns the pages the scan found written.
+  uint64_t RecordSamples(uint64_t now, std::vector<AccessSample>* samples);
+  // Whether the scan found the page written at its latest scan of it (false when not tracked):
+  // such a page is in use, and the access sample leaves it out.
+  bool WrittenLately(uint64_t key) const;
+  // TrackRound's window: `pages` live pages from the cursor (`whole`: from the start), as
+  // track_spans_, their written bits cleared. TrackedIndex: the tracked region holding `addr`, -1.
+  void TrackWindow(uint64_t pages, bool whole);
+  int TrackedIndex(uintptr_t addr) const;
+  // Whether `key` may not join the next sample: under watch, moved this round, or (counted in
+  // track_sample_skips) written lately.
+  bool KeepOutOfSample(uint64_t key, const std::unordered_set<uint64_t>& moved_now);
+  std::unique_ptr<ScanTracker> track_;  // null unless the write scan runs (policy thread)
+  size_t track_regions_ = 0;            // known_[0, track_regions_) are tracked
+  size_t track_region_ = 0;             // where the next window starts: known_[track_region_],
+  uint64_t track_page_ = 0;             //   this page
+  // Per tracked region, a bit per page: written at the page's latest scan.
+  std::vector<std::vector<uint64_t>> written_;
+  std::vector<os::Span> track_spans_;  // TrackRound's scratch: the window, as spans
+  std::vector<uint64_t> track_ends_;   // and each tracked region's live pages this round
 
   PageMover* mover_;
   const TieringConfig config_;

@@ -69,7 +69,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
           char* p = sample_candidates[(victim_cursor_ + w) % sample_candidates.size()];
           const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
           auto it = index.Find(key);
-          if (it == nullptr || views[*it].tier != Tier::kDram || policy_->WatchBusy(key) || moved_now.count(key)) {
+          if (it == nullptr || views[*it].tier != Tier::kDram || KeepOutOfSample(key, moved_now)) {
             continue;
           }
           coldest.push_back({policy_->Heat(key, now), p});
@@ -90,7 +90,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
             const uint64_t block = key & ~(kBlockPages - 1);
             for (uint64_t k = block; k < block + kBlockPages && next.size() < victim_share; ++k) {
               auto it = index.Find(k);
-              if (it == nullptr || taken_pages.count(k) || policy_->WatchBusy(k) || moved_now.count(k)) {
+              if (it == nullptr || taken_pages.count(k) || KeepOutOfSample(k, moved_now)) {
                 continue;
               }
               const PageView& v = views[*it];
@@ -114,7 +114,7 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       for (; next.size() < n && k < pool.size(); ++k) {
         char* p = pool[(cursor_ + k) % pool.size()];
         const uint64_t key = reinterpret_cast<uintptr_t>(p) / page;
-        if (!policy_->WatchBusy(key) && !moved_now.count(key)) next.push_back(p);
+        if (!KeepOutOfSample(key, moved_now)) next.push_back(p);
       }
       cursor_ += k;
       // Only pages still local when armed: the candidates were read at the round's start, and a

@@ -35,6 +35,11 @@ struct TieringConfig {
   // Resident pages a round lists at most (a window of the page records that moves on each
   // round; migrator_scan.cc); 0: every live page each round.
   uint64_t scan_pages = 0;
+  // TIERMEM_TRACK=scan: each round the write scan (scan_tracker.h) reads track_pages pages of the
+  // managed regions, folds the written ones into heat as write samples, and the access sample
+  // is drawn only from pages it found unwritten (migrator_track.cc).
+  bool track_scan = false;
+  uint64_t track_pages = 262144;
   // The plan's evictions are queued to the pager's writer (PageMover::EvictPagesBackground) and
   // settled before the next round, relief, and the thread's end; false: each round waits for them.
   bool evict_background = true;
@@ -56,6 +61,12 @@ struct TieringConfig {
 // preload library (mode auto then samples by soft eviction where `uffd_sampler` is given, by
 // remote faults otherwise; see the comment in the .cc). `max_armed`: the samplers' limit on
 // pages armed at once. `uffd_sampler`: the pager's soft sampler, null without one.
+// TIERMEM_TRACK=scan where it cannot run: with a remote tier (TIERMEM_REMOTE or
+// TIERMEM_REMOTE_FILE) the pager's userfaultfd write-protects pages synchronously, and a range
+// registered with it cannot be registered with the write scan's descriptor too. InvalidArgument
+// naming both options then; Ok otherwise.
+Status CheckTrackOptions(const OptionValues& o);
+
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,
                                        bool has_remote, bool preloaded, uint64_t max_armed,
                                        AccessSampler* uffd_sampler = nullptr);

@@ -29,7 +29,8 @@ for args in "gups --size 4M" "gups --rounds 21" "gups --seconds 1" "kv --size 8M
             "compare --reps 0" "compare --size 12Q" "malloc --runs 0" "malloc --workloads bogus" \
             "remote-fault --pages -1" "remote-fault --transport bogus" "gups --kernel --node0-free x" \
             "preload-hotset --size 1M" "preload-hotset --setups plain,bogus" "memcached --keys 10" \
-            "memcached --connections 0" "kv-replay --size 1M" "kv-replay --requests 5" "kv-replay --requests x"; do
+            "memcached --connections 0" "kv-replay --size 1M" "kv-replay --requests 5" "kv-replay --requests x" \
+            "track --mechanisms bogus" "track --rounds 0" "track --sizes 12Q" "track --hot-percent 101"; do
   # shellcheck disable=SC2086
   timeout 20 "$bench" $args >/dev/null 2>&1
   rc=$?

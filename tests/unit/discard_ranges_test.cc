@@ -9,21 +9,15 @@
 #include <vector>
 
 #include "base/os.h"
+#include "tests/unit/test_mapping.h"
 
 namespace tiermem {
 namespace {
 
 constexpr size_t kPage = 4096;
 
-struct Mapping {
-  explicit Mapping(size_t pages) : bytes(pages * kPage) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    base = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-    if (base != nullptr) memset(base, 0x5a, bytes);
-  }
-  ~Mapping() {
-    if (base != nullptr) munmap(base, bytes);
-  }
+struct Mapping : TestMapping {
+  explicit Mapping(size_t pages) : TestMapping(pages, 0x5a) {}
   bool Zero(size_t page) const {
     for (size_t i = 0; i < kPage; ++i) {
       if (base[page * kPage + i] != 0) return false;
@@ -36,8 +30,6 @@ struct Mapping {
     }
     return true;
   }
-  char* base = nullptr;
-  size_t bytes;
 };
 
 // Every third page, single pages and runs of two alternating: 700 ranges (more than one call's

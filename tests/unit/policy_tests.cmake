@@ -9,3 +9,9 @@ tiermem_add_gtest(NAME tiering_config_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tiering_config_test.cc)
 tiermem_add_gtest(NAME round_pacer_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/round_pacer_test.cc)
+# The write trackers alone (include/tiermem/track.hpp): its own process, as protect's SIGSEGV
+# sampler is process-wide.
+tiermem_add_gtest(NAME write_tracker_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/write_tracker_test.cc)
+tiermem_add_gtest(NAME scan_tracker_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/scan_tracker_test.cc)

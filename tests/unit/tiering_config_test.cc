@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
+
+#include "tiermem/options.hpp"
 
 namespace tiermem {
 namespace {
@@ -27,6 +30,59 @@ TEST(TieringConfig, ScanPagesByModeUnlessGiven) {
   EXPECT_EQ(ConfigWith("protect", 0).scan_pages, 0u);
   EXPECT_EQ(ConfigWith("protect", 65536).scan_pages, 65536u);
   EXPECT_EQ(ConfigWith("faults", 100).scan_pages, 1024u);
+}
+
+// TIERMEM_TRACK: the write scan is opt-in (auto and off leave it out), runs the policy thread's
+// rounds even with no budget to keep (heat only), takes TIERMEM_TRACK_PAGES, and bad values are
+// refused by the option table with the option's name.
+TEST(TieringConfig, TrackScanIsOptInAndRunsRoundsWithoutABudget) {
+  OptionValues o;
+  LoadDefaultOptions(&o);
+  EXPECT_STREQ(o.track, "auto");
+  EXPECT_FALSE(TieringConfigFromOptions(o, 4096, false, false, false, 4096, nullptr).track_scan);
+  EXPECT_EQ(TieringConfigFromOptions(o, 4096, false, false, false, 4096, nullptr).mode, "off");
+  ASSERT_TRUE(SetOption(&o, *FindOption("track"), "SCAN"));
+  ASSERT_TRUE(SetOption(&o, *FindOption("track_pages"), "4096"));
+  const TieringConfig c = TieringConfigFromOptions(o, 4096, false, false, false, 4096, nullptr);
+  EXPECT_TRUE(c.track_scan);
+  EXPECT_EQ(c.track_pages, 4096u);
+  EXPECT_EQ(c.mode, "faults");  // rounds run: no sampling, nothing to move
+  ASSERT_TRUE(SetOption(&o, *FindOption("track"), "off"));
+  EXPECT_FALSE(TieringConfigFromOptions(o, 4096, false, false, false, 4096, nullptr).track_scan);
+
+  for (const char* bad : {"scanning", "", "pagemap_scan", "scan|off"}) {
+    EXPECT_FALSE(SetOption(&o, *FindOption("track"), bad)) << bad;
+    const Status st = Options().Set("track", bad).status();
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.ToString().find("TIERMEM_TRACK"), std::string::npos) << st.ToString();
+  }
+  for (const char* bad : {"0", "511", "-1", "lots", "99999999999"}) {
+    EXPECT_FALSE(SetOption(&o, *FindOption("track_pages"), bad)) << bad;
+    const Status st = Options().Set("track_pages", bad).status();
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.ToString().find("TIERMEM_TRACK_PAGES"), std::string::npos) << st.ToString();
+  }
+}
+
+// With a remote tier the scan is refused with both options named (the pager's userfaultfd and
+// the scan's cannot share a range); without one, or without the scan, nothing is refused.
+TEST(TieringConfig, TrackScanWithARemoteTierIsRefusedByName) {
+  OptionValues o;
+  LoadDefaultOptions(&o);
+  EXPECT_TRUE(CheckTrackOptions(o).ok());
+  std::snprintf(o.remote, sizeof(o.remote), "tcp://127.0.0.1:7471");
+  EXPECT_TRUE(CheckTrackOptions(o).ok());
+  std::snprintf(o.track, sizeof(o.track), "scan");
+  const Status st = CheckTrackOptions(o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.ToString().find("TIERMEM_TRACK=scan"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.ToString().find("TIERMEM_REMOTE"), std::string::npos) << st.ToString();
+  o.remote[0] = '\0';
+  std::snprintf(o.remote_file, sizeof(o.remote_file), "/etc/tiermem/servers");
+  EXPECT_FALSE(CheckTrackOptions(o).ok());
+  o.remote_file[0] = '\0';
+  EXPECT_TRUE(CheckTrackOptions(o).ok());
 }
 
 constexpr uint64_t kPagesPerMiB = 256;  // 4 KiB pages

@@ -57,6 +57,14 @@ void PrintBlock(const ProcessStats& s) {
   std::printf("prefetched       %llu pages\n", (unsigned long long)s.pages_prefetched);
   std::printf("sampling faults  %llu (mode %s)\n", (unsigned long long)s.sampling_faults,
               s.sampling_mode.empty() ? "-" : s.sampling_mode.c_str());
+  if (!s.track_mode.empty() && s.track_mode != "off") {
+    const double ns_per_page =
+        s.track_pages_scanned > 0 ? double(s.track_scan_ns) / double(s.track_pages_scanned) : 0.0;
+    std::printf("write scan       %s: %llu pages scanned (%.1f ns each), %llu found written, %llu kept "
+                "out of the sample\n",
+                s.track_mode.c_str(), (unsigned long long)s.track_pages_scanned, ns_per_page,
+                (unsigned long long)s.track_written_pages, (unsigned long long)s.track_sample_skips);
+  }
   std::printf("pages evicted    %llu, written %llu (windows: %s)\n", (unsigned long long)s.pages_evicted,
               (unsigned long long)s.pages_written, Latency(s.evict_latency).c_str());
   if (s.evictions_called_off > 0) {
