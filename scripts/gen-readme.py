@@ -374,6 +374,9 @@ def first_difference(old, new):
     return 0, "", ""
 
 
+MAX_README_LINES = 200
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiermemctl", help="path of the built tiermemctl (default: build*/tools/)")
@@ -389,6 +392,10 @@ def main():
     new = replace_section(new, "example",
                           example_section(os.path.join(ROOT, "examples", "pmr_on_tier.cc")))
     if args.check:
+        if new.count("\n") >= MAX_README_LINES:
+            print(f"{args.readme} has {new.count(chr(10))} lines: README is for users and stays under "
+                  f"{MAX_README_LINES} (history goes to docs/results/NOTES.md, design to docs/)")
+            return 1
         if new != old:
             line, was, wants = first_difference(old, new)
             print(f"{args.readme} is out of date at line {line}: has {was[:60]!r}, "
