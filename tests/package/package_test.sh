@@ -52,12 +52,13 @@ cp -r "$src/tests/integration/consumer" "$root/tmp/tiermem-test/consumer"
 cp "$src/tests/package/in_root.sh" "$root/tmp/tiermem-test/"
 
 # Mounts, the network and process ids live in namespaces of their own (gone when the check ends;
-# pgrep there sees only the check's processes); loopback up.
+# pgrep there sees only the check's processes); loopback up. The root sees none of this
+# environment (a CMAKE_*_LAUNCHER or TIERMEM_* set here would change what a user there sees).
 unshare --mount --net --pid --fork sh -c '
   set -e
   ip link set lo up
   mount -t proc proc "$1/proc"
   mount --rbind /sys "$1/sys"
   mount -t tmpfs tmpfs "$1/dev/shm"
-  chroot "$1" /bin/bash /tmp/tiermem-test/in_root.sh' sh "$root"
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot "$1" /bin/bash /tmp/tiermem-test/in_root.sh' sh "$root"
 echo PASS
