@@ -129,6 +129,14 @@ std::string FindBeside(const std::string& name, const std::vector<std::string>& 
   return "";
 }
 
+// Installed: bin/tiermem beside lib/ (the relative path CMake computed); in the build tree:
+// build/tools/tiermem beside build/allocator/preload/ and build/tools/memd/.
+std::string FindPreloadLibrary() {
+  return FindBeside("libtiermem-preload.so", {TIERMEM_RUN_LIBDIR_FROM_BINDIR, "../allocator/preload"});
+}
+
+std::string FindMemd() { return FindBeside("tiermem-memd", {"", "memd"}); }
+
 int RunCommand(const RunArgs& a) {
   Options opts;
   std::string error;

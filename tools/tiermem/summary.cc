@@ -125,10 +125,4 @@ void PrintSummary(const StatsFiles& files, pid_t program_pid, const std::string&
   }
 }
 
-std::string FindPreloadLibrary() {
-  return FindBeside("libtiermem-preload.so", {TIERMEM_RUN_LIBDIR_FROM_BINDIR, "../allocator/preload"});
-}
-
-std::string FindMemd() { return FindBeside("tiermem-memd", {"", "memd"}); }
-
 }  // namespace tiermem::tools
