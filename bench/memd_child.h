@@ -3,8 +3,9 @@
 // on destruction. Used by tiermem-bench (compare, gups, kv, remote-fault) and by the remote and
 // tiering integration tests (tests/integration/remote_memd_fixture.h).
 //
-// Not thread-safe: one thread owns a MemdChild. Start() forks; call it before starting threads
-// that hold locks the child might need (the child only execs).
+// Not thread-safe: one thread owns a MemdChild, and memd lives no longer than that thread
+// (PR_SET_PDEATHSIG): start it on a thread that outlives its use. Start() forks; call it before
+// starting threads that hold locks the child might need (the child only execs).
 #pragma once
 
 #include <signal.h>

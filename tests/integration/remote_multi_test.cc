@@ -54,6 +54,7 @@ TEST(RemoteMultiServer, EvictedRunsGoToBothServersAndReadBackIntact) {
   ASSERT_TRUE(a.Start({"--capacity", "64M", "--no-rdma"}));
   ASSERT_TRUE(b.Start({"--capacity", "64M", "--no-rdma"}));
   auto rt = StartWith(a.url() + "," + b.url());
+  ASSERT_NE(rt, nullptr);
   Pager* pager = ImplOf(*rt)->pager();
   EXPECT_EQ(pager->server(), a.url() + "," + b.url());
   constexpr size_t kRuns = 6, kPagesPerRun = 512;
@@ -117,6 +118,7 @@ TEST(RemoteMultiServer, AFullServerSendsPlacementToTheNext) {
   ASSERT_TRUE(a.Start({"--capacity", "8M", "--no-rdma"}));  // 2048 pages: chosen first (more room)
   ASSERT_TRUE(b.Start({"--capacity", "4M", "--no-rdma"}));  // 1024 pages
   auto rt = StartWith(a.url() + "," + b.url());
+  ASSERT_NE(rt, nullptr);
   Pager* pager = ImplOf(*rt)->pager();
   constexpr size_t kPages = 2800;
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
@@ -150,6 +152,7 @@ TEST(RemoteMultiServer, AnUnreachableServerOfTheListIsSkipped) {
   MemdProcess a;
   ASSERT_TRUE(a.Start({"--capacity", "16M", "--no-rdma"}));
   auto rt = StartWith("tcp://127.0.0.1:1," + a.url());
+  ASSERT_NE(rt, nullptr);
   Pager* pager = ImplOf(*rt)->pager();
   auto st = pager->server_stats();
   ASSERT_EQ(st.size(), 2u);
@@ -294,6 +297,7 @@ TEST(RemoteMultiServerDeathTest, OneOfTwoServersKilledEndsTheProcessNamingIt) {
   ASSERT_TRUE(b.Start({"--capacity", "64M", "--no-rdma"}));
   auto body = [&] {
     auto rt = StartWith(a.url() + "," + b.url());
+    ASSERT_NE(rt, nullptr);
     std::vector<uint8_t*> runs;
     for (int r = 0; r < 2; ++r) {
       auto p = rt->Allocate(64 * kPage, Tier::kDram);

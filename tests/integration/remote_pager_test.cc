@@ -44,6 +44,7 @@ void EvictAndFaultBack(int threads) {
   const size_t kPages = MemdProcess::DataMiB() * 256;
   ASSERT_TRUE(memd.Start({"--capacity", std::to_string(MemdProcess::DataMiB() + 176) + "M", "--no-rdma"}, "tok"));
   auto rt = StartWith(memd, "tok");
+  ASSERT_NE(rt, nullptr);
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   auto* base = static_cast<uint8_t*>(*p);
@@ -90,6 +91,7 @@ TEST(RemotePager, CleanPagesAreNotWrittenAgain) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
   auto rt = StartWith(memd);
+  ASSERT_NE(rt, nullptr);
   Pager* pager = ImplOf(*rt)->pager();
   if (!pager->write_protect()) GTEST_SKIP() << "kernel lacks userfaultfd write-protect: no clean tracking";
   constexpr size_t kPages = 64;
@@ -119,6 +121,7 @@ TEST(RemotePager, AllocateOnRemoteMigrateBackAndLocate) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
   auto rt = StartWith(memd);
+  ASSERT_NE(rt, nullptr);
   constexpr size_t kPages = 256;
   auto p = rt->Allocate(kPages * kPage, Tier::kRemote);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -152,6 +155,7 @@ TEST(RemotePager, WritesDuringEvictionAreKept) {
   MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
   auto rt = StartWith(memd);
+  ASSERT_NE(rt, nullptr);
   constexpr size_t kPages = 64;
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok());
@@ -194,6 +198,7 @@ TEST(RemotePagerDeathTest, ServerKilledMidRunEndsTheProcessWithAClearLine) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "a dead RDMA peer is detected after the NIC's retries; TCP covers it";
   auto body = [&] {
     auto rt = StartWith(memd);
+    ASSERT_NE(rt, nullptr);
     auto p = rt->Allocate(64 * kPage, Tier::kDram);
     auto* base = static_cast<uint8_t*>(*p);
     for (size_t i = 0; i < 64; ++i) FillPage(base + i * kPage, i);
