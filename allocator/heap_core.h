@@ -315,7 +315,11 @@ class HeapCore {
   static void* Pop(ClassCache* cc) {
     void* p = cc->head;
     if (__builtin_expect(p != nullptr, 1)) {
-      cc->head = *static_cast<void**>(p);
+      void* next = *static_cast<void**>(p);
+      cc->head = next;
+      // The next block's link is read by the next Pop of this class; a list of blocks freed
+      // long ago is scattered, so start that read now (a prefetch of nullptr does nothing).
+      __builtin_prefetch(next, 1, 3);
       ++cc->room;
     }
     return p;
