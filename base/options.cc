@@ -61,7 +61,7 @@ const OptionSpec kTable[] = {
            "memd on the same cores needs them over TCP) or N (at most 10000)",
            .check = CheckFaultSpin,
            .accepts = "auto or a number of microseconds up to 10000"),
-    TM_OPT("TIERMEM_FAULT_CONNECTIONS", OptionKind::kUint, "2", fault_connections,
+    TM_OPT("TIERMEM_FAULT_CONNECTIONS", OptionKind::kUint, "1", fault_connections,
            "the fault handler's connections to each tcp:// memory server (1-8; rdma:// gets one): "
            "a fault's read goes to the one with the fewest reads in flight, as the server answers "
            "each in order",

@@ -18,7 +18,7 @@ namespace tiermem {
 
 // TIERMEM_FAULT_CONNECTIONS: its bound and default (docs/protocol.md, "Paging").
 inline constexpr uint32_t kMaxFaultConnections = kOptMaxFaultConnections;
-inline constexpr uint32_t kDefaultFaultConnections = 2;
+inline constexpr uint32_t kDefaultFaultConnections = 1;
 
 struct PagerConfig {
   std::string servers;  // TIERMEM_REMOTE: "tcp://127.0.0.1:7471,tcp://10.0.0.2:7471" (all used)
