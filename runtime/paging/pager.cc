@@ -1,6 +1,6 @@
 // The pager, first part: connecting to the servers, slots and placement, fetching back,
 // free/discard and fork. Eviction is in pager_evict.cc, the fault handler thread in
-// pager_fault.cc. System calls go through runtime/os.
+// pager_fault.cc and pager_fault_intake.cc. System calls go through base/os.
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_collect.h"
 
