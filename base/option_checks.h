@@ -16,6 +16,7 @@ namespace tiermem {
 inline constexpr uint64_t kOptMaxReplicas = 4;          // TIERMEM_REPLICAS: 1 to this
 inline constexpr uint64_t kOptMaxPrefetch = 128;        // TIERMEM_PREFETCH=N: pages
 inline constexpr uint64_t kOptMaxFaultSpinUs = 10'000;  // TIERMEM_FAULT_SPIN_US=N
+inline constexpr uint64_t kOptMaxFaultConnections = 8;  // TIERMEM_FAULT_CONNECTIONS: 1 to this
 inline constexpr uint64_t kOptMaxSamplePages = 4096;    // TIERMEM_SAMPLE_PAGES
 inline constexpr uint64_t kOptMinScanPages = 1024;      // TIERMEM_SCAN_PAGES, when not 0
 inline constexpr uint64_t kOptMinTrackPages = 512;      // TIERMEM_TRACK_PAGES

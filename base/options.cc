@@ -61,6 +61,11 @@ const OptionSpec kTable[] = {
            "memd on the same cores needs them over TCP) or N (at most 10000)",
            .check = CheckFaultSpin,
            .accepts = "auto or a number of microseconds up to 10000"),
+    TM_OPT("TIERMEM_FAULT_CONNECTIONS", OptionKind::kUint, "1", fault_connections,
+           "the fault handler's connections to each tcp:// memory server (1-8; rdma:// gets one): "
+           "a fault's read goes to the one with the fewest reads in flight, as the server answers "
+           "each in order",
+           .min = 1, .max = kOptMaxFaultConnections),
     TM_OPT("TIERMEM_REMOTE_REQUIRED", OptionKind::kBool, "0", remote_required,
            "no memory server of TIERMEM_REMOTE reachable (or the token refused) at start: exit "
            "with status 75 instead of running on DRAM only (no effect without TIERMEM_REMOTE)"),

@@ -30,6 +30,7 @@ struct OptionValues {
   char token[256];
   uint64_t remote_timeout_ms;
   char prefetch[16];       // auto | off | N (the largest window, in pages)
+  uint64_t fault_connections;  // the fault handler's connections to each TCP memory server
   char fault_spin_us[16];  // auto | N: the fault handler's poll for the next fault before it sleeps
   bool remote_required;    // no server reachable at start: exit 75 instead of running on DRAM
   char on_remote_full[16]; // "overcommit" or "fail" (RemoteFullPolicy)

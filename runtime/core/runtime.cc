@@ -154,6 +154,7 @@ PagerConfig Runtime::Impl::MakePagerConfig() {
   pc.code = opts_.remote_code;
   pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch);
   pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us);
+  pc.fault_connections = static_cast<uint32_t>(opts_.fault_connections);  // 1 to 8 (the table's range)
   pc.region_of = [this](const void* p) { return RegionOf(p); };
   pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
   pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };

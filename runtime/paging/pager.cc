@@ -1,6 +1,6 @@
 // The pager, first part: connecting to the servers, slots and placement, fetching back,
 // free/discard and fork. Eviction is in pager_evict.cc, the fault handler thread in
-// pager_fault.cc. System calls go through runtime/os.
+// pager_fault.cc and pager_fault_intake.cc. System calls go through base/os.
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_collect.h"
 
@@ -186,15 +186,12 @@ Status Pager::ConnectServers(const std::vector<remote::Endpoint>& eps, const std
     auto io = remote::MakeTransport(ep);
     Status s = io.ok() ? (*io)->Connect(config_.token, config_.timeout_ms) : io.status();
     if (s.ok()) {
-      remote::SessionTicket ticket = (*io)->ticket();
-      auto fault = remote::MakeTransport(ep);
-      s = (*fault)->Connect(config_.token, config_.timeout_ms, &ticket);
+      s = srv->fault.Connect(ep, config_.token, (*io)->ticket(), config_.timeout_ms, config_.fault_connections);
       if (s.ok()) {
         srv->quota.store((*io)->quota_pages(), std::memory_order_relaxed);
         srv->c->capacity_pages.store((*io)->capacity_pages(), std::memory_order_relaxed);
         srv->c->up.store(1, std::memory_order_relaxed);
         srv->io = std::move(*io);
-        srv->fault = std::move(*fault);
         srv->connected.store(true, std::memory_order_release);
         // Busy-polling the TCP fault connection (SetBusyPoll) saves a sleep and a wake-up per
         // fault on an idle machine but starves memd on a loaded 2-core one (p99 in milliseconds
@@ -293,7 +290,7 @@ Pager::~Pager() {
   }
   for (auto& s : servers_) {
     if (s->io) s->io->Close();
-    if (s->fault) s->fault->Close();
+    s->fault.Drop(/*release=*/false, nullptr);
   }
   if (uffd_ >= 0) os::Close(uffd_);
   if (stop_fd_ >= 0) os::Close(stop_fd_);

@@ -31,6 +31,7 @@
 #include "runtime/pages/region.h"
 #include "runtime/paging/erasure.h"
 #include "runtime/paging/evict_writer.h"
+#include "runtime/paging/fault_conns.h"
 #include "runtime/paging/fork_share.h"
 #include "runtime/paging/pager_config.h"
 #include "runtime/paging/prefetch.h"
@@ -151,6 +152,9 @@ class Pager {
   // block's remote_degraded_pages is the repair thread's latest count).
   uint64_t DegradedPagesNow() const;
   std::vector<PagerServerStats> server_stats() const;  // one per listed server, in list order
+  // The fault handler's connections to listed server k (TIERMEM_FAULT_CONNECTIONS; 0 while
+  // it is not connected). Read while the server is up.
+  uint32_t fault_connections(size_t k) const { return k < servers_.size() ? servers_[k]->fault.n : 0; }
   // The servers connected at start, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
   const std::string& server() const { return server_; }
   bool write_protect() const { return wp_; }
@@ -175,7 +179,7 @@ class Pager {
     // Set with the connections (at start, or by Rejoin with io_mu_ held), before `connected`
     // says so; a server not connected, or down, is touched by no thread but io_mu_'s holder.
     std::unique_ptr<remote::Transport> io;     // evictions, FetchBack, slot control; io_mu_
-    std::unique_ptr<remote::Transport> fault;  // the handler thread's own
+    FaultConns fault;  // the handler thread's own (fault_conns.h)
     std::vector<std::unique_ptr<remote::Transport>> retired;  // closed, kept: a rejoin's old ones
     std::atomic<bool> connected{false};
     std::atomic<uint32_t> gen{0};            // sessions so far: a Member of an older one is gone
@@ -258,6 +262,7 @@ class Pager {
   // Where the completions of requests posted to several servers are collected.
   struct CollectError {
     size_t server = 0;
+    uint32_t conn = 0;  // which of its fault connections failed (fault_conn)
     Status status;
   };
 
@@ -271,7 +276,21 @@ class Pager {
   Status ConnectServers(const std::vector<remote::Endpoint>& eps, const std::vector<bool>& from_file);
   void SetFaultSpin(const std::vector<remote::Endpoint>& eps);
   Status PrepareThreads(const os::Uffd& uffd);
+  // ---- the fault handler thread (pager_fault.cc: the loop, installs and windows fetched ahead;
+  // pager_fault_intake.cc: reading faults and posting their reads; pager_fault_batch.h) ----
+  struct FaultBatch;
   void FaultLoop();
+  void TakeFaults(FaultBatch& b);  // what the userfaultfd queued, while the batch has room
+  void OnFault(FaultBatch& b, const os::UffdFault& f, size_t left);  // left: of its read
+  void OnWriteProtectFault(char* addr, PageRecord& rec);
+  uint64_t ZeroFillRun(Region& region, uint64_t index, char* addr, const void* zeros);  // pages filled
+  void PostFault(FaultBatch& b, Region& region, uint64_t index, uint32_t slot1, const os::UffdFault& f,
+                 size_t left);
+  void FetchAhead(FaultBatch& b, Region* region, uint32_t tid, const Prefetcher::Ahead& a, size_t reserve);
+  void CollectFaults(FaultBatch& b);  // replies as they land, and more faults meanwhile
+  void InstallFault(FaultBatch& b, size_t j, size_t server);
+  void AheadArrived(FaultBatch& b, size_t j);
+  void FinishWindows(FaultBatch& b, bool more);  // more: reads still out
   [[noreturn]] void Fatal(const void* addr, size_t server, const Status& why);
   // No replica of the page at `addr` could be read: names every server of it.
   [[noreturn]] void FatalAll(const void* addr, const SlotRef& ref, const Status& why);
@@ -399,6 +418,19 @@ class Pager {
   template <typename OnDone>
   bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
                int intake_fd = -1, bool* intake = nullptr);
+  // Collect's connections of server k: its io connection, or its fault connections (those with
+  // no read in flight left alone where it has several). TakeReplies polls them (waiting only
+  // where there is one); *failed: the connection that failed. BusyFds: intake_fd and every
+  // busy connection, for one wait on all (pager_reads.cc).
+  uint32_t ConnCount(bool fault_conn, size_t k) const { return fault_conn ? servers_[k]->fault.n : 1; }
+  remote::Transport& Conn(bool fault_conn, size_t k, uint32_t c) const;
+  bool ConnBusy(bool fault_conn, size_t k, uint32_t c) const;
+  template <typename OnDone>
+  StatusOr<size_t> TakeReplies(bool fault_conn, size_t k, int timeout_ms, std::vector<size_t>& outstanding,
+                               OnDone& on_done, uint32_t* failed);
+  static constexpr size_t kMaxWaitFds = 1 + kMaxServers * kMaxFaultConnections;
+  size_t BusyFds(bool fault_conn, const std::vector<size_t>& outstanding, int intake_fd, int* fds,
+                 uint8_t* want_out) const;
   // Posts the reads of `r` (request number j) that it still needs: its best replica not yet
   // tried, or (code) pieces up to k + kLateReads in flight or arrived, on the fault or io
   // connection; a server whose post fails is marked down and the next is tried. False when too

@@ -12,43 +12,56 @@
 namespace tiermem {
 
 template <typename OnDone>
-bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
-                    int intake_fd, bool* intake) {
+StatusOr<size_t> Pager::TakeReplies(bool fault_conn, size_t k, int timeout_ms, std::vector<size_t>& outstanding,
+                                    OnDone& on_done, uint32_t* failed) {
   remote::Completion done[64];
-  auto conn = [&](size_t k) -> remote::Transport& {
-    Server& s = *servers_[k];
-    return fault_conn ? *s.fault : *s.io;
-  };
-  auto take = [&](size_t k, int timeout_ms) -> StatusOr<size_t> {
-    auto got = conn(k).Poll(done, 64, timeout_ms);
+  size_t total = 0;
+  for (uint32_t c = 0; c < ConnCount(fault_conn, k); ++c) {
+    if (!ConnBusy(fault_conn, k, c)) continue;
+    *failed = c;
+    auto got = Conn(fault_conn, k, c).Poll(done, 64, timeout_ms);
     if (!got.ok()) return got.status();
     if (*got == 0 && timeout_ms != 0) {
       return DeadlineExceeded("no reply within " + std::to_string(config_.timeout_ms) + " ms");
     }
     for (size_t i = 0; i < *got; ++i) on_done(k, done[i]);
     outstanding[k] -= std::min(outstanding[k], *got);
-    return *got;
+    if (fault_conn) {
+      uint32_t& out = servers_[k]->fault.out[c];
+      out -= std::min<uint32_t>(out, static_cast<uint32_t>(*got));
+    }
+    total += *got;
+  }
+  return total;
+}
+
+template <typename OnDone>
+bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
+                    int intake_fd, bool* intake) {
+  auto take = [&](size_t k, int timeout_ms, uint32_t* failed) {
+    return TakeReplies(fault_conn, k, timeout_ms, outstanding, on_done, failed);
   };
-  int fds[65];  // intake_fd first, then the busy connections (no allocation: uffd_backlog.h)
-  uint8_t want_out[65];
-  size_t nfds = 0;
+  int fds[kMaxWaitFds];  // no allocation: uffd_backlog.h
+  uint8_t want_out[kMaxWaitFds];
   for (;;) {
     // Which servers have requests out? Take what is ready from each; when none had anything,
     // wait on all of them (and intake_fd) at once. Only listed servers can have any (the
     // tables have room for kMaxServers).
     const size_t nserv = std::min(outstanding.size(), servers_.size());
-    size_t busy = 0, first_busy = 0;
+    size_t nbusy = 0, first_busy = 0;
     for (size_t k = 0; k < nserv; ++k) {
-      if (outstanding[k] > 0 && busy++ == 0) first_busy = k;
+      if (outstanding[k] > 0 && nbusy++ == 0) first_busy = k;
     }
-    if (busy == 0) return true;
-    const bool one_wait = busy == 1 && intake_fd < 0;  // the transport's own wait (it may spin)
+    if (nbusy == 0) return true;
+    // The transport's own wait (it may spin): one server, one connection.
+    const bool one_wait = nbusy == 1 && intake_fd < 0 && ConnCount(fault_conn, first_busy) == 1;
     size_t round = 0;
     for (size_t k = first_busy; k < nserv; ++k) {
       if (outstanding[k] == 0) continue;
-      auto got = take(k, one_wait ? -1 : 0);
+      uint32_t failed = 0;
+      auto got = take(k, one_wait ? -1 : 0, &failed);
       if (!got.ok()) {
-        *err = CollectError{k, got.status()};
+        *err = CollectError{k, failed, got.status()};
         return false;
       }
       round += *got;
@@ -58,15 +71,17 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       return true;
     }
     if (round > 0 || one_wait) continue;
-    // A connection of a kind that cannot be polled with the others (RDMA) is waited on alone.
+    // A connection of a kind that cannot be polled with the others (RDMA, one per server) is
+    // waited on alone.
     size_t alone = nserv;
     for (size_t k = first_busy; k < nserv && alone == nserv; ++k) {
-      if (outstanding[k] > 0 && conn(k).WaitFd() < 0) alone = k;
+      if (outstanding[k] > 0 && ConnCount(fault_conn, k) == 1 && Conn(fault_conn, k, 0).WaitFd() < 0) alone = k;
     }
     if (alone < nserv) {
-      auto got = take(alone, -1);
+      uint32_t failed = 0;
+      auto got = take(alone, -1, &failed);
       if (!got.ok()) {
-        *err = CollectError{alone, got.status()};
+        *err = CollectError{alone, failed, got.status()};
         return false;
       }
       continue;
@@ -74,20 +89,11 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     // Every busy connection at once: readable (replies), or writable where requests are still
     // unsent (the takes above send more). Waiting on one alone while another's socket buffer
     // holds unsent writes would leave that server idle: replicas' writes go out together.
-    nfds = 0;
-    if (intake_fd >= 0) {
-      want_out[nfds] = 0;
-      fds[nfds++] = intake_fd;
-    }
-    for (size_t k = first_busy; k < nserv && nfds < 65; ++k) {
-      if (outstanding[k] == 0) continue;
-      want_out[nfds] = conn(k).WantsWritable() ? 1 : 0;
-      fds[nfds++] = conn(k).WaitFd();
-    }
+    const size_t nfds = BusyFds(fault_conn, outstanding, intake_fd, fds, want_out);
     // Past the timeout with no reply, the next Poll(.., 0) fails the silent connection.
     auto ready = os::WaitAnyReady(fds, want_out, nfds, static_cast<int>(config_.timeout_ms) + 1);
     if (!ready.ok()) {
-      *err = CollectError{first_busy, ready.status()};
+      *err = CollectError{first_busy, 0, ready.status()};
       return false;
     }
     if (intake_fd >= 0 && *ready == 0) {
@@ -118,7 +124,8 @@ bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
       if (again) retry.push_back(j);
     }, intake_fd, &intake);
     if (!ok) {
-      // The connection failed as a whole: everything still out on it goes elsewhere.
+      // The connection failed as a whole: everything still out on the server goes elsewhere.
+      if (fault_conn) servers_[cerr.server]->fault.KeepFailed(cerr.conn);
       MarkDown(cerr.server, cerr.status, quiet);
       outstanding[cerr.server] = 0;
       for (size_t j = 0; j < n; ++j) {

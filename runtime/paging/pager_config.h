@@ -10,10 +10,15 @@
 #include <string>
 
 #include "base/counters.h"
+#include "base/option_checks.h"
 #include "runtime/pages/region.h"
 #include "runtime/paging/erasure.h"
 
 namespace tiermem {
+
+// TIERMEM_FAULT_CONNECTIONS: its bound and default (docs/protocol.md, "Paging").
+inline constexpr uint32_t kMaxFaultConnections = kOptMaxFaultConnections;
+inline constexpr uint32_t kDefaultFaultConnections = 1;
 
 struct PagerConfig {
   std::string servers;  // TIERMEM_REMOTE: "tcp://127.0.0.1:7471,tcp://10.0.0.2:7471" (all used)
@@ -53,6 +58,11 @@ struct PagerConfig {
   // TIERMEM_FAULT_SPIN_US: how long the fault handler polls for the next fault after a batch
   // with remote reads before it sleeps; -1: 200 us when every server is RDMA, else 0.
   int64_t fault_spin_us = -1;
+  // TIERMEM_FAULT_CONNECTIONS: the fault handler's connections to each TCP server (1 to
+  // kMaxFaultConnections; RDMA servers get one, their reads take no memd thread). memd answers
+  // a connection in order, one thread each: a fault's read goes to the connection with the
+  // fewest reads in flight, so it waits behind no other fault's read while one is idle.
+  uint32_t fault_connections = kDefaultFaultConnections;
   // Called when no server can take a page (every connected one refused its last allocation and
   // has no free slot left): an eviction is about to fail with ResourceExhausted. Runs on the
   // evicting thread (policy thread, or a thread in Migrate) with the pager's io lock held; must

@@ -134,7 +134,7 @@ Status Pager::QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
   job->t0_ns = os::MonotonicNanos();
   uint8_t* claimed = job->claimed.data();
   // 1. Claim: kLocal -> kInFlight, marked kPageEvicting. Until the writer thread commits a page
-  //    (FinishJob), a write to it calls its eviction off instead of waiting (pager_fault.cc).
+  //    (FinishJob), a write to it calls its eviction off instead of waiting (pager_fault_intake.cc).
   w->queued = 0;
   for (size_t i = 0; i < m; ++i) {
     PageRecord& rec = region.record(idx[i]);

@@ -166,7 +166,7 @@ void Pager::ConnectOwn() {
   for (size_t k = 0; k < servers_.size(); ++k) {
     Server& s = *servers_[k];
     std::unique_ptr<remote::Transport> inherited = std::move(s.io);
-    (void)s.fault.release();
+    s.fault.Drop(/*release=*/true, nullptr);
     if (!inherited) continue;  // never connected
     const remote::SessionTicket ticket = inherited->ticket();
     (void)inherited.release();
@@ -315,7 +315,7 @@ void Pager::DestroyInChild() {
     } else {
       (void)s->io.release();
     }
-    (void)s->fault.release();
+    s->fault.Drop(/*release=*/true, nullptr);
   }
   if (self_) {
     (void)os::Close(self_->fd);

@@ -1,4 +1,4 @@
-// Small helpers shared by the two halves of the pager (pager.cc, pager_fault.cc).
+// Small helpers shared by the pager's parts (pager.cc, pager_evict.cc, the fault thread's files).
 #pragma once
 
 #include <cstddef>

@@ -103,7 +103,10 @@ bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t j, std::vector
     r.tried |= 1u << i;
     const Member& m = r.ref.m[i];
     Server& s = *servers_[m.server];
-    remote::Transport& t = fault_conn ? *s.fault : *s.io;
+    // The fault thread's read goes to the connection of the server with the fewest reads in
+    // flight: memd answers each in order, so a read behind none waits for its own reply only.
+    const uint32_t c = fault_conn ? s.fault.LeastBusy() : 0;
+    remote::Transport& t = fault_conn ? *s.fault.t[c] : *s.io;
     const uint64_t cookie = j * kCookieMembers + static_cast<uint64_t>(i);
     Status st;
     if (code_) {
@@ -117,6 +120,7 @@ bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t j, std::vector
       if (r.out == 0 && r.got == 0) r.posted_ns = os::MonotonicNanos();
       r.out |= 1u << i;
       ++outstanding[m.server];
+      if (fault_conn) ++s.fault.out[c];
       continue;
     }
     r.last = st;
@@ -127,8 +131,39 @@ bool Pager::PostReplicaRead(bool fault_conn, ReadReq& r, uint64_t j, std::vector
 void Pager::SendQueued(const std::vector<size_t>& outstanding) {
   const size_t n = std::min(outstanding.size(), servers_.size());
   for (size_t k = 0; k < n; ++k) {
-    if (outstanding[k] > 0) (void)servers_[k]->fault->Send();
+    if (outstanding[k] == 0) continue;
+    Server& s = *servers_[k];
+    for (uint32_t c = 0; c < s.fault.n; ++c) {
+      if (s.fault.out[c] > 0) (void)s.fault.t[c]->Send();
+    }
   }
+}
+
+remote::Transport& Pager::Conn(bool fault_conn, size_t k, uint32_t c) const {
+  return fault_conn ? *servers_[k]->fault.t[c] : *servers_[k]->io;
+}
+
+bool Pager::ConnBusy(bool fault_conn, size_t k, uint32_t c) const {
+  return ConnCount(fault_conn, k) == 1 || servers_[k]->fault.out[c] > 0;
+}
+
+size_t Pager::BusyFds(bool fault_conn, const std::vector<size_t>& outstanding, int intake_fd, int* fds,
+                      uint8_t* want_out) const {
+  size_t n = 0;
+  if (intake_fd >= 0) {
+    want_out[n] = 0;
+    fds[n++] = intake_fd;
+  }
+  const size_t nserv = std::min(outstanding.size(), servers_.size());
+  for (size_t k = 0; k < nserv; ++k) {
+    if (outstanding[k] == 0) continue;
+    for (uint32_t c = 0; c < ConnCount(fault_conn, k) && n < kMaxWaitFds; ++c) {
+      if (!ConnBusy(fault_conn, k, c)) continue;
+      want_out[n] = Conn(fault_conn, k, c).WantsWritable() ? 1 : 0;
+      fds[n++] = Conn(fault_conn, k, c).WaitFd();
+    }
+  }
+  return n;
 }
 
 bool Pager::OnReadCompletion(ReadReq& r, uint32_t i, size_t server, const Status& st, bool* retry) {

@@ -116,9 +116,8 @@ void Pager::Rejoin() {
       failed();
       continue;
     }
-    remote::SessionTicket ticket = (*io)->ticket();
-    auto fault = remote::MakeTransport(s.ep);
-    if (!fault.ok() || !(*fault)->Connect(config_.token, timeout, &ticket).ok()) {
+    FaultConns fault;
+    if (!fault.Connect(s.ep, config_.token, (*io)->ticket(), timeout, config_.fault_connections).ok()) {
       (*io)->Close();
       failed();
       continue;
@@ -128,7 +127,7 @@ void Pager::Rejoin() {
     {
       std::lock_guard<std::mutex> lock(io_mu_);
       if (forked_child_) {
-        (*fault)->Close();
+        fault.Drop(/*release=*/false, nullptr);
         (*io)->Close();
         return;
       }
@@ -139,12 +138,11 @@ void Pager::Rejoin() {
         s.io->Close();
         s.retired.push_back(std::move(s.io));
       }
-      if (s.fault) {
-        s.fault->Close();
-        s.retired.push_back(std::move(s.fault));
-      }
+      s.fault.Drop(/*release=*/false, &s.retired);
       s.io = std::move(*io);
-      s.fault = std::move(*fault);
+      for (uint32_t c = 0; c < fault.n; ++c) s.fault.t[c] = std::move(fault.t[c]);
+      s.fault.n = fault.n;
+      fault.n = 0;
       s.quota.store(s.io->quota_pages(), std::memory_order_relaxed);
       s.healthy_free.store(0, std::memory_order_relaxed);  // it leads no range (not Listed)
       s.fill = SIZE_MAX;

@@ -6,6 +6,7 @@ tiermem_add_gtest(NAME remote_integration_test LABEL integration TIMEOUT 600 SOU
   remote_batch_test.cc
   remote_pager_test.cc
   remote_multi_test.cc
+  remote_fault_conns_test.cc
   remote_replicas_test.cc
   remote_add_server_test.cc
   remote_code_test.cc

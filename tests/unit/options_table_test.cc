@@ -37,6 +37,7 @@ std::map<std::string, std::vector<std::string>> BadValues() {
       {"TIERMEM_REMOTE_TIMEOUT_MS", {"0", "4294967296", "5s"}},
       {"TIERMEM_PREFETCH", {"129", "lots", "-1", "on"}},
       {"TIERMEM_FAULT_SPIN_US", {"10001", "off", "50us", "99999999999999999999"}},
+      {"TIERMEM_FAULT_CONNECTIONS", {"0", "9", "two", "-1"}},
       {"TIERMEM_REMOTE_REQUIRED", {"perhaps", "2"}},
       {"TIERMEM_ON_REMOTE_FULL", {"sometimes", "", "overcommit|fail"}},
       {"TIERMEM_REPLICAS", {"0", "5", "two"}},

@@ -1,0 +1,224 @@
+// The fault handler thread, reading faults and posting reads: each fault read from the
+// userfaultfd is served at once where no server is needed (a write-protect fault, a soft-sampled
+// page, a zero fill, a page just installed) or claimed and its page's read posted to the server
+// it lives on, with the pages its thread's stream predicts behind it. The reads of one read of
+// the userfaultfd go out together, before the next read or wait (pager_fault.cc collects them).
+#include <algorithm>
+#include <string>
+
+#include "base/os.h"
+#include "runtime/pages/page_table.h"
+#include "runtime/paging/pager.h"
+#include "runtime/paging/pager_fault_batch.h"
+#include "runtime/paging/pager_internal.h"
+
+namespace tiermem {
+
+using pager_internal::CallOffEviction;
+using pager_internal::Cas;
+using pager_internal::kBatch;
+using pager_internal::kPage;
+using pager_internal::kZeroBatch;
+using pager_internal::S;
+
+void Pager::TakeFaults(FaultBatch& b) {
+  while (b.Room()) {
+    auto got = b.backlog->Read(b.faults, 64);
+    if (!got.ok()) pager_internal::HandlerFails(got.status());
+    if (*got == 0) break;
+    // Fewer than asked: the queue is empty now (os::UffdReadFaults). Asking again would cost a
+    // read that answers nothing before the reads posted here go out; a fault reported
+    // meanwhile makes uffd_ readable, which the waits watch.
+    const bool drained = *got < 64;
+    b.read_faults += *got;
+    for (size_t k = 0; k < *got; ++k) OnFault(b, b.faults[k], *got - k - 1);
+    // Threads wait for the reads this read's faults posted: they go out now, together (one send
+    // per connection: sent one by one, each would wake the server for one page), before the
+    // next read or wait, so the servers work meanwhile.
+    SendQueued(b.outstanding);
+    if (drained) break;
+  }
+}
+
+void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
+  // A page fault (fork events went to OnForkEvent).
+  char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
+  Region* region = config_.region_of(addr);
+  if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging
+    (void)os::UffdZeroPage(uffd_, addr, kPage);
+    Wake(addr, kPage);
+    return;
+  }
+  const uint64_t index = region->PageIndex(addr);
+  PageRecord& rec = region->record(index);
+  if (f.wp) {
+    OnWriteProtectFault(addr, rec);
+    return;
+  }
+  // A page the soft sampler holds: put back from its copy, the access recorded.
+  if (sampler_ && (rec.flags.load(std::memory_order_acquire) & kPageSampled) &&
+      sampler_->OnMissing(*region, index, f.write)) {
+    ++b.sampled;
+    return;
+  }
+  if (Cas(rec, PageState::kRemote, PageState::kInFlight)) {
+    const uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
+    if (slot1 == 0) {
+      b.zero_filled += ZeroFillRun(*region, index, addr, b.zeros);
+    } else {
+      PostFault(b, *region, index, slot1, f, left);
+    }
+    return;
+  }
+  // Local (or free) and missing: a fresh page of a registered range, or one another thread has
+  // just installed. Claimed like any other, then a zero page, or a wake if it is there.
+  const bool mine = Cas(rec, PageState::kLocal, PageState::kInFlight);
+  if (!mine) {
+    const uint8_t st = rec.state.load(std::memory_order_acquire);
+    // Ours in this batch, or an evictor's or fetcher's: they wake it. A page of a window fetched
+    // ahead: its thread reads through the window, so the next one is asked for.
+    if (st == S(PageState::kInFlight)) {
+      if (prefetcher_.max_window() > 0) {
+        FetchAhead(b, region, f.tid, prefetcher_.OnHit(f.tid, reinterpret_cast<uintptr_t>(region), index), left);
+      }
+      return;
+    }
+    if (st == S(PageState::kRemote) || st == S(PageState::kLocal)) {
+      // Its owner finished between our two claims: an eviction made it remote (dropped, its
+      // data on the server), or a fetch or a failed eviction left it local. A zero page here
+      // would stand in for that data; the thread faults again and is served from the state the
+      // page has now.
+      Wake(addr, kPage);
+      return;
+    }
+  }
+  // The page was dropped here (the heap returns empty spans with MADV_DONTNEED) or never
+  // touched: it becomes a zero page that is not write-protected, so whatever copy the server
+  // holds is no longer current. Without clearing the flag, the next eviction would skip the
+  // write and a later fault would bring back stale data. A page another thread's fault
+  // installed meanwhile is there (EEXIST) and keeps its flag: clean, it is not written again at
+  // its next eviction. (Claimed, nobody else acts on the page between the zero page and the
+  // flag.)
+  size_t present = 0;
+  (void)os::UffdZeroPage(uffd_, addr, kPage, &present);
+  if (mine && present == 0) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+  if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
+  Wake(addr, kPage);
+}
+
+void Pager::OnWriteProtectFault(char* addr, PageRecord& rec) {
+  // Clean local page: it becomes dirty (claimed first, so an evictor cannot take it between our
+  // check and the unprotect). Page whose eviction is in flight: the eviction is called off
+  // (CallOffEviction) and the write goes on at once. Page the writer thread already committed
+  // to dropping, or claimed by anyone else: wait for them (they wake us; we fault again).
+  if (Cas(rec, PageState::kLocal, PageState::kInFlight)) {
+    rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
+    c_->write_protect_faults.fetch_add(1, std::memory_order_relaxed);
+    (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
+    rec.state.store(S(PageState::kLocal), std::memory_order_release);
+    Wake(addr, kPage);
+  } else if (CallOffEviction(rec)) {
+    c_->evictions_called_off.fetch_add(1, std::memory_order_relaxed);
+    (void)os::UffdWriteProtect(uffd_, addr, kPage, false);
+    Wake(addr, kPage);
+  } else if (rec.state.load(std::memory_order_acquire) != S(PageState::kInFlight)) {
+    Wake(addr, kPage);
+  }
+}
+
+uint64_t Pager::ZeroFillRun(Region& region, uint64_t index, char* addr, const void* zeros) {
+  // Allocated on kRemote, never written: zeros, and so are the fresh pages after it in its run
+  // (claimed here, up to kZeroBatch): one round trip for a batch of first touches. A page whose
+  // claim shows a slot was written out meanwhile: left as it is.
+  uint64_t n = 1;
+  const uint64_t end = std::min<uint64_t>(region.pages(), index + kZeroBatch);
+  while (index + n < end) {
+    PageRecord& next = region.record(index + n);
+    if (next.flags.load(std::memory_order_relaxed) & kPageRunHead) break;  // another run
+    if (!Cas(next, PageState::kRemote, PageState::kInFlight)) break;
+    if (next.remote_slot.load(std::memory_order_relaxed) != 0) {
+      next.state.store(S(PageState::kRemote), std::memory_order_release);
+      break;
+    }
+    ++n;
+  }
+  Status z = os::UffdCopy(uffd_, addr, zeros, n * kPage, false);
+  if (!z.ok()) {
+    // One UFFDIO_COPY must stay inside one mapping: the batch crossed into the next (another
+    // run, bound elsewhere). The fault's own page first, then the neighbours up to the first
+    // that cannot be installed; the rest stay remote, untouched.
+    z = os::UffdCopy(uffd_, addr, zeros, kPage, false);
+    if (!z.ok()) Fatal(addr, first_connected_, z);
+    uint64_t done = 1;
+    while (done < n && os::UffdCopy(uffd_, addr + done * kPage, zeros, kPage, false).ok()) ++done;
+    for (uint64_t i = index + done; i < index + n; ++i) {
+      region.record(i).state.store(S(PageState::kRemote), std::memory_order_release);
+    }
+    n = done;
+  }
+  if (config_.on_resident) config_.on_resident(region, index, n, true);
+  for (uint64_t i = index; i < index + n; ++i) {
+    PageRecord& r = region.record(i);
+    r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    r.state.store(S(PageState::kLocal), std::memory_order_release);
+  }
+  c_->zero_fills.fetch_add(n, std::memory_order_relaxed);
+  Wake(addr, n * kPage);
+  return n;
+}
+
+void Pager::PostFault(FaultBatch& b, Region& region, uint64_t index, uint32_t slot1, const os::UffdFault& f,
+                      size_t left) {
+  char* addr = region.PageAddress(index);
+  const size_t j = b.pending.size();
+  FaultBatch::Pending& p = b.pending.emplace_back(FaultBatch::Pending{&region, index, f.write, os::MonotonicNanos(), false});
+  if (!Locate(slot1 - 1, &p.rr.ref)) {
+    Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
+  }
+  b.Stage(p.rr, j);
+  if (!PostReplicaRead(true, p.rr, j, b.outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
+  if (prefetcher_.max_window() > 0) {
+    FetchAhead(b, &region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(&region), index), left);
+  }
+}
+
+void Pager::FetchAhead(FaultBatch& b, Region* region, uint32_t tid, const Prefetcher::Ahead& a, size_t reserve) {
+  // After a remote fault (Prefetcher::OnFault) or a fault on a page of a window in flight
+  // (OnHit): the pages the prefetcher predicts along the thread's stream (prefetch.h) that are
+  // remote with a copy on a server are claimed and their reads posted (behind the fault's own),
+  // leaving `reserve` staging pages for the faults still to post. A faulted page's thread is
+  // woken as its page is in, so no thread waits for its prefetches. Installed in parts of
+  // kAheadPart pages, each once all of it is in (its first page's place in `pending` names
+  // it): the reader wakes after the first part while the rest is still in flight, meets the
+  // next part in flight, and that hit asks for the next window (OnHit), so the stream keeps a
+  // window in flight ahead of the reader.
+  constexpr uint32_t kAheadPart = 8;
+  size_t window = b.pending.size();
+  for (uint32_t k = 1; k <= a.count && b.pending.size() + reserve < kBatch; ++k) {
+    if ((k - 1) % kAheadPart == 0) window = b.pending.size();
+    const int64_t at = static_cast<int64_t>(a.from) + a.stride * static_cast<int64_t>(k);
+    if (at < 0 || static_cast<uint64_t>(at) >= region->pages()) break;
+    PageRecord& r = region->record(static_cast<uint64_t>(at));
+    if (!Cas(r, PageState::kRemote, PageState::kInFlight)) continue;  // resident, free or busy
+    const uint32_t slot = r.remote_slot.load(std::memory_order_relaxed);
+    SlotRef ref;
+    if (slot == 0 || !Locate(slot - 1, &ref)) {  // never written: its first touch zero-fills it
+      r.state.store(S(PageState::kRemote), std::memory_order_release);
+      continue;
+    }
+    const size_t j = b.pending.size();
+    FaultBatch::Pending& p = b.pending.emplace_back(FaultBatch::Pending{region, static_cast<uint64_t>(at), false, 0, true});
+    p.early = a.stride != 1;
+    p.window = window;
+    p.tid = tid;
+    p.rr.ref = ref;
+    b.Stage(p.rr, j);
+    // No replica to read from: nobody needs the page yet; a fault on it meets the trouble.
+    if (!PostReplicaRead(true, p.rr, j, b.outstanding)) {
+      r.state.store(S(PageState::kRemote), std::memory_order_release);
+      b.pending.pop_back();
+    }
+  }
+}
+
+}  // namespace tiermem
