@@ -294,7 +294,7 @@ class Pager {
   // *lead_refused: `server` itself could not take the page (full or down), so placement may try
   // the next; otherwise the replicas could not be placed anywhere.
   StatusOr<uint64_t> TakeSlotOn(size_t server, bool* lead_refused);
-  // Moves *placement on when a server is full; on_full is called when none can take the page
+  // Moves *placement on when a server is full; PagingEvents::OnFull is called when none can take the page
   // (unless !announce_full: the caller has a fallback).
   StatusOr<uint64_t> TakeSlot(size_t* placement, bool announce_full = true);
   void GiveSlot(uint64_t slot);
@@ -341,7 +341,7 @@ class Pager {
   // takes new placements. Repair thread.
   void Rejoin();
   bool Listed(size_t server) const;  // some range (or a join) has a member there
-  // Appends a server (not connected: Rejoin connects it) and calls on_server_listed, io_mu_
+  // Appends a server (not connected: Rejoin connects it) and calls PagingEvents::OnServerListed, io_mu_
   // held: true. False when it is listed already (taken out of the servers file: now back in,
   // when `from_file`). ResourceExhausted past kMaxServers.
   StatusOr<bool> ListServer(const remote::Endpoint& ep, bool from_file);
@@ -504,6 +504,8 @@ class Pager {
   bool forked_child_ = false;
 
   PagerConfig config_;
+  // The time the pager's schedule goes by (PagerConfig::clock); latencies use os::MonotonicNanos.
+  uint64_t Now() const { return config_.clock->NowNanos(); }
   std::string server_;
   int uffd_ = -1;
   int stop_fd_ = -1;

@@ -56,8 +56,8 @@ bool Pager::InstallOneAhead(Region& region, uint64_t index, const char* page, bo
   }
   if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);  // clean until written
   else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-  rec.flags.fetch_or(kPageAhead, std::memory_order_relaxed);  // before on_resident reads it
-  if (config_.on_resident) config_.on_resident(region, index, 1, true);
+  rec.flags.fetch_or(kPageAhead, std::memory_order_relaxed);  // before OnResident reads it
+  config_.events->OnResident(region, index, 1, true);
   rec.state.store(S(PageState::kLocal), std::memory_order_release);
   c_->pages_prefetched.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -128,7 +128,7 @@ void Pager::FaultLoop() {
     rr.spare = spare + j * spare_bytes;
   };
   auto resident = [&](Region& region, uint64_t first, uint64_t n) {
-    if (config_.on_resident) config_.on_resident(region, first, n, true);
+    config_.events->OnResident(region, first, n, true);
   };
   struct Pending {
     Region* region;
@@ -221,7 +221,7 @@ void Pager::FaultLoop() {
     // Take every fault queued now (up to kBatch), post the reads, then install as they arrive.
     // A batch ends after kBatch pages zero-filled or kBatch faults read: faults served at once
     // let their threads fault again right away, and a batch that took those too would not reach
-    // after_faults (DRAM's budget check) while a thread streams through fresh memory.
+    // AfterFaults (DRAM's budget check) while a thread streams through fresh memory.
     size_t read_faults = 0, zero_filled = 0, sampled = 0;
     auto room = [&] { return pending.size() + 64 <= kBatch && read_faults < kBatch && zero_filled < kBatch; };
     auto intake = [&] {
@@ -237,7 +237,7 @@ void Pager::FaultLoop() {
         for (size_t k = 0; k < *got; ++k) {
           const os::UffdFault& f = faults[k];  // a page fault (fork events went to OnForkEvent)
           char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
-          Region* region = config_.region_of(addr);
+          Region* region = config_.events->RegionOf(addr);
           if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging
             (void)os::UffdZeroPage(uffd_, addr, kPage);
             Wake(addr, kPage);
@@ -454,7 +454,7 @@ void Pager::FaultLoop() {
       if (!more && pending.size() == posted) break;
       if (more) intake();
     }
-    if (config_.after_faults) config_.after_faults();
+    config_.events->AfterFaults();
     sampled_only = sampled > 0 && pending.empty() && zero_filled == 0;
     read_remote = !pending.empty();
   }

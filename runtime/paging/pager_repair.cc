@@ -12,9 +12,7 @@
 // when the copy starts are not copied (a page placed there later is written to the replacement
 // by its eviction).
 #include <algorithm>
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/log.h"
@@ -37,7 +35,8 @@ void Pager::RepairLoop() {
     // Woken by MarkDown; once a second besides, for repairs that could not be done yet (no
     // server had room for a replacement).
     // AddServer wakes it too, to connect the server it listed.
-    const bool woken = repair_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+    const uint64_t second = Now() + 1'000'000'000;
+    const bool woken = config_.clock->WaitUntil(repair_cv_, lock, second, [&] {
       return repair_wanted_ || rejoin_wanted_ || repair_stop_.load(std::memory_order_relaxed);
     });
     const bool rejoin = rejoin_wanted_;
@@ -103,11 +102,11 @@ void Pager::Rejoin() {
     // connect it for until it is put back.
     if (s.withdrawn.load(std::memory_order_relaxed)) continue;
     // Backing off while it stays away (pager_internal::NextRejoinWaitMs).
-    if (os::MonotonicNanos() < s.rejoin_at_ns) continue;
+    if (Now() < s.rejoin_at_ns) continue;
     s.rejoin_tries.fetch_add(1, std::memory_order_relaxed);
     auto failed = [&] {
       s.rejoin_wait_ms = pager_internal::NextRejoinWaitMs(s.rejoin_wait_ms);
-      s.rejoin_at_ns = os::MonotonicNanos() + uint64_t{s.rejoin_wait_ms} * 1000000;
+      s.rejoin_at_ns = Now() + uint64_t{s.rejoin_wait_ms} * 1000000;
     };
     // New connections, made without the eviction lock (a silent host costs up to a second).
     const uint32_t timeout = std::min<uint32_t>(config_.timeout_ms == 0 ? 1000 : config_.timeout_ms, 1000);
@@ -314,7 +313,7 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
   if (buf == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
   mem.Touched(mem.size());  // the runtime's own DRAM while it copies: whole chunks at a time
   const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
-  const uint64_t start = os::MonotonicNanos();
+  const uint64_t start = Now();
   uint64_t copied = 0;
   Status result;
   const uint64_t count = in_use.size();
@@ -374,8 +373,7 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
     off = end;
     // The rate: `copied` pages may take copied/rate seconds at the least.
     const uint64_t due = start + copied * 1'000'000'000ull / rate;
-    const uint64_t now = os::MonotonicNanos();
-    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    config_.clock->SleepUntil(due);
   }
   return result;
 }
@@ -393,7 +391,7 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
   if (bufs == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
   mem.Touched(buf_bytes);  // the runtime's own DRAM while it rebuilds: whole chunks at a time
   const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
-  const uint64_t start = os::MonotonicNanos();
+  const uint64_t start = Now();
   uint64_t restored = 0;
   Status result;
   const uint64_t slots = in_use.size() / k;
@@ -471,8 +469,7 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
     }
     off = end;
     const uint64_t due = start + restored * 1'000'000'000ull / rate;
-    const uint64_t now = os::MonotonicNanos();
-    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    config_.clock->SleepUntil(due);
   }
   return result;
 }

@@ -149,7 +149,7 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages, const ArmFilter& armabl
   std::vector<Claimed> claimed;
   claimed.reserve(fresh.size());
   for (char* p : fresh) {
-    Region* r = pager_->config_.region_of(p);
+    Region* r = pager_->config_.events->RegionOf(p);
     if (r == nullptr || !RegisterChunk(*r, reinterpret_cast<uintptr_t>(p))) continue;
     const uint64_t index = r->PageIndex(p);
     if (!Cas(r->record(index), PageState::kLocal, PageState::kInFlight)) continue;

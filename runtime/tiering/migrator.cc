@@ -1,7 +1,6 @@
 #include "runtime/tiering/migrator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
@@ -213,37 +212,24 @@ MigratorStats Migrator::stats() const {
 }
 
 void Migrator::Loop() {
+  Clock& clock = *config_.clock;
   std::unique_lock<std::mutex> lock(mu_);
-  auto next_round = std::chrono::steady_clock::now();
+  uint64_t next_round = clock.NowNanos();
   RoundPacer pacer(config_.policy_cpu_percent, interval_ms_ * 1'000'000);
   uint64_t cpu0 = 0;
   os::ThreadCpuNanos(&cpu0);
-  pacer.Start(os::MonotonicNanos(), cpu0);
+  pacer.Start(clock.NowNanos(), cpu0);
   while (!stop_) {
     lock.unlock();
     RefreshBudget();
     lock.lock();
-    if (plans_ && std::chrono::steady_clock::now() >= next_round) {
+    if (plans_ && clock.NowNanos() >= next_round) {
       lock.unlock();
-      const uint64_t start = os::MonotonicNanos();
-      const bool busy = Round();
-      const uint64_t end = os::MonotonicNanos();
-      counters_->policy_round_time.Record(end - start);  // the policy's cost, per round
-      uint64_t cpu = 0;
-      if (os::ThreadCpuNanos(&cpu) == 0) counters_->policy_cpu_ns.store(cpu, std::memory_order_relaxed);
-      // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
-      // large heap costs little. A round past the thread's CPU share: later still (RoundPacer).
-      const uint64_t gap = (busy ? interval_ms_ : interval_ms_ * 5) * 1'000'000;
-      const uint64_t next = pacer.NextRound(end, cpu, !busy);
-      if (next > end + gap) {
-        counters_->policy_paced_rounds.fetch_add(1, std::memory_order_relaxed);
-        counters_->policy_paced_ns.fetch_add(next - end - gap, std::memory_order_relaxed);
-      }
+      next_round = PacedRound(pacer);
       lock.lock();
-      next_round = std::chrono::steady_clock::now() + std::chrono::nanoseconds(next - end);
     }
-    if (!plans_) next_round = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms_);
-    cv_->wait_until(lock, next_round, [this] { return stop_ || nudged_.load(std::memory_order_acquire); });
+    if (!plans_) next_round = clock.NowNanos() + interval_ms_ * 1'000'000;
+    clock.WaitUntil(*cv_, lock, next_round, [this] { return stop_ || nudged_.load(std::memory_order_acquire); });
     if (stop_) break;
     lock.unlock();
     MaybeRelieve();
@@ -254,6 +240,24 @@ void Migrator::Loop() {
   SettleEvictions();  // the writes queued last are the mover's ticket's until waited for
 }
 
+uint64_t Migrator::PacedRound(RoundPacer& pacer) {
+  const uint64_t start = os::MonotonicNanos();
+  const bool busy = Round();
+  counters_->policy_round_time.Record(os::MonotonicNanos() - start);  // the policy's cost, per round
+  const uint64_t end = config_.clock->NowNanos();
+  uint64_t cpu = 0;
+  if (os::ThreadCpuNanos(&cpu) == 0) counters_->policy_cpu_ns.store(cpu, std::memory_order_relaxed);
+  // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
+  // large heap costs little. A round past the thread's CPU share: later still (RoundPacer).
+  const uint64_t gap = (busy ? interval_ms_ : interval_ms_ * 5) * 1'000'000;
+  const uint64_t next = pacer.NextRound(end, cpu, !busy);
+  if (next > end + gap) {
+    counters_->policy_paced_rounds.fetch_add(1, std::memory_order_relaxed);
+    counters_->policy_paced_ns.fetch_add(next - end - gap, std::memory_order_relaxed);
+  }
+  return next;
+}
+
 bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
   if (sample_always_) return true;
   if (dram_budget_ == 0) return lower_pages > 0;
@@ -262,7 +266,7 @@ bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
 
 void Migrator::RefreshBudget() {
   // Once an interval (the loop runs at every nudge from the fault handler as well).
-  const uint64_t now = os::MonotonicNanos();
+  const uint64_t now = config_.clock->NowNanos();
   if (dram_budget_ == 0 || now < budget_at_ns_ + interval_ms_ * 1000000) return;
   budget_at_ns_ = now;
   // DRAM's count is of resident pages: what the program allocated and never touched, or the

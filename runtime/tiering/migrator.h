@@ -64,6 +64,7 @@
 #include "runtime/tiering/mover.h"
 #include "runtime/tiering/policy.h"
 #include "runtime/tiering/ring_sizes.h"
+#include "runtime/tiering/round_pacer.h"
 #include "runtime/pages/region.h"
 #include "runtime/tiering/scan_tracker.h"
 #include "tiermem/tiermem.hpp"
@@ -220,6 +221,9 @@ class Migrator {
     std::atomic<uint64_t> end{0};  // pages [0, end) may be live
   };
   void Loop();
+  // Round() and its accounting (time, CPU, pacing); returns when the next round may start
+  // (config_.clock's time).
+  uint64_t PacedRound(RoundPacer& pacer);
   // One round; returns whether it had anything to do (samples armed, moves planned).
   bool Round();
   // Budget relief on the policy thread: evicts ring pages while DRAM is over its budget;
@@ -399,7 +403,7 @@ class Migrator {
   std::atomic<uint64_t> relief_epoch_{0};  // grows after each relief step
   std::atomic<bool> relief_stuck_{false};  // the last relief found nothing to evict
   // The remote tier refused the last relief (every server full): no relief, and no holding the
-  // fault handler back, before this time (MonotonicNanos). Without it each fault batch popped
+  // fault handler back, before this time (config_.clock's). Without it each fault batch popped
   // victims, failed to place them, and waited for relief in turn.
   std::atomic<uint64_t> relief_retry_ns_{0};
   std::mutex relief_mu_;

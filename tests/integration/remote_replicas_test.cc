@@ -37,17 +37,17 @@ using namespace testing::groups;  // NOLINT: the helpers of remote_groups_util.h
 constexpr size_t kPage = 4096;
 
 // Three memds on TCP (b twice the size of a and c, `small` MiB each) and a runtime over them
-// with two replicas and prefetching off.
+// with two replicas and prefetching off; its waits and back-offs go by `clock` when given.
 struct Three {
   MemdProcess a, b, c;
   std::unique_ptr<Runtime> rt;
-  bool Start(int small) {
+  bool Start(int small, Clock* clock = nullptr) {
     const std::string s = std::to_string(small) + "M", l = std::to_string(2 * small) + "M";
     if (!a.Start({"--capacity", s, "--no-rdma"}) || !b.Start({"--capacity", l, "--no-rdma"}) ||
         !c.Start({"--capacity", s, "--no-rdma"})) {
       return false;
     }
-    rt = testing::StartRemoteRuntime(a.url() + "," + b.url() + "," + c.url(), "", "off", 2);
+    rt = testing::StartRemoteRuntime(a.url() + "," + b.url() + "," + c.url(), "", "off", 2, clock);
     return rt != nullptr;
   }
 };
@@ -152,8 +152,11 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
 
 TEST(RemoteReplicas, AServerThatComesBackTakesNewPagesOnceItsCopiesAreRestored) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  // On a ManualClock: the repair's pacing moves it, and the rejoin's back-off is stepped through
+  // by the test, a second at a time, instead of waited for.
+  ManualClock clock;
   Three m;
-  ASSERT_TRUE(m.Start(64));
+  ASSERT_TRUE(m.Start(64, &clock));
   Runtime& rt = *m.rt;
   Pager& pager = *ImplOf(rt)->pager();
   std::vector<Data> data = FillAndEvict(rt, 2, 512);
@@ -162,11 +165,15 @@ TEST(RemoteReplicas, AServerThatComesBackTakesNewPagesOnceItsCopiesAreRestored) 
   m.b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(rt, pager, 1));
   ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
-  // b again, on its old address: the repair thread connects within a second or two (a new
-  // session: nothing of the old one is read).
+  // b again, on its old address: the repair thread connects at its first look after b's
+  // back-off (at most 30 s of the clock) ends (a new session: nothing of the old one is read).
   ASSERT_TRUE(m.b.Start({"--capacity", "128M", "--no-rdma"}, "", port));
-  testing::WaitFor([&] { return !pager.server_stats()[1].down; }, 60);
-  ASSERT_FALSE(pager.server_stats()[1].down) << "b did not come back";
+  for (int s = 0; s <= 31 && pager.server_stats()[1].down; ++s) {
+    const uint64_t waits = clock.waits();
+    clock.Advance(1'000'000'000);
+    ASSERT_TRUE(testing::WaitFor([&] { return clock.waits() > waits; }, 60)) << "the repair thread does not look";
+  }
+  ASSERT_FALSE(pager.server_stats()[1].down) << "b did not come back within the longest back-off";
   EXPECT_EQ(pager.stats().remote_servers_down, 0u);
   EXPECT_EQ(pager.server_stats()[1].pages, 0u);
   // New pages go there too (b is the roomiest), and they are real copies: with a lost as well,
@@ -336,7 +343,7 @@ TEST(RemoteReplicas, MoreReplicasThanServersIsRefusedBeforeAnythingConnects) {
     PagerConfig pc;
     pc.servers = a.url() + "," + b.url();
     pc.replicas = replicas;
-    pc.region_of = [](const void*) -> Region* { return nullptr; };
+    pc.events = testing::NoRegionEvents();
     auto p = Pager::Start(std::move(pc));
     ASSERT_FALSE(p.ok()) << replicas;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
