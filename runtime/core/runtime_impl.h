@@ -1,7 +1,7 @@
 // Subsystem runtime/core: owns the Runtime (start, stop, fork), the managed regions and their
 // page records, and every placement (allocate, free, migrate, evict, locate). It may call the
 // other runtime subsystems (tiering, paging, topology), backends/, protocol/ and base/; they call
-// it back only through narrow interfaces (tiering/mover.h's PageMover, the pager's region_of),
+// it back only through narrow interfaces (tiering/mover.h's PageMover, paging/paging_events.h's PagingEvents),
 // and the allocator reaches it only through heap_runtime.h's HeapRuntime.
 //
 // Runtime::Impl: the runtime's state, private to runtime/core (and to tests, through
