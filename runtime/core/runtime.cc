@@ -124,11 +124,11 @@ Status Runtime::Impl::Init(const Options& o) {
   // this is, and a renamed copy of the library would not say it at all).
   const bool preloaded = RuntimeThreadHookSet();
   preloaded_ = preloaded;
-  migrator_ = std::make_unique<Migrator>(
-      this, TieringConfigFromOptions(opts_, page_size_, HasTier(Tier::kCxl), HasTier(Tier::kRemote),
-                                     preloaded, ProtectTracker::kMaxArmed,
-                                     pager_ != nullptr ? pager_->sampler() : nullptr),
-      &sb_->counters);
+  TieringConfig tc = TieringConfigFromOptions(opts_, page_size_, HasTier(Tier::kCxl), HasTier(Tier::kRemote),
+                                              preloaded, ProtectTracker::kMaxArmed,
+                                              pager_ != nullptr ? pager_->sampler() : nullptr);
+  tc.clock = clock_;
+  migrator_ = std::make_unique<Migrator>(this, std::move(tc), &sb_->counters);
   if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
   if (migrator_->running()) live_migrator_.store(migrator_.get(), std::memory_order_release);
   if (pager_ != nullptr) pager_->WatchClaims(migrator_->protecting_sampler());
@@ -139,13 +139,12 @@ Status Runtime::Impl::Init(const Options& o) {
   return Status::Ok();
 }
 
-// The pager's configuration from the options, with the runtime's hooks through which paging
-// reports to the policy thread.
+// The pager's configuration from the options, with the runtime's PagingEvents, through which
+// paging reports to the counts and the policy thread.
 PagerConfig Runtime::Impl::MakePagerConfig() {
   PagerConfig pc;
   pc.servers = opts_.remote;
   pc.servers_file = opts_.remote_file;
-  pc.on_server_listed = [this](size_t index, const std::string& name) { PublishServer(index, name); };
   pc.token = opts_.token;
   pc.timeout_ms = static_cast<uint32_t>(opts_.remote_timeout_ms);
   pc.replicas = static_cast<uint32_t>(opts_.replicas);  // 1 to kMaxReplicas (the table's range)
@@ -155,21 +154,10 @@ PagerConfig Runtime::Impl::MakePagerConfig() {
   pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch);
   pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us);
   pc.fault_connections = static_cast<uint32_t>(opts_.fault_connections);  // 1 to 8 (the table's range)
-  pc.region_of = [this](const void* p) { return RegionOf(p); };
-  pc.on_resident = [this](Region& r, uint64_t first, uint64_t n, bool moved) { OnResident(r, first, n, moved); };
-  pc.on_evicted = [this](Region& r, uint64_t i) { OnEvicted(r, i); };
-  pc.on_kept = [this](Region& r, uint64_t i) {
-    if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnResident(&r, i, 1);
-  };
-  pc.on_window_done = [this] {
-    if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->OnLeftDram();
-  };
-  pc.after_faults = [this] {
-    if (Migrator* m = live_migrator_.load(std::memory_order_acquire)) m->AfterFaults();
-  };
-  pc.on_full = [this] { NoteRemoteFull(); };
+  pc.events = &pager_events_;
   pc.counters = &sb_->counters;
   pc.server_counters = sb_->servers;
+  pc.clock = clock_;
   return pc;
 }
 
@@ -545,7 +533,12 @@ Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Runtime::~Runtime() = default;
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Start(const Options& options) {
-  auto impl = std::make_unique<Impl>();
+  return RuntimeAccess::Start(options, &SystemClock());
+}
+
+StatusOr<std::unique_ptr<Runtime>> RuntimeAccess::Start(const Options& options, Clock* clock) {
+  auto impl = std::make_unique<Runtime::Impl>();
+  impl->clock_ = clock;
   TIERMEM_RETURN_IF_ERROR(impl->Init(options));
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }

@@ -108,7 +108,7 @@ void Runtime::Impl::PublishTopology() {
 }
 
 void Runtime::Impl::PublishServer(size_t index, const std::string& name) {
-  // By the pager as servers join its list (PagerConfig::on_server_listed: one at a time, in
+  // By the pager as servers join its list (PagingEvents::OnServerListed: one at a time, in
   // list order), so the count only grows past a written address.
   if (index >= kMaxStatsServers) return;
   snprintf(sb_->server_address[index], sizeof(sb_->server_address[index]), "%s", name.c_str());

@@ -1,7 +1,7 @@
 // Subsystem runtime/core: owns the Runtime (start, stop, fork), the managed regions and their
 // page records, and every placement (allocate, free, migrate, evict, locate). It may call the
 // other runtime subsystems (tiering, paging, topology), backends/, protocol/ and base/; they call
-// it back only through narrow interfaces (tiering/mover.h's PageMover, the pager's region_of),
+// it back only through narrow interfaces (tiering/mover.h's PageMover, paging/paging_events.h's PagingEvents),
 // and the allocator reaches it only through heap_runtime.h's HeapRuntime.
 //
 // Runtime::Impl: the runtime's state, private to runtime/core (and to tests, through
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/numa/numa_backend.h"
+#include "base/clock.h"
 #include "base/once_per.h"
 #include "base/options.h"
 #include "base/own_memory.h"
@@ -120,6 +121,8 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   static int Index(Tier t) { return static_cast<int>(t); }
   Status ResolveTiers();
   PagerConfig MakePagerConfig();  // Init's remote tier (runtime.cc)
+  friend struct RuntimeAccess;
+  Clock* clock_ = &SystemClock();  // the pager's and the policy thread's (RuntimeAccess::Start)
   void StartRemoteTier();
   // Picks the tier an allocation goes to (fallback, kAuto, limits).
   StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const;
@@ -157,10 +160,28 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   void CountMoves(uint8_t from, Tier to, uint64_t pages) {
     if (from < kNumTiers && pages != 0) sb_->moves[from][Index(to)].fetch_add(pages, std::memory_order_relaxed);
   }
-  // The pager's accounting hooks (PagerConfig::on_resident / on_evicted / after_faults): a
-  // page's tier follows its data, so DRAM's count includes the pages faulted back into it.
+  // The pager's tier accounting (PagingEvents::OnResident / OnEvicted): a page's tier follows
+  // its data, so DRAM's count includes the pages faulted back into it.
   void OnResident(Region& region, uint64_t first, uint64_t n, bool moved);
   void OnEvicted(Region& region, uint64_t index);
+  // What the pager reports (runtime/paging/paging_events.h), passed on to the counts, the stats
+  // block and the policy thread (runtime/core/paging_events.cc).
+  class PagerEvents final : public PagingEvents {
+   public:
+    explicit PagerEvents(Impl* rt) : rt_(rt) {}
+    Region* RegionOf(const void* addr) override;
+    void OnResident(Region& region, uint64_t first, uint64_t n, bool moved) override;
+    void OnEvicted(Region& region, uint64_t index) override;
+    void OnKept(Region& region, uint64_t index) override;
+    void OnWindowDone() override;
+    void AfterFaults() override;
+    void OnFull() override;
+    void OnServerListed(size_t index, const std::string& name) override;
+
+   private:
+    Impl* const rt_;
+  };
+  PagerEvents pager_events_{this};
   // The policy thread once it runs (the fault handler reads it; set after Migrator::Start).
   std::atomic<Migrator*> live_migrator_{nullptr};
   void PublishTopology();  // tiers, nodes, limits and servers into the stats block, at start
@@ -211,6 +232,10 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
 // only the public API. Runtime names this struct its friend.
 struct RuntimeAccess {
   static Runtime::Impl* Of(Runtime& rt) { return rt.impl_.get(); }
+  // Runtime::Start with the clock its threads' waits, pauses and back-offs go by (the pager's
+  // and the policy thread's; base/clock.h): tests pass a ManualClock, which must outlive the
+  // runtime.
+  static StatusOr<std::unique_ptr<Runtime>> Start(const Options& options, Clock* clock);
 };
 inline Runtime::Impl* ImplOf(Runtime& rt) { return RuntimeAccess::Of(rt); }
 

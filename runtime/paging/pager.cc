@@ -42,7 +42,7 @@ int64_t FaultSpinFromOption(const char* value) {
 Status Pager::Init(PagerConfig config) {
   config_ = std::move(config);
   prefetcher_ = Prefetcher(config_.prefetch_window);
-  if (!config_.region_of) return InvalidArgument("pager: no region lookup");
+  if (config_.events == nullptr) return InvalidArgument("pager: no PagingEvents (PagerConfig::events) given");
   if (config_.counters != nullptr) c_ = config_.counters;
   std::vector<remote::Endpoint> eps;
   std::vector<bool> from_file;  // per entry of eps: listed by the servers file alone
@@ -209,7 +209,7 @@ Status Pager::ConnectServers(const std::vector<remote::Endpoint>& eps, const std
     }
     const std::string name = srv->name;
     servers_.push_back(std::move(srv));  // at most kMaxServers (checked above)
-    if (config_.on_server_listed) config_.on_server_listed(servers_.size() - 1, name);
+    config_.events->OnServerListed(servers_.size() - 1, name);
   }
   if (connected == 0) return Unavailable("no memory server reachable: " + tried);
   if (connected < servers_.size()) {
@@ -310,7 +310,7 @@ uint64_t Pager::DegradedPagesNow() const {
 
 std::vector<PagerServerStats> Pager::server_stats() const {
   std::vector<PagerServerStats> out;
-  const uint64_t now = os::MonotonicNanos();
+  const uint64_t now = Now();
   out.reserve(servers_.size());
   for (const auto& s : servers_) {
     PagerServerStats& st = out.emplace_back();
@@ -435,7 +435,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         Status z = os::UffdZeroPage(uffd_, region.PageAddress(b + i), kPage);
         if (!z.ok()) failure = z;
         rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-        if (config_.on_resident) config_.on_resident(region, b + i, 1, true);
+        config_.events->OnResident(region, b + i, 1, true);
         rec.state.store(S(PageState::kLocal), std::memory_order_release);
         continue;
       }
@@ -460,7 +460,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
           PageRecord& rec = region.record(idx[j]);
           if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
           else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
-          if (config_.on_resident) config_.on_resident(region, idx[j], 1, true);
+          config_.events->OnResident(region, idx[j], 1, true);
           rec.state.store(S(PageState::kLocal), std::memory_order_release);
           servers_[k]->c->fetched.fetch_add(1, std::memory_order_relaxed);
           ++fetched;
@@ -496,7 +496,7 @@ void Pager::OnDiscard(Region& region, uint64_t first, uint64_t n) {
     if (slot1 != 0) GiveSlot(slot1 - 1);
     rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
     if (rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
-      if (config_.on_resident) config_.on_resident(region, i, 1, false);
+      config_.events->OnResident(region, i, 1, false);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
     }
   }

@@ -313,7 +313,7 @@ class Pager {
   // *lead_refused: `server` itself could not take the page (full or down), so placement may try
   // the next; otherwise the replicas could not be placed anywhere.
   StatusOr<uint64_t> TakeSlotOn(size_t server, bool* lead_refused);
-  // Moves *placement on when a server is full; on_full is called when none can take the page
+  // Moves *placement on when a server is full; PagingEvents::OnFull is called when none can take the page
   // (unless !announce_full: the caller has a fallback).
   StatusOr<uint64_t> TakeSlot(size_t* placement, bool announce_full = true);
   void GiveSlot(uint64_t slot);
@@ -359,8 +359,16 @@ class Pager {
   // and that no range lists any more (its copies are restored elsewhere): a new session, and it
   // takes new placements. Repair thread.
   void Rejoin();
+  // Rejoin's steps: whether server `k` is to be tried now (down or never reached, listed by no
+  // range, not withdrawn, its back-off over); ConnectAgain makes its connections (io, then
+  // the fault connections on the same session), without the io lock; TakeBack installs them
+  // and starts its state again under io_mu_ (false in a forked child: the connections are
+  // closed).
+  bool RejoinDue(size_t k) const;
+  bool ConnectAgain(const Server& s, std::unique_ptr<remote::Transport>* io, FaultConns* fault) const;
+  bool TakeBack(Server& s, std::unique_ptr<remote::Transport> io, FaultConns* fault, bool was_connected);
   bool Listed(size_t server) const;  // some range (or a join) has a member there
-  // Appends a server (not connected: Rejoin connects it) and calls on_server_listed, io_mu_
+  // Appends a server (not connected: Rejoin connects it) and calls PagingEvents::OnServerListed, io_mu_
   // held: true. False when it is listed already (taken out of the servers file: now back in,
   // when `from_file`). ResourceExhausted past kMaxServers.
   StatusOr<bool> ListServer(const remote::Endpoint& ep, bool from_file);
@@ -375,6 +383,13 @@ class Pager {
   Status CopyRange(size_t range, const Member& to, const std::vector<uint8_t>& in_use);
   // Coded ranges: member `bad`'s pieces rebuilt from k others and written to `to`.
   Status RebuildRange(size_t range, uint32_t bad, const Member& to, const std::vector<uint8_t>& in_use);
+  // RebuildRange's steps, io_mu_ held: PickSources, the first k readable members of `r` other
+  // than `bad` into have[] (false: fewer left); RebuildRun, memd slots [a, b) read from them,
+  // `bad`'s piece decoded and written to `to`: the pages restored, or the error that ends the
+  // rebuild (*retry: a source failed and was marked down; the chunk starts again).
+  bool PickSources(const Range& r, uint32_t bad, uint32_t* have) const;
+  StatusOr<uint64_t> RebuildRun(const Range& r, uint32_t bad, const Member& to, const uint32_t* have, uint64_t a,
+                                uint64_t b, const std::vector<uint8_t>& in_use, char* bufs, bool* retry);
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
   StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
@@ -536,6 +551,8 @@ class Pager {
   bool forked_child_ = false;
 
   PagerConfig config_;
+  // The time the pager's schedule goes by (PagerConfig::clock); latencies use os::MonotonicNanos.
+  uint64_t Now() const { return config_.clock->NowNanos(); }
   std::string server_;
   int uffd_ = -1;
   int stop_fd_ = -1;

@@ -6,13 +6,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
+#include "base/clock.h"
 #include "base/counters.h"
 #include "base/option_checks.h"
 #include "runtime/pages/region.h"
 #include "runtime/paging/erasure.h"
+#include "runtime/paging/paging_events.h"
 
 namespace tiermem {
 
@@ -29,29 +30,14 @@ struct PagerConfig {
   std::string token;
   uint32_t timeout_ms = 5000;
   uint64_t slot_chunk = 16384;  // slots asked of memd at a time (64 MiB)
-  // Maps a faulting address to its managed region (Runtime::Impl::RegionOf).
-  std::function<Region*(const void*)> region_of;
-  // Tier accounting hooks, called while the pages are still claimed (kInFlight), so nobody can
-  // move them on before the core has counted them. Must not allocate, block, or take locks the
-  // program's threads may hold. Optional.
-  // - on_resident: pages [first, first+n) of `region` are local again (kRemote -> kLocal): fetched
-  //   or zero-filled by the fault handler or FetchBack (`moved`), or discarded (`moved` false:
-  //   nothing came back; OnDiscard).
-  // - on_evicted: page `index` of `region` is now on the remote tier (kLocal -> kRemote).
-  // - on_kept: page `index` of `region` was written while its eviction was in flight, which
-  //   called the eviction off: it stays where it was (kInFlight -> kLocal, its tier unchanged),
-  //   and the write is an access. Called on the writer thread.
-  std::function<void(Region& region, uint64_t first, uint64_t n, bool moved)> on_resident;
-  std::function<void(Region& region, uint64_t index)> on_evicted;
-  std::function<void(Region& region, uint64_t index)> on_kept;
-  // Called on the writer thread after each eviction window is finished (its pages dropped,
-  // kept or given back; the pages that left are already counted by on_evicted): a thread
-  // waiting for DRAM to have room may look again.
-  std::function<void()> on_window_done;
-  // Called by the fault handler thread after it served a batch of faults and woke their
-  // threads: the core checks DRAM's budget here and may hold the handler back (bounded) while
-  // the policy thread makes room. Optional.
-  std::function<void()> after_faults;
+  // What the pager's waits, pauses and back-offs go by (the repair thread's second, a server's
+  // rejoin back-off, the repair's pacing, a full server's pause, a fork's claim wait); never
+  // null, and outlives the pager. Tests give a ManualClock.
+  Clock* clock = &SystemClock();
+  // What the pager reports to the layer above (paging_events.h: the region lookup, the tier
+  // accounting, the fault handler's budget check, a full tier, a server listed). Required;
+  // outlives the pager.
+  PagingEvents* events = nullptr;
   // TIERMEM_PREFETCH: the most pages a remote fault fetches ahead along its thread's stream
   // (prefetch.h); 0: none.
   uint32_t prefetch_window = 0;
@@ -63,12 +49,6 @@ struct PagerConfig {
   // a connection in order, one thread each: a fault's read goes to the connection with the
   // fewest reads in flight, so it waits behind no other fault's read while one is idle.
   uint32_t fault_connections = kDefaultFaultConnections;
-  // Called when no server can take a page (every connected one refused its last allocation and
-  // has no free slot left): an eviction is about to fail with ResourceExhausted. Runs on the
-  // evicting thread (policy thread, or a thread in Migrate) with the pager's io lock held; must
-  // not allocate, block, or call back into the pager except Full() and DescribeServers().
-  // Optional.
-  std::function<void()> on_full;
   // TIERMEM_REPLICAS: copies of each evicted page, on distinct servers (1..kMaxReplicas, and at
   // most the number of servers listed: Start refuses more, naming both numbers).
   uint32_t replicas = 1;
@@ -89,12 +69,6 @@ struct PagerConfig {
   // totals only).
   ProcessCounters* counters = nullptr;
   PagerServerCounters* server_counters = nullptr;
-  // Called for each server as it joins the list, with its index in the list and its address:
-  // at start (Start's thread, before the pager's threads run), and later (AddServer, the
-  // servers file) before it is connected, by the repair thread or AddServer's caller with the
-  // pager's io lock held. So the calls never overlap and come in list order. Must not
-  // allocate, block, or call the pager. Optional.
-  std::function<void(size_t index, const std::string& name)> on_server_listed;
 };
 
 // The most servers the list may hold, those given at start and those added since together.

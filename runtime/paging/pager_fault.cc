@@ -55,7 +55,7 @@ bool Pager::InstallOneAhead(Region& region, uint64_t index, const char* page, bo
   if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);  // clean until written
   else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
   rec.flags.fetch_or(kPageAhead, std::memory_order_relaxed);  // before on_resident reads it
-  if (config_.on_resident) config_.on_resident(region, index, 1, true);
+  config_.events->OnResident(region, index, 1, true);
   rec.state.store(S(PageState::kLocal), std::memory_order_release);
   c_->pages_prefetched.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -146,7 +146,7 @@ void Pager::FaultLoop() {
     TakeFaults(b);
     CollectFaults(b);
     // Throttle: the core may hold the handler back here while DRAM is over its budget.
-    if (config_.after_faults) config_.after_faults();
+    config_.events->AfterFaults();
     sampled_only = b.sampled > 0 && b.pending.empty() && b.zero_filled == 0;
     read_remote = !b.pending.empty();
   }
@@ -207,7 +207,7 @@ void Pager::InstallFault(FaultBatch& b, size_t j, size_t server) {
   c_->remote_faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen
   servers_[server]->c->faults.fetch_add(1, std::memory_order_relaxed);
   c_->fault_latency.Record(os::MonotonicNanos() - p.reported_ns);
-  if (config_.on_resident) config_.on_resident(*p.region, p.index, 1, true);
+  config_.events->OnResident(*p.region, p.index, 1, true);
   rec.state.store(S(PageState::kLocal), std::memory_order_release);
   Wake(dst, kPage);
 }

@@ -43,7 +43,7 @@ void Pager::TakeFaults(FaultBatch& b) {
 void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
   // A page fault (fork events went to OnForkEvent).
   char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
-  Region* region = config_.region_of(addr);
+  Region* region = config_.events->RegionOf(addr);
   if (region == nullptr) {  // not ours: cannot happen; never leave a thread hanging
     (void)os::UffdZeroPage(uffd_, addr, kPage);
     Wake(addr, kPage);
@@ -156,7 +156,7 @@ uint64_t Pager::ZeroFillRun(Region& region, uint64_t index, char* addr, const vo
     }
     n = done;
   }
-  if (config_.on_resident) config_.on_resident(region, index, n, true);
+  config_.events->OnResident(region, index, n, true);
   for (uint64_t i = index; i < index + n; ++i) {
     PageRecord& r = region.record(i);
     r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);

@@ -18,7 +18,6 @@
 // (SlotHolds::Defer). When the child's address space is gone (exit or exec: UffdMmGone), the
 // holds are released and the slots the parent let go of are freed.
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <cstring>
@@ -50,7 +49,7 @@ constexpr size_t kChildReadAhead = 32;
 constexpr int kChildProbeMs = 50;
 // How long the forking thread waits for the fault thread to hand the child's descriptor over
 // (it has read the event when fork() returns; this only bounds a broken kernel contract).
-constexpr auto kClaimWait = std::chrono::seconds(10);
+constexpr uint64_t kClaimWaitNs = 10'000'000'000;
 // Pagers with children, for the exit handler: a parent that returns from main or calls exit()
 // while a child still reads its pages installs them all first (docs/protocol.md). Plain array.
 std::mutex g_exit_mu;
@@ -235,7 +234,7 @@ void Pager::AfterFork(bool child) {
   ForkSnapshot* snap = nullptr;
   if (pending != nullptr) {
     // fork() returned, so the fault thread has read the event; it hands it over right after.
-    const auto until = std::chrono::steady_clock::now() + kClaimWait;
+    const uint64_t until = Now() + kClaimWaitNs;
     for (;;) {
       fd = fork_fd_.exchange(-1, std::memory_order_acq_rel);
       if (fd >= 0) {
@@ -243,7 +242,7 @@ void Pager::AfterFork(bool child) {
         break;
       }
       ForkSnapshot* mine = pending;
-      if (std::chrono::steady_clock::now() > until &&
+      if (Now() > until &&
           fork_snapshot_.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel)) {
         TM_LOG_WARN("remote tier: fork(): no userfaultfd fork event came; the child was not given "
                     "this process's remote pages");
@@ -251,7 +250,7 @@ void Pager::AfterFork(bool child) {
         delete pending;
         break;
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      config_.clock->SleepUntil(Now() + 50'000);
     }
     fork_send_.store(-1, std::memory_order_relaxed);
     (void)os::Close(fork_sock_[1]);  // the child's end, the child's alone
@@ -337,7 +336,7 @@ void Pager::ServeChild(ForkChild* c) {
         os::UffdWake(c->fd, addr, kPage);
         continue;
       }
-      Region* region = config_.region_of(addr);
+      Region* region = config_.events->RegionOf(addr);
       const int64_t j = region != nullptr ? snap.Find(region, region->PageIndex(addr)) : -1;
       if (j < 0 || snap.served[j]) {
         // Not remote at the fork (dropped or never touched since), or installed before and

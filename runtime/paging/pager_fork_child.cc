@@ -196,7 +196,7 @@ void Pager::ServeSelfFault(const os::UffdFault& f, char* staging, std::vector<in
   }
   ForkSnapshot& snap = *self_->snap;
   std::lock_guard<std::mutex> lock(self_mu_);
-  Region* region = config_.region_of(addr);
+  Region* region = config_.events->RegionOf(addr);
   const int64_t j = region != nullptr ? snap.Find(region, region->PageIndex(addr)) : -1;
   if (j < 0 || snap.served[j]) {
     // Not remote at the fork (dropped or never touched since), or installed here and dropped
@@ -256,7 +256,7 @@ void Pager::TouchRemoteInChild(Region* const* regions, int nregions) {
       (void)*reinterpret_cast<volatile const char*>(region.PageAddress(i));
       rec.remote_slot.store(0, std::memory_order_relaxed);
       rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
-      if (config_.on_resident) config_.on_resident(region, i, 1, true);
+      config_.events->OnResident(region, i, 1, true);
       rec.state.store(S(PageState::kLocal), std::memory_order_relaxed);
     }
   }
@@ -295,7 +295,7 @@ void Pager::ChildDrop(Region& region, uint64_t first, uint64_t n, bool discard) 
     rec.remote_slot.store(0, std::memory_order_relaxed);
     rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageAhead)), std::memory_order_relaxed);
     if (discard && rec.state.load(std::memory_order_relaxed) == S(PageState::kRemote)) {
-      if (config_.on_resident) config_.on_resident(region, i, 1, false);
+      config_.events->OnResident(region, i, 1, false);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
     }
   }

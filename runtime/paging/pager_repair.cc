@@ -12,9 +12,7 @@
 // when the copy starts are not copied (a page placed there later is written to the replacement
 // by its eviction).
 #include <algorithm>
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/log.h"
@@ -29,6 +27,7 @@ using pager_internal::kPage;
 
 namespace {
 constexpr uint64_t kRepairChunk = 64;  // pages copied per io_mu_ hold
+constexpr uint64_t kRebuildChunk = 16;  // memd slots rebuilt per io_mu_ hold (coded ranges)
 }  // namespace
 
 void Pager::RepairLoop() {
@@ -37,7 +36,8 @@ void Pager::RepairLoop() {
     // Woken by MarkDown; once a second besides, for repairs that could not be done yet (no
     // server had room for a replacement).
     // AddServer wakes it too, to connect the server it listed.
-    const bool woken = repair_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+    const uint64_t second = Now() + 1'000'000'000;
+    const bool woken = config_.clock->WaitUntil(repair_cv_, lock, second, [&] {
       return repair_wanted_ || rejoin_wanted_ || repair_stop_.load(std::memory_order_relaxed);
     });
     const bool rejoin = rejoin_wanted_;
@@ -93,83 +93,95 @@ bool Pager::Listed(size_t server) const {
 
 void Pager::Rejoin() {
   for (size_t k = 0; k < servers_.size() && !repair_stop_.load(std::memory_order_relaxed); ++k) {
+    if (!RejoinDue(k)) continue;
     Server& s = *servers_[k];
     const bool was_connected = s.connected.load(std::memory_order_acquire);
-    if (was_connected && !s.down.load(std::memory_order_acquire)) continue;
-    // A range that still lists it holds copies there that are gone (a new session starts
-    // empty): it waits until the repair has moved them all.
-    if (was_connected && Listed(k)) continue;
-    // Taken out of the servers file (and holding nothing, or it would be Listed): nothing to
-    // connect it for until it is put back.
-    if (s.withdrawn.load(std::memory_order_relaxed)) continue;
-    // Backing off while it stays away (pager_internal::NextRejoinWaitMs).
-    if (os::MonotonicNanos() < s.rejoin_at_ns) continue;
     s.rejoin_tries.fetch_add(1, std::memory_order_relaxed);
-    auto failed = [&] {
-      s.rejoin_wait_ms = pager_internal::NextRejoinWaitMs(s.rejoin_wait_ms);
-      s.rejoin_at_ns = os::MonotonicNanos() + uint64_t{s.rejoin_wait_ms} * 1000000;
-    };
-    // New connections, made without the eviction lock (a silent host costs up to a second).
-    const uint32_t timeout = std::min<uint32_t>(config_.timeout_ms == 0 ? 1000 : config_.timeout_ms, 1000);
-    auto io = remote::MakeTransport(s.ep);
-    if (!io.ok() || !(*io)->Connect(config_.token, timeout).ok()) {
-      failed();
-      continue;
-    }
+    std::unique_ptr<remote::Transport> io;
     FaultConns fault;
-    if (!fault.Connect(s.ep, config_.token, (*io)->ticket(), timeout, config_.fault_connections).ok()) {
-      (*io)->Close();
-      failed();
+    if (!ConnectAgain(s, &io, &fault)) {
+      s.rejoin_wait_ms = pager_internal::NextRejoinWaitMs(s.rejoin_wait_ms);
+      s.rejoin_at_ns = Now() + uint64_t{s.rejoin_wait_ms} * 1000000;
       continue;
     }
     s.rejoin_wait_ms = 0;
     s.rejoin_at_ns = 0;
-    {
-      std::lock_guard<std::mutex> lock(io_mu_);
-      if (forked_child_) {
-        fault.Drop(/*release=*/false, nullptr);
-        (*io)->Close();
-        return;
-      }
-      DrainWrites();
-      // Nothing but this lock's holder touches a server that is down or not connected, and no
-      // range lists it: its state starts again.
-      if (s.io) {
-        s.io->Close();
-        s.retired.push_back(std::move(s.io));
-      }
-      s.fault.Drop(/*release=*/false, &s.retired);
-      s.io = std::move(*io);
-      for (uint32_t c = 0; c < fault.n; ++c) s.fault.t[c] = std::move(fault.t[c]);
-      s.fault.n = fault.n;
-      fault.n = 0;
-      s.quota.store(s.io->quota_pages(), std::memory_order_relaxed);
-      s.healthy_free.store(0, std::memory_order_relaxed);  // it leads no range (not Listed)
-      s.fill = SIZE_MAX;
-      s.down_counted = false;
-      s.full_until_ns.store(0, std::memory_order_relaxed);
-      s.refused.store(false, std::memory_order_relaxed);
-      s.read_ns.store(0, std::memory_order_relaxed);
-      s.c->capacity_pages.store(s.io->capacity_pages(), std::memory_order_relaxed);
-      s.c->pages.store(0, std::memory_order_relaxed);
-      s.c->slots.store(0, std::memory_order_relaxed);
-      s.c->debt.store(0, std::memory_order_relaxed);
-      s.gen.fetch_add(1, std::memory_order_release);
-      s.c->up.store(1, std::memory_order_relaxed);  // before it is usable: a reader that sees it usable sees it up
-      if (was_connected) {
-        std::lock_guard<std::mutex> rl(repair_mu_);
-        s.down.store(false, std::memory_order_release);
-        c_->remote_servers_down.fetch_sub(1, std::memory_order_relaxed);
-      } else {
-        s.connected.store(true, std::memory_order_release);
-      }
-    }
+    if (!TakeBack(s, std::move(io), &fault, was_connected)) return;  // forked meanwhile
     if (was_connected) {
       TM_LOG_WARN("remote tier: memory server %s answers again: it takes new pages (a new session)", s.name.c_str());
     } else {
       TM_LOG_INFO("remote tier: memory server %s answers: it takes new pages", s.name.c_str());
     }
   }
+}
+
+bool Pager::RejoinDue(size_t k) const {
+  const Server& s = *servers_[k];
+  const bool was_connected = s.connected.load(std::memory_order_acquire);
+  if (was_connected && !s.down.load(std::memory_order_acquire)) return false;
+  // A range that still lists it holds copies there that are gone (a new session starts
+  // empty): it waits until the repair has moved them all.
+  if (was_connected && Listed(k)) return false;
+  // Taken out of the servers file (and holding nothing, or it would be Listed): nothing to
+  // connect it for until it is put back.
+  if (s.withdrawn.load(std::memory_order_relaxed)) return false;
+  // Backing off while it stays away (pager_internal::NextRejoinWaitMs).
+  return Now() >= s.rejoin_at_ns;
+}
+
+bool Pager::ConnectAgain(const Server& s, std::unique_ptr<remote::Transport>* io, FaultConns* fault) const {
+  // New connections, made without the eviction lock (a silent host costs up to a second).
+  const uint32_t timeout = std::min<uint32_t>(config_.timeout_ms == 0 ? 1000 : config_.timeout_ms, 1000);
+  auto made_io = remote::MakeTransport(s.ep);
+  if (!made_io.ok() || !(*made_io)->Connect(config_.token, timeout).ok()) return false;
+  if (!fault->Connect(s.ep, config_.token, (*made_io)->ticket(), timeout, config_.fault_connections).ok()) {
+    (*made_io)->Close();
+    return false;
+  }
+  *io = std::move(*made_io);
+  return true;
+}
+
+bool Pager::TakeBack(Server& s, std::unique_ptr<remote::Transport> io, FaultConns* fault, bool was_connected) {
+  std::lock_guard<std::mutex> lock(io_mu_);
+  if (forked_child_) {
+    fault->Drop(/*release=*/false, nullptr);
+    io->Close();
+    return false;
+  }
+  DrainWrites();
+  // Nothing but this lock's holder touches a server that is down or not connected, and no range
+  // lists it: its state starts again.
+  if (s.io) {
+    s.io->Close();
+    s.retired.push_back(std::move(s.io));
+  }
+  s.fault.Drop(/*release=*/false, &s.retired);
+  s.io = std::move(io);
+  for (uint32_t c = 0; c < fault->n; ++c) s.fault.t[c] = std::move(fault->t[c]);
+  s.fault.n = fault->n;
+  fault->n = 0;
+  s.quota.store(s.io->quota_pages(), std::memory_order_relaxed);
+  s.healthy_free.store(0, std::memory_order_relaxed);  // it leads no range (not Listed)
+  s.fill = SIZE_MAX;
+  s.down_counted = false;
+  s.full_until_ns.store(0, std::memory_order_relaxed);
+  s.refused.store(false, std::memory_order_relaxed);
+  s.read_ns.store(0, std::memory_order_relaxed);
+  s.c->capacity_pages.store(s.io->capacity_pages(), std::memory_order_relaxed);
+  s.c->pages.store(0, std::memory_order_relaxed);
+  s.c->slots.store(0, std::memory_order_relaxed);
+  s.c->debt.store(0, std::memory_order_relaxed);
+  s.gen.fetch_add(1, std::memory_order_release);
+  s.c->up.store(1, std::memory_order_relaxed);  // before it is usable: a reader that sees it usable sees it up
+  if (was_connected) {
+    std::lock_guard<std::mutex> rl(repair_mu_);
+    s.down.store(false, std::memory_order_release);
+    c_->remote_servers_down.fetch_sub(1, std::memory_order_relaxed);
+  } else {
+    s.connected.store(true, std::memory_order_release);
+  }
+  return true;
 }
 
 void Pager::CountDebt() {
@@ -312,7 +324,7 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
   if (buf == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
   mem.Touched(mem.size());  // the runtime's own DRAM while it copies: whole chunks at a time
   const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
-  const uint64_t start = os::MonotonicNanos();
+  const uint64_t start = Now();
   uint64_t copied = 0;
   Status result;
   const uint64_t count = in_use.size();
@@ -372,8 +384,7 @@ Status Pager::CopyRange(size_t ri, const Member& to, const std::vector<uint8_t>&
     off = end;
     // The rate: `copied` pages may take copied/rate seconds at the least.
     const uint64_t due = start + copied * 1'000'000'000ull / rate;
-    const uint64_t now = os::MonotonicNanos();
-    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    config_.clock->SleepUntil(due);
   }
   return result;
 }
@@ -383,15 +394,14 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
   // pager slots [s*k, s*k+k) shares memd slot s on every member at the same offsets, so whole
   // memd slots are read from k members and decoded at once, a run of them at a time.
   const uint32_t k = code_->shape().k;
-  constexpr uint64_t kChunk = 16;  // memd slots per io_mu_ hold
   int err = 0;
-  const size_t buf_bytes = (k + 1) * kChunk * kPage;
+  const size_t buf_bytes = (k + 1) * kRebuildChunk * kPage;
   OwnMapping mem;
   char* bufs = mem.Map(buf_bytes, &err);  // k sources, then the rebuilt piece
   if (bufs == nullptr) return ErrnoToStatus(-err, "mmap repair buffer");
   mem.Touched(buf_bytes);  // the runtime's own DRAM while it rebuilds: whole chunks at a time
   const uint64_t rate = std::max<uint64_t>(config_.repair_rate, 1);
-  const uint64_t start = os::MonotonicNanos();
+  const uint64_t start = Now();
   uint64_t restored = 0;
   Status result;
   const uint64_t slots = in_use.size() / k;
@@ -406,7 +416,7 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
       result = Aborted("stopping");
       break;
     }
-    const uint64_t end = std::min(slots, off + kChunk);
+    const uint64_t end = std::min(slots, off + kRebuildChunk);
     {
       std::lock_guard<std::mutex> io(io_mu_);
       if (forked_child_) {
@@ -415,15 +425,11 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
       }
       DrainWrites();  // no write of the range's slots interleaves with the copy
       const Range& r = *ranges_[ri];
-      uint32_t have[kMaxCodeData], nh = 0;
-      for (uint32_t m = 0; m < r.n && nh < k; ++m) {
-        if (m != bad && Readable(r.m[m])) have[nh++] = m;
-      }
-      if (nh < k) {
+      uint32_t have[kMaxCodeData];
+      if (!PickSources(r, bad, have)) {
         result = DataLoss("fewer than " + std::to_string(k) + " pieces left to rebuild from");
         break;
       }
-      Server& ts = *servers_[to.server];
       bool retry = false;
       for (uint64_t a = off; a < end && result.ok() && !retry;) {
         if (!any_in_use(a)) {
@@ -432,47 +438,62 @@ Status Pager::RebuildRange(size_t ri, uint32_t bad, const Member& to, const std:
         }
         uint64_t b = a + 1;
         while (b < end && any_in_use(b)) ++b;
-        const uint8_t* present[kMaxCodeData];
-        for (uint32_t h = 0; h < k && !retry; ++h) {
-          const Member& from = r.m[have[h]];
-          char* dst = bufs + h * kChunk * kPage;
-          present[h] = reinterpret_cast<const uint8_t*>(dst);
-          Status rs = remote::ReadPagesSync(*servers_[from.server]->io, from.memd, from.memd.first + a, dst, b - a);
-          if (!rs.ok()) {
-            MarkDown(from.server, rs);  // and rebuild the chunk from other members
-            retry = true;
-          }
-        }
-        if (retry) break;
-        char* out_buf = bufs + k * kChunk * kPage;
-        uint8_t* out[1] = {reinterpret_cast<uint8_t*>(out_buf)};
-        const uint32_t want[1] = {bad};
-        Status ds = code_->Decode((b - a) * kPage, have, present, want, 1, out);
-        if (!ds.ok()) {
-          result = ds;
+        StatusOr<uint64_t> pages = RebuildRun(r, bad, to, have, a, b, in_use, bufs, &retry);
+        if (!pages.ok()) {
+          result = pages.status();
           break;
         }
-        Status ws = remote::WritePagesSync(*ts.io, to.memd, to.memd.first + a, out_buf, b - a);
-        if (!ws.ok()) {
-          MarkDown(to.server, ws);
-          result = ws;
-          break;
-        }
-        uint64_t pages = 0;
-        for (uint64_t q = a * k; q < b * k; ++q) pages += in_use[q];
-        ts.c->written.fetch_add(b - a, std::memory_order_relaxed);
-        restored += pages;
-        c_->remote_repaired_pages.fetch_add(pages, std::memory_order_relaxed);
+        restored += *pages;
         a = b;
       }
       if (retry) continue;
     }
     off = end;
     const uint64_t due = start + restored * 1'000'000'000ull / rate;
-    const uint64_t now = os::MonotonicNanos();
-    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    config_.clock->SleepUntil(due);
   }
   return result;
+}
+
+bool Pager::PickSources(const Range& r, uint32_t bad, uint32_t* have) const {
+  const uint32_t k = code_->shape().k;
+  uint32_t nh = 0;
+  for (uint32_t m = 0; m < r.n && nh < k; ++m) {
+    if (m != bad && Readable(r.m[m])) have[nh++] = m;
+  }
+  return nh == k;
+}
+
+StatusOr<uint64_t> Pager::RebuildRun(const Range& r, uint32_t bad, const Member& to, const uint32_t* have, uint64_t a,
+                                     uint64_t b, const std::vector<uint8_t>& in_use, char* bufs, bool* retry) {
+  const uint32_t k = code_->shape().k;
+  const uint8_t* present[kMaxCodeData];
+  for (uint32_t h = 0; h < k; ++h) {
+    const Member& from = r.m[have[h]];
+    char* dst = bufs + h * kRebuildChunk * kPage;
+    present[h] = reinterpret_cast<const uint8_t*>(dst);
+    Status rs = remote::ReadPagesSync(*servers_[from.server]->io, from.memd, from.memd.first + a, dst, b - a);
+    if (!rs.ok()) {
+      MarkDown(from.server, rs);  // and rebuild the chunk from other members
+      *retry = true;
+      return uint64_t{0};
+    }
+  }
+  char* out_buf = bufs + k * kRebuildChunk * kPage;
+  uint8_t* out[1] = {reinterpret_cast<uint8_t*>(out_buf)};
+  const uint32_t want[1] = {bad};
+  TIERMEM_RETURN_IF_ERROR(code_->Decode((b - a) * kPage, have, present, want, 1, out));
+  Server& ts = *servers_[to.server];
+  Status ws = remote::WritePagesSync(*ts.io, to.memd, to.memd.first + a, out_buf, b - a);
+  if (!ws.ok()) {
+    MarkDown(to.server, ws);
+    return ws;
+  }
+  uint64_t pages = 0;
+  for (uint64_t q = a * k; q < b * k; ++q) pages += in_use[q];
+  ts.c->written.fetch_add(b - a, std::memory_order_relaxed);
+  c_->remote_repaired_pages.fetch_add(pages, std::memory_order_relaxed);
+  return pages;
 }
 
 }  // namespace tiermem

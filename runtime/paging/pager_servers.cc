@@ -55,7 +55,7 @@ StatusOr<bool> Pager::ListServer(const remote::Endpoint& ep, bool from_file) {
     return ResourceExhausted("memory server " + name + " not listed: the list holds " + std::to_string(kMaxServers) +
                              " servers, the most it can");
   }
-  if (config_.on_server_listed) config_.on_server_listed(n, name);
+  config_.events->OnServerListed(n, name);
   TM_LOG_INFO("remote tier: memory server %s listed; it takes new pages once it answers", name.c_str());
   return true;
 }

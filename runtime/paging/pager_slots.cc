@@ -130,7 +130,7 @@ bool Pager::CanLeadGroup(size_t lead, uint64_t now) const {
 
 size_t Pager::PickServer(const std::vector<uint8_t>* skip, bool free_only) {
   const size_t n = servers_.size();
-  const uint64_t now = os::MonotonicNanos();
+  const uint64_t now = Now();
   size_t best = kNoServer;
   uint64_t best_room = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -165,7 +165,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   }
   // Too few others that memd has not refused lately: no group can be formed, and nothing is
   // asked (they are asked again a second after they refused).
-  const uint64_t now = os::MonotonicNanos();
+  const uint64_t now = Now();
   if (!CanLeadGroup(lead, now)) {
     return ResourceExhausted("remote tier: fewer than " + std::to_string(members_) + " memory servers can take pages (" +
                              Redundancy() + "): the others refused slots within the last second");
@@ -226,7 +226,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
         } else if (r->count == 1) {
           // Not one slot: full at memd, as a lead that refuses one is. Not asked to join (or
           // lead) a group for a second, so the pages that follow do not ask it again each.
-          servers_[k]->full_until_ns.store(os::MonotonicNanos() + kFullRetryNs, std::memory_order_relaxed);
+          servers_[k]->full_until_ns.store(Now() + kFullRetryNs, std::memory_order_relaxed);
           servers_[k]->refused.store(true, std::memory_order_relaxed);
         }
       }
@@ -237,7 +237,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   }
   if (want == 0) {
     if (!lead_granted) {
-      s.full_until_ns.store(os::MonotonicNanos() + kFullRetryNs, std::memory_order_relaxed);
+      s.full_until_ns.store(Now() + kFullRetryNs, std::memory_order_relaxed);
       s.refused.store(true, std::memory_order_relaxed);
       *lead_refused = true;
       return last;
@@ -311,7 +311,7 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
   std::vector<uint8_t> tried;
   for (;;) {
     if (*placement >= servers_.size()) {
-      if (announce_full && config_.on_full) config_.on_full();
+      if (announce_full) config_.events->OnFull();
       return ResourceExhausted("remote tier: every memory server is full (" + UsableNames() + ")");
     }
     bool lead_refused = false;
@@ -325,7 +325,7 @@ StatusOr<uint64_t> Pager::TakeSlot(size_t* placement, bool announce_full) {
       // that leads a group with free slots can still take the page; none left: the tier is full.
       *placement = PickServer(&tried, /*free_only=*/true);
       if (*placement < servers_.size()) continue;
-      if (slot.status().code() == StatusCode::kResourceExhausted && announce_full && config_.on_full) config_.on_full();
+      if (slot.status().code() == StatusCode::kResourceExhausted && announce_full) config_.events->OnFull();
       return slot.status();
     }
     *placement = PickServer(&tried);  // the one refused is marked full (or down) now

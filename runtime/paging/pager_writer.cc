@@ -46,7 +46,7 @@ void Pager::WriterLoop() {
     for (auto& job : flight) {
       if (job->finished || job->outstanding != 0) continue;
       FinishJob(*job);
-      if (config_.on_window_done) config_.on_window_done();
+      config_.events->OnWindowDone();
     }
     while (!flight.empty() && flight.front()->finished) flight.pop_front();
     if (flight.empty()) continue;
@@ -141,7 +141,7 @@ void Pager::FinishJob(EvictJob& job) {
   // Commit each page, then drop, mark remote (the server copy is current: clean), and wake
   // waiters to fault again. A page the program wrote meanwhile had its eviction called off by
   // the fault handler (its write went on unprotected): it stays local and dirty, on the tier it
-  // was on, and counts as touched (on_kept: the policy sees the access, relief may pick it again).
+  // was on, and counts as touched (OnKept: the policy sees the access, relief may pick it again).
   // A page the transport could not read is kept the same way, its server copy no longer
   // current (zeros went there).
   std::vector<uint8_t> drop(m, 0);
@@ -168,13 +168,13 @@ void Pager::FinishJob(EvictJob& job) {
     if (!job.claimed[i]) continue;
     PageRecord& rec = region.record(idx[i]);
     if (!drop[i]) {
-      if (config_.on_kept) config_.on_kept(region, idx[i]);
+      config_.events->OnKept(region, idx[i]);
       rec.state.store(S(PageState::kLocal), std::memory_order_release);
       continue;
     }
     rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
     rec.flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);  // back only by a fault or a fetch
-    if (config_.on_evicted) config_.on_evicted(region, idx[i]);
+    config_.events->OnEvicted(region, idx[i]);
     rec.state.store(S(PageState::kRemote), std::memory_order_release);
     ++became_remote;
   }

@@ -119,114 +119,127 @@ size_t UffdSampler::Arm(const std::vector<char*>& pages, const ArmFilter& armabl
   // (which takes mu_ for every sampled fault) never waits for the copying.
   std::lock_guard<std::mutex> io_lock(pager_->io_mu_);
   pager_->DrainWrites();  // no page being written out is armed
-  std::vector<char*> fresh;
-  std::vector<uint32_t> copies;
+  ArmBatch batch;
+  if (!Reserve(pages, &batch)) return 0;  // Collect first
+  Claim(&batch);
+  // Steps 2-5 go chunk by chunk (kArmChunk pages): between its copy and its drop a page is held
+  // twice, so arming thousands at once (the watch grows by the faults of a round) put as many
+  // pages over the DRAM limit for a moment; a chunk bounds that to 1 MiB.
+  size_t armed = 0;
+  for (size_t lo = 0; lo < batch.claimed.size(); lo += kArmChunk) {
+    const size_t hi = std::min(batch.claimed.size(), lo + kArmChunk);
+    ProtectAndProbe(&batch, lo, hi);
+    CopyClaimed(&batch, lo, hi);
+    armed += Publish(&batch, hi == batch.claimed.size());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  while (batch.next_copy < batch.copies.size()) FreeCopy(batch.copies[batch.next_copy++]);  // none claimed at all
+  counters_.armed += armed;
+  return live_;
+}
+
+bool UffdSampler::Reserve(const std::vector<char*>& pages, ArmBatch* b) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (frozen_.load(std::memory_order_relaxed) || in_round_) return 0;  // Collect first
+    if (frozen_.load(std::memory_order_relaxed) || in_round_) return false;
     in_round_ = true;
     // New pages, in the caller's order of priority, up to the room left; then by address.
     for (char* p : pages) {
-      if (live_ + fresh.size() >= kMaxArmed || fresh.size() >= nfree_) break;
+      if (live_ + b->fresh.size() >= kMaxArmed || b->fresh.size() >= nfree_) break;
       if (Find(reinterpret_cast<uintptr_t>(p)) != nullptr) continue;
-      fresh.push_back(p);
+      b->fresh.push_back(p);
     }
     // Copies in ascending order, so adjacent pages get adjacent copies (mostly: the free ones are
     // all but the carried pages'), and a run is put back with one UFFDIO_COPY.
     std::sort(free_copies_.begin(), free_copies_.begin() + static_cast<long>(nfree_), std::greater<uint32_t>());
-    copies.resize(fresh.size());
-    for (uint32_t& c : copies) c = free_copies_[--nfree_];
+    b->copies.resize(b->fresh.size());
+    for (uint32_t& c : b->copies) c = free_copies_[--nfree_];
   }
-  std::sort(fresh.begin(), fresh.end());
-  fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+  std::sort(b->fresh.begin(), b->fresh.end());
+  b->fresh.erase(std::unique(b->fresh.begin(), b->fresh.end()), b->fresh.end());
+  return true;
+}
+
+void UffdSampler::Claim(ArmBatch* b) {
   // 1. Claim: kLocal -> kInFlight (no evictor, fetcher or mover takes them now), in registered
   //    chunks. A page that is busy, free, remote or not ours is skipped.
-  struct Claimed {
-    char* addr;
-    Region* region;
-    uint64_t index;
-  };
-  std::vector<Claimed> claimed;
-  claimed.reserve(fresh.size());
-  for (char* p : fresh) {
-    Region* r = pager_->config_.region_of(p);
+  b->claimed.reserve(b->fresh.size());
+  for (char* p : b->fresh) {
+    Region* r = pager_->config_.events->RegionOf(p);
     if (r == nullptr || !RegisterChunk(*r, reinterpret_cast<uintptr_t>(p))) continue;
     const uint64_t index = r->PageIndex(p);
     if (!Cas(r->record(index), PageState::kLocal, PageState::kInFlight)) continue;
-    claimed.push_back({p, r, index});
+    b->claimed.push_back({p, r, index});
   }
-  // Steps 2-5 go chunk by chunk (kArmChunk pages): between its copy and its drop a page is held
-  // twice, so arming thousands at once (the watch grows by the faults of a round) put as many
-  // pages over the DRAM limit for a moment; a chunk bounds that to 1 MiB.
-  std::vector<uint8_t> ok;
-  std::vector<uint64_t> pm;
-  std::vector<Entry> added;
-  std::vector<os::Span> spans;
-  size_t next_copy = 0, armed = 0;
-  for (size_t lo = 0; lo < claimed.size(); lo += kArmChunk) {
-    const size_t hi = std::min(claimed.size(), lo + kArmChunk);
-    // 2. Write-protect, so the copy is the page as it is dropped (a write meanwhile waits in the
-    //    handler, which leaves a claimed page alone, and is woken below to fault on the copy).
-    //    3. Which have contents? A never-touched page has nothing to keep: not sampled.
-    //    Runs of adjacent claimed pages of one region: one system call each.
-    ok.assign(hi - lo, 1);
-    pm.assign(hi - lo, 0);
-    for (size_t i = lo; i < hi;) {
-      size_t j = i + 1;
-      while (j < hi && claimed[j].region == claimed[i].region && claimed[j].addr == claimed[j - 1].addr + kPage) ++j;
-      bool good = os::UffdWriteProtect(pager_->uffd_, claimed[i].addr, (j - i) * kPage, true).ok();
-      good = good && os::ReadPagemap(pager_->pagemap_fd_, claimed[i].addr, j - i, pm.data() + (i - lo));
-      for (size_t k = i; k < j; ++k) ok[k - lo] = good && os::PagemapPopulated(pm[k - lo]);
-      i = j;
-    }
-    // 4. Copy.
-    added.clear();
-    for (size_t k = lo; k < hi; ++k) {
-      PageRecord& rec = claimed[k].region->record(claimed[k].index);
-      if (!ok[k - lo]) {
-        // Left as it was: write-protection of a clean page stays (it was there), of a dirty one
-        // is lifted, and waiters retry.
-        if (!(rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
-          (void)os::UffdWriteProtect(pager_->uffd_, claimed[k].addr, kPage, false);
-        }
-        rec.state.store(S(PageState::kLocal), std::memory_order_release);
-        pager_->Wake(claimed[k].addr, kPage);
-        continue;
+}
+
+void UffdSampler::ProtectAndProbe(ArmBatch* b, size_t lo, size_t hi) {
+  // 2. Write-protect, so the copy is the page as it is dropped (a write meanwhile waits in the
+  //    handler, which leaves a claimed page alone, and is woken below to fault on the copy).
+  // 3. Which have contents? A never-touched page has nothing to keep: not sampled.
+  //    Runs of adjacent claimed pages of one region: one system call each.
+  const std::vector<Claimed>& claimed = b->claimed;
+  b->ok.assign(hi - lo, 1);
+  b->pm.assign(hi - lo, 0);
+  for (size_t i = lo; i < hi;) {
+    size_t j = i + 1;
+    while (j < hi && claimed[j].region == claimed[i].region && claimed[j].addr == claimed[j - 1].addr + kPage) ++j;
+    bool good = os::UffdWriteProtect(pager_->uffd_, claimed[i].addr, (j - i) * kPage, true).ok();
+    good = good && os::ReadPagemap(pager_->pagemap_fd_, claimed[i].addr, j - i, b->pm.data() + (i - lo));
+    for (size_t k = i; k < j; ++k) b->ok[k - lo] = good && os::PagemapPopulated(b->pm[k - lo]);
+    i = j;
+  }
+}
+
+void UffdSampler::CopyClaimed(ArmBatch* b, size_t lo, size_t hi) {
+  // 4. Copy.
+  b->added.clear();
+  for (size_t k = lo; k < hi; ++k) {
+    const Claimed& c = b->claimed[k];
+    PageRecord& rec = c.region->record(c.index);
+    if (!b->ok[k - lo]) {
+      // Left as it was: write-protection of a clean page stays (it was there), of a dirty one
+      // is lifted, and waiters retry.
+      if (!(rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
+        (void)os::UffdWriteProtect(pager_->uffd_, c.addr, kPage, false);
       }
-      const uint32_t copy = copies[next_copy++];
-      memcpy(CopyOf(copy), claimed[k].addr, kPage);
-      const bool clean = (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean) != 0;
-      added.push_back({reinterpret_cast<uintptr_t>(claimed[k].addr), claimed[k].region, claimed[k].index, copy,
-                       kArmed, clean});
+      rec.state.store(S(PageState::kLocal), std::memory_order_release);
+      pager_->Wake(c.addr, kPage);
+      continue;
     }
-    // 5. Publish, flag and drop together, then wake the writers that waited.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (hi == claimed.size()) {
-      while (next_copy < copies.size()) FreeCopy(copies[next_copy++]);  // not needed after all
-    }
-    for (const Entry& e : added) e.region->record(e.index).flags.fetch_or(kPageSampled, std::memory_order_relaxed);
-    const size_t before = entries_.size();
-    entries_.insert(entries_.end(), added.begin(), added.end());
-    std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
-                       [](const Entry& x, const Entry& y) { return x.page < y.page; });
-    live_ += added.size();
-    // The runs dropped in one call where the kernel can (one TLB flush for the chunk instead of
-    // one per run: os::DiscardRanges), then their waiters woken.
-    spans.clear();
-    for (size_t i = 0; i < added.size();) {
-      size_t j = i + 1;
-      while (j < added.size() && added[j].page == added[j - 1].page + kPage) ++j;
-      spans.push_back({reinterpret_cast<void*>(added[i].page), (j - i) * kPage});
-      i = j;
-    }
-    (void)os::DiscardRanges(spans.data(), spans.size());
-    for (const os::Span& s : spans) pager_->Wake(s.addr, s.bytes);
-    armed += added.size();
+    const uint32_t copy = b->copies[b->next_copy++];
+    memcpy(CopyOf(copy), c.addr, kPage);
+    const bool clean = (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean) != 0;
+    b->added.push_back({reinterpret_cast<uintptr_t>(c.addr), c.region, c.index, copy, kArmed, clean});
   }
+}
+
+size_t UffdSampler::Publish(ArmBatch* b, bool last) {
+  // 5. Publish, flag and drop together, then wake the writers that waited.
   std::lock_guard<std::mutex> lock(mu_);
-  while (next_copy < copies.size()) FreeCopy(copies[next_copy++]);  // none claimed at all
-  counters_.armed += armed;
-  return live_;
+  if (last) {
+    while (b->next_copy < b->copies.size()) FreeCopy(b->copies[b->next_copy++]);  // not needed after all
+  }
+  const std::vector<Entry>& added = b->added;
+  for (const Entry& e : added) e.region->record(e.index).flags.fetch_or(kPageSampled, std::memory_order_relaxed);
+  const size_t before = entries_.size();
+  entries_.insert(entries_.end(), added.begin(), added.end());
+  std::inplace_merge(entries_.begin(), entries_.begin() + static_cast<long>(before), entries_.end(),
+                     [](const Entry& x, const Entry& y) { return x.page < y.page; });
+  live_ += added.size();
+  // The runs dropped in one call where the kernel can (one TLB flush for the chunk instead of
+  // one per run: os::DiscardRanges), then their waiters woken.
+  std::vector<os::Span>& spans = b->spans;
+  spans.clear();
+  for (size_t i = 0; i < added.size();) {
+    size_t j = i + 1;
+    while (j < added.size() && added[j].page == added[j - 1].page + kPage) ++j;
+    spans.push_back({reinterpret_cast<void*>(added[i].page), (j - i) * kPage});
+    i = j;
+  }
+  (void)os::DiscardRanges(spans.data(), spans.size());
+  for (const os::Span& s : spans) pager_->Wake(s.addr, s.bytes);
+  return added.size();
 }
 
 bool UffdSampler::OnMissing(Region& region, uint64_t index, bool write) {

@@ -33,6 +33,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/os.h"
 #include "runtime/pages/region.h"
 #include "runtime/pages/sampler.h"
 
@@ -88,6 +89,32 @@ class UffdSampler final : public AccessSampler {
     uint8_t state;  // kArmed until touched (kRead/kWritten), installed or dropped (kGone)
     bool clean;     // kPageRemoteClean when armed: installed write-protected again
   };
+  // Arm's steps, on one ArmBatch. Reserve (mu_): the pages to arm (new ones, as many as there is
+  // room and copies for) and their copies; false while a round is open or frozen. Claim: kLocal
+  // -> kInFlight in registered chunks. Then per chunk of claimed[lo, hi): ProtectAndProbe
+  // write-protects them and reads which have contents (ok), CopyClaimed copies those and gives
+  // the rest back, Publish (mu_) lists them, drops the pages and wakes waiters; `last`: the
+  // copies left over are freed. Returns the pages armed.
+  struct Claimed {
+    char* addr;
+    Region* region;
+    uint64_t index;
+  };
+  struct ArmBatch {
+    std::vector<char*> fresh;
+    std::vector<uint32_t> copies;
+    size_t next_copy = 0;
+    std::vector<Claimed> claimed;
+    std::vector<uint8_t> ok;   // per page of the chunk: write-protected and populated
+    std::vector<uint64_t> pm;  // the chunk's pagemap entries
+    std::vector<Entry> added;  // the chunk's pages copied
+    std::vector<os::Span> spans;
+  };
+  bool Reserve(const std::vector<char*>& pages, ArmBatch* b);
+  void Claim(ArmBatch* b);
+  void ProtectAndProbe(ArmBatch* b, size_t lo, size_t hi);
+  void CopyClaimed(ArmBatch* b, size_t lo, size_t hi);
+  size_t Publish(ArmBatch* b, bool last);
   // Under mu_. The entry of `page` in entries_ (sorted by page), or null.
   Entry* Find(uintptr_t page);
   // Puts run[0..n) back from their copies (adjacent pages with adjacent copies; one

@@ -1,7 +1,6 @@
 #include "runtime/tiering/migrator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
@@ -213,37 +212,24 @@ MigratorStats Migrator::stats() const {
 }
 
 void Migrator::Loop() {
+  Clock& clock = *config_.clock;
   std::unique_lock<std::mutex> lock(mu_);
-  auto next_round = std::chrono::steady_clock::now();
+  uint64_t next_round = clock.NowNanos();
   RoundPacer pacer(config_.policy_cpu_percent, interval_ms_ * 1'000'000);
   uint64_t cpu0 = 0;
   os::ThreadCpuNanos(&cpu0);
-  pacer.Start(os::MonotonicNanos(), cpu0);
+  pacer.Start(clock.NowNanos(), cpu0);
   while (!stop_) {
     lock.unlock();
     RefreshBudget();
     lock.lock();
-    if (plans_ && std::chrono::steady_clock::now() >= next_round) {
+    if (plans_ && clock.NowNanos() >= next_round) {
       lock.unlock();
-      const uint64_t start = os::MonotonicNanos();
-      const bool busy = Round();
-      const uint64_t end = os::MonotonicNanos();
-      counters_->policy_round_time.Record(end - start);  // the policy's cost, per round
-      uint64_t cpu = 0;
-      if (os::ThreadCpuNanos(&cpu) == 0) counters_->policy_cpu_ns.store(cpu, std::memory_order_relaxed);
-      // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
-      // large heap costs little. A round past the thread's CPU share: later still (RoundPacer).
-      const uint64_t gap = (busy ? interval_ms_ : interval_ms_ * 5) * 1'000'000;
-      const uint64_t next = pacer.NextRound(end, cpu, !busy);
-      if (next > end + gap) {
-        counters_->policy_paced_rounds.fetch_add(1, std::memory_order_relaxed);
-        counters_->policy_paced_ns.fetch_add(next - end - gap, std::memory_order_relaxed);
-      }
+      next_round = PacedRound(pacer);
       lock.lock();
-      next_round = std::chrono::steady_clock::now() + std::chrono::nanoseconds(next - end);
     }
-    if (!plans_) next_round = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms_);
-    cv_->wait_until(lock, next_round, [this] { return stop_ || nudged_.load(std::memory_order_acquire); });
+    if (!plans_) next_round = clock.NowNanos() + interval_ms_ * 1'000'000;
+    clock.WaitUntil(*cv_, lock, next_round, [this] { return stop_ || nudged_.load(std::memory_order_acquire); });
     if (stop_) break;
     lock.unlock();
     MaybeRelieve();
@@ -254,6 +240,24 @@ void Migrator::Loop() {
   SettleEvictions();  // the writes queued last are the mover's ticket's until waited for
 }
 
+uint64_t Migrator::PacedRound(RoundPacer& pacer) {
+  const uint64_t start = os::MonotonicNanos();
+  const bool busy = Round();
+  counters_->policy_round_time.Record(os::MonotonicNanos() - start);  // the policy's cost, per round
+  const uint64_t end = config_.clock->NowNanos();
+  uint64_t cpu = 0;
+  if (os::ThreadCpuNanos(&cpu) == 0) counters_->policy_cpu_ns.store(cpu, std::memory_order_relaxed);
+  // Nothing to do (no plan, no sampling): look again less often, so an idle runtime with a
+  // large heap costs little. A round past the thread's CPU share: later still (RoundPacer).
+  const uint64_t gap = (busy ? interval_ms_ : interval_ms_ * 5) * 1'000'000;
+  const uint64_t next = pacer.NextRound(end, cpu, !busy);
+  if (next > end + gap) {
+    counters_->policy_paced_rounds.fetch_add(1, std::memory_order_relaxed);
+    counters_->policy_paced_ns.fetch_add(next - end - gap, std::memory_order_relaxed);
+  }
+  return next;
+}
+
 bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
   if (sample_always_) return true;
   if (dram_budget_ == 0) return lower_pages > 0;
@@ -262,7 +266,7 @@ bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
 
 void Migrator::RefreshBudget() {
   // Once an interval (the loop runs at every nudge from the fault handler as well).
-  const uint64_t now = os::MonotonicNanos();
+  const uint64_t now = config_.clock->NowNanos();
   if (dram_budget_ == 0 || now < budget_at_ns_ + interval_ms_ * 1000000) return;
   budget_at_ns_ = now;
   // DRAM's count is of resident pages: what the program allocated and never touched, or the
@@ -278,131 +282,138 @@ void Migrator::RefreshBudget() {
 }
 
 bool Migrator::Round() {
+  RoundReport r;
   // The last round's evictions first: the counts and records this round reads are then settled.
-  const uint64_t t_settle = os::MonotonicNanos();
+  r.t_settle = os::MonotonicNanos();
   SettleEvictions();
   // Scan: the sampler's round and the page records.
   const uint64_t now = os::MonotonicNanos();
-  const uint64_t relief_ns0 = relief_ns_;
-  const size_t page = config_.page_size;
+  r.t_start = now;
+  r.relief_ns0 = relief_ns_;
   std::vector<AccessSample> samples;
-  AccessSampler* tracker = sampler_;
   std::vector<uint64_t> untouched;
-  if (sampling_ && armed_) {
-    tracker->Collect(now, &samples, &untouched, [this](uint64_t k) { return policy_->Carried(k); });
-    armed_ = false;
-  }
-  policy_->Watched(untouched, samples, now);  // confirmations of cold pages, the carried watch
-  const uint64_t tracked = samples.size();
-  // A sampled access is an access: a page fetched ahead and caught in use is no longer relief's
-  // first victim.
-  for (const AccessSample& a : samples) {
-    char* addr = reinterpret_cast<char*>(a.page * page);
-    if (Region* r = RegionOf(addr)) {
-      r->record(r->PageIndex(addr)).flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);
-    }
-  }
-
+  r.tracked = CollectSamples(now, &samples, &untouched);
   // Page records: every live page's, or a window of them (migrator_scan.cc), with the pages the
   // sampler named this round wherever they are.
   named_keys_.clear();
-  for (size_t k = 0; k < tracked; ++k) named_keys_.push_back(samples[k].page);
+  for (size_t k = 0; k < r.tracked; ++k) named_keys_.push_back(samples[k].page);
   named_keys_.insert(named_keys_.end(), untouched.begin(), untouched.end());
   RoundScan& scan = scan_;
-  const uint64_t t_scan = os::MonotonicNanos();
+  r.t_scan = os::MonotonicNanos();
   Scan(named_keys_, &scan);
-  const uint64_t scan_ns = os::MonotonicNanos() - t_scan;
-  const std::vector<PageView>& views = scan.views;
-  const ViewIndex& index = index_;
-  const uint64_t dram_pages = scan.dram_pages, lower_pages = scan.lower_pages, cxl_pages = scan.cxl_pages;
-  uint64_t fault_samples = 0;
-  // Pages the pager brought back since the last round (the fault log): a sample each, whether
-  // the page is still here or already gone again. Pages fetched ahead by the prefetcher are not:
-  // nobody touched them yet, and counting them gave streams of cold pages the heat of the hot
-  // set they then pushed out.
-  {
-    std::vector<uint64_t>& log = fault_log_scratch_;
-    TakeFaultLog(&log);
-    for (uint64_t e : log) {
-      if (e & kLogAhead) continue;
-      const uint64_t key = e & kLogKeyMask;
-      samples.push_back({key, false, now});
-      policy_->FaultedBack(key, now);
-      ++fault_samples;
-    }
-  }
+  r.scan_ns = os::MonotonicNanos() - r.t_scan;
+  r.fault_samples = AddFaultSamples(now, &samples);
   // Sampled accesses stand for the pages not sampled this round: weight = candidates per armed
   // page (the inverse sampling probability); faults are always seen (weight 1).
-  if (tracked > 0 && last_armed_ > 0) {
+  if (r.tracked > 0 && last_armed_ > 0) {
     const float w = std::max(1.0f, static_cast<float>(last_candidates_) / static_cast<float>(last_armed_));
-    for (size_t k = 0; k < tracked; ++k) samples[k].weight = w;
+    for (size_t k = 0; k < r.tracked; ++k) samples[k].weight = w;
   }
-  const uint64_t written = RecordSamples(now, &samples);  // with the write scan's
+  r.written = RecordSamples(now, &samples);  // with the write scan's
   MaybeRelieve();
-  uint64_t cxl_samples = 0;  // for the debug line: accesses caught on the CXL tier
-  const bool debug = LogEnabled(LogLevel::kDebug);
-  for (size_t k = 0; debug && k < tracked; ++k) {
-    auto it = index.Find(samples[k].page);
-    cxl_samples += it != nullptr && views[*it].tier == Tier::kCxl;
-  }
   // Plan: every placement decision is the Policy's.
   const bool cxl = policy_->config().present[static_cast<int>(Tier::kCxl)];
-  PlanStats ps;
   Policy::RoundInput in;
-  const RoundViews lookup(index, views);
-  in.views = views;
+  const RoundViews lookup(index_, scan.views);
+  in.views = scan.views;
   in.lookup = &lookup;
   in.unlisted = scan.unlisted;
   in.reserved[static_cast<int>(Tier::kDram)] = own_pages_;
   in.samples = samples.size();
   in.sampling = sampling_;
   const uint64_t t_plan = os::MonotonicNanos();
-  std::vector<PageMove> moves = policy_->PlanRound(in, now, &ps);
-  const uint64_t plan_ns = os::MonotonicNanos() - t_plan;
-
+  std::vector<PageMove> moves = policy_->PlanRound(in, now, &r.ps);
+  r.plan_ns = os::MonotonicNanos() - t_plan;
+  r.moves = moves.size();
   // Execute, through the PageMover; then the next sample.
   std::unordered_set<uint64_t> moved_now;
-  const Executed ex = Execute(moves, cxl, now, &moved_now);
-  const uint64_t demoted = ex.demoted, promoted = ex.promoted, failed = ex.failed;
+  r.ex = Execute(moves, cxl, now, &moved_now);
+  r.t_arm = os::MonotonicNanos();
+  r.armed = ArmNextSample(now, scan.views, scan.candidates, scan.population, scan.dram_pages, scan.lower_pages,
+                          r.fault_samples, moved_now);
+  r.t_end = os::MonotonicNanos();
+  if (LogEnabled(LogLevel::kDebug)) LogRound(r, samples, scan);
+  CountRound(r, scan);
+  return r.armed > 0 || r.moves > 0 || r.ps.deferred > 0 || r.fault_samples > 0 || r.written > 0;
+}
 
-  const uint64_t t_arm = os::MonotonicNanos();
-  const uint64_t armed = ArmNextSample(now, views, scan.candidates, scan.population, dram_pages, lower_pages,
-                                       fault_samples, moved_now);
-  const uint64_t t_end = os::MonotonicNanos();
+uint64_t Migrator::CollectSamples(uint64_t now, std::vector<AccessSample>* samples, std::vector<uint64_t>* untouched) {
+  if (sampling_ && armed_) {
+    sampler_->Collect(now, samples, untouched, [this](uint64_t k) { return policy_->Carried(k); });
+    armed_ = false;
+  }
+  policy_->Watched(*untouched, *samples, now);  // confirmations of cold pages, the carried watch
+  // A sampled access is an access: a page fetched ahead and caught in use is no longer relief's
+  // first victim.
+  const size_t page = config_.page_size;
+  for (const AccessSample& a : *samples) {
+    char* addr = reinterpret_cast<char*>(a.page * page);
+    if (Region* r = RegionOf(addr)) {
+      r->record(r->PageIndex(addr)).flags.fetch_and(uint8_t(~kPageAhead), std::memory_order_relaxed);
+    }
+  }
+  return samples->size();
+}
+
+uint64_t Migrator::AddFaultSamples(uint64_t now, std::vector<AccessSample>* samples) {
+  // Pages the pager brought back since the last round (the fault log): a sample each, whether
+  // the page is still here or already gone again. Pages fetched ahead by the prefetcher are not:
+  // nobody touched them yet, and counting them gave streams of cold pages the heat of the hot
+  // set they then pushed out.
+  std::vector<uint64_t>& log = fault_log_scratch_;
+  TakeFaultLog(&log);
+  uint64_t added = 0;
+  for (uint64_t e : log) {
+    if (e & kLogAhead) continue;
+    const uint64_t key = e & kLogKeyMask;
+    samples->push_back({key, false, now});
+    policy_->FaultedBack(key, now);
+    ++added;
+  }
+  return added;
+}
+
+void Migrator::LogRound(const RoundReport& r, const std::vector<AccessSample>& samples, const RoundScan& scan) {
+  uint64_t cxl_samples = 0;  // accesses caught on the CXL tier
+  for (size_t k = 0; k < r.tracked; ++k) {
+    auto it = index_.Find(samples[k].page);
+    cxl_samples += it != nullptr && scan.views[*it].tier == Tier::kCxl;
+  }
   // One line per round at TIERMEM_LOG=debug: what the round saw, planned and did (diagnosis of
   // placement in slow guests; docs/tiering.md).
+  const PlanStats& ps = r.ps;
+  const auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
   TM_LOG_DEBUG("tiering: round %llu dram=%llu cxl=%llu remote=%llu samples=%llu(cxl %llu) faults=%llu cold=%zu "
                "plan=%zu(-%llu/+%llu) held=%llu demoted=%llu promoted=%llu failed=%llu armed=%llu listed=%zu%s "
                "known=%zu ms=%.1f (settle %.1f collect %.1f scan %.1f relief %.1f plan %.1f moves %.1f arm %.1f)",
                static_cast<unsigned long long>(counters_->policy_rounds.load(std::memory_order_relaxed) + 1),
-               static_cast<unsigned long long>(dram_pages), static_cast<unsigned long long>(cxl_pages),
-               static_cast<unsigned long long>(lower_pages - cxl_pages),
-               static_cast<unsigned long long>(tracked), static_cast<unsigned long long>(cxl_samples),
-               static_cast<unsigned long long>(fault_samples),
+               static_cast<unsigned long long>(scan.dram_pages), static_cast<unsigned long long>(scan.cxl_pages),
+               static_cast<unsigned long long>(scan.lower_pages - scan.cxl_pages),
+               static_cast<unsigned long long>(r.tracked), static_cast<unsigned long long>(cxl_samples),
+               static_cast<unsigned long long>(r.fault_samples),
                static_cast<size_t>(ps.confirmed_cold), static_cast<size_t>(ps.planned),
                static_cast<unsigned long long>(ps.demotions), static_cast<unsigned long long>(ps.promotions),
                static_cast<unsigned long long>(ps.held),
-               static_cast<unsigned long long>(demoted), static_cast<unsigned long long>(promoted),
-               static_cast<unsigned long long>(failed), static_cast<unsigned long long>(armed),
-               views.size(), scan.whole ? "" : "(window)", policy_->tracked_pages(),
-               static_cast<double>(t_end - now) / 1e6, static_cast<double>(now - t_settle) / 1e6,
-               static_cast<double>(t_scan - now) / 1e6, static_cast<double>(scan_ns) / 1e6,
-               static_cast<double>(relief_ns_ - relief_ns0) / 1e6, static_cast<double>(plan_ns) / 1e6,
-               static_cast<double>(ex.migrate_ns) / 1e6,
-               static_cast<double>(t_end - t_arm) / 1e6);
+               static_cast<unsigned long long>(r.ex.demoted), static_cast<unsigned long long>(r.ex.promoted),
+               static_cast<unsigned long long>(r.ex.failed), static_cast<unsigned long long>(r.armed),
+               scan.views.size(), scan.whole ? "" : "(window)", policy_->tracked_pages(),
+               ms(r.t_end - r.t_start), ms(r.t_start - r.t_settle), ms(r.t_scan - r.t_start), ms(r.scan_ns),
+               ms(relief_ns_ - r.relief_ns0), ms(r.plan_ns), ms(r.ex.migrate_ns), ms(r.t_end - r.t_arm));
+}
+
+void Migrator::CountRound(const RoundReport& r, const RoundScan& scan) {
   ProcessCounters& c = *counters_;
   const auto add = [](std::atomic<uint64_t>& to, uint64_t n) { to.fetch_add(n, std::memory_order_relaxed); };
-  const uint64_t round_ns = os::MonotonicNanos() - now;
   add(c.policy_rounds, 1);
-  add(c.policy_round_ns, round_ns);
-  add(c.samples, tracked);
-  add(c.fault_samples, fault_samples);
-  add(c.demotions, demoted);
-  add(c.promotions, promoted);
-  add(c.moves_failed, failed);
-  add(c.moves_deferred, ps.deferred);
-  add(c.migrate_calls, ex.calls);
-  add(c.migrate_ns, ex.migrate_ns);
+  add(c.policy_round_ns, os::MonotonicNanos() - r.t_start);
+  add(c.samples, r.tracked);
+  add(c.fault_samples, r.fault_samples);
+  add(c.demotions, r.ex.demoted);
+  add(c.promotions, r.ex.promoted);
+  add(c.moves_failed, r.ex.failed);
+  add(c.moves_deferred, r.ps.deferred);
+  add(c.migrate_calls, r.ex.calls);
+  add(c.migrate_ns, r.ex.migrate_ns);
   if (sampling_) c.pages_armed.store(sampler_->counters().armed, std::memory_order_relaxed);
   if (!scan.whole) {
     add(c.policy_window_rounds, 1);
@@ -411,8 +422,7 @@ bool Migrator::Round() {
     }
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
-  if (!ex.last_error.empty()) stats_.last_error = ex.last_error;
-  return armed > 0 || !moves.empty() || ps.deferred > 0 || fault_samples > 0 || written > 0;
+  if (!r.ex.last_error.empty()) stats_.last_error = r.ex.last_error;
 }
 
 }  // namespace tiermem

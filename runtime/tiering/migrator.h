@@ -64,6 +64,7 @@
 #include "runtime/tiering/mover.h"
 #include "runtime/tiering/policy.h"
 #include "runtime/tiering/ring_sizes.h"
+#include "runtime/tiering/round_pacer.h"
 #include "runtime/pages/region.h"
 #include "runtime/tiering/scan_tracker.h"
 #include "tiermem/tiermem.hpp"
@@ -220,6 +221,9 @@ class Migrator {
     std::atomic<uint64_t> end{0};  // pages [0, end) may be live
   };
   void Loop();
+  // Round() and its accounting (time, CPU, pacing); returns when the next round may start
+  // (config_.clock's time).
+  uint64_t PacedRound(RoundPacer& pacer);
   // One round; returns whether it had anything to do (samples armed, moves planned).
   bool Round();
   // Budget relief on the policy thread: evicts ring pages while DRAM is over its budget;
@@ -290,6 +294,23 @@ class Migrator {
   // policy (Moved) and adds the pages it touched to `moved` (not armed again this round).
   // `cxl`: a CXL tier exists (ranges evicted to remote are rebound to DRAM's nodes).
   Executed Execute(std::vector<PageMove>& moves, bool cxl, uint64_t now, std::unordered_set<uint64_t>* moved);
+  class MoveBatch;  // Execute's steps (migrator_moves.cc)
+  // Round's steps besides Scan, Execute and ArmNextSample (migrator.cc): CollectSamples takes
+  // the sampler's round (its samples and the watched pages it found untouched; returns the
+  // samples), AddFaultSamples the fault log's pages as samples (returns them), LogRound the
+  // debug line, CountRound the counters. RoundReport is what they pass on.
+  struct RoundReport {
+    uint64_t t_settle = 0, t_start = 0, t_scan = 0, t_arm = 0, t_end = 0;  // os::MonotonicNanos
+    uint64_t scan_ns = 0, plan_ns = 0, relief_ns0 = 0;
+    uint64_t tracked = 0, fault_samples = 0, written = 0, armed = 0;
+    size_t moves = 0;
+    PlanStats ps;
+    Executed ex;
+  };
+  uint64_t CollectSamples(uint64_t now, std::vector<AccessSample>* samples, std::vector<uint64_t>* untouched);
+  uint64_t AddFaultSamples(uint64_t now, std::vector<AccessSample>* samples);
+  void LogRound(const RoundReport& r, const std::vector<AccessSample>& samples, const RoundScan& scan);
+  void CountRound(const RoundReport& r, const RoundScan& scan);
   // Waits for the evictions Execute queued in the background (TieringConfig::evict_background)
   // and counts those that failed (their pages are local again). Before a round scans, before
   // relief counts DRAM, and before the thread ends: every count the thread goes by is settled.
@@ -301,6 +322,23 @@ class Migrator {
                          const std::vector<char*>& sample_candidates, uint64_t population,
                          uint64_t dram_pages, uint64_t lower_pages, uint64_t fault_samples,
                          const std::unordered_set<uint64_t>& moved_now);
+
+  // ArmNextSample's steps (migrator_sample.cc). StopSamplingIfHandlerLost: the program replaced
+  // the SIGSEGV handler: protection sampling ends, its pages lifted. SampleSharesFor: the pages
+  // the next sample arms in all, and how many of them check DRAM's next victims. PickVictims:
+  // whole blocks around the coldest DRAM pages of a rotating window of the candidates.
+  // PickRotating: the rest, rotating over the CXL tier's candidates (all of them without CXL).
+  // ArmAndWatch: arms them (those still local) and puts the DRAM ones under watch.
+  struct SampleShares {
+    size_t total = 0, victims = 0;
+  };
+  void StopSamplingIfHandlerLost();
+  SampleShares SampleSharesFor(size_t candidates, uint64_t dram_pages, uint64_t fault_samples) const;
+  void PickVictims(uint64_t now, const std::vector<PageView>& views, const std::vector<char*>& candidates,
+                   size_t victim_share, const std::unordered_set<uint64_t>& moved_now, std::vector<char*>* next);
+  void PickRotating(const std::vector<PageView>& views, const std::vector<char*>& candidates, size_t total,
+                    const std::unordered_set<uint64_t>& moved_now, std::vector<char*>* next);
+  uint64_t ArmAndWatch(const std::vector<char*>& next, const std::vector<PageView>& views);
 
   // The write scan (TIERMEM_TRACK=scan; migrator_track.cc). StartTrack, from Start: opens the
   // scan tracker (a kernel with neither mechanism: a warning, and the runtime goes on without).
@@ -399,7 +437,7 @@ class Migrator {
   std::atomic<uint64_t> relief_epoch_{0};  // grows after each relief step
   std::atomic<bool> relief_stuck_{false};  // the last relief found nothing to evict
   // The remote tier refused the last relief (every server full): no relief, and no holding the
-  // fault handler back, before this time (MonotonicNanos). Without it each fault batch popped
+  // fault handler back, before this time (config_.clock's). Without it each fault batch popped
   // victims, failed to place them, and waited for relief in turn.
   std::atomic<uint64_t> relief_retry_ns_{0};
   std::mutex relief_mu_;

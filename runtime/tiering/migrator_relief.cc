@@ -13,7 +13,6 @@
 // evicted and came back since is skipped (its newer entry counts). A page the policy holds hot
 // gets a second chance (Relieve), and with room on CXL the victims go there, not remote.
 #include <algorithm>
-#include <chrono>
 
 #include "base/log.h"
 #include "base/os.h"
@@ -87,7 +86,7 @@ void Migrator::AfterFaults() {
   if (!relief_ || !running()) return;
   const uint64_t usage = mover_->TierPages(Tier::kDram);
   if (usage <= Budget()) return;
-  if (os::MonotonicNanos() < relief_retry_ns_.load(std::memory_order_acquire)) return;  // full
+  if (config_.clock->NowNanos() < relief_retry_ns_.load(std::memory_order_acquire)) return;  // full
   if (!nudged_.exchange(true, std::memory_order_acq_rel)) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_->notify_all();
@@ -104,7 +103,7 @@ void Migrator::AfterFaults() {
   // or lost server), or kMaxHoldWindows of them in all, end it: the program then runs over by
   // this batch, and the next batch asks again.
   const uint64_t t0 = os::MonotonicNanos();
-  const auto patience = std::chrono::milliseconds(5 * interval_ms_);
+  const uint64_t patience_ns = 5 * interval_ms_ * 1'000'000;
   std::unique_lock<std::mutex> lock(relief_mu_);
   // Counted before the predicate reads DRAM, and OnLeftDram reads the count after the pages
   // left it (a fence each side): either it sees this count and notifies (under the lock, so
@@ -115,7 +114,8 @@ void Migrator::AfterFaults() {
     return mover_->TierPages(Tier::kDram) <= Budget() + slack_pages_ || stuck() || !running();
   };
   uint64_t last = mover_->TierPages(Tier::kDram);
-  for (int windows = 1; !relief_cv_->wait_until(lock, std::chrono::steady_clock::now() + patience, room); ++windows) {
+  for (int windows = 1; !config_.clock->WaitUntil(*relief_cv_, lock, config_.clock->NowNanos() + patience_ns, room);
+       ++windows) {
     const uint64_t now_pages = mover_->TierPages(Tier::kDram);
     const bool progress = now_pages < last;
     last = now_pages;
@@ -281,7 +281,7 @@ uint64_t Migrator::Relieve() {
     counters_->budget_relief_pages.fetch_add(pages, std::memory_order_relaxed);
     counters_->demotions.fetch_add(pages, std::memory_order_relaxed);  // the policy thread's, like the plan's
   };
-  if (os::MonotonicNanos() < relief_retry_ns_.load(std::memory_order_acquire)) {
+  if (config_.clock->NowNanos() < relief_retry_ns_.load(std::memory_order_acquire)) {
     relief_stuck_.store(true, std::memory_order_release);  // the remote tier is full: wait
     std::lock_guard<std::mutex> lock(relief_mu_);
     relief_cv_->notify_all();
@@ -349,7 +349,7 @@ uint64_t Migrator::Relieve() {
         if (r.status().code() == StatusCode::kResourceExhausted) {
           // Every server is full (the runtime has said so): keep the victims, pause relief.
           RequeueVictims(batch, false);
-          relief_retry_ns_.store(os::MonotonicNanos() + kReliefFullRetryNs, std::memory_order_release);
+          relief_retry_ns_.store(config_.clock->NowNanos() + kReliefFullRetryNs, std::memory_order_release);
         }
         relief_stuck_.store(true, std::memory_order_release);
         break;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/options.h"
 #include "runtime/pages/sampler.h"
 #include "runtime/tiering/policy.h"
@@ -31,6 +32,11 @@ struct TieringConfig {
   std::string mode_note;        // a warning to log at start ("" when none)
   size_t page_size = 4096;
   uint64_t interval_ms = 20;    // one sampling round and one plan per interval
+  // What the policy thread's schedule goes by: when rounds start (RoundPacer), the budget's
+  // refresh, relief's patience and its pause while the remote tier is full. Never null; outlives
+  // the thread. The policy's own times (heat, the watch) stay on os::MonotonicNanos, the clock
+  // the samplers stamp their samples with (a signal handler takes no clock from here).
+  Clock* clock = &SystemClock();
   uint64_t sample_pages = 256;  // pages armed per round
   // Resident pages a round lists at most (a window of the page records that moves on each
   // round; migrator_scan.cc); 0: every live page each round.

@@ -152,10 +152,44 @@ uint64_t Policy::TakeTokens(uint64_t now_ns, uint64_t wanted) {
   return got;
 }
 
+// Plan's working state: the moves so far and what they change.
+struct Policy::PlanState {
+  std::array<uint64_t, kNumTiers> usage{};  // pages per tier, as if the plan so far were done
+  std::vector<PlannedMove> plan;
+  std::vector<double> plan_heat;           // heat of each planned page (parallel to plan)
+  std::unordered_set<uint64_t> planned;    // a page moves at most once per plan
+  // Each tier's movable pages, coldest first (selected as far as they are taken); `taken[t]`
+  // counts those already chosen as victims.
+  std::array<size_t, kNumTiers> taken{};
+  uint64_t budget = 0;  // moves the rate limit still allows
+  PlanStats st;
+  void Emit(uint64_t page, Tier from, Tier to, double heat = 0) {
+    planned.insert(page);
+    plan.push_back({page, from, to});
+    plan_heat.push_back(heat);
+    --usage[Idx(from)];
+    ++usage[Idx(to)];
+  }
+};
+
 std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
                                       uint64_t now_ns, PlanStats* stats, const TierPageCounts& reserved) {
-  std::array<uint64_t, kNumTiers> usage = unlisted;
-  for (int t = 0; t < kNumTiers; ++t) usage[t] += reserved[t];
+  PlanState s;
+  s.usage = unlisted;
+  for (int t = 0; t < kNumTiers; ++t) s.usage[t] += reserved[t];
+  MergeListed(pages, unlisted, now_ns, &s.usage);
+  s.budget = TakeTokens(now_ns, ~0ull);
+  PlanDemotions(unlisted, s);
+  PlanCxlSwaps(s);
+  PlanPromotions(s);
+  // Unused tokens go back to the bucket.
+  tokens_ += static_cast<double>(s.budget);
+  if (stats != nullptr) *stats = s.st;
+  return std::move(s.plan);
+}
+
+void Policy::MergeListed(std::span<const PageView> pages, const TierPageCounts& unlisted, uint64_t now_ns,
+                         std::array<uint64_t, kNumTiers>* usage) {
   // Movable pages of each tier with their heat now. The live pages are merged with pages_ (both
   // sorted by page: the policy thread lists them in address order; any other order is sorted
   // here first), and the merge makes the next pages_, so pages no longer listed are forgotten.
@@ -194,7 +228,7 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const Tie
       }
     }
     next_.push_back({v.page, h});
-    ++usage[t];
+    ++(*usage)[t];
     if (v.pinned || !Settled(h, now_ns)) continue;
     if (t == kNumTiers - 1) {
       // The bottom tier is never relieved nor a swap's victim: its pages matter only as
@@ -208,51 +242,40 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const Tie
     movable[t].items().push_back({v.page, Decayed(h, now_ns)});
   }
   while (j < pages_.size()) KeepUnlisted(pages_[j++], some_unlisted, now_ns);
-  // Pages sampled since the last plan and not listed (a page that faulted back and was evicted
-  // again in between) are kept like the others not listed, merged in page order.
-  if (some_unlisted && !fresh_.empty()) {
-    const size_t listed = next_.size();
-    for (const auto& [page, h] : fresh_) KeepUnlisted({page, h}, true, now_ns);
-    if (next_.size() > listed) {
-      std::sort(next_.begin() + static_cast<ptrdiff_t>(listed), next_.end(),
-                [](const Entry& a, const Entry& b) { return a.page < b.page; });
-      std::inplace_merge(next_.begin(), next_.begin() + static_cast<ptrdiff_t>(listed), next_.end(),
-                         [](const Entry& a, const Entry& b) { return a.page < b.page; });
-    }
-  }
+  if (some_unlisted) KeepFreshUnlisted(now_ns);
   pages_.swap(next_);
   fresh_.clear();
+}
 
-  std::vector<PlannedMove> plan;
-  PlanStats st;
-  uint64_t budget = TakeTokens(now_ns, ~0ull);
-  auto limit_at = [&](int t, double share) {
-    return static_cast<uint64_t>(std::floor(static_cast<double>(config_.budget_pages[t]) * share));
-  };
-  std::unordered_set<uint64_t> planned;  // a page moves at most once per plan
-  std::vector<double> plan_heat;          // heat of each planned page (parallel to plan)
-  auto emit = [&](uint64_t page, Tier from, Tier to, double heat = 0) {
-    planned.insert(page);
-    plan.push_back({page, from, to});
-    plan_heat.push_back(heat);
-    --usage[Idx(from)];
-    ++usage[Idx(to)];
-  };
-  // Each tier's movable pages, coldest first (selected as far as they are taken); `taken[t]`
-  // counts those already chosen as victims.
-  std::array<size_t, kNumTiers> taken{};
+void Policy::KeepFreshUnlisted(uint64_t now_ns) {
+  // Pages sampled since the last plan and not listed (a page that faulted back and was evicted
+  // again in between) are kept like the others not listed, merged in page order.
+  if (fresh_.empty()) return;
+  const size_t listed = next_.size();
+  for (const auto& [page, h] : fresh_) KeepUnlisted({page, h}, true, now_ns);
+  if (next_.size() > listed) {
+    std::sort(next_.begin() + static_cast<ptrdiff_t>(listed), next_.end(),
+              [](const Entry& a, const Entry& b) { return a.page < b.page; });
+    std::inplace_merge(next_.begin(), next_.begin() + static_cast<ptrdiff_t>(listed), next_.end(),
+                       [](const Entry& a, const Entry& b) { return a.page < b.page; });
+  }
+}
 
-  // 1. Demotions: relieve every tier above its high watermark, bottom up (a lower tier's relief
-  //    makes room for the tier above it). A tier's victims go to the nearest tiers below with
-  //    room under their high watermark, the coldest victims the furthest down: a full CXL tier
-  //    never blocks DRAM's relief (its overflow goes straight to remote).
+uint64_t Policy::LimitAt(int t, double share) const {
+  return static_cast<uint64_t>(std::floor(static_cast<double>(config_.budget_pages[t]) * share));
+}
+
+// 1. Demotions: relieve every tier above its high watermark, bottom up (a lower tier's relief
+//    makes room for the tier above it). A tier's victims go to the nearest tiers below with
+//    room under their high watermark, the coldest victims the furthest down: a full CXL tier
+//    never blocks DRAM's relief (its overflow goes straight to remote).
+void Policy::PlanDemotions(const TierPageCounts& unlisted, PlanState& s) {
   for (int t = kNumTiers - 2; t >= 0; --t) {
     if (!config_.present[t] || config_.budget_pages[t] == 0) continue;
-    if (static_cast<double>(usage[t]) <=
-        config_.high_watermark * static_cast<double>(config_.budget_pages[t])) {
+    if (static_cast<double>(s.usage[t]) <= config_.high_watermark * static_cast<double>(config_.budget_pages[t])) {
       continue;
     }
-    uint64_t need = usage[t] - std::min(usage[t], limit_at(t, config_.low_watermark));
+    uint64_t need = s.usage[t] - std::min(s.usage[t], LimitAt(t, config_.low_watermark));
     // How many go to each tier below, nearest first.
     std::array<uint64_t, kNumTiers> share{};
     uint64_t placed = 0;
@@ -260,8 +283,8 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const Tie
       if (!config_.present[d]) continue;
       uint64_t room = need - placed;
       if (config_.budget_pages[d] != 0) {
-        uint64_t cap = limit_at(d, config_.high_watermark);
-        room = std::min(room, cap > usage[d] ? cap - usage[d] : 0);
+        uint64_t cap = LimitAt(d, config_.high_watermark);
+        room = std::min(room, cap > s.usage[d] ? cap - s.usage[d] : 0);
       }
       share[d] = room;
       placed += room;
@@ -269,105 +292,108 @@ std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const Tie
     // A tier listed only in part (the policy thread read a window of its pages): its victims are
     // the coldest quarter of what is listed (one at least), not all of it, so a window of hot
     // pages is not emptied to make the whole tier's room; the next rounds' windows give the rest.
-    const uint64_t avail = movable[t].size() - taken[t];
+    const uint64_t avail = movable_[t].size() - s.taken[t];
     const uint64_t total =
         std::min<uint64_t>(placed, unlisted[t] > 0 ? std::max<uint64_t>(avail > 0 ? 1 : 0, avail / 4) : avail);
-    const uint64_t now_moves = std::min<uint64_t>(total, budget);
-    if (total > now_moves) st.deferred += total - now_moves;
+    const uint64_t now_moves = std::min<uint64_t>(total, s.budget);
+    if (total > now_moves) s.st.deferred += total - now_moves;
     // Victims coldest first; assign the furthest destination first.
     uint64_t left = now_moves;
     for (int d = kNumTiers - 1; d > t && left > 0; --d) {
       for (uint64_t k = 0; k < share[d] && left > 0; ++k, --left) {
-        const Candidate v = movable[t].at(taken[t]++);
-        emit(v.page, static_cast<Tier>(t), static_cast<Tier>(d), v.heat);
-        --budget;
-        ++st.demotions;
+        const Candidate v = movable_[t].at(s.taken[t]++);
+        s.Emit(v.page, static_cast<Tier>(t), static_cast<Tier>(d), v.heat);
+        --s.budget;
+        ++s.st.demotions;
       }
     }
   }
+}
 
-  // 1b. Warmer pages to CXL: while the CXL tier sits below its high watermark it is not relieved,
-  //     so it keeps whatever reached it first, and DRAM's victims go past it to remote however
-  //     warm they are (in the QEMU full guest the CXL node held 1600-2300 cold pages while 8-31%
-  //     of the warm set was remote). A DRAM victim bound for remote (warmest first) takes the
-  //     place of a CXL page colder than it by swap_margin, which goes to remote instead.
+// 1b. Warmer pages to CXL: while the CXL tier sits below its high watermark it is not relieved,
+//     so it keeps whatever reached it first, and DRAM's victims go past it to remote however
+//     warm they are (in the QEMU full guest the CXL node held 1600-2300 cold pages while 8-31%
+//     of the warm set was remote). A DRAM victim bound for remote (warmest first) takes the
+//     place of a CXL page colder than it by swap_margin, which goes to remote instead.
+void Policy::PlanCxlSwaps(PlanState& s) {
   const int kC = Idx(Tier::kCxl), kR = Idx(Tier::kRemote);
-  if (config_.present[kC] && config_.present[kR] && budget > 0) {
-    std::vector<size_t> to_remote;  // DRAM victims bound for remote, in plan order (coldest first)
-    for (size_t i = 0; i < plan.size(); ++i) {
-      if (plan[i].from == Tier::kDram && plan[i].to == Tier::kRemote) to_remote.push_back(i);
-    }
-    for (auto it = to_remote.rbegin(); it != to_remote.rend() && budget > 0; ++it) {
-      while (taken[kC] < movable[kC].size() && planned.count(movable[kC].at(taken[kC]).page)) ++taken[kC];
-      if (taken[kC] >= movable[kC].size()) break;
-      const Candidate cold = movable[kC].at(taken[kC]);
-      if (cold.heat + config_.swap_margin > plan_heat[*it]) break;  // the rest are colder still
-      ++taken[kC];
-      plan[*it].to = Tier::kCxl;
-      --usage[kR];
-      ++usage[kC];
-      emit(cold.page, Tier::kCxl, Tier::kRemote, cold.heat);
-      --budget;
-      ++st.demotions;
-    }
+  if (!config_.present[kC] || !config_.present[kR] || s.budget == 0) return;
+  std::vector<size_t> to_remote;  // DRAM victims bound for remote, in plan order (coldest first)
+  for (size_t i = 0; i < s.plan.size(); ++i) {
+    if (s.plan[i].from == Tier::kDram && s.plan[i].to == Tier::kRemote) to_remote.push_back(i);
   }
+  Ranked& cxl = movable_[kC];
+  for (auto it = to_remote.rbegin(); it != to_remote.rend() && s.budget > 0; ++it) {
+    while (s.taken[kC] < cxl.size() && s.planned.count(cxl.at(s.taken[kC]).page)) ++s.taken[kC];
+    if (s.taken[kC] >= cxl.size()) break;
+    const Candidate cold = cxl.at(s.taken[kC]);
+    if (cold.heat + config_.swap_margin > s.plan_heat[*it]) break;  // the rest are colder still
+    ++s.taken[kC];
+    s.plan[*it].to = Tier::kCxl;
+    --s.usage[kR];
+    ++s.usage[kC];
+    s.Emit(cold.page, Tier::kCxl, Tier::kRemote, cold.heat);
+    --s.budget;
+    ++s.st.demotions;
+  }
+}
 
-  // 2. Promotions: hottest pages of the lower tiers, into the highest tier with room, or by
-  //    swapping with a clearly colder page of the tier just above.
+// 2. Promotions: hottest pages of the lower tiers, into the highest tier with room, or by
+//    swapping with a clearly colder page of the tier just above.
+void Policy::PlanPromotions(PlanState& s) {
   for (int src = 1; src < kNumTiers; ++src) {
     if (!config_.present[src]) continue;
     // Only pages at promote_heat or above, hottest first (selected as far as they are taken).
     Ranked& hot = hot_;
     hot.Reset(true);
-    for (size_t i = 0; i < movable[src].size(); ++i) {
+    for (size_t i = 0; i < movable_[src].size(); ++i) {
       // Pages already planned as demotion victims of this tier (its first taken[src] in rank
       // order) are not promoted back.
-      if (i < taken[src]) continue;
-      const Candidate& c = movable[src].items()[i];
-      if (c.heat >= config_.promote_heat && !planned.count(c.page)) hot.items().push_back(c);
+      if (i < s.taken[src]) continue;
+      const Candidate& c = movable_[src].items()[i];
+      if (c.heat >= config_.promote_heat && !s.planned.count(c.page)) hot.items().push_back(c);
     }
     for (size_t i = 0; i < hot.size(); ++i) {
-      if (budget == 0) {
-        st.deferred += hot.size() - i;
+      if (s.budget == 0) {
+        s.st.deferred += hot.size() - i;
         break;
       }
       const Candidate c = hot.at(i);
-      int dst = -1;
-      for (int up = 0; up < src; ++up) {
-        if (!config_.present[up]) continue;
-        if (config_.budget_pages[up] == 0 || usage[up] < limit_at(up, config_.low_watermark)) {
-          dst = up;
-          break;
-        }
-      }
-      if (dst >= 0) {
-        emit(c.page, static_cast<Tier>(src), static_cast<Tier>(dst));
-        --budget;
-        ++st.promotions;
-        continue;
-      }
-      // Every tier above is full: swap with the coldest page of the nearest tier above.
-      int up = src - 1;
-      while (up >= 0 && !config_.present[up]) --up;
-      if (up < 0 || budget < 2) continue;
-      while (taken[up] < movable[up].size() && planned.count(movable[up].at(taken[up]).page)) {
-        ++taken[up];
-      }
-      if (taken[up] >= movable[up].size()) continue;
-      const Candidate victim = movable[up].at(taken[up]);
-      if (victim.heat + config_.swap_margin > c.heat) continue;  // not clearly hotter: stay
-      ++taken[up];
-      emit(victim.page, static_cast<Tier>(up), Below(static_cast<Tier>(up)));
-      emit(c.page, static_cast<Tier>(src), static_cast<Tier>(up));
-      budget -= 2;
-      ++st.demotions;
-      ++st.promotions;
+      if (!PromoteInto(src, c, s)) SwapUp(src, c, s);
     }
   }
-  // Unused tokens go back to the bucket.
-  tokens_ += static_cast<double>(budget);
-  if (stats != nullptr) *stats = st;
-  return plan;
+}
+
+bool Policy::PromoteInto(int src, const Candidate& c, PlanState& s) {
+  // The highest tier above with room below its low watermark (or no budget).
+  for (int up = 0; up < src; ++up) {
+    if (!config_.present[up]) continue;
+    if (config_.budget_pages[up] == 0 || s.usage[up] < LimitAt(up, config_.low_watermark)) {
+      s.Emit(c.page, static_cast<Tier>(src), static_cast<Tier>(up));
+      --s.budget;
+      ++s.st.promotions;
+      return true;
+    }
+  }
+  return false;
+}
+
+void Policy::SwapUp(int src, const Candidate& c, PlanState& s) {
+  // Every tier above is full: swap with the coldest page of the nearest tier above.
+  int up = src - 1;
+  while (up >= 0 && !config_.present[up]) --up;
+  if (up < 0 || s.budget < 2) return;
+  Ranked& above = movable_[up];
+  while (s.taken[up] < above.size() && s.planned.count(above.at(s.taken[up]).page)) ++s.taken[up];
+  if (s.taken[up] >= above.size()) return;
+  const Candidate victim = above.at(s.taken[up]);
+  if (victim.heat + config_.swap_margin > c.heat) return;  // not clearly hotter: stay
+  ++s.taken[up];
+  s.Emit(victim.page, static_cast<Tier>(up), Below(static_cast<Tier>(up)));
+  s.Emit(c.page, static_cast<Tier>(src), static_cast<Tier>(up));
+  s.budget -= 2;
+  ++s.st.demotions;
+  ++s.st.promotions;
 }
 
 }  // namespace tiermem

@@ -343,6 +343,22 @@ class Policy {
   // Plan's merge: an entry of a page no longer listed goes on to next_ while some live pages are
   // unlisted and its heat is at least promote_heat, and is forgotten otherwise.
   void KeepUnlisted(const Entry& e, bool some_unlisted, uint64_t now_ns);
+  // Plan's steps (policy.cc), in order, on one PlanState: MergeListed merges the listed pages
+  // with the known heat (the next pages_), ranks each tier's movable pages (movable_) and counts
+  // them into `usage`; KeepFreshUnlisted keeps pages sampled but not listed. Then the moves:
+  // PlanDemotions relieves tiers over their high watermark, PlanCxlSwaps trades DRAM victims
+  // bound for remote with colder CXL pages, PlanPromotions lifts hot pages (PromoteInto a tier
+  // with room, else SwapUp with a colder page of the tier above).
+  struct PlanState;
+  void MergeListed(std::span<const PageView> pages, const TierPageCounts& unlisted, uint64_t now_ns,
+                   std::array<uint64_t, kNumTiers>* usage);
+  void KeepFreshUnlisted(uint64_t now_ns);
+  void PlanDemotions(const TierPageCounts& unlisted, PlanState& s);
+  void PlanCxlSwaps(PlanState& s);
+  void PlanPromotions(PlanState& s);
+  bool PromoteInto(int src, const Candidate& c, PlanState& s);
+  void SwapUp(int src, const Candidate& c, PlanState& s);
+  uint64_t LimitAt(int t, double share) const;  // floor(budget_pages[t] * share)
   // The page's state, or nullptr when the policy does not know it.
   PageHeat* Find(uint64_t page);
   const PageHeat* Find(uint64_t page) const;

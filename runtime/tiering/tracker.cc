@@ -154,6 +154,47 @@ size_t ProtectTracker::carried() const {
   return in_round_ ? 0 : armed_.size();
 }
 
+namespace {
+
+// Puts `p` in table `t` with `state`; null when the table is full (cannot happen below
+// kMaxArmed: the table is twice that).
+Slot* Insert(int t, char* p, uint8_t state) {
+  const uintptr_t page = reinterpret_cast<uintptr_t>(p);
+  const size_t h = Hash(page);
+  for (size_t i = 0; i < kTableSize; ++i) {
+    Slot& s = g_tables[t][(h + i) & (kTableSize - 1)];
+    if (s.page.load(std::memory_order_relaxed) == 0) {
+      s.state.store(state, std::memory_order_relaxed);
+      s.page.store(page, std::memory_order_release);
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+// Protects `fresh` (ascending, in table `t`) in runs of adjacent pages, one system call per run;
+// returns the pages protected. A run that could not be is marked lifted: no sample from it.
+size_t ProtectRuns(int t, const std::vector<char*>& fresh) {
+  size_t armed = 0;
+  for (size_t i = 0; i < fresh.size();) {
+    size_t j = i + 1;
+    while (j < fresh.size() && fresh[j] == fresh[j - 1] + kPage) ++j;
+    int rc = os::ProtectNone(fresh[i], (j - i) * kPage);
+    if (rc != 0) {
+      for (size_t k = i; k < j; ++k) {
+        if (Slot* s = Find(t, reinterpret_cast<uintptr_t>(fresh[k]))) s->state.store(kLifted);
+      }
+      TM_LOG_DEBUG("tracker: mprotect(PROT_NONE) failed: %s", strerror(-rc));
+    } else {
+      armed += j - i;
+    }
+    i = j;
+  }
+  return armed;
+}
+
+}  // namespace
+
 size_t ProtectTracker::Arm(const std::vector<char*>& pages, const ArmFilter& armable) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!installed_ || in_round_) return 0;  // Collect first
@@ -165,19 +206,19 @@ size_t ProtectTracker::Arm(const std::vector<char*>& pages, const ArmFilter& arm
     s.state.store(kEmpty, std::memory_order_relaxed);
   }
   std::atomic_thread_fence(std::memory_order_release);
-  auto insert = [&](char* p, uint8_t state) -> Slot* {
-    uintptr_t page = reinterpret_cast<uintptr_t>(p);
-    size_t h = Hash(page);
-    for (size_t i = 0; i < kTableSize; ++i) {
-      Slot& s = g_tables[cur_][(h + i) & (kTableSize - 1)];
-      if (s.page.load(std::memory_order_relaxed) == 0) {
-        s.state.store(state, std::memory_order_relaxed);
-        s.page.store(page, std::memory_order_release);
-        return &s;
-      }
-    }
-    return nullptr;
-  };
+  CarryOver(old);
+  const size_t kept = armed_.size();
+  const std::vector<char*> fresh = FreshPages(pages, armable, kept);
+  for (char* p : fresh) Insert(cur_, p, kArmed);
+  const size_t armed = ProtectRuns(cur_, fresh);
+  armed_.insert(armed_.end(), fresh.begin(), fresh.end());
+  std::inplace_merge(armed_.begin(), armed_.begin() + static_cast<long>(kept), armed_.end());
+  in_round_ = true;
+  counters_.armed += armed;
+  return armed + kept;
+}
+
+void ProtectTracker::CarryOver(int old) {
   // Carried pages (still protected, armed in the old table): armed in the new table first, then
   // lifted in the old one; an access caught in the old slot meanwhile moves over with its kind.
   // Pages released since Collect (lifted in the old table) are dropped.
@@ -189,11 +230,11 @@ size_t ProtectTracker::Arm(const std::vector<char*>& pages, const ArmFilter& arm
     const uint8_t was = o->state.load(std::memory_order_acquire);
     if (was == kRead || was == kWritten) {
       // Touched since Collect (and lifted by the handler): reported at the end of this round.
-      if (insert(p, was) != nullptr) armed_.push_back(p);
+      if (Insert(cur_, p, was) != nullptr) armed_.push_back(p);
       continue;
     }
     if (was != kArmed) continue;  // released
-    Slot* n = insert(p, kArmed);
+    Slot* n = Insert(cur_, p, kArmed);
     if (n == nullptr) {  // no room (cannot happen below kMaxArmed): lift it where it is
       os::ProtectReadWrite(p, kPage);
       uint8_t st = kArmed;
@@ -206,8 +247,11 @@ size_t ProtectTracker::Arm(const std::vector<char*>& pages, const ArmFilter& arm
     }
     armed_.push_back(p);
   }
-  const size_t kept = armed_.size();
-  // New pages, in the caller's order of priority, up to the table's share left.
+}
+
+std::vector<char*> ProtectTracker::FreshPages(const std::vector<char*>& pages, const ArmFilter& armable,
+                                              size_t kept) const {
+  // New pages, in the caller's order of priority, up to the table's share left; then by address.
   std::vector<char*> fresh;
   for (char* p : pages) {
     if (kept + fresh.size() >= kMaxArmed) break;
@@ -217,29 +261,7 @@ size_t ProtectTracker::Arm(const std::vector<char*>& pages, const ArmFilter& arm
   }
   std::sort(fresh.begin(), fresh.end());
   fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
-  for (char* p : fresh) insert(p, kArmed);
-  // Protect in runs of adjacent pages (one system call per run).
-  size_t armed = 0;
-  for (size_t i = 0; i < fresh.size();) {
-    size_t j = i + 1;
-    while (j < fresh.size() && fresh[j] == fresh[j - 1] + kPage) ++j;
-    int rc = os::ProtectNone(fresh[i], (j - i) * kPage);
-    if (rc != 0) {
-      // Not protected: these pages simply yield no sample (mark them lifted).
-      for (size_t k = i; k < j; ++k) {
-        if (Slot* s = Find(cur_, reinterpret_cast<uintptr_t>(fresh[k]))) s->state.store(kLifted);
-      }
-      TM_LOG_DEBUG("tracker: mprotect(PROT_NONE) failed: %s", strerror(-rc));
-    } else {
-      armed += j - i;
-    }
-    i = j;
-  }
-  armed_.insert(armed_.end(), fresh.begin(), fresh.end());
-  std::inplace_merge(armed_.begin(), armed_.begin() + static_cast<long>(kept), armed_.end());
-  in_round_ = true;
-  counters_.armed += armed;
-  return armed + kept;
+  return fresh;
 }
 
 void ProtectTracker::Release(const void* addr, size_t len) {

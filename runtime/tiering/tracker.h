@@ -66,6 +66,11 @@ class ProtectTracker final : public AccessSampler {
 
  private:
   ProtectTracker() = default;
+  // Arm's steps, mu_ held. CarryOver: the pages still protected from the last round move from
+  // table `old` to the current one (touched ones keep their kind, released ones are dropped).
+  // FreshPages: the new pages to arm, ascending, as far as the table's share (kept: carried).
+  void CarryOver(int old);
+  std::vector<char*> FreshPages(const std::vector<char*>& pages, const ArmFilter& armable, size_t kept) const;
   mutable std::mutex mu_;
   bool installed_ = false;
   int cur_ = 0;  // table of the current round (0/1)

@@ -173,7 +173,7 @@ TEST(RemoteCode, BadCodesAndTooFewServersAreRefusedBeforeAnythingConnects) {
     pc.servers = a.url() + "," + b.url() + "," + d.url();
     pc.code = k.code;
     pc.replicas = k.replicas;
-    pc.region_of = [](const void*) -> Region* { return nullptr; };
+    pc.events = testing::NoRegionEvents();
     auto p = Pager::Start(std::move(pc));
     ASSERT_FALSE(p.ok()) << k.code;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << p.status().ToString();
@@ -187,7 +187,7 @@ TEST(RemoteCode, BadCodesAndTooFewServersAreRefusedBeforeAnythingConnects) {
   PagerConfig pc;
   pc.servers = a.url() + "," + b.url() + "," + d.url();
   pc.code = "2+1";
-  pc.region_of = [](const void*) -> Region* { return nullptr; };
+  pc.events = testing::NoRegionEvents();
   auto p = Pager::Start(std::move(pc));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ((*p)->CapacityPages(), 3u * 4096 * 2 / 3);

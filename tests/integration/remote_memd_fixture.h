@@ -15,7 +15,10 @@
 #include <vector>
 
 #include "backends/remote/transport.h"
+#include "base/clock.h"
 #include "bench/memd_child.h"
+#include "runtime/core/runtime_impl.h"
+#include "runtime/paging/paging_events.h"
 #include "tiermem/tiermem.hpp"
 
 #ifndef TIERMEM_MEMD_PATH
@@ -143,15 +146,26 @@ inline uint8_t* AllocateFilledPages(Runtime& rt, size_t pages) {
 // A runtime whose remote tier is `servers` (TIERMEM_REMOTE syntax), with a 3 s fault timeout.
 // `prefetch` is TIERMEM_PREFETCH: tests that count one fault per page touched in order turn it off.
 // `replicas` is TIERMEM_REPLICAS.
+// PagingEvents of a pager with no managed regions (its start and its servers alone).
+inline PagingEvents* NoRegionEvents() {
+  struct NoRegions final : PagingEvents {
+    Region* RegionOf(const void*) override { return nullptr; }
+  };
+  static NoRegions events;
+  return &events;
+}
+
+// `clock`: what the runtime's waits and back-offs go by (base/clock.h); the real one when null.
 inline std::unique_ptr<Runtime> StartRemoteRuntime(const std::string& servers, const std::string& token = "",
-                                                   const std::string& prefetch = "auto", int replicas = 1) {
+                                                   const std::string& prefetch = "auto", int replicas = 1,
+                                                   Clock* clock = nullptr) {
   Options o;
   o.Set("remote", servers);
   o.Set("token", token);
   o.Set("remote_timeout_ms", 3000);
   o.Set("prefetch", prefetch);
   o.Set("replicas", replicas);
-  auto rt = Runtime::Start(o);
+  auto rt = RuntimeAccess::Start(o, clock != nullptr ? clock : &SystemClock());
   EXPECT_TRUE(rt.ok()) << rt.status().ToString();
   if (!rt.ok()) return nullptr;
   EXPECT_TRUE((*rt)->HasTier(Tier::kRemote));

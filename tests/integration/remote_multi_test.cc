@@ -177,28 +177,42 @@ uint16_t UnusedPort() {
   return port;
 }
 
-// A server missing at start is tried again with growing waits (1 s, 2 s, 4 s, ...: from its
-// first try to its fourth at least 7 s, where a try every second took 3 s), and taken once it
-// answers. A loaded machine only makes the tries later, so the gap is a lower bound.
+// A server missing at start is tried again with growing waits (1 s, 2 s, 4 s, ...:
+// pager_internal::NextRejoinWaitMs), and taken once it answers. On a ManualClock, one second of
+// it per step: the repair thread looks once a second, so each step is one look, and the tries
+// fall at seconds 1, 2, 4, 8 and 16 exactly, with no real time spent waiting for them.
 TEST(RemoteMultiServer, AMissingServerIsTriedLessAndLessOftenAndTakenWhenItAnswers) {
   MemdProcess a, late;
   ASSERT_TRUE(a.Start({"--capacity", "16M", "--no-rdma"}));
   const uint16_t port = UnusedPort();
   ASSERT_NE(port, 0);
-  auto rt = StartWith("tcp://127.0.0.1:" + std::to_string(port) + "," + a.url());
+  ManualClock clock;
+  auto rt = testing::StartRemoteRuntime("tcp://127.0.0.1:" + std::to_string(port) + "," + a.url(), "", "off", 1,
+                                        &clock);
   ASSERT_NE(rt, nullptr);
   Pager* pager = ImplOf(*rt)->pager();
   ASSERT_FALSE(pager->server_stats()[0].connected);
   auto tries = [&] { return pager->server_stats()[0].rejoin_tries; };
-  ASSERT_TRUE(testing::WaitFor([&] { return tries() >= 1; }, 60)) << "the missing server is never tried";
-  const auto first = std::chrono::steady_clock::now();
-  ASSERT_TRUE(testing::WaitFor([&] { return tries() >= 4; }, 120)) << "it is not tried again: " << tries();
-  const double gap_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
-  EXPECT_GE(gap_s, 6.5) << "the first try to the fourth; about every second, not less and less often";
+  ASSERT_TRUE(testing::WaitFor([&] { return clock.waits() >= 1; }, 60)) << "the repair thread never waits";
+  // One second of the clock; returns once the repair thread has looked and waits again.
+  auto second = [&] {
+    const uint64_t waits = clock.waits();
+    clock.Advance(1'000'000'000);
+    return testing::WaitFor([&] { return clock.waits() > waits; }, 60);
+  };
+  std::vector<uint64_t> seen;
+  for (int s = 1; s <= 8; ++s) {
+    ASSERT_TRUE(second()) << "second " << s;
+    seen.push_back(tries());
+  }
+  EXPECT_EQ(seen, (std::vector<uint64_t>{1, 2, 2, 3, 3, 3, 3, 4})) << "tries after each second";
   ASSERT_TRUE(late.Start({"--capacity", "16M", "--no-rdma"}, "", port));
-  // The next try is at most 30 s away (the longest wait), later on a loaded machine.
-  ASSERT_TRUE(testing::WaitFor([&] { return pager->server_stats()[0].connected; }, 120))
-      << "the server that answers now was not taken";
+  // The next try is 8 s after the fourth: not before, and then it connects.
+  for (int s = 9; s < 16; ++s) ASSERT_TRUE(second()) << "second " << s;
+  EXPECT_FALSE(pager->server_stats()[0].connected) << "tried before its wait was over";
+  ASSERT_TRUE(second());
+  EXPECT_EQ(tries(), 5u);
+  ASSERT_TRUE(pager->server_stats()[0].connected) << "the server that answers now was not taken";
   auto p = rt->Allocate(256 * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok());
   auto* base = static_cast<uint8_t*>(*p);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -37,20 +38,35 @@ using namespace testing::groups;  // NOLINT: the helpers of remote_groups_util.h
 constexpr size_t kPage = 4096;
 
 // Three memds on TCP (b twice the size of a and c, `small` MiB each) and a runtime over them
-// with two replicas and prefetching off.
+// with two replicas and prefetching off; its waits and back-offs go by `clock` when given.
 struct Three {
   MemdProcess a, b, c;
   std::unique_ptr<Runtime> rt;
-  bool Start(int small) {
+  bool Start(int small, Clock* clock = nullptr) {
     const std::string s = std::to_string(small) + "M", l = std::to_string(2 * small) + "M";
     if (!a.Start({"--capacity", s, "--no-rdma"}) || !b.Start({"--capacity", l, "--no-rdma"}) ||
         !c.Start({"--capacity", s, "--no-rdma"})) {
       return false;
     }
-    rt = testing::StartRemoteRuntime(a.url() + "," + b.url() + "," + c.url(), "", "off", 2);
+    rt = testing::StartRemoteRuntime(a.url() + "," + b.url() + "," + c.url(), "", "off", 2, clock);
     return rt != nullptr;
   }
 };
+
+// Moves `clock` on a second at a time until `done` (what the repair thread does once a second,
+// a retry or a rejoin, comes round at each step), each step waited for (bounded, in real time)
+// until the thread has looked and waits again. Returns the steps taken, or -1 when `done` is
+// still false after two minutes of real time.
+int StepUntil(ManualClock& clock, const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  for (int steps = 0; std::chrono::steady_clock::now() < give_up; ++steps) {
+    if (done()) return steps;
+    const uint64_t waits = clock.waits();
+    clock.Advance(1'000'000'000);
+    testing::WaitFor([&] { return clock.waits() > waits || done(); }, 60);
+  }
+  return done() ? 0 : -1;
+}
 
 TEST(RemoteReplicas, EveryPageIsOnTwoServersAndOutlivesTwoLossesWithARepairBetween) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "a dead RDMA peer is detected after the NIC's retries; TCP covers it";
@@ -152,8 +168,11 @@ TEST(RemoteReplicas, PagesLeftWithOneCopyGetTheirSecondBack) {
 
 TEST(RemoteReplicas, AServerThatComesBackTakesNewPagesOnceItsCopiesAreRestored) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "TCP covers it";
+  // On a ManualClock: the repair's pacing moves it, and the rejoin's back-off is stepped through
+  // by the test, a second at a time, instead of waited for.
+  ManualClock clock;
   Three m;
-  ASSERT_TRUE(m.Start(64));
+  ASSERT_TRUE(m.Start(64, &clock));
   Runtime& rt = *m.rt;
   Pager& pager = *ImplOf(rt)->pager();
   std::vector<Data> data = FillAndEvict(rt, 2, 512);
@@ -161,12 +180,16 @@ TEST(RemoteReplicas, AServerThatComesBackTakesNewPagesOnceItsCopiesAreRestored) 
   const uint16_t port = m.b.port();
   m.b.Stop(SIGKILL);
   ASSERT_TRUE(EvictUntilDown(rt, pager, 1));
-  ASSERT_TRUE(WaitRepaired(pager)) << pager.DegradedPagesNow() << " pages still lack a replica";
-  // b again, on its old address: the repair thread connects within a second or two (a new
-  // session: nothing of the old one is read).
+  // The repair starts when b is marked down; a replacement that found no room is retried a
+  // second later.
+  ASSERT_GE(StepUntil(clock, [&] { return pager.DegradedPagesNow() == 0; }), 0)
+      << pager.DegradedPagesNow() << " pages still lack a replica";
+  // b again, on its old address: the repair thread connects at its first look after b's
+  // back-off (at most 30 s of the clock) ends (a new session: nothing of the old one is read).
   ASSERT_TRUE(m.b.Start({"--capacity", "128M", "--no-rdma"}, "", port));
-  testing::WaitFor([&] { return !pager.server_stats()[1].down; }, 60);
-  ASSERT_FALSE(pager.server_stats()[1].down) << "b did not come back";
+  const int steps = StepUntil(clock, [&] { return !pager.server_stats()[1].down; });
+  ASSERT_GE(steps, 0) << "b did not come back";
+  EXPECT_LE(steps, 31) << "b came back later than the longest back-off";
   EXPECT_EQ(pager.stats().remote_servers_down, 0u);
   EXPECT_EQ(pager.server_stats()[1].pages, 0u);
   // New pages go there too (b is the roomiest), and they are real copies: with a lost as well,
@@ -336,7 +359,7 @@ TEST(RemoteReplicas, MoreReplicasThanServersIsRefusedBeforeAnythingConnects) {
     PagerConfig pc;
     pc.servers = a.url() + "," + b.url();
     pc.replicas = replicas;
-    pc.region_of = [](const void*) -> Region* { return nullptr; };
+    pc.events = testing::NoRegionEvents();
     auto p = Pager::Start(std::move(pc));
     ASSERT_FALSE(p.ok()) << replicas;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);

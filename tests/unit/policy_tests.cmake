@@ -15,3 +15,8 @@ tiermem_add_gtest(NAME write_tracker_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/write_tracker_test.cc)
 tiermem_add_gtest(NAME scan_tracker_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/scan_tracker_test.cc)
+# The policy thread's schedule on a ManualClock (base/clock.h), and the clocks themselves.
+tiermem_add_gtest(NAME policy_loop_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/policy_loop_test.cc)
+tiermem_add_gtest(NAME clock_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/clock_test.cc)
