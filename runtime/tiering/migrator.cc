@@ -260,6 +260,14 @@ bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
   return lower_pages > 0 || dram_pages * 4 >= Budget() * 3;
 }
 
+bool Migrator::Idle() const {
+  if (sample_always_ || armed_ || track_ != nullptr || dram_budget_ == 0) return false;
+  if (policy_->config().present[static_cast<int>(Tier::kCxl)]) return false;
+  if (sampler_ != nullptr && sampler_->carried() > 0) return false;
+  if (mover_->TierPages(Tier::kRemote) != 0) return false;
+  return !SamplingWanted(mover_->TierPages(Tier::kDram), 0);
+}
+
 void Migrator::RefreshBudget() {
   // Once an interval (the loop runs at every nudge from the fault handler as well).
   const uint64_t now = os::MonotonicNanos();
@@ -275,12 +283,19 @@ void Migrator::RefreshBudget() {
   own_pages_ = std::min(own, dram_budget_ / 2);
   budget_now_.store(dram_budget_ - own_pages_, std::memory_order_relaxed);
   counters_->runtime_own_bytes.store(own * config_.page_size, std::memory_order_relaxed);
+  // Pages a count found touched (a run handed out untouched and written: the kernel backed it,
+  // no fault was seen) can put DRAM over its budget with no fault handler to nudge relief.
+  if (relief_ && mover_->TierPages(Tier::kDram) > Budget()) nudged_.store(true, std::memory_order_release);
 }
 
 bool Migrator::Round() {
   // The last round's evictions first: the counts and records this round reads are then settled.
   const uint64_t t_settle = os::MonotonicNanos();
   SettleEvictions();
+  if (Idle()) {
+    counters_->policy_idle_rounds.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   // Scan: the sampler's round and the page records.
   const uint64_t now = os::MonotonicNanos();
   const uint64_t relief_ns0 = relief_ns_;
