@@ -79,6 +79,7 @@ peak_kb=$(awk '{print $5}' "$work/runs")
 : > "$work/runs"
 kernel_note="not asked (no KERNEL_LIMIT)"
 if [ -n "$kernel_limit" ]; then
+  kernel_note=""
   # cgroup v2: memory.max, swap unlimited; v1: a child of this process's memory cgroup,
   # memory.limit_in_bytes (swap unlimited where memsw is not set).
   v1=$(awk -F: '$2 == "memory" {print $3}' /proc/self/cgroup)
@@ -115,7 +116,7 @@ for r in $(seq 1 "$rounds"); do
   if [ -n "$kernel_limit" ]; then
     run at_kernel_limit LD_PRELOAD="$preload" TIERMEM_STATS="$work/stats" TIERMEM_DRAM_LIMIT="$kernel_limit" \
       TIERMEM_REMOTE="tcp://127.0.0.1:$port"
-    [ -z "$kernel_note" ] && kernel
+    if [ -z "$kernel_note" ]; then kernel; fi
   fi
 done
 python3 - "$work/runs" "$peak_kb" "$rounds" "$input" "$kernel_limit" "$kernel_note" "$factors" <<'PY'

@@ -311,8 +311,12 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
     // the machine's memory) then touches its pages in DRAM as it would without a limit. On the
     // remote tier every first touch of it was a zero fill through the fault thread. What it
     // touches counts at the next CountResident, which runs early when the process grows faster
-    // than the counts (resident.cc), and relief then evicts what is over.
-    if (CountsResident() && HasTier(Tier::kDram)) {
+    // than the counts (resident.cc), and relief then evicts what is over. Only runs of at
+    // least kUntouchedRunBytes: smaller ones (heap segments, ordinary large blocks) are
+    // touched soon after they are asked for, and on the remote tier their zero fills and
+    // evictions keep the limit from the first touch (short programs run their whole life
+    // between two counts).
+    if (CountsResident() && HasTier(Tier::kDram) && bytes >= kUntouchedRunBytes) {
       *untouched = true;
       return Tier::kDram;
     }

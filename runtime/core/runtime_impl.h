@@ -127,6 +127,7 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   // against resident pages (CountsResident): its pages start out of the count
   // (kUntouchedTier) and count as CountResident finds them touched.
   StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags, bool* untouched) const;
+  static constexpr uint64_t kUntouchedRunBytes = uint64_t{64} << 20;
   // Binds a page to `tier` and moves its bytes between the per-tier counts; returns the tier it
   // left, or kNoTier when it was already there or no tier counts it (its run is being freed, or
   // is not bound yet: a migration working from a stale view must not count such a page).
