@@ -226,7 +226,9 @@ void Migrator::Loop() {
     if (plans_ && std::chrono::steady_clock::now() >= next_round) {
       lock.unlock();
       const uint64_t start = os::MonotonicNanos();
-      const bool busy = Round();
+      const bool idle = Idle();
+      if (idle) counters_->policy_idle_rounds.fetch_add(1, std::memory_order_relaxed);
+      const bool busy = !idle && Round();
       const uint64_t end = os::MonotonicNanos();
       counters_->policy_round_time.Record(end - start);  // the policy's cost, per round
       uint64_t cpu = 0;
@@ -264,7 +266,7 @@ bool Migrator::Idle() const {
   if (sample_always_ || armed_ || track_ != nullptr || dram_budget_ == 0) return false;
   if (policy_->config().present[static_cast<int>(Tier::kCxl)]) return false;
   if (sampler_ != nullptr && sampler_->carried() > 0) return false;
-  if (mover_->TierPages(Tier::kRemote) != 0) return false;
+  if (mover_->TierPages(Tier::kRemote) != 0 || mover_->EvictionsPending() != 0) return false;
   return !SamplingWanted(mover_->TierPages(Tier::kDram), 0);
 }
 
@@ -292,10 +294,6 @@ bool Migrator::Round() {
   // The last round's evictions first: the counts and records this round reads are then settled.
   const uint64_t t_settle = os::MonotonicNanos();
   SettleEvictions();
-  if (Idle()) {
-    counters_->policy_idle_rounds.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
   // Scan: the sampler's round and the page records.
   const uint64_t now = os::MonotonicNanos();
   const uint64_t relief_ns0 = relief_ns_;

@@ -250,7 +250,8 @@ class Migrator {
   // `spared`: they were given a second chance (their entries say so).
   void RequeueVictims(const std::vector<char*>& pages, bool spared);
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
-  // Whether a round has nothing to do: no CXL tier, no page on the remote tier, no sample armed
+  // Whether a round has nothing to do (Loop then skips it): no CXL tier, no page on the remote
+  // tier and no eviction to settle, no sample armed
   // or carried, no write scan, and DRAM under the share of its budget where sampling starts
   // (SamplingWanted). Such a round reads no page record: below its limit a program pays for
   // the relief ring and the resident counts only.
