@@ -139,7 +139,9 @@ void HeapCore::FreeSpan(Span* s) {
   const uint64_t bits = GranuleBits(s->first_granule, s->granules);
   Segment* seg = s->segment;
   std::unique_lock<std::mutex> lock(page_mu_);
-  if (dirty_bytes_ + bytes <= max_dirty_bytes_) {
+  // Under a DRAM limit the bound follows DRAM's room (RetainBound), read here, where it counts.
+  const uint64_t max_dirty = hold_free_ ? RetainBound(rt_, kMaxDirtyBytes) : max_dirty_bytes_;
+  if (dirty_bytes_ + bytes <= max_dirty) {
     // Keep the pages: the next span of any class takes these granules first, without faults.
     // Under a DRAM limit they count (at most RetainBound), and nothing evicts them.
     if (hold_free_) {
@@ -305,6 +307,8 @@ void HeapCore::FreeLarge(void* p, HeapRuntime* rt) {
       // RetainBound), but nothing evicts it; what falls out of the cache is freed.
       RuntimeCall call;
       (void)rt->HoldFree(start, len * rt->page_size(), HeapRuntime::FreeHold::kKeep);
+      // The cache's bound as DRAM's room is now: what is over it leaves at this Put.
+      h->run_cache_.SetMaxPages(RetainBound(rt, kRunCacheBytes) / rt->page_size());
     }
     RunCache::Run evicted[RunCache::kSlots + 1];
     h->ReleaseRuns(evicted, h->run_cache_.Put(start, len, os::MonotonicNanos(), evicted));

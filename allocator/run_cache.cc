@@ -40,11 +40,12 @@ int RunCache::Put(char* start, uint64_t pages, uint64_t now_ns, Run* evicted) {
   for (int i = 0; i < n_; ++i) {
     if (runs_[i].start == start) return k;
   }
-  if (pages > max_pages_) {
+  const uint64_t max_pages = max_pages_.load(std::memory_order_relaxed);
+  if (pages > max_pages) {
     evicted[k++] = Run{start, pages, now_ns};
     return k;
   }
-  while (n_ > 0 && (n_ == kSlots || total_pages_ + pages > max_pages_)) {
+  while (n_ > 0 && (n_ == kSlots || total_pages_ + pages > max_pages)) {
     evicted[k++] = runs_[0];
     RemoveAt(0);
   }

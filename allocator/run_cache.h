@@ -11,6 +11,7 @@
 // calls the runtime itself, so its lock is never held across a runtime call.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -49,7 +50,10 @@ class RunCache {
   int TakeAll(Run* out);
 
   uint64_t pages() const;
-  uint64_t max_pages() const { return max_pages_; }
+  uint64_t max_pages() const { return max_pages_.load(std::memory_order_relaxed); }
+  // A new bound, for the next Put (under a DRAM limit the heap sets it before each Put from the
+  // room DRAM has: RetainBound). Runs already cached beyond it leave at that Put.
+  void SetMaxPages(uint64_t max_pages) { max_pages_.store(max_pages, std::memory_order_relaxed); }
   void Lock() { mu_.lock(); }
   void Unlock() { mu_.unlock(); }
 
@@ -57,7 +61,7 @@ class RunCache {
   void RemoveAt(int i);
   int Expire(uint64_t now_ns, Run* out);
 
-  const uint64_t max_pages_;
+  std::atomic<uint64_t> max_pages_;
   const uint64_t max_age_ns_;
   mutable std::mutex mu_;
   Run runs_[kSlots] = {};  // oldest first

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 extern char** environ;
@@ -337,6 +338,15 @@ uint64_t LibcHeapBytes() {
   // mallinfo2 (glibc 2.33+) walks every arena under its lock: a few microseconds.
   const struct mallinfo2 mi = mallinfo2();
   return static_cast<uint64_t>(mi.arena) + static_cast<uint64_t>(mi.hblkhd);
+}
+
+uint64_t ProcessResidentBytes() {
+  char buf[128];
+  const long n = ReadSmallFile("/proc/self/statm", buf, sizeof(buf));
+  if (n <= 0) return 0;
+  unsigned long long size = 0, resident = 0;
+  if (sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
+  return resident * PageSize();
 }
 
 long ResidentBytes(const void* addr, size_t bytes) {

@@ -107,6 +107,9 @@ int ThreadCpuNanos(uint64_t* ns);
 // Bytes glibc's malloc holds from the system: its arenas (blocks in use and free ones it keeps)
 // and its mmapped blocks. Takes each arena's lock; never call it from a signal handler.
 uint64_t LibcHeapBytes();
+// The calling process's resident memory in bytes (/proc/self/statm's resident pages: the
+// kernel's running count, not a walk), or 0 when it cannot be read.
+uint64_t ProcessResidentBytes();
 // Bytes of [addr, addr+bytes) (page aligned) that are resident (mincore), or a negative errno
 // (-ENOMEM: part of the range is not mapped). One system call per 2 MiB of the range.
 long ResidentBytes(const void* addr, size_t bytes);

@@ -63,6 +63,7 @@
   X(policy, track_sample_skips, track_sample_skips, counter, "pages", "tiermem_track_sample_skips_total", "Pages left out of the access sample because the write scan found them written.") \
   X(policy, policy_paced_rounds, policy_paced_rounds, counter, "rounds", "tiermem_policy_paced_rounds_total", "Rounds started later than their interval by TIERMEM_POLICY_CPU.") \
   X(policy, policy_paced_ns, policy_paced_ns, counter, "ns", "tiermem_policy_paced_seconds_total", "Time paced rounds waited past their interval.") \
+  X(policy, policy_idle_rounds, policy_idle_rounds, counter, "rounds", "tiermem_policy_idle_rounds_total", "Rounds with nothing to place or learn: no page record read (DRAM under the sampling share of its budget, no lower tier in use).") \
   X(policy, budget_relief_pages, budget_relief_pages, counter, "pages", "tiermem_budget_relief_pages_total", "Pages moved out of DRAM because DRAM was over its limit.") \
   X(policy, fault_throttle_waits, fault_throttle_waits, counter, "waits", "tiermem_fault_throttle_waits_total", "Times the fault handler waited for DRAM to have room.") \
   X(policy, fault_throttle_ns, fault_throttle_ns, counter, "ns", "tiermem_fault_throttle_seconds_total", "Time the fault handler waited for DRAM to have room.") \

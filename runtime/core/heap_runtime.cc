@@ -30,6 +30,7 @@ bool HeapRuntime::HasTier(Tier tier) const { return Self(this)->HasTier(tier); }
 void HeapRuntime::FinishStats() { Self(this)->FinishStats(); }
 Status HeapRuntime::DiscardPages(void* p, size_t bytes) { return Self(this)->DiscardPages(p, bytes); }
 Status HeapRuntime::HoldFree(void* p, size_t bytes, FreeHold how) { return Self(this)->HoldFree(p, bytes, how); }
+uint64_t HeapRuntime::DramRoom() const { return Self(this)->DramRoom(); }
 void HeapRuntime::ReuseFree(void* p, size_t bytes, Tier tier) { Self(this)->ReuseFree(p, bytes, tier); }
 
 }  // namespace tiermem

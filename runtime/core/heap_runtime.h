@@ -57,6 +57,9 @@ class HeapRuntime {
   enum class FreeHold { kDrop, kFresh, kKeep };
   Status HoldFree(void* p, size_t bytes, FreeHold how);
   void ReuseFree(void* p, size_t bytes, Tier tier);
+  // Bytes DRAM's count is below TIERMEM_DRAM_LIMIT now (0 at or over it); UINT64_MAX without a
+  // limit. Lock-free: a moment's figure, for the heap's bounds on the free memory it keeps.
+  uint64_t DramRoom() const;
   // The region holding p, or nullptr. Lock-free (the preload library asks it on every free).
   Region* RegionOf(const void* p) const;
 

@@ -19,6 +19,17 @@
 //   with userfaultfd, by the fault thread), never a read from memd.
 // ReuseFree runs on the heap's thread that hands the pages out again, before it returns them,
 // so the page counts before anyone can touch it.
+//
+// Untouched runs (Allocate when DRAM's count has no room, ChooseTier): the allocating thread
+// stores kUntouchedTier in each record before it returns the run, so no other thread knows the
+// pages yet; the program's threads touch them through the kernel (they are in no userfaultfd
+// range until an eviction registers them). The policy thread alone moves them onto DRAM's
+// count (CountResident: a compare-exchange from kUntouchedTier, lost to a Free or HoldFree that
+// exchanged the tier first) and then into relief's ring (Migrator::OnResident under its spin
+// lock, as the fault thread does). From then on they are ordinary local DRAM pages.
+//
+// The early count (ResidentGrewPastSlack) reads the process's resident memory on the policy
+// thread; resident_rss_ and resident_slack_ are that thread's alone.
 #include "runtime/core/runtime_impl.h"
 
 #include <algorithm>
@@ -79,9 +90,26 @@ void Runtime::Impl::ReuseFree(void* p, size_t bytes, Tier tier) {
   if (now) allocated_[to].fetch_add(counted * page_size_, std::memory_order_relaxed);
 }
 
+uint64_t Runtime::Impl::DramRoom() const {
+  const uint64_t limit = tier_limit_[Index(Tier::kDram)];
+  if (limit == 0) return UINT64_MAX;
+  const uint64_t dram = allocated_[Index(Tier::kDram)].load(std::memory_order_relaxed);
+  return limit > dram ? limit - dram : 0;
+}
+
+bool Runtime::Impl::ResidentGrewPastSlack() const {
+  const uint64_t rss = os::ProcessResidentBytes();
+  return rss > resident_rss_ + resident_slack_;
+}
+
 void Runtime::Impl::CountResident() {
   const uint64_t t0 = os::MonotonicNanos();
-  if (t0 < resident_next_ns_ || !CountsResident()) return;
+  if (!CountsResident()) return;
+  // Between counts, pages handed out uncounted (an untouched run, dropped granules handed out
+  // again) count only once a count finds them touched; a program that touches them fast would
+  // run past the limit until then. The process's resident memory (one read of the kernel's
+  // count) tells: grown by more than DRAM's room at the last count, it is counted now.
+  if (t0 < resident_next_ns_ && !ResidentGrewPastSlack()) return;
   constexpr size_t kChunk = 512;  // pages per mincore call: the vector stays on the stack
   unsigned char vec[kChunk];
   constexpr auto kDramTier = static_cast<uint8_t>(Tier::kDram);
@@ -95,6 +123,7 @@ void Runtime::Impl::CountResident() {
       const size_t m = std::min<uint64_t>(kChunk, end - i);
       if (os::ResidentMap(r.PageAddress(i), m, vec) != 0) continue;
       uint64_t in = 0, out = 0;
+      Migrator* relief = live_migrator_.load(std::memory_order_acquire);
       for (size_t j = 0; j < m; ++j) {
         PageRecord& rec = r.record(i + j);
         // Only local pages: a page in flight or remote belongs to the pager, whose accounting
@@ -105,7 +134,11 @@ void Runtime::Impl::CountResident() {
         // too, and move bytes only for a real tier they find, so no page counts twice or never.
         if (vec[j] & 1) {
           uint8_t expect = kUntouchedTier;
-          in += rec.tier.compare_exchange_strong(expect, kDramTier, std::memory_order_relaxed);
+          const bool now_in = rec.tier.compare_exchange_strong(expect, kDramTier, std::memory_order_relaxed);
+          in += now_in;
+          // The kernel backed it on a first touch, unseen by the pager: relief's ring learns
+          // of it here, or relief could never take it (an untouched run written past the limit).
+          if (now_in && relief != nullptr) relief->OnResident(&r, i + j, 1, false);
           // The heap's kept free pages, for the stats only (a moment's figure).
           held += rec.tier.load(std::memory_order_relaxed) == kDramTier &&
                   (rec.flags.load(std::memory_order_relaxed) & kPageHeapFree) != 0;
@@ -121,6 +154,11 @@ void Runtime::Impl::CountResident() {
   }
   const uint64_t t1 = os::MonotonicNanos();
   resident_next_ns_ = t1 + kResidentCostShare * (t1 - t0);
+  // The room DRAM has now, at least a 32nd of the limit: at the limit every page touched would
+  // otherwise call for a count, and a count costs a look at every live page.
+  const uint64_t limit = tier_limit_[kDramTier], dram = allocated_[kDramTier].load(std::memory_order_relaxed);
+  resident_slack_ = std::max(limit > dram ? limit - dram : 0, limit / 32);
+  resident_rss_ = os::ProcessResidentBytes();
   ProcessCounters& c = sb_->counters;
   c.dram_free_held_bytes.store(held * page_size_, std::memory_order_relaxed);
   c.dram_untouched_bytes.store(untouched * page_size_, std::memory_order_relaxed);

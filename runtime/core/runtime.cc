@@ -282,7 +282,8 @@ Tier Runtime::Impl::TierOfNode(int node) const {
   return static_cast<Tier>(node_tier_[node]);
 }
 
-StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const {
+StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t flags, bool* untouched) const {
+  *untouched = false;
   auto fits = [&](Tier t) {
     uint64_t limit = tier_limit_[Index(t)];
     return limit == 0 || allocated_[Index(t)].load(std::memory_order_relaxed) + bytes <= limit;
@@ -294,6 +295,20 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
     // A child after fork() has lost the remote tier that kept the parent within its budgets;
     // the budget is the policy's, not the machine's, so the child runs over it in DRAM.
     if (pager_ && pager_->forked_child()) return Tier::kDram;
+    // Where DRAM counts resident pages, a run it has no room for still goes there, uncounted
+    // until touched: a program that asks for far more than it uses (GNU sort's buffer, sized by
+    // the machine's memory) then touches its pages in DRAM as it would without a limit. On the
+    // remote tier every first touch of it was a zero fill through the fault thread. What it
+    // touches counts at the next CountResident, which runs early when the process grows faster
+    // than the counts (resident.cc), and relief then evicts what is over. Only runs of at
+    // least kUntouchedRunBytes: smaller ones (heap segments, ordinary large blocks) are
+    // touched soon after they are asked for, and on the remote tier their zero fills and
+    // evictions keep the limit from the first touch (short programs run their whole life
+    // between two counts).
+    if (CountsResident() && HasTier(Tier::kDram) && bytes >= kUntouchedRunBytes) {
+      *untouched = true;
+      return Tier::kDram;
+    }
     // The remote tier that was to take what DRAM's limit leaves out was not reached at start
     // (said then): with overcommit the limit is not a cap.
     if (remote_absent_ && on_remote_full_ == RemoteFullPolicy::kOvercommit) return Tier::kDram;
@@ -397,7 +412,8 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   if (bytes > (1ull << 46)) return ResourceExhausted("Allocate: size larger than 64 TiB");
   const uint64_t npages = (bytes + page_size_ - 1) / page_size_;
   const uint64_t rounded = npages * page_size_;
-  TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags));
+  bool untouched = false;
+  TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags, &untouched));
   uint64_t first = 0;
   // A remote run is born claimed (kInFlight) and AdoptRemote finishes it as kRemote once it is
   // registered: nobody else (a migration working from a stale view) may claim it before then.
@@ -414,10 +430,11 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   }
   // Counted before the pages carry their tier: CountResident may take an untouched page out of
   // the count as soon as it reads the tier, and the count must not go below zero meanwhile.
-  allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
-  for (uint64_t i = first; i < first + npages; ++i) {
-    region->record(i).tier.store(static_cast<uint8_t>(chosen), std::memory_order_relaxed);
-  }
+  // An untouched run counts nothing until CountResident (the policy thread) finds its pages
+  // resident and moves each, by a compare-exchange of its tier, onto DRAM's count.
+  if (!untouched) allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
+  const uint8_t tag = untouched ? kUntouchedTier : static_cast<uint8_t>(chosen);
+  for (uint64_t i = first; i < first + npages; ++i) region->record(i).tier.store(tag, std::memory_order_relaxed);
   // Every page carries the pin, so a victim is checked without finding its run's head.
   if (flags & kAllocPin) {
     for (uint64_t i = first; i < first + npages; ++i) region->record(i).flags.fetch_or(kPagePinned);

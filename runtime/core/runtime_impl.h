@@ -93,6 +93,7 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   // The heap's free pages (HeapRuntime::HoldFree, ReuseFree; resident.cc).
   Status HoldFree(void* p, size_t bytes, FreeHold how);
   void ReuseFree(void* p, size_t bytes, Tier tier);
+  uint64_t DramRoom() const;  // HeapRuntime::DramRoom (resident.cc)
   // PageMover::CountResident (resident.cc): local DRAM pages the kernel has not backed go to
   // kUntouchedTier and leave DRAM's count; such pages found resident come back to it. At most
   // once per kResidentCostShare times its own last duration.
@@ -124,8 +125,12 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   friend struct RuntimeAccess;
   Clock* clock_ = &SystemClock();  // the pager's and the policy thread's (RuntimeAccess::Start)
   void StartRemoteTier();
-  // Picks the tier an allocation goes to (fallback, kAuto, limits).
-  StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags) const;
+  // Picks the tier an allocation goes to (fallback, kAuto, limits). *untouched: a kAuto run
+  // that DRAM's count has no room for, placed on DRAM all the same because the limit is kept
+  // against resident pages (CountsResident): its pages start out of the count
+  // (kUntouchedTier) and count as CountResident finds them touched.
+  StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags, bool* untouched) const;
+  static constexpr uint64_t kUntouchedRunBytes = uint64_t{64} << 20;
   // Binds a page to `tier` and moves its bytes between the per-tier counts; returns the tier it
   // left, or kNoTier when it was already there or no tier counts it (its run is being freed, or
   // is not bound yet: a migration working from a stale view must not count such a page).
@@ -214,7 +219,10 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
 
   std::mutex grow_mu_;
   std::atomic<bool> running_{false};
-  uint64_t resident_next_ns_ = 0;  // CountResident's next look (its caller's thread only)
+  // CountResident's state (its caller's thread only): its next look by the clock; the process's
+  // resident bytes and DRAM's room (bytes) at the last count, past whose sum it looks at once.
+  uint64_t resident_next_ns_ = 0, resident_rss_ = 0, resident_slack_ = 0;
+  bool ResidentGrewPastSlack() const;
   static constexpr uint64_t kResidentCostShare = 20;
   std::unique_ptr<Migrator> migrator_;  // automatic tiering
   std::unique_ptr<Pager> pager_;        // the remote tier

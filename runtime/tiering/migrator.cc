@@ -242,7 +242,9 @@ void Migrator::Loop() {
 
 uint64_t Migrator::PacedRound(RoundPacer& pacer) {
   const uint64_t start = os::MonotonicNanos();
-  const bool busy = Round();
+  const bool idle = Idle();
+  if (idle) counters_->policy_idle_rounds.fetch_add(1, std::memory_order_relaxed);
+  const bool busy = !idle && Round();
   counters_->policy_round_time.Record(os::MonotonicNanos() - start);  // the policy's cost, per round
   const uint64_t end = config_.clock->NowNanos();
   uint64_t cpu = 0;
@@ -264,6 +266,14 @@ bool Migrator::SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const {
   return lower_pages > 0 || dram_pages * 4 >= Budget() * 3;
 }
 
+bool Migrator::Idle() const {
+  if (sample_always_ || armed_ || track_ != nullptr || dram_budget_ == 0) return false;
+  if (policy_->config().present[static_cast<int>(Tier::kCxl)]) return false;
+  if (sampler_ != nullptr && sampler_->carried() > 0) return false;
+  if (mover_->TierPages(Tier::kRemote) != 0 || mover_->EvictionsPending() != 0) return false;
+  return !SamplingWanted(mover_->TierPages(Tier::kDram), 0);
+}
+
 void Migrator::RefreshBudget() {
   // Once an interval (the loop runs at every nudge from the fault handler as well).
   const uint64_t now = config_.clock->NowNanos();
@@ -279,6 +289,9 @@ void Migrator::RefreshBudget() {
   own_pages_ = std::min(own, dram_budget_ / 2);
   budget_now_.store(dram_budget_ - own_pages_, std::memory_order_relaxed);
   counters_->runtime_own_bytes.store(own * config_.page_size, std::memory_order_relaxed);
+  // Pages a count found touched (a run handed out untouched and written: the kernel backed it,
+  // no fault was seen) can put DRAM over its budget with no fault handler to nudge relief.
+  if (relief_ && mover_->TierPages(Tier::kDram) > Budget()) nudged_.store(true, std::memory_order_release);
 }
 
 bool Migrator::Round() {

@@ -202,8 +202,10 @@ class Migrator {
   // Budget relief (migrator_relief.cc). OnResident: the pager made pages [first, first+npages)
   // resident in DRAM (any thread; a spinlock and no allocation). AfterFaults: from the pager's
   // fault handler thread after each batch: nudges the thread when DRAM is over its budget and
-  // waits (bounded) while it is more than slack_pages() over.
-  void OnResident(Region* region, uint64_t first, uint64_t npages);
+  // waits (bounded) while it is more than slack_pages() over. faulted false: pages the kernel
+  // backed on a first touch that a resident count found (Runtime::Impl::CountResident, the
+  // policy thread): relief's ring only, not the fault log (a first touch says nothing of heat).
+  void OnResident(Region* region, uint64_t first, uint64_t npages, bool faulted = true);
   void AfterFaults();
   // The pager's writer thread finished an eviction window (pages left DRAM, or stayed): wakes
   // a fault handler AfterFaults holds back, to look at DRAM again. Any thread.
@@ -252,6 +254,12 @@ class Migrator {
   // `spared`: they were given a second chance (their entries say so).
   void RequeueVictims(const std::vector<char*>& pages, bool spared);
   bool SamplingWanted(uint64_t dram_pages, uint64_t lower_pages) const;
+  // Whether a round has nothing to do (Loop then skips it): no CXL tier, no page on the remote
+  // tier and no eviction to settle, no sample armed
+  // or carried, no write scan, and DRAM under the share of its budget where sampling starts
+  // (SamplingWanted). Such a round reads no page record: below its limit a program pays for
+  // the relief ring and the resident counts only.
+  bool Idle() const;
   // A round's scan (migrator_scan.cc): the resident pages it lists and what it counted.
   struct RoundScan {
     std::vector<PageView> views;       // ascending by page (Policy::RoundInput::views)

@@ -50,7 +50,7 @@ class SpinGuard {
 
 }  // namespace
 
-void Migrator::OnResident(Region* region, uint64_t first, uint64_t npages) {
+void Migrator::OnResident(Region* region, uint64_t first, uint64_t npages, bool faulted) {
   if (!running()) return;
   const size_t page = config_.page_size;
   SpinGuard g(ring_lock_);
@@ -61,7 +61,7 @@ void Migrator::OnResident(Region* region, uint64_t first, uint64_t npages) {
     const uint64_t key = reinterpret_cast<uintptr_t>(region->PageAddress(i)) / page;
     const uint64_t entry = key | uint64_t{stamp} << kStampShift;
     const bool ahead = (rec.flags.load(std::memory_order_relaxed) & kPageAhead) != 0;
-    log_[log_head_++ % log_.size()] = ahead ? entry | kLogAhead : entry;
+    if (faulted) log_[log_head_++ % log_.size()] = ahead ? entry | kLogAhead : entry;
     if (!relief_) continue;
     if (ahead && ahead_head_ - ahead_tail_ < ahead_ring_.size()) {
       ahead_ring_[ahead_head_++ % ahead_ring_.size()] = entry;

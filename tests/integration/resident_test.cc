@@ -191,5 +191,34 @@ TEST_F(Resident, UntouchedPagesShowInTheStatsAndLeaveThemWhenWritten) {
   ASSERT_TRUE(rt_->Free(b).ok());
 }
 
+// A run larger than DRAM's room goes to DRAM untouched, not to the remote tier: it counts
+// nothing until written (no zero fill through the pager), and once written past the limit the
+// early count (the process grew past DRAM's room) lets relief evict the excess; every byte
+// reads back as written.
+TEST_F(Resident, ARunPastTheLimitGoesToDramUntouchedAndIsKeptWithinItOnceWritten) {
+  ASSERT_NO_FATAL_FAILURE(Start("16M"));
+  constexpr size_t kBytes = 64u << 20, kWritten = 40u << 20;
+  auto p = rt_->Allocate(kBytes, Tier::kAuto);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto* b = static_cast<char*>(*p);
+  EXPECT_EQ(Record(b).tier.load(), kUntouchedTier);
+  EXPECT_EQ(Record(b + kBytes - kPage).state.load(), static_cast<uint8_t>(PageState::kLocal));
+  auto dram = [&] { return rt_->Stats()[static_cast<int>(Tier::kDram)].allocated_bytes; };
+  EXPECT_LT(dram(), uint64_t{16} << 20) << "the untouched run counted in DRAM";
+  for (size_t off = 0; off < kWritten; off += kPage) memset(b + off, static_cast<int>(off / kPage % 251) + 1, kPage);
+  // Relief keeps the limit: DRAM back within it and its slack (4 MiB), pages sent out.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return dram() <= (uint64_t{20} << 20) && rt_->Counters().pages_evicted > 0; }, 60))
+      << "DRAM " << dram() << " bytes, " << rt_->Counters().pages_evicted << " evicted";
+  EXPECT_EQ(rt_->Counters().zero_fills, 0u) << "the run's first touches went through the pager";
+  size_t wrong = 0;
+  for (size_t off = 0; off < kWritten; off += kPage) {
+    const char want = static_cast<char>(off / kPage % 251 + 1);
+    wrong += b[off] != want || b[off + kPage - 1] != want;
+  }
+  EXPECT_EQ(wrong, 0u) << "pages read back wrong";
+  ASSERT_TRUE(rt_->Free(b).ok());
+}
+
 }  // namespace
 }  // namespace tiermem
