@@ -66,7 +66,7 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       }
       round += *got;
     }
-    if (round > 0 && intake_fd >= 0) {
+    if (round > 0 && intake != nullptr) {
       *intake = true;
       return true;
     }
