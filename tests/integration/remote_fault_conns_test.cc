@@ -144,12 +144,13 @@ TEST(RemoteFaultConnections, FaultsOnTheOtherServerAndZeroFillsAreServedWhileOne
   const bool served_while_held =
       testing::WaitFor([&] { return finished.load() == kThreads && zeros_done.load(); }, 60);
   const bool still_held = !held_ok.load();
+  const size_t finished_then = finished.load();
+  const bool zeros_then = zeros_done.load();
   ASSERT_EQ(kill(stopped.pid(), SIGCONT), 0);  // before any join: nothing waits for it after
   for (auto& t : threads) t.join();
   waiter.join();
-  EXPECT_TRUE(served_while_held) << finished.load() << " of " << kThreads << " threads finished, zero fills "
-                                 << (zeros_done.load() ? "done" : "not done")
-                                 << ", while the other server's read was held";
+  EXPECT_TRUE(served_while_held) << finished_then << " of " << kThreads << " threads finished, zero fills "
+                                 << (zeros_then ? "done" : "not done") << ", while the other server's read was held";
   EXPECT_TRUE(still_held);
   EXPECT_EQ(bad.load(), 0u);
   EXPECT_EQ(bad_zero.load(), 0u);
