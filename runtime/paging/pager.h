@@ -446,11 +446,12 @@ class Pager {
   // Collect for reads with failover: a read whose server fails is posted to another replica.
   // req(j) is the request of cookie j (nullptr: none); on_done(j, server) for each page read;
   // on_lost(j) for a read no replica could serve (r.last says why).
-  // Returns after a round that took replies, or when `intake_fd` (>= 0) is readable, with
-  // true (reads still out), or once none is out (false): as Collect's `intake`.
+  // Returns once no read is out (false), or with `yield` sooner, with true (reads still out):
+  // after a round that took replies, or when `intake_fd` (>= 0) is readable (Collect's
+  // `intake`).
   template <typename Req, typename OnDone, typename OnLost>
   bool CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
-                    OnDone&& on_done, OnLost&& on_lost, int intake_fd = -1);
+                    OnDone&& on_done, OnLost&& on_lost, bool yield = false, int intake_fd = -1);
   // ---- fork (pager_fork.cc, pager_fork_child.cc) ----
   // A child being served. In the parent: `fd` the child's userfaultfd (from the fork event),
   // `sock` this process's end of the pair whose other end the child holds (closed: the child

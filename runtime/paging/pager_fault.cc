@@ -194,7 +194,7 @@ void Pager::CollectFaults(FaultBatch& b) {
         }
         FatalAll(p.region->PageAddress(p.index), p.rr.ref, p.rr.last);
       },
-      b.Room() ? uffd_ : -1);
+      true, b.Room() ? uffd_ : -1);
   FinishWindows(b);
   b.Reclaim();
   if (more) TakeFaults(b);
