@@ -149,7 +149,7 @@ void Pager::FaultLoop() {
     // while taking the faults that come meanwhile, until no read is out.
     TakeFaults(b);
     while (b.ReadsOut()) CollectFaults(b);
-    if (b.read_faults > 0) ThrottleFaults(b);  // not again right after TakeFaults' own call
+    if (b.read_faults > 0 || b.reads > 0) ThrottleFaults(b);  // not again right after another call
     sampled_only = b.sampled > 0 && b.posted == 0 && !b.zeroed;
     read_remote = b.posted > 0;
   }
@@ -162,7 +162,7 @@ void Pager::ThrottleFaults(FaultBatch& b) {
   // meanwhile wait in their sockets (and their threads with them) as new faults wait in the
   // userfaultfd.
   config_.events->AfterFaults();
-  b.read_faults = b.zero_filled = 0;
+  b.read_faults = b.zero_filled = b.reads = 0;
 }
 
 void Pager::CollectFaults(FaultBatch& b) {
@@ -198,6 +198,7 @@ void Pager::CollectFaults(FaultBatch& b) {
   FinishWindows(b);
   b.Reclaim();
   if (more) TakeFaults(b);
+  if (b.Due()) ThrottleFaults(b);  // windows asked for meanwhile (FinishWindows) count too
 }
 
 void Pager::InstallFault(FaultBatch& b, size_t j, size_t server) {

@@ -105,14 +105,17 @@ struct Pager::FaultBatch {
     Pending& head = slots[slots[j].window];
     if (--head.left == 0) ready[nready++] = slots[j].window;
   }
-  // Room for another read of the userfaultfd's queue (up to 64 faults, each a read). Past
-  // kBatch pages zero-filled or kBatch faults read since the last AfterFaults, DRAM's budget is
-  // checked first (Pager::TakeFaults): faults served at once let their threads fault again
-  // right away, and a thread streaming through fresh memory must still meet the check.
-  bool Room() const {
+  // DRAM's budget is to be checked (AfterFaults) before any more is taken: kBatch faults read,
+  // pages zero-filled or reads posted (faults' and pages fetched ahead) since the last check.
+  // Faults served at once let their threads fault again right away, and a stream whose window
+  // fetched ahead always has reads out brings in pages with few faults: either must still meet
+  // the check.
+  bool Due() const {
     constexpr size_t kBatch = pager_internal::kBatch;
-    return nfree >= 64 && read_faults < kBatch && zero_filled < kBatch;
+    return read_faults >= kBatch || zero_filled >= kBatch || reads >= kBatch;
   }
+  // Room for another read of the userfaultfd's queue (up to 64 faults, each a read).
+  bool Room() const { return nfree >= 64 && !Due(); }
 
   UffdBacklog* backlog;
   OwnMapping staging_map, spare_map;
@@ -127,9 +130,9 @@ struct Pager::FaultBatch {
   size_t nready = 0;
   uint16_t order[kSlots];  // FinishWindows: the slots of the ready parts, part after part
   std::vector<size_t> outstanding = std::vector<size_t>(kMaxServers);
-  // Since the last AfterFaults (read_faults, zero_filled) or the last wait for faults
-  // (sampled, posted, zeroed): what the spin before the next wait depends on.
-  size_t read_faults = 0, zero_filled = 0, sampled = 0, posted = 0;
+  // Since the last AfterFaults (read_faults, zero_filled, reads), or since the last wait for
+  // faults (sampled, posted, zeroed: what the spin before the next wait depends on).
+  size_t read_faults = 0, zero_filled = 0, reads = 0, sampled = 0, posted = 0;
   bool zeroed = false;
   os::UffdFault faults[64];
 };

@@ -40,7 +40,7 @@ void Pager::TakeFaults(FaultBatch& b) {
     SendQueued(b.outstanding);
     if (drained) break;
   }
-  if (b.read_faults >= kBatch || b.zero_filled >= kBatch) ThrottleFaults(b);
+  if (b.Due()) ThrottleFaults(b);
 }
 
 void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
@@ -185,6 +185,7 @@ void Pager::PostFault(FaultBatch& b, Region& region, uint64_t index, uint32_t sl
   }
   b.Stage(p.rr, j);
   ++b.posted;
+  ++b.reads;
   if (!PostReplicaRead(true, p.rr, j, b.outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
   if (prefetcher_.max_window() > 0) {
     FetchAhead(b, &region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(&region), index), left);
@@ -231,6 +232,7 @@ void Pager::FetchAhead(FaultBatch& b, Region* region, uint32_t tid, const Prefet
       continue;
     }
     ++b.posted;
+    ++b.reads;
     if (head == FaultBatch::kNone) head = j;
     else b.slots[prev].next = static_cast<uint16_t>(j);
     p.window = static_cast<uint16_t>(head);
