@@ -144,8 +144,12 @@ bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
       }
     }
     for (size_t j : retry) {
+      // Gone: whole from the pieces that came after the failure in the same round, and given
+      // back by on_done (the fault handler's slots).
+      ReadReq* r = req(j);
+      if (r == nullptr) continue;
       c_->remote_failovers.fetch_add(1, std::memory_order_relaxed);
-      if (!PostReplicaRead(fault_conn, *req(j), j, outstanding)) on_lost(j);
+      if (!PostReplicaRead(fault_conn, *r, j, outstanding)) on_lost(j);
     }
     if (ok && (intake || retry.empty())) return intake;
   }

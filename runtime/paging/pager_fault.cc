@@ -186,6 +186,7 @@ void Pager::CollectFaults(FaultBatch& b) {
         // A prefetch no replica could serve: it stays remote. A thread that faulted on it
         // while it was in flight is woken to fault again (and meets the trouble itself).
         if (p.ahead) {
+          if (p.lost || p.arrived) return;  // listed twice in one round: counted in its part once
           p.region->record(p.index).state.store(S(PageState::kRemote), std::memory_order_release);
           p.lost = true;
           Wake(p.region->PageAddress(p.index), kPage);
