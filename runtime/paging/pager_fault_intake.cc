@@ -22,8 +22,9 @@ using pager_internal::kZeroBatch;
 using pager_internal::S;
 
 void Pager::TakeFaults(FaultBatch& b) {
-  // Up to kBatch faults (or zero-filled pages) since the last AfterFaults, while staging has a
-  // slot for each fault of another read; then DRAM's budget is checked, reads out or not.
+  // Until kBatch faults read, pages zero-filled or reads posted since the last AfterFaults
+  // (FaultBatch::Due), while staging has a slot for each fault of another read; then DRAM's
+  // budget is checked, reads out or not.
   while (b.Room()) {
     auto got = b.backlog->Read(b.faults, 64);
     if (!got.ok()) pager_internal::HandlerFails(got.status());
