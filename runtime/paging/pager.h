@@ -245,7 +245,7 @@ class Pager {
   // pager_fault_intake.cc: reading faults and posting their reads; pager_fault_batch.h) ----
   struct FaultBatch;
   void FaultLoop();
-  void TakeFaults(FaultBatch& b);  // what the userfaultfd queued, while the batch has room
+  void TakeFaults(FaultBatch& b);  // what the userfaultfd queued, while staging has room
   void OnFault(FaultBatch& b, const os::UffdFault& f, size_t left);  // left: of its read
   void OnWriteProtectFault(char* addr, PageRecord& rec);
   uint64_t ZeroFillRun(Region& region, uint64_t index, char* addr, const void* zeros);  // pages filled
@@ -253,9 +253,10 @@ class Pager {
                  size_t left);
   void FetchAhead(FaultBatch& b, Region* region, uint32_t tid, const Prefetcher::Ahead& a, size_t reserve);
   void CollectFaults(FaultBatch& b);  // replies as they land, and more faults meanwhile
+  void ThrottleFaults(FaultBatch& b);  // AfterFaults, and the counts since start again
   void InstallFault(FaultBatch& b, size_t j, size_t server);
   void AheadArrived(FaultBatch& b, size_t j);
-  void FinishWindows(FaultBatch& b, bool more);  // more: reads still out
+  void FinishWindows(FaultBatch& b);  // installs the parts fetched ahead that are all in
   [[noreturn]] void Fatal(const void* addr, size_t server, const Status& why);
   // No replica of the page at `addr` could be read: names every server of it.
   [[noreturn]] void FatalAll(const void* addr, const SlotRef& ref, const Status& why);
@@ -391,9 +392,10 @@ class Pager {
   // request came back, calling on_done(server, completion) for each. With nothing ready it
   // waits on every busy connection at once (Transport::WaitFd), so a slow server does not hold
   // the replies of the others; a connection without a descriptor (RDMA) is waited on alone.
-  // `intake_fd` (>= 0): also returns, with *intake set and requests still out, after a round
-  // that took replies (the caller installs what is complete) and when that descriptor becomes
-  // readable (the fault handler's userfaultfd: new faults to post meanwhile).
+  // `intake` (not null): also returns, with *intake set and requests still out, after a round
+  // that took replies (the caller installs what is complete, and its staging is free again),
+  // and when `intake_fd` (>= 0) becomes readable (the fault handler's userfaultfd: new faults
+  // to post meanwhile).
   // Fails on a poll error or a timeout. Defined in pager_collect.h, with CollectReads.
   template <typename OnDone>
   bool Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectError* err, OnDone&& on_done,
@@ -444,10 +446,12 @@ class Pager {
   // Collect for reads with failover: a read whose server fails is posted to another replica.
   // req(j) is the request of cookie j (nullptr: none); on_done(j, server) for each page read;
   // on_lost(j) for a read no replica could serve (r.last says why).
-  // `intake_fd`: as Collect's; returns true when it stopped for it (reads still out).
+  // Returns once no read is out (false), or with `yield` sooner, with true (reads still out):
+  // after a round that took replies, or when `intake_fd` (>= 0) is readable (Collect's
+  // `intake`).
   template <typename Req, typename OnDone, typename OnLost>
   bool CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
-                    OnDone&& on_done, OnLost&& on_lost, int intake_fd = -1);
+                    OnDone&& on_done, OnLost&& on_lost, bool yield = false, int intake_fd = -1);
   // ---- fork (pager_fork.cc, pager_fork_child.cc) ----
   // A child being served. In the parent: `fd` the child's userfaultfd (from the fork event),
   // `sock` this process's end of the pair whose other end the child holds (closed: the child
@@ -551,16 +555,17 @@ class Pager {
   std::unique_ptr<UffdSampler> sampler_;  // made by Init where it can work
   std::atomic<AccessSampler*> claim_watch_{nullptr};  // WatchClaims
 
-  // The fault handler's pages fetched ahead, installed after its batch's reads: `at(j)` is
-  // staging page j's destination (region null: not one of them); `installed`: already in place
-  // (InstallOneAhead on arrival), to be woken only.
+  // The fault handler's pages fetched ahead, installed once their part is in: `at(k)` is the
+  // k-th page's destination (region null: not one to install) and `page` its copy in staging;
+  // `installed`: already in place (InstallOneAhead on arrival), to be woken only.
   struct AheadPage {
     Region* region;
     uint64_t index;
     bool installed = false;
+    const char* page = nullptr;
   };
   template <typename At>  // At: AheadPage(size_t); a template, so the fault path never allocates
-  void InstallAhead(size_t n, const char* staging, const At& at);
+  void InstallAhead(size_t n, const At& at);
   // Installs one page fetched ahead from `page` (`copied`: already placed by a larger copy) and
   // marks it local and kPageAhead, without waking anyone; false (the page left remote, its copy
   // on the server) when it cannot be placed.

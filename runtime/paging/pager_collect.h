@@ -66,7 +66,7 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
       }
       round += *got;
     }
-    if (round > 0 && intake_fd >= 0) {
+    if (round > 0 && intake != nullptr) {
       *intake = true;
       return true;
     }
@@ -105,7 +105,7 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
 
 template <typename Req, typename OnDone, typename OnLost>
 bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size_t n, Req&& req,
-                         OnDone&& on_done, OnLost&& on_lost, int intake_fd) {
+                         OnDone&& on_done, OnLost&& on_lost, bool yield, int intake_fd) {
   // With one replica a failed server is fatal to the read: the caller's one error line says so.
   const bool quiet = members_ == 1;
   std::vector<size_t> retry;
@@ -122,7 +122,7 @@ bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
         on_done(j, k);
       }
       if (again) retry.push_back(j);
-    }, intake_fd, &intake);
+    }, intake_fd, yield ? &intake : nullptr);
     if (!ok) {
       // The connection failed as a whole: everything still out on the server goes elsewhere.
       if (fault_conn) servers_[cerr.server]->fault.KeepFailed(cerr.conn);
@@ -144,8 +144,12 @@ bool Pager::CollectReads(bool fault_conn, std::vector<size_t>& outstanding, size
       }
     }
     for (size_t j : retry) {
+      // Gone: whole from the pieces that came after the failure in the same round, and given
+      // back by on_done (the fault handler's slots).
+      ReadReq* r = req(j);
+      if (r == nullptr) continue;
       c_->remote_failovers.fetch_add(1, std::memory_order_relaxed);
-      if (!PostReplicaRead(fault_conn, *req(j), j, outstanding)) on_lost(j);
+      if (!PostReplicaRead(fault_conn, *r, j, outstanding)) on_lost(j);
     }
     if (ok && (intake || retry.empty())) return intake;
   }

@@ -22,6 +22,9 @@ using pager_internal::kZeroBatch;
 using pager_internal::S;
 
 void Pager::TakeFaults(FaultBatch& b) {
+  // Until kBatch faults read, pages zero-filled or reads posted since the last AfterFaults
+  // (FaultBatch::Due), while staging has a slot for each fault of another read; then DRAM's
+  // budget is checked, reads out or not.
   while (b.Room()) {
     auto got = b.backlog->Read(b.faults, 64);
     if (!got.ok()) pager_internal::HandlerFails(got.status());
@@ -38,6 +41,7 @@ void Pager::TakeFaults(FaultBatch& b) {
     SendQueued(b.outstanding);
     if (drained) break;
   }
+  if (b.Due()) ThrottleFaults(b);
 }
 
 void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
@@ -65,6 +69,7 @@ void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
     const uint32_t slot1 = rec.remote_slot.load(std::memory_order_relaxed);
     if (slot1 == 0) {
       b.zero_filled += ZeroFillRun(*region, index, addr, b.zeros);
+      b.zeroed = true;
     } else {
       PostFault(b, *region, index, slot1, f, left);
     }
@@ -75,7 +80,7 @@ void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
   const bool mine = Cas(rec, PageState::kLocal, PageState::kInFlight);
   if (!mine) {
     const uint8_t st = rec.state.load(std::memory_order_acquire);
-    // Ours in this batch, or an evictor's or fetcher's: they wake it. A page of a window fetched
+    // Ours (its read is out), or an evictor's or fetcher's: they wake it. A page of a window fetched
     // ahead: its thread reads through the window, so the next one is asked for.
     if (st == S(PageState::kInFlight)) {
       if (prefetcher_.max_window() > 0) {
@@ -170,12 +175,18 @@ uint64_t Pager::ZeroFillRun(Region& region, uint64_t index, char* addr, const vo
 void Pager::PostFault(FaultBatch& b, Region& region, uint64_t index, uint32_t slot1, const os::UffdFault& f,
                       size_t left) {
   char* addr = region.PageAddress(index);
-  const size_t j = b.pending.size();
-  FaultBatch::Pending& p = b.pending.emplace_back(FaultBatch::Pending{&region, index, f.write, os::MonotonicNanos(), false});
+  const size_t j = b.Take(FaultBatch::kNone);
+  FaultBatch::Pending& p = b.slots[j];
+  p.region = &region;
+  p.index = index;
+  p.write = f.write;
+  p.reported_ns = os::MonotonicNanos();
   if (!Locate(slot1 - 1, &p.rr.ref)) {
     Fatal(addr, first_connected_, Internal("page slot " + std::to_string(slot1 - 1) + " has no server"));
   }
   b.Stage(p.rr, j);
+  ++b.posted;
+  ++b.reads;
   if (!PostReplicaRead(true, p.rr, j, b.outstanding)) FatalAll(addr, p.rr.ref, p.rr.last);
   if (prefetcher_.max_window() > 0) {
     FetchAhead(b, &region, f.tid, prefetcher_.OnFault(f.tid, reinterpret_cast<uintptr_t>(&region), index), left);
@@ -186,16 +197,15 @@ void Pager::FetchAhead(FaultBatch& b, Region* region, uint32_t tid, const Prefet
   // After a remote fault (Prefetcher::OnFault) or a fault on a page of a window in flight
   // (OnHit): the pages the prefetcher predicts along the thread's stream (prefetch.h) that are
   // remote with a copy on a server are claimed and their reads posted (behind the fault's own),
-  // leaving `reserve` staging pages for the faults still to post. A faulted page's thread is
+  // leaving `reserve` staging slots for the faults still to post. A faulted page's thread is
   // woken as its page is in, so no thread waits for its prefetches. Installed in parts of
-  // kAheadPart pages, each once all of it is in (its first page's place in `pending` names
-  // it): the reader wakes after the first part while the rest is still in flight, meets the
-  // next part in flight, and that hit asks for the next window (OnHit), so the stream keeps a
-  // window in flight ahead of the reader.
-  constexpr uint32_t kAheadPart = 8;
-  size_t window = b.pending.size();
-  for (uint32_t k = 1; k <= a.count && b.pending.size() + reserve < kBatch; ++k) {
-    if ((k - 1) % kAheadPart == 0) window = b.pending.size();
+  // kAheadPart pages, each once all of it is in (its pages linked from its first page's slot):
+  // the reader wakes after the first part while the rest is still in flight, meets the next
+  // part in flight, and that hit asks for the next window (OnHit), so the stream keeps a window
+  // in flight ahead of the reader.
+  size_t head = FaultBatch::kNone, prev = FaultBatch::kNone;
+  for (uint32_t k = 1; k <= a.count && b.nfree > reserve; ++k) {
+    if ((k - 1) % FaultBatch::kAheadPart == 0) head = prev = FaultBatch::kNone;
     const int64_t at = static_cast<int64_t>(a.from) + a.stride * static_cast<int64_t>(k);
     if (at < 0 || static_cast<uint64_t>(at) >= region->pages()) break;
     PageRecord& r = region->record(static_cast<uint64_t>(at));
@@ -206,18 +216,29 @@ void Pager::FetchAhead(FaultBatch& b, Region* region, uint32_t tid, const Prefet
       r.state.store(S(PageState::kRemote), std::memory_order_release);
       continue;
     }
-    const size_t j = b.pending.size();
-    FaultBatch::Pending& p = b.pending.emplace_back(FaultBatch::Pending{region, static_cast<uint64_t>(at), false, 0, true});
+    // Beside the part's page before it in staging where that slot is free: one copy installs both.
+    const size_t j = b.Take(prev == FaultBatch::kNone ? FaultBatch::kNone : prev + 1);
+    FaultBatch::Pending& p = b.slots[j];
+    p.region = region;
+    p.index = static_cast<uint64_t>(at);
+    p.ahead = true;
     p.early = a.stride != 1;
-    p.window = window;
     p.tid = tid;
     p.rr.ref = ref;
     b.Stage(p.rr, j);
     // No replica to read from: nobody needs the page yet; a fault on it meets the trouble.
     if (!PostReplicaRead(true, p.rr, j, b.outstanding)) {
       r.state.store(S(PageState::kRemote), std::memory_order_release);
-      b.pending.pop_back();
+      b.Give(j);
+      continue;
     }
+    ++b.posted;
+    ++b.reads;
+    if (head == FaultBatch::kNone) head = j;
+    else b.slots[prev].next = static_cast<uint16_t>(j);
+    p.window = static_cast<uint16_t>(head);
+    ++b.slots[head].left;
+    prev = j;
   }
 }
 

@@ -44,7 +44,8 @@ class PagingEvents {
   // were reported by OnEvicted first): a thread waiting for DRAM to have room may look again.
   // Writer thread.
   virtual void OnWindowDone() {}
-  // The fault handler served a batch of faults and woke their threads: the core checks DRAM's
+  // The fault handler served faults and woke their threads (it calls this whenever no read of
+  // its own is out, and after every kBatch faults taken while some are): the core checks DRAM's
   // budget here and may hold the handler back (bounded, the one call allowed to wait) while the
   // policy thread makes room. Fault handler thread.
   virtual void AfterFaults() {}

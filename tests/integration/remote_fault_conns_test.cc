@@ -1,7 +1,7 @@
 // Many threads faulting at once: a fault's read waits behind no other fault's read. Over a
 // server's several fault connections (TIERMEM_FAULT_CONNECTIONS) eight threads' faults are all
-// served, intact; with one of two servers stopped, eight threads faulting on the other's pages
-// are all served while a read from the stopped one is held.
+// served, intact; with one of two servers stopped, eight threads faulting on the other's pages,
+// and a thread touching fresh memory, are all served while a read from the stopped one is held.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -90,23 +90,39 @@ TEST(RemoteFaultConnections, EightThreadsFaultingOverFourConnectionsAreAllServed
   EXPECT_EQ(pager->server_stats()[0].faults - faults0, kPages);
 }
 
-TEST(RemoteFaultConnections, EightThreadsFaultingOnOneServerAreServedWhileTheOthersReadIsHeld) {
+// A thread of its own touches `pages` fresh pages of the remote tier (never written: each first
+// touch a zero fill, no server involved); `done` is set when all of them read zero, `bad`
+// counts those that did not.
+std::thread ZeroReader(uint8_t* base, size_t pages, std::atomic<bool>* done, std::atomic<size_t>* bad) {
+  return std::thread([=] {
+    for (size_t i = 0; i < pages; ++i) {
+      const uint8_t* p = base + i * kPage;
+      if (p[0] != 0 || p[kPage / 2] != 0 || p[kPage - 1] != 0) bad->fetch_add(1);
+    }
+    done->store(true);
+  });
+}
+
+TEST(RemoteFaultConnections, FaultsOnTheOtherServerAndZeroFillsAreServedWhileOneReadIsHeld) {
   if (MemdProcess::Scheme() != "tcp") GTEST_SKIP() << "RDMA completions are waited for one connection at a time";
   MemdProcess a, b;
   ASSERT_TRUE(a.Start({"--capacity", "64M", "--no-rdma"}));
   ASSERT_TRUE(b.Start({"--capacity", "64M", "--no-rdma"}));
-  std::unique_ptr<Runtime> rt = Start(a.url() + "," + b.url(), 2);
+  std::unique_ptr<Runtime> rt = Start(a.url() + "," + b.url(), 1);
   ASSERT_NE(rt, nullptr);
   Pager* pager = ImplOf(*rt)->pager();
-  // 16 pages a thread: a batch of the handler holds at most kBatch - 64 reads (its staging), and
-  // one it cannot finish (the held read) takes no faults beyond that until the read is in.
-  constexpr size_t kPages = 128;
+  // 64 pages a thread: twice the handler's staging (kBatch slots) in all, so the faults behind
+  // the held one are served only if slots are reused while it is out, and more than kBatch
+  // faults are taken meanwhile (each kBatch of them meets DRAM's budget check).
+  constexpr size_t kPages = 512;
   uint8_t* held_run = EvictedRun(*rt, kPages, 0);
   ASSERT_NE(held_run, nullptr);
   const size_t held = pager->server_stats()[0].pages == kPages ? 0 : 1;  // the first run's server
   uint8_t* served_run = EvictedRun(*rt, kPages, kPages);
   ASSERT_NE(served_run, nullptr);
   ASSERT_EQ(pager->server_stats()[1 - held].pages, kPages);  // the second run on the other server
+  auto fresh = rt->Allocate(4 * kPages * kPage, Tier::kRemote);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   MemdProcess& stopped = held == 0 ? a : b;
   ASSERT_TRUE(testing::StopProcess(stopped.pid()));
 
@@ -120,18 +136,26 @@ TEST(RemoteFaultConnections, EightThreadsFaultingOnOneServerAreServedWhileTheOth
       [&] { return region->record(index).state.load() == static_cast<uint8_t>(PageState::kInFlight); }, 60));
 
   const uint64_t faults0 = pager->server_stats()[1 - held].faults;
-  std::atomic<size_t> finished{0}, bad{0};
+  const uint64_t zero0 = rt->Counters().zero_fills;
+  std::atomic<size_t> finished{0}, bad{0}, bad_zero{0};
+  std::atomic<bool> zeros_done{false};
   std::vector<std::thread> threads = Readers(served_run, kPages, kPages, &finished, &bad);
-  const bool served_while_held = testing::WaitFor([&] { return finished.load() == kThreads; }, 60);
+  threads.push_back(ZeroReader(static_cast<uint8_t*>(*fresh), 4 * kPages, &zeros_done, &bad_zero));
+  const bool served_while_held =
+      testing::WaitFor([&] { return finished.load() == kThreads && zeros_done.load(); }, 60);
   const bool still_held = !held_ok.load();
+  const size_t finished_then = finished.load();
+  const bool zeros_then = zeros_done.load();
   ASSERT_EQ(kill(stopped.pid(), SIGCONT), 0);  // before any join: nothing waits for it after
   for (auto& t : threads) t.join();
   waiter.join();
-  EXPECT_TRUE(served_while_held) << finished.load() << " of " << kThreads
-                                 << " threads finished while the other server's read was held";
+  EXPECT_TRUE(served_while_held) << finished_then << " of " << kThreads << " threads finished, zero fills "
+                                 << (zeros_then ? "done" : "not done") << ", while the other server's read was held";
   EXPECT_TRUE(still_held);
   EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(bad_zero.load(), 0u);
   EXPECT_EQ(pager->server_stats()[1 - held].faults - faults0, kPages);
+  EXPECT_GE(rt->Counters().zero_fills - zero0, 4 * kPages);
   EXPECT_TRUE(held_ok.load());  // the held page arrives once its server goes on
   for (size_t i = 1; i < kPages; ++i) EXPECT_TRUE(CheckPage(held_run + i * kPage, i)) << i;
 }
