@@ -232,6 +232,21 @@ class Migrator {
   // returns the pages evicted. MaybeRelieve: the same, only when the handler asked for it.
   uint64_t Relieve();
   void MaybeRelieve();
+  // Relieve's steps (migrator_relief.cc), on the policy thread.
+  struct ReliefPass {
+    bool background = false;    // batches queued to the writer, not waited for
+    uint64_t evicted = 0;       // pages sent down so far
+    uint64_t spare_left = 0;    // second chances this relief may still give
+    uint64_t spared_total = 0;  // second chances given
+  };
+  struct Victim;
+  uint64_t ReliefDramPages(bool background) const;  // DRAM's pages, less those leaving (background)
+  bool ReliefPaused();  // the remote tier was full a moment ago: relief waits (and says so)
+  void SpareHot(const std::vector<Victim>& popped, uint64_t now, ReliefPass* pass, std::vector<char*>* batch);
+  bool EvictReliefBatch(const std::vector<char*>& batch, uint64_t now, ReliefPass* pass);
+  StatusOr<MigrateResult> ReliefEvict(const std::vector<char*>& pages, bool background);
+  void CountRelief(uint64_t pages, ReliefPass* pass);
+  void ReliefProgress();  // a batch went down: relief is not stuck, and waiters are woken
   // Whether `pages` relief victims fit on the CXL tier below its low watermark.
   bool ReliefRoomOnCxl(size_t pages) const;
   // A page popped from a ring; `spared`: its entry was requeued by a second chance already.

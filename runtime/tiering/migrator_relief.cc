@@ -233,62 +233,32 @@ void Migrator::RequeueVictims(const std::vector<char*>& pages, bool spared) {
   }
 }
 
+// One relief, in steps: pause while the remote tier is full (ReliefPaused); then, while DRAM is
+// over its target, pop a batch of victims, spare the ones the policy holds hot (SpareHot), and
+// send the rest down (EvictReliefBatch). Every step runs on the policy thread.
 uint64_t Migrator::Relieve() {
   // In the background (config_.relief_background), relief queues its batches like the plan's
   // evictions and counts DRAM less every page still in flight (they leave as their writes are
   // acknowledged, and the fault handler held back is woken then: OnLeftDram); the policy thread's
   // rounds settle them. Where no round runs (mode off) each relief settles the last one's.
   // Otherwise relief waits for each batch, and first for the plan's evictions in flight.
-  const bool background = config_.relief_background && config_.evict_background;
-  if (!background || !plans_) SettleEvictions();
-  auto dram_pages = [&] {
-    const uint64_t usage = mover_->TierPages(Tier::kDram);
-    const uint64_t leaving = background ? mover_->EvictionsPending() : 0;
-    return usage > leaving ? usage - leaving : 0;
-  };
-  auto evict = [&](const std::vector<char*>& pages) {
-    if (!background) return mover_->EvictPages(pages);
-    auto r = mover_->EvictPagesBackground(pages);
-    if (r.ok()) evictions_queued_ += r->pages_moved;
-    return r;
-  };
+  ReliefPass pass;
+  pass.background = config_.relief_background && config_.evict_background;
+  if (!pass.background || !plans_) SettleEvictions();
   // Down to half the slack below the budget, so that one relief buys room for several batches.
   const uint64_t budget = Budget();
   const uint64_t target = budget > slack_pages_ / 2 ? budget - slack_pages_ / 2 : 0;
-  const size_t page = config_.page_size;
-  uint64_t evicted = 0;
-  std::vector<Victim> popped;
-  std::vector<char*> batch, spared;
-  // Second chance, the Policy's decision (Policy::ReliefSpares): a victim it holds hot goes back
-  // to the ring's new end instead. Under remote-fault sampling a resident page is never seen, so heat
-  // cannot tell a page still in use from one that was used once: each residency gets one second
-  // chance (CLOCK's one bit), and a page in use that is evicted after it comes back at its next
-  // touch, hot again. Under access sampling the heat is current, and a page stays while it is
-  // caught in use. Either way at most as many pages are spared in one relief as the ring held
-  // entries when it began; past that, hot pages are evicted too (the limit is kept before the
-  // heat), and the loop ends: each turn pops at least one entry, and no more are requeued.
-  uint64_t spare_left;
+  // At most as many pages are spared in one relief as the ring held entries when it began
+  // (SpareHot), so the loop ends: each turn pops at least one entry, and past that none is requeued.
   {
     SpinGuard g(ring_lock_);
-    spare_left = ring_head_ - ring_tail_;
+    pass.spare_left = ring_head_ - ring_tail_;
   }
-  uint64_t spared_total = 0;
-  // Each batch is counted as soon as it is out (relief_pages, and the policy thread's
-  // demotions), not when the step ends: a reader of the counters right after a page left sees it.
-  auto count = [&](uint64_t pages) {
-    if (pages == 0) return;
-    evicted += pages;
-    counters_->budget_relief_pages.fetch_add(pages, std::memory_order_relaxed);
-    counters_->demotions.fetch_add(pages, std::memory_order_relaxed);  // the policy thread's, like the plan's
-  };
-  if (config_.clock->NowNanos() < relief_retry_ns_.load(std::memory_order_acquire)) {
-    relief_stuck_.store(true, std::memory_order_release);  // the remote tier is full: wait
-    std::lock_guard<std::mutex> lock(relief_mu_);
-    relief_cv_->notify_all();
-    return 0;
-  }
+  if (ReliefPaused()) return 0;
+  std::vector<Victim> popped;
+  std::vector<char*> batch;
   for (;;) {
-    const uint64_t usage = dram_pages();
+    const uint64_t usage = ReliefDramPages(pass.background);
     if (usage <= target) break;
     popped.clear();
     // The pages fetched ahead that nobody touched, then the pages the watch has seen untouched
@@ -303,90 +273,141 @@ uint64_t Migrator::Relieve() {
       break;
     }
     const uint64_t now = os::MonotonicNanos();
-    batch.clear();
-    spared.clear();
-    for (const Victim& v : popped) {
-      if (!v.watched && policy_->ReliefSpares(reinterpret_cast<uintptr_t>(v.addr) / page, v.spared, sampling_, &spare_left, now)) {
-        spared.push_back(v.addr);
-      } else {
-        batch.push_back(v.addr);
-      }
-    }
-    if (!spared.empty()) {
-      RequeueVictims(spared, true);
-      spared_total += spared.size();
-    }
-    std::sort(batch.begin(), batch.end());
-    batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+    SpareHot(popped, now, &pass, &batch);
     if (batch.empty()) continue;
-    if (sampling_) {
-      for (char* p : batch) {
-        sampler_->Release(p, page);
-        policy_->LeftWatch(reinterpret_cast<uintptr_t>(p) / page);  // not carried into the next round
-      }
-    }
-    // With a CXL tier that has room, the victims go there: the plan then sends the coldest of
-    // CXL on to remote (by heat, which the ring knows nothing of), so a warm page that faulted
-    // back is not sent remote again behind the plan's back. A refusal sends them remote.
-    if (ReliefRoomOnCxl(batch.size())) {
-      auto m = mover_->MovePages(batch, Tier::kCxl);
-      if (m.ok() && m->pages_failed == 0) {
-        count(m->pages_moved + m->pages_already_there);
-        relief_stuck_.store(false, std::memory_order_release);
-        relief_epoch_.fetch_add(1, std::memory_order_acq_rel);
-        std::lock_guard<std::mutex> lock(relief_mu_);
-        relief_cv_->notify_all();
-        continue;
-      }
-      if (!m.ok()) TM_LOG_DEBUG("tiering: budget relief to cxl: %s", m.status().ToString().c_str());
-    }
-    auto r = evict(batch);
-    if (!r.ok()) {
-      // A victim was freed since it was popped (the whole call is refused): the rest go one by
-      // one. Any other failure (a server refusing) ends this relief; the next nudge tries again.
-      if (r.status().code() != StatusCode::kInvalidArgument) {
-        TM_LOG_DEBUG("tiering: budget relief: %s", r.status().ToString().c_str());
-        if (r.status().code() == StatusCode::kResourceExhausted) {
-          // Every server is full (the runtime has said so): keep the victims, pause relief.
-          RequeueVictims(batch, false);
-          relief_retry_ns_.store(config_.clock->NowNanos() + kReliefFullRetryNs, std::memory_order_release);
-        }
-        relief_stuck_.store(true, std::memory_order_release);
-        break;
-      }
-      uint64_t moved = 0;
-      for (char* p : batch) {
-        auto one = evict({p});
-        if (!one.ok()) continue;
-        moved += one->pages_moved;
-        policy_->NoteEviction(reinterpret_cast<uintptr_t>(p) / page);
-      }
-      count(moved);
-    } else {
-      count(r->pages_moved);
-      for (char* p : batch) policy_->NoteEviction(reinterpret_cast<uintptr_t>(p) / page);
-    }
-    // Under remote-fault sampling nothing was seen of these pages while they were here: their
-    // heat is carried to now undecayed, so the time to their next fault decides how hot they
-    // come back (Policy::Evicted). Access sampling saw them, and their heat stands.
-    if (!sampling_) {
-      for (char* p : batch) policy_->Evicted(reinterpret_cast<uintptr_t>(p) / page, now);
-    }
-    relief_stuck_.store(false, std::memory_order_release);
-    relief_epoch_.fetch_add(1, std::memory_order_acq_rel);
-    std::lock_guard<std::mutex> lock(relief_mu_);
-    relief_cv_->notify_all();
+    if (!EvictReliefBatch(batch, now, &pass)) break;
   }
   {
     std::lock_guard<std::mutex> lock(relief_mu_);
     relief_cv_->notify_all();
   }
   TM_LOG_DEBUG("tiering: budget relief: %llu pages evicted, %llu hot ones spared, dram %llu pages (budget %llu)%s",
-               static_cast<unsigned long long>(evicted), static_cast<unsigned long long>(spared_total),
+               static_cast<unsigned long long>(pass.evicted), static_cast<unsigned long long>(pass.spared_total),
                static_cast<unsigned long long>(mover_->TierPages(Tier::kDram)),
                static_cast<unsigned long long>(Budget()),
                relief_stuck_.load() ? ", nothing left to evict" : "");
-  return evicted;
+  return pass.evicted;
+}
+
+uint64_t Migrator::ReliefDramPages(bool background) const {
+  const uint64_t usage = mover_->TierPages(Tier::kDram);
+  const uint64_t leaving = background ? mover_->EvictionsPending() : 0;
+  return usage > leaving ? usage - leaving : 0;
+}
+
+bool Migrator::ReliefPaused() {
+  if (config_.clock->NowNanos() >= relief_retry_ns_.load(std::memory_order_acquire)) return false;
+  relief_stuck_.store(true, std::memory_order_release);  // the remote tier is full: wait
+  std::lock_guard<std::mutex> lock(relief_mu_);
+  relief_cv_->notify_all();
+  return true;
+}
+
+// Second chance, the Policy's decision (Policy::ReliefSpares): a victim it holds hot goes back
+// to the ring's new end instead. Under remote-fault sampling a resident page is never seen, so heat
+// cannot tell a page still in use from one that was used once: each residency gets one second
+// chance (CLOCK's one bit), and a page in use that is evicted after it comes back at its next
+// touch, hot again. Under access sampling the heat is current, and a page stays while it is
+// caught in use. Either way at most pass->spare_left pages are spared; past that, hot pages are
+// evicted too (the limit is kept before the heat).
+void Migrator::SpareHot(const std::vector<Victim>& popped, uint64_t now, ReliefPass* pass, std::vector<char*>* batch) {
+  const size_t page = config_.page_size;
+  std::vector<char*> spared;
+  batch->clear();
+  for (const Victim& v : popped) {
+    if (!v.watched && policy_->ReliefSpares(reinterpret_cast<uintptr_t>(v.addr) / page, v.spared, sampling_, &pass->spare_left, now)) {
+      spared.push_back(v.addr);
+    } else {
+      batch->push_back(v.addr);
+    }
+  }
+  if (!spared.empty()) {
+    RequeueVictims(spared, true);
+    pass->spared_total += spared.size();
+  }
+  std::sort(batch->begin(), batch->end());
+  batch->erase(std::unique(batch->begin(), batch->end()), batch->end());
+}
+
+// Each batch is counted as soon as it is out (relief_pages, and the policy thread's demotions),
+// not when the relief ends: a reader of the counters right after a page left sees it.
+void Migrator::CountRelief(uint64_t pages, ReliefPass* pass) {
+  if (pages == 0) return;
+  pass->evicted += pages;
+  counters_->budget_relief_pages.fetch_add(pages, std::memory_order_relaxed);
+  counters_->demotions.fetch_add(pages, std::memory_order_relaxed);  // the policy thread's, like the plan's
+}
+
+void Migrator::ReliefProgress() {
+  relief_stuck_.store(false, std::memory_order_release);
+  relief_epoch_.fetch_add(1, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> lock(relief_mu_);
+  relief_cv_->notify_all();
+}
+
+StatusOr<MigrateResult> Migrator::ReliefEvict(const std::vector<char*>& pages, bool background) {
+  if (!background) return mover_->EvictPages(pages);
+  auto r = mover_->EvictPagesBackground(pages);
+  if (r.ok()) evictions_queued_ += r->pages_moved;
+  return r;
+}
+
+// Sends one batch of victims down: to CXL where it has room, else to the remote tier. Returns
+// false when relief should end (a server refused; with every server full, relief pauses).
+bool Migrator::EvictReliefBatch(const std::vector<char*>& batch, uint64_t now, ReliefPass* pass) {
+  const size_t page = config_.page_size;
+  if (sampling_) {
+    for (char* p : batch) {
+      sampler_->Release(p, page);
+      policy_->LeftWatch(reinterpret_cast<uintptr_t>(p) / page);  // not carried into the next round
+    }
+  }
+  // With a CXL tier that has room, the victims go there: the plan then sends the coldest of
+  // CXL on to remote (by heat, which the ring knows nothing of), so a warm page that faulted
+  // back is not sent remote again behind the plan's back. A refusal sends them remote.
+  if (ReliefRoomOnCxl(batch.size())) {
+    auto m = mover_->MovePages(batch, Tier::kCxl);
+    if (m.ok() && m->pages_failed == 0) {
+      CountRelief(m->pages_moved + m->pages_already_there, pass);
+      ReliefProgress();
+      return true;
+    }
+    if (!m.ok()) TM_LOG_DEBUG("tiering: budget relief to cxl: %s", m.status().ToString().c_str());
+  }
+  auto r = ReliefEvict(batch, pass->background);
+  if (!r.ok()) {
+    // A victim was freed since it was popped (the whole call is refused): the rest go one by
+    // one. Any other failure (a server refusing) ends this relief; the next nudge tries again.
+    if (r.status().code() != StatusCode::kInvalidArgument) {
+      TM_LOG_DEBUG("tiering: budget relief: %s", r.status().ToString().c_str());
+      if (r.status().code() == StatusCode::kResourceExhausted) {
+        // Every server is full (the runtime has said so): keep the victims, pause relief.
+        RequeueVictims(batch, false);
+        relief_retry_ns_.store(config_.clock->NowNanos() + kReliefFullRetryNs, std::memory_order_release);
+      }
+      relief_stuck_.store(true, std::memory_order_release);
+      return false;
+    }
+    uint64_t moved = 0;
+    for (char* p : batch) {
+      auto one = ReliefEvict({p}, pass->background);
+      if (!one.ok()) continue;
+      moved += one->pages_moved;
+      policy_->NoteEviction(reinterpret_cast<uintptr_t>(p) / page);
+    }
+    CountRelief(moved, pass);
+  } else {
+    CountRelief(r->pages_moved, pass);
+    for (char* p : batch) policy_->NoteEviction(reinterpret_cast<uintptr_t>(p) / page);
+  }
+  // Under remote-fault sampling nothing was seen of these pages while they were here: their
+  // heat is carried to now undecayed, so the time to their next fault decides how hot they
+  // come back (Policy::Evicted). Access sampling saw them, and their heat stands.
+  if (!sampling_) {
+    for (char* p : batch) policy_->Evicted(reinterpret_cast<uintptr_t>(p) / page, now);
+  }
+  ReliefProgress();
+  return true;
 }
 
 bool Migrator::ReliefRoomOnCxl(size_t pages) const {
