@@ -286,6 +286,9 @@ class Pager {
   // A new range led by `lead` and its replicas on the roomiest other servers; its index.
   // ResourceExhausted when `lead` refused (*lead_refused) or too few others could take it.
   StatusOr<size_t> NewRange(size_t lead, bool* lead_refused);
+  uint64_t FirstAsk(size_t lead) const;  // NewRange's steps (pager_slots.cc), io_mu_ held
+  void JoinReplicas(size_t lead, uint64_t count, uint64_t now, Range* range, Status* last);
+  StatusOr<size_t> AddRange(std::unique_ptr<Range> range);
   bool Locate(uint64_t slot, SlotRef* out) const;  // takes slots_mu_
   bool Healthy(const Range& r) const;              // every member up
   bool Usable(size_t server) const {

@@ -174,20 +174,11 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   // Ask memd for a chunk of slots; when it refuses (capacity or quota), or too few other servers
   // grant the same count for the replicas, ask for less, down to one page, before calling the
   // lead full (or the replicas unplaceable).
-  const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
-  const uint64_t quota = s.quota.load(std::memory_order_relaxed);
-  uint64_t want = config_.slot_chunk;
-  if (members_ > 1) {
-    // Smaller groups, so copies spread over every pairing of servers (and a lost server's
-    // pages are restored from, and to, several) rather than two servers filling in step.
-    want = std::min(want, kReplicaRangeSlots / per_slot_);
-    if (quota != 0) want = std::min(want, std::max<uint64_t>(quota / 4, 256));
-  }
-  if (quota != 0) want = std::min(want, quota > held ? quota - held : 0);
   Status last = ResourceExhausted("memory server " + s.name + ": quota reached");
   bool lead_granted = false;
   auto owned = std::make_unique<Range>();
   Range& range = *owned;
+  uint64_t want = FirstAsk(lead);
   for (; want > 0; want /= 2) {
     c_->placement_allocs.fetch_add(1, std::memory_order_relaxed);
     auto r = s.io->AllocSlots(want);
@@ -205,32 +196,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     range.n = 1;
     range.m[0] = MemberOn(lead, *r);
     if (members_ == 1) break;
-    // The other replicas: the roomiest usable servers that grant the same count (and did not
-    // refuse a single slot within the last second).
-    std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
-    for (size_t k = 0; k < servers_.size(); ++k) {
-      if (k == lead || !Placeable(k) || servers_[k]->full_until_ns.load(std::memory_order_relaxed) > now) continue;
-      order.emplace_back(Room(k), k);
-    }
-    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (const auto& [room, k] : order) {
-      if (range.n == members_) break;
-      c_->placement_allocs.fetch_add(1, std::memory_order_relaxed);
-      auto got = servers_[k]->io->AllocSlots(r->count);
-      if (got.ok()) {
-        range.m[range.n++] = MemberOn(k, *got);
-      } else {
-        last = got.status();
-        if (got.status().code() != StatusCode::kResourceExhausted) {
-          MarkDown(k, got.status());
-        } else if (r->count == 1) {
-          // Not one slot: full at memd, as a lead that refuses one is. Not asked to join (or
-          // lead) a group for a second, so the pages that follow do not ask it again each.
-          servers_[k]->full_until_ns.store(Now() + kFullRetryNs, std::memory_order_relaxed);
-          servers_[k]->refused.store(true, std::memory_order_relaxed);
-        }
-      }
-    }
+    JoinReplicas(lead, r->count, now, &range, &last);
     if (range.n == members_) break;
     for (uint32_t i = 0; i < range.n; ++i) (void)servers_[range.m[i].server]->io->FreeSlots(range.m[i].memd);
     range.n = 0;
@@ -245,8 +211,60 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
     return ResourceExhausted("remote tier: fewer than " + std::to_string(members_) +
                              " memory servers can take pages (" + Redundancy() + "): " + last.message());
   }
-  s.refused.store(false, std::memory_order_relaxed);
-  for (uint32_t i = 1; i < range.n; ++i) servers_[range.m[i].server]->refused.store(false, std::memory_order_relaxed);
+  return AddRange(std::move(owned));
+}
+
+// The first chunk NewRange asks `lead` for: config_.slot_chunk, less with replicas or a quota.
+uint64_t Pager::FirstAsk(size_t lead) const {
+  const Server& s = *servers_[lead];
+  const uint64_t held = s.c->slots.load(std::memory_order_relaxed);
+  const uint64_t quota = s.quota.load(std::memory_order_relaxed);
+  uint64_t want = config_.slot_chunk;
+  if (members_ > 1) {
+    // Smaller groups, so copies spread over every pairing of servers (and a lost server's
+    // pages are restored from, and to, several) rather than two servers filling in step.
+    want = std::min(want, kReplicaRangeSlots / per_slot_);
+    if (quota != 0) want = std::min(want, std::max<uint64_t>(quota / 4, 256));
+  }
+  if (quota != 0) want = std::min(want, quota > held ? quota - held : 0);
+  return want;
+}
+
+// The other members of a new range: the roomiest usable servers that grant `count` memd slots
+// too (and did not refuse a single slot within the last second), until the range has members_.
+// A refusal is kept in *last; a server that refuses one slot is not asked again for a second.
+void Pager::JoinReplicas(size_t lead, uint64_t count, uint64_t now, Range* range, Status* last) {
+  std::vector<std::pair<uint64_t, size_t>> order;  // (room, server)
+  for (size_t k = 0; k < servers_.size(); ++k) {
+    if (k == lead || !Placeable(k) || servers_[k]->full_until_ns.load(std::memory_order_relaxed) > now) continue;
+    order.emplace_back(Room(k), k);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [room, k] : order) {
+    if (range->n == members_) break;
+    c_->placement_allocs.fetch_add(1, std::memory_order_relaxed);
+    auto got = servers_[k]->io->AllocSlots(count);
+    if (got.ok()) {
+      range->m[range->n++] = MemberOn(k, *got);
+      continue;
+    }
+    *last = got.status();
+    if (got.status().code() != StatusCode::kResourceExhausted) {
+      MarkDown(k, got.status());
+    } else if (count == 1) {
+      // Not one slot: full at memd, as a lead that refuses one is. Not asked to join (or
+      // lead) a group for a second, so the pages that follow do not ask it again each.
+      servers_[k]->full_until_ns.store(Now() + kFullRetryNs, std::memory_order_relaxed);
+      servers_[k]->refused.store(true, std::memory_order_relaxed);
+    }
+  }
+}
+
+// Numbers a range whose members all granted their slots, and lists it; its index. Its members
+// are no longer refused. ResourceExhausted (its slots given back) past 2^32 pager slots.
+StatusOr<size_t> Pager::AddRange(std::unique_ptr<Range> owned) {
+  Range& range = *owned;
+  for (uint32_t i = 0; i < range.n; ++i) servers_[range.m[i].server]->refused.store(false, std::memory_order_relaxed);
   if (next_slot_ + range.count >= (1ull << 32)) {
     for (uint32_t i = 0; i < range.n; ++i) (void)servers_[range.m[i].server]->io->FreeSlots(range.m[i].memd);
     return ResourceExhausted("remote tier: more than 2^32 pages on memory servers");
@@ -258,7 +276,7 @@ StatusOr<size_t> Pager::NewRange(size_t lead, bool* lead_refused) {
   for (uint32_t i = 0; i < range.n; ++i) {
     servers_[range.m[i].server]->c->slots.fetch_add(range.m[i].memd.count, std::memory_order_relaxed);
   }
-  s.healthy_free.fetch_add(range.count, std::memory_order_relaxed);
+  servers_[range.m[0].server]->healthy_free.fetch_add(range.count, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(slots_mu_);
   ranges_.push_back(std::move(owned));
   return ranges_.size() - 1;

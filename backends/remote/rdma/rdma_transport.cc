@@ -78,39 +78,53 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
   cm_ = v_ != nullptr ? RdmaCm(&why) : nullptr;
   if (v_ == nullptr || cm_ == nullptr) return Unavailable("memory server " + name() + ": no RDMA: " + why.message());
   TIERMEM_RETURN_IF_ERROR(control_.Connect(token, timeout_ms_, join));
-  auto fail = [&](Status s) {
+  Status s = ResolveRoute();
+  if (s.ok()) s = CreateQueues();
+  if (s.ok()) s = Establish();
+  if (!s.ok()) {
     Teardown();
     control_.Close();
     return s;
-  };
+  }
+  quota_pages_ = control_.quota_pages();
+  capacity_pages_ = control_.capacity_pages();
+  broken_ = Status::Ok();
+  return Status::Ok();
+}
+
+// Connect's steps; on a failure Connect tears down whatever was made.
+// The CM id, its address and its route to the server.
+Status RdmaTransport::ResolveRoute() {
   channel_ = cm_->create_event_channel();
-  if (channel_ == nullptr) return fail(ErrnoToStatus(errno, "rdma_create_event_channel"));
-  if (cm_->create_id(channel_, &id_, nullptr, RDMA_PS_TCP) != 0) return fail(ErrnoToStatus(errno, "rdma_create_id"));
+  if (channel_ == nullptr) return ErrnoToStatus(errno, "rdma_create_event_channel");
+  if (cm_->create_id(channel_, &id_, nullptr, RDMA_PS_TCP) != 0) return ErrnoToStatus(errno, "rdma_create_id");
   addrinfo hints{};
   hints.ai_family = AF_INET;
   addrinfo* res = nullptr;
   if (getaddrinfo(endpoint_.host.c_str(), std::to_string(endpoint_.port).c_str(), &hints, &res) != 0 || res == nullptr) {
-    return fail(Unavailable("cannot resolve " + endpoint_.host));
+    return Unavailable("cannot resolve " + endpoint_.host);
   }
   int rc = cm_->resolve_addr(id_, nullptr, res->ai_addr, int(timeout_ms_));
   freeaddrinfo(res);
-  if (rc != 0) return fail(Unavailable("memory server " + name() + ": rdma_resolve_addr: " + strerror(errno)));
-  Status s = WaitEvent(RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms_);
-  if (!s.ok()) return fail(s);
-  if (cm_->resolve_route(id_, int(timeout_ms_)) != 0) return fail(ErrnoToStatus(errno, "rdma_resolve_route"));
-  s = WaitEvent(RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms_);
-  if (!s.ok()) return fail(s);
+  if (rc != 0) return Unavailable("memory server " + name() + ": rdma_resolve_addr: " + strerror(errno));
+  TIERMEM_RETURN_IF_ERROR(WaitEvent(RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms_));
+  if (cm_->resolve_route(id_, int(timeout_ms_)) != 0) return ErrnoToStatus(errno, "rdma_resolve_route");
+  return WaitEvent(RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms_);
+}
 
+// The protection domain, the completion queue and its channel, the queue pair, and the
+// registered staging pages.
+Status RdmaTransport::CreateQueues() {
   pd_ = v_->alloc_pd(id_->verbs);
-  if (pd_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_alloc_pd"));
+  if (pd_ == nullptr) return ErrnoToStatus(errno, "ibv_alloc_pd");
   comp_channel_ = v_->create_comp_channel(id_->verbs);
-  if (comp_channel_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_create_comp_channel"));
+  if (comp_channel_ == nullptr) return ErrnoToStatus(errno, "ibv_create_comp_channel");
   int fl = fcntl(comp_channel_->fd, F_GETFL);
   if (fl < 0 || fcntl(comp_channel_->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
-    return fail(ErrnoToStatus(errno, "fcntl(completion channel, O_NONBLOCK)"));
+    return ErrnoToStatus(errno, "fcntl(completion channel, O_NONBLOCK)");
   }
   cq_ = v_->create_cq(id_->verbs, int(kStagingPages * 2), nullptr, comp_channel_, 0);
-  if (cq_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_create_cq"));
+  if (cq_ == nullptr) return ErrnoToStatus(errno, "ibv_create_cq");
   cq_armed_ = false;
   ibv_qp_init_attr qa{};
   qa.send_cq = cq_;
@@ -121,18 +135,22 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
   qa.cap.max_recv_wr = 1;
   qa.cap.max_send_sge = 1;
   qa.cap.max_recv_sge = 1;
-  if (cm_->create_qp(id_, pd_, &qa) != 0) return fail(ErrnoToStatus(errno, "rdma_create_qp"));
+  if (cm_->create_qp(id_, pd_, &qa) != 0) return ErrnoToStatus(errno, "rdma_create_qp");
   qp_ = true;
   // Staging pages in ordinary DRAM (never a movable CXL node: long-term pinning is refused there).
   void* mem = mmap(nullptr, kStagingPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (mem == MAP_FAILED) return fail(ErrnoToStatus(errno, "mmap staging"));
+  if (mem == MAP_FAILED) return ErrnoToStatus(errno, "mmap staging");
   staging_ = static_cast<char*>(mem);
   CountOwnMapped(static_cast<int64_t>(kStagingPages * kPage));  // populated: resident whole
   staging_mr_ = v_->reg_mr(pd_, staging_, kStagingPages * kPage, IBV_ACCESS_LOCAL_WRITE);
-  if (staging_mr_ == nullptr) return fail(ErrnoToStatus(errno, "ibv_reg_mr(staging)"));
+  if (staging_mr_ == nullptr) return ErrnoToStatus(errno, "ibv_reg_mr(staging)");
   free_staging_.clear();
   for (size_t i = kStagingPages; i > 0; --i) free_staging_.push_back(i - 1);
+  return Status::Ok();
+}
 
+// The connection itself, carrying the control session's ticket so memd joins the two.
+Status RdmaTransport::Establish() {
   ConnectData cd{};
   SessionTicket t = control_.ticket();
   cd.session = t.session;
@@ -144,13 +162,8 @@ Status RdmaTransport::Connect(const std::string& token, uint32_t timeout_ms, con
   cp.responder_resources = 16;
   cp.retry_count = 7;
   cp.rnr_retry_count = 7;
-  if (cm_->connect(id_, &cp) != 0) return fail(ErrnoToStatus(errno, "rdma_connect"));
-  s = WaitEvent(RDMA_CM_EVENT_ESTABLISHED, timeout_ms_);
-  if (!s.ok()) return fail(s);
-  quota_pages_ = control_.quota_pages();
-  capacity_pages_ = control_.capacity_pages();
-  broken_ = Status::Ok();
-  return Status::Ok();
+  if (cm_->connect(id_, &cp) != 0) return ErrnoToStatus(errno, "rdma_connect");
+  return WaitEvent(RDMA_CM_EVENT_ESTABLISHED, timeout_ms_);
 }
 
 StatusOr<SlotRange> RdmaTransport::AllocSlots(uint64_t count) {

@@ -85,6 +85,10 @@ class RdmaTransport final : public Transport {
   Status Post(const SlotRange& range, uint64_t slot, uint32_t offset, uint32_t length, bool write,
               const void* src, void* dst, uint64_t cookie);
   Status WaitEvent(int expected, uint32_t timeout_ms);
+  // Connect's steps (see rdma_transport.cc).
+  Status ResolveRoute();
+  Status CreateQueues();
+  Status Establish();
   Status Doorbell();
   // Retires completions into ready_; waits up to wait_ms for at least one.
   Status Reap(int wait_ms);
