@@ -154,10 +154,10 @@ void Runtime::Impl::CountResident() {
   }
   const uint64_t t1 = os::MonotonicNanos();
   resident_next_ns_ = t1 + kResidentCostShare * (t1 - t0);
-  // The room DRAM has now, at least a 32nd of the limit: at the limit every page touched would
-  // otherwise call for a count, and a count costs a look at every live page.
-  const uint64_t limit = tier_limit_[kDramTier], dram = allocated_[kDramTier].load(std::memory_order_relaxed);
-  resident_slack_ = std::max(limit > dram ? limit - dram : 0, limit / 32);
+  // The room DRAM has now (DramRoom), at least a 32nd of the limit: at the limit every page
+  // touched would otherwise call for a count, and a count costs a look at every live page.
+  const uint64_t limit = tier_limit_[kDramTier];
+  resident_slack_ = limit == 0 ? 0 : std::max(DramRoom(), limit / 32);
   resident_rss_ = os::ProcessResidentBytes();
   ProcessCounters& c = sb_->counters;
   c.dram_free_held_bytes.store(held * page_size_, std::memory_order_relaxed);
