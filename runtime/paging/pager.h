@@ -471,6 +471,12 @@ class Pager {
   void SnapshotForFork(Region* const* regions, int nregions);  // io_mu_ held
   void FetchAllForFork(Region* const* regions, int nregions);  // io_mu_ held
   void ServeChild(ForkChild* c);  // the parent's thread for a child
+  bool ServeChildFault(ForkChild* c, const os::UffdFault& f, std::vector<int64_t>* batch, char* staging);
+  bool InstallAllInChild(ForkChild* c, std::vector<int64_t>* batch, char* staging, bool* gone);
+  // AfterFork's steps (pager_fork.cc), with the locks PrepareFork took.
+  void AfterForkUnshared(bool child);
+  void ClaimForkEvent(ForkSnapshot* pending, int* fd, ForkSnapshot** snap);
+  void StartServingChild(int fd, ForkSnapshot* snap);
   void HandOver(ForkChild* c);    // closes our socket end: the child serves itself from now on
   // The child's missing faults `e` (entries of its snapshot): read and installed. False when
   // the child is gone, or when a page could not be read (the child is handed the serving: its

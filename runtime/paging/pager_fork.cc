@@ -202,29 +202,7 @@ void Pager::AfterFork(bool child) {
     return;
   }
   if (forked_child_ || !fork_share_) {
-    // A child's own fork (its remote pages were touched in: the grandchild's descriptor is
-    // closed by whoever serves this child), or no sharing: as before.
-    const bool slots_locked = !forked_child_;  // PrepareFork took slots_mu_ (fetch)
-    if (child && forked_child_) {
-      // Locks this child's serving thread may have held at the fork.
-      new (&slots_mu_) std::mutex();
-      new (&repair_mu_) std::mutex();
-      new (&self_mu_) std::mutex();
-    }
-    if (child) {
-      forked_child_ = true;
-      parent_serves_ = false;
-      if (self_) {  // the child's serving is not the grandchild's (its thread is not here)
-        (void)os::Close(self_->fd);
-        (void)os::Close(self_->sock);
-        (void)self_.release();
-      }
-      took_over_.store(false, std::memory_order_relaxed);  // the connections are the child's
-    }
-    if (sampler_ && !child && !forked_child_) sampler_->Thaw();
-    children_mu_.unlock();
-    if (slots_locked) slots_mu_.unlock();
-    io_mu_.unlock();
+    AfterForkUnshared(child);
     return;
   }
   fork_regions_.clear();
@@ -232,57 +210,90 @@ void Pager::AfterFork(bool child) {
   fork_pending_ = nullptr;
   int fd = -1;
   ForkSnapshot* snap = nullptr;
-  if (pending != nullptr) {
-    // fork() returned, so the fault thread has read the event; it hands it over right after.
-    const uint64_t until = Now() + kClaimWaitNs;
-    for (;;) {
-      fd = fork_fd_.exchange(-1, std::memory_order_acq_rel);
-      if (fd >= 0) {
-        snap = fork_taken_.exchange(nullptr, std::memory_order_relaxed);
-        break;
-      }
-      ForkSnapshot* mine = pending;
-      if (Now() > until &&
-          fork_snapshot_.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel)) {
-        TM_LOG_WARN("remote tier: fork(): no userfaultfd fork event came; the child was not given "
-                    "this process's remote pages");
-        ReleaseSnapshot(*pending);
-        delete pending;
-        break;
-      }
-      config_.clock->SleepUntil(Now() + 50'000);
-    }
-    fork_send_.store(-1, std::memory_order_relaxed);
-    (void)os::Close(fork_sock_[1]);  // the child's end, the child's alone
-    if (fd < 0) (void)os::Close(fork_sock_[0]);
-  }
-  if (fd >= 0 && snap != nullptr) {
-    // Children that ended: their threads are joined here (each is done with everything).
-    std::erase_if(children_, [](const std::unique_ptr<ForkChild>& c) {
-      if (!c->done.load(std::memory_order_acquire)) return false;
-      c->thread.join();
-      return true;
-    });
-    auto c = std::make_unique<ForkChild>();
-    c->fd = fd;
-    c->sock = fork_sock_[0];
-    c->snap.reset(snap);
-    ForkChild* raw = c.get();
-    {
-      NewRuntimeThreadSignals quiet;
-      c->thread = std::thread([this, raw] {
-        OnRuntimeThreadStart();
-        ServeChild(raw);
-      });
-    }
-    children_.push_back(std::move(c));
-    fork_children_.fetch_add(1, std::memory_order_relaxed);
-    RegisterForExit(this);
-  }
+  if (pending != nullptr) ClaimForkEvent(pending, &fd, &snap);
+  if (fd >= 0 && snap != nullptr) StartServingChild(fd, snap);
   fork_sock_[0] = fork_sock_[1] = -1;
   children_mu_.unlock();
   if (sampler_) sampler_->Thaw();
   io_mu_.unlock();
+}
+
+// A child's own fork (its remote pages were touched in: the grandchild's descriptor is closed
+// by whoever serves this child), or no sharing: the locks PrepareFork took are released, and a
+// child forgets the serving that was its parent's.
+void Pager::AfterForkUnshared(bool child) {
+  const bool slots_locked = !forked_child_;  // PrepareFork took slots_mu_ (fetch)
+  if (child && forked_child_) {
+    // Locks this child's serving thread may have held at the fork.
+    new (&slots_mu_) std::mutex();
+    new (&repair_mu_) std::mutex();
+    new (&self_mu_) std::mutex();
+  }
+  if (child) {
+    forked_child_ = true;
+    parent_serves_ = false;
+    if (self_) {  // the child's serving is not the grandchild's (its thread is not here)
+      (void)os::Close(self_->fd);
+      (void)os::Close(self_->sock);
+      (void)self_.release();
+    }
+    took_over_.store(false, std::memory_order_relaxed);  // the connections are the child's
+  }
+  if (sampler_ && !child && !forked_child_) sampler_->Thaw();
+  children_mu_.unlock();
+  if (slots_locked) slots_mu_.unlock();
+  io_mu_.unlock();
+}
+
+// The parent, after fork() returned: the fault thread has read the fork event and hands its
+// descriptor over (OnForkEvent) right after; waits for it, a bounded time. *fd stays -1 and the
+// snapshot is released when no event came (the child then gets none of the remote pages).
+void Pager::ClaimForkEvent(ForkSnapshot* pending, int* fd, ForkSnapshot** snap) {
+  const uint64_t until = Now() + kClaimWaitNs;
+  for (;;) {
+    *fd = fork_fd_.exchange(-1, std::memory_order_acq_rel);
+    if (*fd >= 0) {
+      *snap = fork_taken_.exchange(nullptr, std::memory_order_relaxed);
+      break;
+    }
+    ForkSnapshot* mine = pending;
+    if (Now() > until && fork_snapshot_.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel)) {
+      TM_LOG_WARN("remote tier: fork(): no userfaultfd fork event came; the child was not given "
+                  "this process's remote pages");
+      ReleaseSnapshot(*pending);
+      delete pending;
+      break;
+    }
+    config_.clock->SleepUntil(Now() + 50'000);
+  }
+  fork_send_.store(-1, std::memory_order_relaxed);
+  (void)os::Close(fork_sock_[1]);  // the child's end, the child's alone
+  if (*fd < 0) (void)os::Close(fork_sock_[0]);
+}
+
+// A thread of its own serves the new child's faults from `snap` (ServeChild); children that
+// ended are joined first (each of their threads is done with everything). children_mu_ held.
+void Pager::StartServingChild(int fd, ForkSnapshot* snap) {
+  std::erase_if(children_, [](const std::unique_ptr<ForkChild>& c) {
+    if (!c->done.load(std::memory_order_acquire)) return false;
+    c->thread.join();
+    return true;
+  });
+  auto c = std::make_unique<ForkChild>();
+  c->fd = fd;
+  c->sock = fork_sock_[0];
+  c->snap.reset(snap);
+  ForkChild* raw = c.get();
+  {
+    NewRuntimeThreadSignals quiet;
+    c->thread = std::thread([this, raw] {
+      OnRuntimeThreadStart();
+      ServeChild(raw);
+    });
+  }
+  children_.push_back(std::move(c));
+  fork_children_.fetch_add(1, std::memory_order_relaxed);
+  RegisterForExit(this);
 }
 
 void Pager::HandOver(ForkChild* c) {
@@ -329,45 +340,12 @@ void Pager::ServeChild(ForkChild* c) {
       break;
     }
     for (size_t k = 0; k < *got && !gone && c->sock >= 0; ++k) {
-      const os::UffdFault& f = faults[k];  // a page fault (a grandchild's descriptor was closed)
-      char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
-      if (f.wp) {  // a write to a page shared write-protected: the child does not track it
-        (void)os::UffdWriteProtect(c->fd, addr, kPage, false);
-        os::UffdWake(c->fd, addr, kPage);
-        continue;
-      }
-      Region* region = config_.events->RegionOf(addr);
-      const int64_t j = region != nullptr ? snap.Find(region, region->PageIndex(addr)) : -1;
-      if (j < 0 || snap.served[j]) {
-        // Not remote at the fork (dropped or never touched since), or installed before and
-        // dropped by the child since: zeros (present already: left as it is).
-        (void)os::UffdZeroPage(c->fd, addr, kPage);
-        os::UffdWake(c->fd, addr, kPage);
-        fork_zero_.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      batch.clear();
-      for (int64_t x = j; x < int64_t(entries.size()) && batch.size() < kChildReadAhead; ++x) {
-        if (x > j && (entries[x].region != entries[j].region || entries[x].index != entries[x - 1].index + 1)) break;
-        if (snap.served[x]) break;
-        batch.push_back(x);
-      }
-      if (!InstallInChild(c, batch, staging.data())) gone = true;
+      gone = !ServeChildFault(c, faults[k], &batch, staging.data());
     }
   }
-  bool all_in = false;  // every snapshot page installed: the child needs no slot any more
-  if (stop && !gone && c->sock >= 0) {
-    // The parent is going away: everything the child may still read is installed now.
-    batch.clear();
-    for (size_t x = 0; x < entries.size() && !gone && c->sock >= 0; ++x) {
-      if (!snap.served[x]) batch.push_back(int64_t(x));
-      if (batch.size() == kChildReadAhead || (x + 1 == entries.size() && !batch.empty())) {
-        gone = !InstallInChild(c, batch, staging.data());
-        batch.clear();
-      }
-    }
-    all_in = !gone && c->sock >= 0;
-  }
+  // The parent is going away: everything the child may still read is installed now. All in:
+  // the child needs no slot any more.
+  const bool all_in = stop && !gone && c->sock >= 0 && InstallAllInChild(c, &batch, staging.data(), &gone);
   UffdBacklog::Uninstall();
   if (c->sock >= 0) HandOver(c);  // whatever is left the child serves itself
   if (gone || all_in) {
@@ -379,6 +357,53 @@ void Pager::ServeChild(ForkChild* c) {
   (void)os::Close(c->fd);
   c->fd = -1;
   c->done.store(true, std::memory_order_release);
+}
+
+// One fault of the child (a grandchild's descriptor was closed before): a write to a page
+// shared write-protected is let through, a page not remote at the fork gets zeros, and a
+// snapshot page is installed with the ones that follow it. False when the child is gone.
+bool Pager::ServeChildFault(ForkChild* c, const os::UffdFault& f, std::vector<int64_t>* batch, char* staging) {
+  ForkSnapshot& snap = *c->snap;
+  const auto& entries = snap.entries;
+  char* addr = reinterpret_cast<char*>(f.address & ~uint64_t(kPage - 1));
+  if (f.wp) {  // a write to a page shared write-protected: the child does not track it
+    (void)os::UffdWriteProtect(c->fd, addr, kPage, false);
+    os::UffdWake(c->fd, addr, kPage);
+    return true;
+  }
+  Region* region = config_.events->RegionOf(addr);
+  const int64_t j = region != nullptr ? snap.Find(region, region->PageIndex(addr)) : -1;
+  if (j < 0 || snap.served[j]) {
+    // Not remote at the fork (dropped or never touched since), or installed before and
+    // dropped by the child since: zeros (present already: left as it is).
+    (void)os::UffdZeroPage(c->fd, addr, kPage);
+    os::UffdWake(c->fd, addr, kPage);
+    fork_zero_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  batch->clear();
+  for (int64_t x = j; x < int64_t(entries.size()) && batch->size() < kChildReadAhead; ++x) {
+    if (x > j && (entries[x].region != entries[j].region || entries[x].index != entries[x - 1].index + 1)) break;
+    if (snap.served[x]) break;
+    batch->push_back(x);
+  }
+  return InstallInChild(c, *batch, staging);
+}
+
+// Installs every snapshot page the child has not had yet. True when all went in; *gone when
+// the child went away meanwhile.
+bool Pager::InstallAllInChild(ForkChild* c, std::vector<int64_t>* batch, char* staging, bool* gone) {
+  ForkSnapshot& snap = *c->snap;
+  const size_t n = snap.entries.size();
+  batch->clear();
+  for (size_t x = 0; x < n && !*gone && c->sock >= 0; ++x) {
+    if (!snap.served[x]) batch->push_back(int64_t(x));
+    if (batch->size() == kChildReadAhead || (x + 1 == n && !batch->empty())) {
+      *gone = !InstallInChild(c, *batch, staging);
+      batch->clear();
+    }
+  }
+  return !*gone && c->sock >= 0;
 }
 
 bool Pager::InstallInChild(ForkChild* c, const std::vector<int64_t>& e, char* staging) {
