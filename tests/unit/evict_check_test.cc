@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -95,11 +96,15 @@ struct Race {
       }
     }
   }
-  // Adds one to a counter in random pages until `evictions` pages were taken out (or `max_writes`
-  // writes were made: the bound on the test's time if evictions stall).
-  void Writer(size_t evictions, size_t max_writes) {
+  // Adds one to a counter in random pages until `evictions` pages were taken out, or `bound_s`
+  // seconds passed: the bound on the test's time if evictions stall. (A count of writes is no
+  // such bound: on a busy machine the writer can make any number while the evictor waits for a
+  // core.)
+  void Writer(size_t evictions, int bound_s) {
     uint64_t rng = 1;
-    for (size_t k = 0; k < max_writes && dropped.load() + changed.load() < evictions; ++k) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(bound_s);
+    for (size_t k = 0; dropped.load() + changed.load() < evictions; ++k) {
+      if (k % 65536 == 0 && std::chrono::steady_clock::now() > until) break;
       const size_t p = SplitMix64Next(&rng) % kPages;
       auto* c = reinterpret_cast<volatile uint64_t*>(s->data.base + p * kPage + (k % 8) * 512);
       *c = *c + 1;
@@ -143,7 +148,7 @@ TEST(TakeOutIfSent, NoWriteIsLostWhilePagesAreEvictedUnderAWriter) {
   ASSERT_TRUE(stop.ok());
   race.stop = *stop;
   std::thread handler([&] { race.Handler(); });
-  std::thread writer([&] { race.Writer(20000, size_t(1) << 30); });
+  std::thread writer([&] { race.Writer(20000, 300); });
   race.Evictor();
   writer.join();
   size_t wrong = 0;
