@@ -54,7 +54,7 @@ bool ReadHeatRecord(const std::string& path, HeatRecord* out, std::string* error
     at += kRoundHeader + size_t{n} * kEntry;
   }
   if (out->rounds < 2) {
-    *error = path + ": fewer than two rounds recorded (the program ran for less than two intervals)";
+    *error = path + ": fewer than two rounds recorded (the program ended before the policy thread's second round: give it more work)";
     return false;
   }
   // Each round's touches are those since the one before: the rounds after the first span it.
