@@ -56,7 +56,7 @@ assert j["peak_rss_bytes"] >= 32 << 20 and j["rounds"] >= 2, j
 PY
 
 # The table: a row per share and the check's line.
-"$tm" advise --tcp-us 50 --check-share -1 -- "$prog" --size 16M --seconds 1000 --updates 200000 > "$work/table.out" 2> "$work/table.log" \
+"$tm" advise --tcp-us 50 --check-share -1 -- "$prog" --size 16M --seconds 1000 --updates 3000000 > "$work/table.out" 2> "$work/table.log" \
   || fail "advise (table) failed"
 [ "$(grep -Ec '^ +[0-9.]+% ' "$work/table.out")" -eq 5 ] || fail "the table has not 5 rows: $(cat "$work/table.out")"
 grep -q "TCP 50.0 us a fault (--tcp-us)" "$work/table.out" || fail "the given TCP cost is not shown"
