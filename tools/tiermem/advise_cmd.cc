@@ -140,6 +140,26 @@ int Check(const AdviseArgs& a, const ScratchDir& dir, AdviseReport* r) {
   return 0;
 }
 
+// The heat log of the run's process with the largest heap: PROG's own, or, where PROG starts
+// others (a script that runs a server and its client), the one whose memory matters most.
+bool LargestRecord(const std::string& dir, pid_t program, AdviseReport* r, std::string* error) {
+  const std::string own = dir + "/" + std::to_string(program) + ".heat";
+  bool found = ReadHeatRecord(own, &r->record, error);
+  if (found) r->recorded_pid = program;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".heat" || e.path().string() == own) continue;
+    HeatRecord other;
+    std::string ignored;
+    if (!ReadHeatRecord(e.path().string(), &other, &ignored)) continue;
+    if (found && other.heap_peak_pages <= r->record.heap_peak_pages) continue;
+    r->record = std::move(other);
+    r->recorded_pid = std::stoi(e.path().stem().string());
+    found = true;
+  }
+  return found;
+}
+
 }  // namespace
 
 int AdviseCommand(AdviseArgs a) {
@@ -167,7 +187,7 @@ int AdviseCommand(AdviseArgs a) {
   r.record_seconds = o.seconds;
   r.peak_rss_bytes = o.peak_rss_bytes;
   std::string error;
-  if (!ReadHeatRecord(dir.path() + "/" + std::to_string(o.pid) + ".heat", &r.record, &error)) {
+  if (!LargestRecord(dir.path(), o.pid, &r, &error)) {
     std::fprintf(stderr, "tiermem advise: %s\n", error.c_str());
     return 1;
   }
