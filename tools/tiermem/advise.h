@@ -71,6 +71,7 @@ bool MeasureTcpFaultUs(const std::string& memd_binary, double* us, std::string* 
 struct AdviseReport {
   std::string program;
   int recorded_pid = -1;  // the process whose heat log the advice is from
+  std::string recorded_command;  // its command, as its exit report names it
   double plain_seconds = 0, record_seconds = 0;
   uint64_t peak_rss_bytes = 0;
   HeatRecord record;

@@ -72,12 +72,32 @@ size_t PickCheck(const std::vector<SharePrediction>& s, double target) {
   return best;
 }
 
-// A counter of a run's exit report (the stats JSON), 0 when absent.
-uint64_t StatsCounter(const std::string& path, const char* key) {
+nlohmann::json ReadStats(const std::string& path) {
   std::ifstream f(path);
   nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.contains(key) || !j[key].is_number()) return 0;
-  return j[key].get<uint64_t>();
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+// A counter of a run's exit report (the stats JSON), 0 when absent.
+uint64_t StatsCounter(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
+}
+
+// The check run's exit report of the process the advice is about: the one whose command is the
+// recorded process's (the most remote faults among several), else PROG's own.
+nlohmann::json CheckStats(const std::string& dir, pid_t program, const std::string& command) {
+  nlohmann::json best = ReadStats(dir + "/check." + std::to_string(program) + ".json");
+  std::error_code ec;
+  bool matched = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("check.", 0) != 0) continue;
+    nlohmann::json j = ReadStats(e.path().string());
+    if (command.empty() || j.value("command", "") != command) continue;
+    if (!matched || StatsCounter(j, "remote_faults") > StatsCounter(best, "remote_faults")) best = j;
+    matched = true;
+  }
+  return best;
 }
 
 // One run of the program; false (with its status in *status) when it did not exit with 0.
@@ -124,7 +144,7 @@ int Check(const AdviseArgs& a, const ScratchDir& dir, AdviseReport* r) {
   RunOutcome o;
   int status = 0;
   if (!RunOnce(run, "check", &o, &status)) return status;
-  const std::string stats = dir.path() + "/check." + std::to_string(o.pid) + ".json";
+  const nlohmann::json stats = CheckStats(dir.path(), o.pid, r->recorded_command);
   r->checked = true;
   r->check_share = p.share;
   r->check_predicted_heap_only = p.tcp;
@@ -178,6 +198,7 @@ int AdviseCommand(AdviseArgs a) {
   // The record run: tracking on, no limit, its heat logged.
   RunArgs rec = a.run;
   rec.quiet = true;
+  rec.stats = dir.path() + "/record.%p.json";  // the recorded process's command, for the check
   rec.set.push_back("track=scan");
   rec.set.push_back("heat_log=" + dir.path() + "/%p.heat");
   rec.set.push_back("heat_log_pages=" + std::to_string(a.log_pages));
@@ -191,6 +212,7 @@ int AdviseCommand(AdviseArgs a) {
     std::fprintf(stderr, "tiermem advise: %s\n", error.c_str());
     return 1;
   }
+  r.recorded_command = ReadStats(dir.path() + "/record." + std::to_string(r.recorded_pid) + ".json").value("command", "");
   // The plain run: the same preload library, no tracking, no limit: the time the slowdowns
   // are relative to.
   RunArgs plain = a.run;

@@ -43,6 +43,7 @@ std::string ReportJson(const AdviseReport& r) {
   nlohmann::json j;
   j["program"] = r.program;
   j["recorded_pid"] = r.recorded_pid;
+  j["recorded_command"] = r.recorded_command;
   j["plain_seconds"] = r.plain_seconds;
   j["record_seconds"] = r.record_seconds;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
