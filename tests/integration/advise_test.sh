@@ -56,9 +56,15 @@ assert j["peak_rss_bytes"] >= 32 << 20 and j["rounds"] >= 2, j
 PY
 
 # The table: a row per share and the check's line.
-"$tm" advise --tcp-us 50 --check-share -1 -- "$prog" --size 16M --seconds 1000 --updates 3000000 > "$work/table.out" 2> "$work/table.log" \
+"$tm" advise --tcp-us 50 --check-share -1 --plot "$work/advice.png" -- "$prog" --size 16M --seconds 1000 --updates 3000000 > "$work/table.out" 2> "$work/table.log" \
   || fail "advise (table) failed"
 [ "$(grep -Ec '^ +[0-9.]+% ' "$work/table.out")" -eq 5 ] || fail "the table has not 5 rows: $(cat "$work/table.out")"
 grep -q "TCP 50.0 us a fault (--tcp-us)" "$work/table.out" || fail "the given TCP cost is not shown"
 ! grep -q "^check:" "$work/table.out" || fail "--check-share -1 still checked"
+# The plot: a PNG where gnuplot is installed, else a line saying it is not (and the table stands).
+if command -v gnuplot > /dev/null; then
+  [ "$(head -c 4 "$work/advice.png" | tail -c 3)" = "PNG" ] || fail "no PNG from --plot: $(cat "$work/table.log")"
+else
+  grep -q "gnuplot is not installed" "$work/table.log" || fail "a missing gnuplot is not said"
+fi
 echo PASS

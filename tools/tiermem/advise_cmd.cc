@@ -29,6 +29,7 @@ std::string CheckArgs(const AdviseArgs& a) {
   if (!(a.check_share <= 1)) return "--check-share: a share in (0, 1], 0 to let the advisor pick, or -1 for no check";
   if (!(a.check_target >= 1)) return "--check-target: a slowdown, at least 1";
   if (a.log_pages == 0 || a.log_pages > (uint64_t{1} << 20)) return "--log-pages: 1 to 1048576";
+  if (a.plot.find_first_of("'\\") != std::string::npos) return "--plot: a path without quotes or backslashes";
   if (a.run.command.empty()) return "no program given (tiermem advise [options] -- PROG ARGS)";
   return "";
 }

@@ -90,10 +90,13 @@ bool PlotPng(const AdviseReport& r, const std::string& path, std::string* error)
     for (const SharePrediction& s : r.shares) d << 100 * s.share << ' ' << s.cxl << ' ' << s.rdma << ' ' << s.tcp << '\n';
   }
   const std::string script = std::string(data) + ".gp";
+  std::string title = r.recorded_command.empty() ? r.program : r.recorded_command;
+  for (char& c : title) c = c == '\'' || c == '\\' ? ' ' : c;  // inside gnuplot's quotes
   {
     std::ofstream g(script);
     g << "set terminal pngcairo size 800,500\nset output '" << path << "'\n"
-      << "set title 'tiermem advise: " << r.program << "'\nset xlabel 'DRAM share of peak RSS (%)'\n"
+      << "set title 'tiermem advise: " << title
+      << "'\nset xlabel 'DRAM share of peak RSS (%)'\n"
       << "set ylabel 'predicted slowdown (x)'\nset key top right\nset grid\nset xrange [0:105]\n"
       << "plot '" << data << "' using 1:2 with linespoints title 'CXL', '' using 1:3 with linespoints title 'RDMA', "
       << "'' using 1:4 with linespoints title 'TCP'";
