@@ -85,9 +85,28 @@ TEST(AdviseModel, AccessesFromTouchedRounds) {
   EXPECT_DOUBLE_EQ(tools::EstimatedAccesses(100, 100), tools::EstimatedAccesses(150, 100));
 }
 
+TEST(AdviseModel, LruMissesOfUniformPagesAreTheShareThatDoesNotFit) {
+  // N pages accessed alike: an LRU of C pages holds each with probability C/N.
+  const std::vector<double> uniform(1000, 20.0);
+  EXPECT_NEAR(tools::LruMisses(uniform, 750), 1000 * 20.0 * 0.25, 1e-6);
+  EXPECT_NEAR(tools::LruMisses(uniform, 100), 1000 * 20.0 * 0.9, 1e-6);
+  EXPECT_DOUBLE_EQ(tools::LruMisses(uniform, 1000), 0);  // all fit
+  EXPECT_DOUBLE_EQ(tools::LruMisses(uniform, 0), 20000);  // none fit
+  // Pages never accessed take no room.
+  std::vector<double> with_idle = uniform;
+  with_idle.resize(5000, 0.0);
+  EXPECT_NEAR(tools::LruMisses(with_idle, 750), 5000.0, 1e-6);
+  // A hot set that fits stays: its misses are few, the cold pages take nearly all.
+  std::vector<double> hot_cold(100, 10000.0);
+  hot_cold.resize(1100, 10.0);
+  const double m = tools::LruMisses(hot_cold, 600);
+  EXPECT_GT(m, 1000 * 10.0 * 0.5 * 0.99);
+  EXPECT_LT(m, 1000 * 10.0 * 0.5 * 1.02);
+}
+
 // 100 heap pages, 500 rounds over 10 s: 10 hot ones touched in 50 rounds each, 40 warm in one
 // round each, 50 never.
-TEST(AdviseModel, ColdestPagesGoBelowDramFirst) {
+TEST(AdviseModel, PagesPastTheLimitTakeTheLruMisses) {
   tools::HeatRecord rec;
   rec.page_size = 4096;
   rec.seconds = 10;
@@ -100,23 +119,30 @@ TEST(AdviseModel, ColdestPagesGoBelowDramFirst) {
   costs.cxl_lines = 2;
   costs.rdma_us = 4;
   costs.tcp_us = 100;
-  const double warm = tools::EstimatedAccesses(1, 500), hot = tools::EstimatedAccesses(50, 500);
+  std::vector<double> accesses;
+  for (double t : rec.page_touches) accesses.push_back(tools::EstimatedAccesses(t, 500));
   // Peak RSS 100 pages: shares of 100, 50, 40 and 5 pages kept; the plain run took 5 s.
   auto p = tools::Predict(rec, 100 * 4096, {1.0, 0.5, 0.4, 0.05}, costs, 5);
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(p[0].below_dram_bytes, 0u);
   EXPECT_DOUBLE_EQ(p[0].faults_per_s, 0);
   EXPECT_DOUBLE_EQ(p[0].tcp, 1);
-  EXPECT_EQ(p[1].below_dram_bytes, 50u * 4096);  // the 50 never touched
+  EXPECT_EQ(p[1].below_dram_bytes, 50u * 4096);  // the 50 never touched: every touched page fits
   EXPECT_DOUBLE_EQ(p[1].faults_per_s, 0);
-  EXPECT_EQ(p[2].below_dram_bytes, 60u * 4096);  // and 10 warm ones
-  EXPECT_DOUBLE_EQ(p[2].touches_per_s, 10 / 10.0);
-  EXPECT_NEAR(p[2].faults_per_s, 10 * warm / 5, 1e-9);
+  EXPECT_EQ(p[2].below_dram_bytes, 60u * 4096);
+  EXPECT_DOUBLE_EQ(p[2].touches_per_s, 10 / 10.0);  // the 10 coldest touched pages' rounds
+  EXPECT_NEAR(p[2].faults_per_s, tools::LruMisses(accesses, 40) / 5, 1e-9);
+  EXPECT_GT(p[2].faults_per_s, 0);
   EXPECT_NEAR(p[2].tcp, 1 + p[2].faults_per_s * 100e-6, 1e-12);
   EXPECT_NEAR(p[2].rdma, 1 + p[2].faults_per_s * 4e-6, 1e-12);
   EXPECT_NEAR(p[2].cxl, 1 + p[2].faults_per_s * 2 * 150e-9, 1e-12);
-  EXPECT_EQ(p[3].below_dram_bytes, 95u * 4096);  // 5 hot pages below too
-  EXPECT_NEAR(p[3].faults_per_s, (40 * warm + 5 * hot) / 5, 1e-9);
+  EXPECT_EQ(p[3].below_dram_bytes, 95u * 4096);
+  EXPECT_NEAR(p[3].faults_per_s, tools::LruMisses(accesses, 5) / 5, 1e-9);
+  EXPECT_GT(p[3].faults_per_s, p[2].faults_per_s);
+  // The runtime's own DRAM comes out of the limit (at most half): less room, more faults.
+  auto q = tools::Predict(rec, 100 * 4096, {0.4}, costs, 5, 10 * 4096);
+  EXPECT_EQ(q[0].below_dram_bytes, 70u * 4096);
+  EXPECT_GT(q[0].faults_per_s, p[2].faults_per_s);
 }
 
 }  // namespace

@@ -58,6 +58,9 @@ struct FarCosts {
 // A page's accesses over the record, estimated from the rounds it was seen touched in
 // (docs/advise.md, "The model").
 double EstimatedAccesses(double touched_rounds, uint64_t rounds);
+// Accesses an LRU of `capacity_pages` pages misses, for pages accessed `accesses` times each
+// (Che's approximation; docs/advise.md, "The model").
+double LruMisses(const std::vector<double>& accesses, double capacity_pages);
 // The model: for each share, the coldest heap pages past share * peak_rss_bytes live below DRAM;
 // rates are per second of the plain run (`plain_seconds`). `own_bytes`: the DRAM the runtime
 // holds for itself under a limit, which the limit counts (at most half of it).

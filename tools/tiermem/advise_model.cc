@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <unordered_map>
 
 #include "tools/tiermem/advise.h"
@@ -76,17 +77,41 @@ double EstimatedAccesses(double touched_rounds, uint64_t rounds) {
   return -r * std::log1p(-p);
 }
 
+double LruMisses(const std::vector<double>& accesses, double capacity_pages) {
+  // Che's approximation: under independent references a page stays in an LRU of C pages for a
+  // characteristic time t with sum_p (1 - exp(-a_p t)) = C, and an access to page p misses
+  // with probability exp(-a_p t). Pages never accessed take no room.
+  size_t touched = 0;
+  for (double a : accesses) touched += a > 0;
+  if (static_cast<double>(touched) <= capacity_pages) return 0;
+  if (capacity_pages < 1) return std::accumulate(accesses.begin(), accesses.end(), 0.0);
+  auto held = [&](double t) {
+    double sum = 0;
+    for (double a : accesses) sum += -std::expm1(-a * t);
+    return sum;
+  };
+  double lo = 0, hi = 1;
+  while (held(hi) < capacity_pages && hi < 1e30) hi *= 2;
+  for (int i = 0; i < 100 && hi - lo > 1e-12 * hi; ++i) {
+    const double mid = (lo + hi) / 2;
+    (held(mid) < capacity_pages ? lo : hi) = mid;
+  }
+  double misses = 0;
+  for (double a : accesses) misses += a * std::exp(-a * lo);
+  return misses;
+}
+
 std::vector<SharePrediction> Predict(const HeatRecord& rec, uint64_t peak_rss_bytes, const std::vector<double>& shares,
                                      const FarCosts& costs, double plain_seconds, uint64_t own_bytes) {
   const uint64_t page = rec.page_size;
   const uint64_t heap = std::max<uint64_t>(rec.heap_peak_pages, rec.page_touches.size());
-  // Suffix sums over the pages ranked hottest first (touches and accesses rank alike); pages of
-  // the heap never seen touched are the coldest, with none.
+  // Suffix sums over the pages ranked hottest first; pages of the heap never seen touched are
+  // the coldest, with none.
   const size_t n = rec.page_touches.size();
-  std::vector<double> touches_colder(n + 1, 0.0), accesses_colder(n + 1, 0.0);
+  std::vector<double> touches_colder(n + 1, 0.0), accesses(n);
   for (size_t i = n; i-- > 0;) {
     touches_colder[i] = touches_colder[i + 1] + rec.page_touches[i];
-    accesses_colder[i] = accesses_colder[i + 1] + EstimatedAccesses(rec.page_touches[i], rec.rounds);
+    accesses[i] = EstimatedAccesses(rec.page_touches[i], rec.rounds);
   }
   std::vector<SharePrediction> out;
   for (double s : shares) {
@@ -97,12 +122,11 @@ std::vector<SharePrediction> Predict(const HeatRecord& rec, uint64_t peak_rss_by
     const uint64_t own = std::min(own_bytes, p.dram_limit_bytes / 2);
     const uint64_t kept = std::min<uint64_t>(heap, (p.dram_limit_bytes - own) / page);
     p.below_dram_bytes = (heap - kept) * page;
-    const double touches = kept < n ? touches_colder[kept] : 0.0;
-    const double accesses = kept < n ? accesses_colder[kept] : 0.0;
-    p.touches_per_s = rec.seconds > 0 ? touches / rec.seconds : 0;
-    // Remote: each access to a page below DRAM is a fault (the page is gone again before its
-    // next use); the record run did the plain run's work, so its accesses are the plain run's.
-    p.faults_per_s = plain_seconds > 0 ? accesses / plain_seconds : 0;
+    p.touches_per_s = rec.seconds > 0 && kept < n ? touches_colder[kept] / rec.seconds : 0;
+    // Remote: the accesses an LRU of the pages DRAM keeps would miss, each a fault; the record
+    // run did the plain run's work, so its accesses are the plain run's.
+    const double faults = kept < heap ? LruMisses(accesses, static_cast<double>(kept)) : 0.0;
+    p.faults_per_s = plain_seconds > 0 ? faults / plain_seconds : 0;
     p.rdma = 1 + p.faults_per_s * costs.rdma_us * 1e-6;
     p.tcp = 1 + p.faults_per_s * costs.tcp_us * 1e-6;
     // CXL: the same accesses as loads of the far node, `cxl_lines` lines each.
