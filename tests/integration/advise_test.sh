@@ -52,6 +52,7 @@ c = j["check"]
 assert set(c) >= {"share", "tier", "predicted_slowdown", "measured_slowdown"}, c
 assert c["tier"] == "tcp" and c["share"] in [s["share"] for s in shares] and c["share"] < 1, c
 assert c["predicted_slowdown"] >= 1 and c["measured_slowdown"] > 0 and c["remote_faults"] > 0, c
+assert c["predicted_faults"] > 0 and "us_per_fault" in c and "runtime_own_bytes" in c, c
 assert j["peak_rss_bytes"] >= 32 << 20 and j["rounds"] >= 2, j
 PY
 
