@@ -21,6 +21,7 @@ inline constexpr uint64_t kOptMaxSamplePages = 4096;    // TIERMEM_SAMPLE_PAGES
 inline constexpr uint64_t kOptMinScanPages = 1024;      // TIERMEM_SCAN_PAGES, when not 0
 inline constexpr uint64_t kOptMinTrackPages = 512;      // TIERMEM_TRACK_PAGES
 inline constexpr uint64_t kOptMaxTrackPages = uint64_t{1} << 32;
+inline constexpr uint64_t kOptMaxHeatLogPages = uint64_t{1} << 20;  // 16 MiB a round
 inline constexpr uint64_t kOptMinRegionSize = 64ull << 20;
 inline constexpr uint64_t kOptMaxIntervalMs = 3'600'000;  // TIERMEM_SAMPLE_INTERVAL_MS: an hour
 inline constexpr uint32_t kOptMaxCodeParity = 4;          // TIERMEM_REMOTE_CODE's m

@@ -133,6 +133,14 @@ const OptionSpec kTable[] = {
            "round, a window that moves on from round to round (soft-dirty reads every page "
            "each round: its clear takes no range)",
            .min = kOptMinTrackPages, .max = kOptMaxTrackPages),
+    TM_OPT("TIERMEM_HEAT_LOG", OptionKind::kString, "", heat_log,
+           "a file (%p is the process id) the policy thread appends what it learned to each round: "
+           "the pages touched, with weights (binary, docs/advise.md); written only where the policy "
+           "thread runs (a budget, or TIERMEM_TRACK=scan: `tiermem advise` sets both this and that)"),
+    TM_OPT("TIERMEM_HEAT_LOG_PAGES", OptionKind::kUint, "16384", heat_log_pages,
+           "with TIERMEM_HEAT_LOG: pages a round records at most (a uniform random subset beyond, "
+           "weights scaled up): the log grows by at most 24 + 16 * this bytes a round",
+           .min = 1, .max = kOptMaxHeatLogPages),
     TM_OPT("TIERMEM_EVICT_BACKGROUND", OptionKind::kBool, "1", evict_background,
            "the policy thread's planned evictions are written by the pager's writer thread while "
            "the round goes on (settled before the next round and before relief counts DRAM); 0: "

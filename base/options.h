@@ -48,6 +48,8 @@ struct OptionValues {
   uint64_t scan_pages;          // resident pages a policy round lists at most (0: by mode)
   char track[8];                // auto | scan | off: how writes are learned (docs/tiering.md)
   uint64_t track_pages;         // pages the write scan reads per round
+  char heat_log[256];           // TIERMEM_HEAT_LOG: the heat log's path ("" = none; %p the pid)
+  uint64_t heat_log_pages;      // pages a round of the heat log records at most
   bool evict_background;        // the policy thread's evictions written without waiting
   bool relief_background;       // budget relief's too (with evict_background)
   uint64_t policy_cpu;          // percent of one CPU the policy thread may use (0: no bound)

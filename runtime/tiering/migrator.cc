@@ -55,6 +55,8 @@ TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, 
   // rounds did (kv at 4 GiB: a third of the requests per second; docs/tiering.md).
   c.track_scan = std::string(o.track) == "scan";
   c.track_pages = o.track_pages;
+  c.heat_log = o.heat_log;
+  c.heat_log_pages = o.heat_log_pages;
   c.scan_pages = o.scan_pages != 0 ? std::max<uint64_t>(o.scan_pages, 1024) : mode == "faults" ? 32768 : 0;
   c.evict_background = o.evict_background;
   c.relief_background = o.relief_background;  // in effect only with evict_background (Relieve)
@@ -122,6 +124,7 @@ Status Migrator::Start() {
   }
   sampling_ = sampler_ != nullptr;
   StartTrack();
+  OpenHeatLog();
   mode_ = mode;
   plans_ = mode != "off";
   policy_ = std::make_unique<Policy>(pc);

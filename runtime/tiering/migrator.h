@@ -61,6 +61,7 @@
 
 #include "base/counters.h"
 #include "base/zeroed_array.h"
+#include "runtime/tiering/heat_log.h"
 #include "runtime/tiering/mover.h"
 #include "runtime/tiering/policy.h"
 #include "runtime/tiering/ring_sizes.h"
@@ -383,6 +384,10 @@ class Migrator {
   // Whether `key` may not join the next sample: under watch, moved this round, or (counted in
   // track_sample_skips) written lately.
   bool KeepOutOfSample(uint64_t key, const std::unordered_set<uint64_t>& moved_now);
+  // The heat log (TIERMEM_HEAT_LOG, heat_log.h): opened by Start, a round appended by
+  // RecordSamples with every sample the round learned (the write scan's included); null when off.
+  void OpenHeatLog();
+  std::unique_ptr<HeatLog> heat_log_;
   std::unique_ptr<ScanTracker> track_;  // null unless the write scan runs (policy thread)
   size_t track_regions_ = 0;            // known_[0, track_regions_) are tracked
   size_t track_region_ = 0;             // where the next window starts: known_[track_region_],

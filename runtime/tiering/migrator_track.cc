@@ -40,6 +40,18 @@ void Migrator::StartTrack() {
   stats_.track = name;
 }
 
+void Migrator::OpenHeatLog() {
+  if (config_.heat_log.empty()) return;
+  StatusOr<std::unique_ptr<HeatLog>> log =
+      HeatLog::Open(config_.heat_log, static_cast<uint32_t>(config_.page_size),
+                    static_cast<uint32_t>(config_.interval_ms), config_.heat_log_pages);
+  if (!log.ok()) {
+    TM_LOG_WARN("%s; no heat log", log.status().ToString().c_str());
+    return;
+  }
+  heat_log_ = std::move(*log);
+}
+
 uint64_t Migrator::TrackRound(uint64_t now, std::vector<AccessSample>* samples) {
   const uint64_t t0 = os::MonotonicNanos();
   const size_t page = config_.page_size;
@@ -127,6 +139,7 @@ int Migrator::TrackedIndex(uintptr_t addr) const {
 
 uint64_t Migrator::RecordSamples(uint64_t now, std::vector<AccessSample>* samples) {
   const uint64_t written = track_ != nullptr ? TrackRound(now, samples) : 0;
+  if (heat_log_ != nullptr) heat_log_->Round(now, mover_->TierPages(Tier::kDram), *samples);
   policy_->Record(*samples);
   return written;
 }

@@ -46,6 +46,9 @@ struct TieringConfig {
   // is drawn only from pages it found unwritten (migrator_track.cc).
   bool track_scan = false;
   uint64_t track_pages = 262144;
+  // TIERMEM_HEAT_LOG and its cap (heat_log.h): "" = no heat log.
+  std::string heat_log;
+  uint64_t heat_log_pages = 16384;
   // The plan's evictions are queued to the pager's writer (PageMover::EvictPagesBackground) and
   // settled before the next round, relief, and the thread's end; false: each round waits for them.
   bool evict_background = true;

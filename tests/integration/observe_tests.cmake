@@ -26,3 +26,9 @@ if(TARGET tiermem-preload)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/run_test.sh $<TARGET_FILE:tiermem-cli> $<TARGET_FILE:tiermem-hotset-prog>)
   set_tests_properties(run.exit_signals_options_local_memd PROPERTIES LABELS preload TIMEOUT 300)
 endif()
+# `tiermem advise` (docs/advise.md): the record, the model's shares, the check, refusals.
+if(TARGET tiermem-preload)
+  add_test(NAME advise.hotset_json_check_refusals
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/advise_test.sh $<TARGET_FILE:tiermem-cli> $<TARGET_FILE:tiermem-hotset-prog>)
+  set_tests_properties(advise.hotset_json_check_refusals PROPERTIES LABELS preload TIMEOUT 300)
+endif()

@@ -53,6 +53,8 @@ std::map<std::string, std::vector<std::string>> BadValues() {
       {"TIERMEM_SCAN_PAGES", {"1", "1023", "x"}},
       {"TIERMEM_TRACK", {"scanning", "", "scan|off", "soft_dirty"}},
       {"TIERMEM_TRACK_PAGES", {"0", "511", "x", "4294967297"}},
+      {"TIERMEM_HEAT_LOG", {long256}},
+      {"TIERMEM_HEAT_LOG_PAGES", {"0", "1048577", "x"}},
       {"TIERMEM_EVICT_BACKGROUND", {"sometimes"}},
       {"TIERMEM_RELIEF_BACKGROUND", {"2"}},
       {"TIERMEM_POLICY_CPU", {"101", "5%"}},

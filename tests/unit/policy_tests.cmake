@@ -20,3 +20,6 @@ tiermem_add_gtest(NAME policy_loop_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/policy_loop_test.cc)
 tiermem_add_gtest(NAME clock_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/clock_test.cc)
+# The heat log (TIERMEM_HEAT_LOG) and `tiermem advise`'s reader and model of it.
+tiermem_add_gtest(NAME heat_log_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/heat_log_test.cc ${PROJECT_SOURCE_DIR}/tools/tiermem/advise_model.cc)

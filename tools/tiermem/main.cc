@@ -1,7 +1,41 @@
-// tiermem: run an unmodified program with tiered memory (`tiermem run`). docs/run.md.
+// tiermem: run an unmodified program with tiered memory (`tiermem run`, docs/run.md), or ask
+// what CXL or remote memory would do to it (`tiermem advise`, docs/advise.md).
 #include <CLI/CLI.hpp>
 
+#include "tools/tiermem/advise.h"
 #include "tools/tiermem/run.h"
+
+namespace {
+
+CLI::App* AddAdvise(CLI::App& app, tiermem::tools::AdviseArgs& a) {
+  auto* c = app.add_subcommand(
+      "advise",
+      "run PROG once with its heat recorded, predict its slowdown at DRAM shares of its peak on CXL, RDMA and TCP, "
+      "and check one share with a real run: `tiermem advise [options] -- PROG ARGS`");
+  c->add_option("--shares", a.shares, "DRAM shares of the peak RSS, largest first (default 1,0.75,0.5,0.25,0.125)")
+      ->delimiter(',');
+  c->add_option("--cxl-ns", a.cxl_ns, "a CXL load's latency in ns where no CXL node's HMAT says (default 250)");
+  c->add_option("--dram-ns", a.dram_ns, "a DRAM load's latency in ns where no HMAT says (default 100)");
+  c->add_option("--cxl-lines", a.cxl_lines, "cache lines an access reads from CXL, 1-64 (default 1)");
+  c->add_option("--rdma-us", a.rdma_us, "an RDMA fault's cost per 4 KiB page in us (default 4)");
+  c->add_option("--tcp-us", a.tcp_us, "a TCP fault's cost in us (default 0: measured on this machine)");
+  c->add_option("--check-share", a.check_share,
+                "the DRAM share the check runs at (default 0: the one predicted nearest --check-target; -1: no check)");
+  c->add_option("--check-target", a.check_target, "the slowdown the check's share is picked by (default 1.10)");
+  c->add_option("--check-memd", a.memd_capacity, "the check run's local memd capacity (default twice the peak RSS)");
+  c->add_option("--log-pages", a.log_pages, "TIERMEM_HEAT_LOG_PAGES of the record run (default 16384)");
+  c->add_flag("--json", a.json, "one JSON object instead of the table");
+  c->add_option("--plot", a.plot, "a PNG of predicted slowdown against DRAM share, a line per far tier (gnuplot)");
+  c->add_option("--set", a.run.set, "any option for the program's runs as NAME=VALUE (`tiermemctl options`)")
+      ->allow_extra_args(false);
+  c->add_option("--preload-lib", a.run.preload_lib, "the preload library (default: the one beside tiermem)");
+  c->add_option("--memd", a.run.memd_binary, "the tiermem-memd for the check and the TCP measurement");
+  c->add_option("command", a.run.command, "PROG ARGS (after --)")->required();
+  c->positionals_at_end();
+  return c;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tiermem: run unmodified programs with their memory tiered over DRAM, CXL and memory servers"};
@@ -24,7 +58,10 @@ int main(int argc, char** argv) {
   r->add_option("--memd", run.memd_binary, "the tiermem-memd for --local-memd (default: beside tiermem)");
   r->add_option("command", run.command, "PROG ARGS (after --)")->required();
   r->positionals_at_end();
+  tiermem::tools::AdviseArgs advise;
+  CLI::App* adv = AddAdvise(app, advise);
   CLI11_PARSE(app, argc, argv);
   if (r->parsed()) return tiermem::tools::RunCommand(run);
+  if (adv->parsed()) return tiermem::tools::AdviseCommand(advise);
   return 2;
 }

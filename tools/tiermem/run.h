@@ -22,9 +22,17 @@ struct RunArgs {
   std::vector<std::string> command;  // PROG ARGS
 };
 
+// What a run was, for a caller that runs the program more than once (`tiermem advise`).
+struct RunOutcome {
+  pid_t pid = -1;               // the program's process id (-1: not started)
+  double seconds = 0;           // wall time from its start to its end
+  uint64_t peak_rss_bytes = 0;  // its largest resident set (the process itself, not its children)
+};
+
 // Runs the program; returns its exit status (128+N when signal N ended it), or 2 when the
 // command line is refused before the program starts, or 1 when the run could not be set up.
-int RunCommand(const RunArgs& args);
+// `out`, when given, is filled once the program has started.
+int RunCommand(const RunArgs& args, RunOutcome* out = nullptr);
 
 // The tiermem-memd serving this run (--local-memd): started on 127.0.0.1 with a port of its own,
 // in a process group of its own (a terminal's ^C reaches the program, not the server its pages

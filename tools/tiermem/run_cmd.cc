@@ -1,6 +1,7 @@
 // `tiermem run` (run.h): checks the command line, sets up the environment (the preload library
 // and the TIERMEM_* options), starts the program, passes signals on, returns its status.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,11 +105,13 @@ pid_t Spawn(const std::vector<std::string>& command, const std::vector<std::stri
   return pid;
 }
 
-int WaitStatus(pid_t pid) {
+int WaitStatus(pid_t pid, uint64_t* peak_rss_bytes) {
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
+  struct rusage ru {};
+  while (wait4(pid, &status, 0, &ru) < 0) {
     if (errno != EINTR) return 1;
   }
+  *peak_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // reported in KiB
   g_child = 0;
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
@@ -137,7 +140,7 @@ std::string FindPreloadLibrary() {
 
 std::string FindMemd() { return FindBeside("tiermem-memd", {"", "memd"}); }
 
-int RunCommand(const RunArgs& a) {
+int RunCommand(const RunArgs& a, RunOutcome* out) {
   Options opts;
   std::string error;
   if (!CollectOptions(a, &opts, &error)) {
@@ -190,8 +193,10 @@ int RunCommand(const RunArgs& a) {
     std::fprintf(stderr, "tiermem run: fork: %s\n", strerror(errno));
     return 1;
   }
-  const int status = WaitStatus(pid);
+  uint64_t peak = 0;
+  const int status = WaitStatus(pid, &peak);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (out != nullptr) *out = RunOutcome{pid, secs, peak};
   memd.Stop();
   if (summary) PrintSummary(stats, pid, a.command[0], status, secs);
   return status;

@@ -1,0 +1,99 @@
+// `tiermem advise`: what CXL or remote memory would do to a program, from its own heat
+// (docs/advise.md). The pieces: the record's reader and the model (advise_model.cc), the fault
+// cost of this machine's remote tier (advise_calibrate.cc), the runs and the check
+// (advise_cmd.cc), the table, JSON and plot (advise_out.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tools/tiermem/run.h"
+
+namespace tiermem::tools {
+
+struct AdviseArgs {
+  std::vector<double> shares = {1.0, 0.75, 0.5, 0.25, 0.125};  // of the peak RSS, in DRAM
+  double cxl_ns = 250;       // a CXL load's latency (used when no CXL node or HMAT says it)
+  double dram_ns = 100;      // a DRAM load's latency (likewise)
+  double cxl_lines = 1;      // cache lines an access reads from CXL
+  double rdma_us = 4;        // an RDMA fault of 4 KiB
+  double tcp_us = 0;         // the TCP fault cost; 0: measured here
+  double check_share = 0;    // the share the check runs at; 0: the advisor picks; <0: no check
+  double check_target = 1.10;  // the check picks the share predicted nearest this slowdown (tcp)
+  uint64_t log_pages = 16384;  // TIERMEM_HEAT_LOG_PAGES of the record run
+  bool json = false;
+  std::string plot;          // PNG path ("" = none)
+  std::string memd_capacity;  // --local-memd of the check run ("" = twice the peak)
+  RunArgs run;               // the program and the run's own flags (preload library, memd, --set)
+};
+
+// What the record run learned (the program's heat log, heat_log.h, read back).
+struct HeatRecord {
+  uint32_t page_size = 4096;
+  uint32_t interval_ms = 0;
+  uint64_t rounds = 0;
+  double seconds = 0;                // from the first round to the last
+  uint64_t heap_peak_pages = 0;      // the most DRAM pages a round saw
+  std::vector<double> page_touches;  // per page seen, its touches (page-rounds), hottest first
+};
+// Reads a heat log; false with the reason in *error.
+bool ReadHeatRecord(const std::string& path, HeatRecord* out, std::string* error);
+
+struct SharePrediction {
+  double share = 0;
+  uint64_t dram_limit_bytes = 0;
+  uint64_t below_dram_bytes = 0;
+  double touches_per_s = 0;  // page-rounds below DRAM per second of the record run
+  double faults_per_s = 0;   // estimated accesses below DRAM per second of the plain run
+  double cxl = 1, rdma = 1, tcp = 1;  // predicted slowdowns (1 = none)
+};
+struct FarCosts {
+  double cxl_extra_ns = 150;  // per cache line, over DRAM
+  double cxl_lines = 1;
+  double rdma_us = 4, tcp_us = 0;
+  std::string cxl_source;     // "--cxl-ns", "HMAT node N", ...
+  std::string tcp_source = "measured here";
+};
+// A page's accesses over the record, estimated from the rounds it was seen touched in
+// (docs/advise.md, "The model").
+double EstimatedAccesses(double touched_rounds, uint64_t rounds);
+// Accesses an LRU of `capacity_pages` pages misses, for pages accessed `accesses` times each
+// (Che's approximation; docs/advise.md, "The model").
+double LruMisses(const std::vector<double>& accesses, double capacity_pages);
+// The model: for each share, the coldest heap pages past share * peak_rss_bytes live below DRAM;
+// rates are per second of the plain run (`plain_seconds`). `own_bytes`: the DRAM the runtime
+// holds for itself under a limit, which the limit counts (at most half of it).
+std::vector<SharePrediction> Predict(const HeatRecord& rec, uint64_t peak_rss_bytes, const std::vector<double>& shares,
+                                     const FarCosts& costs, double plain_seconds, uint64_t own_bytes = 0);
+
+// The mean cost of one remote fault over TCP on this machine, in microseconds, measured with a
+// memd of its own (`memd` as LocalMemd takes it); false with the reason.
+bool MeasureTcpFaultUs(const std::string& memd_binary, double* us, std::string* error);
+
+struct AdviseReport {
+  std::string program;
+  int recorded_pid = -1;  // the process whose heat log the advice is from
+  std::string recorded_command;  // its command, as its exit report names it
+  double plain_seconds = 0, record_seconds = 0;
+  uint64_t peak_rss_bytes = 0;
+  HeatRecord record;
+  FarCosts costs;
+  std::vector<SharePrediction> shares;
+  bool checked = false;
+  std::string check_tier = "tcp";
+  double check_share = 0, check_predicted = 0, check_measured = 0, check_seconds = 0;
+  double check_predicted_heap_only = 0;  // before the run: the runtime's own DRAM taken as none
+  double check_predicted_faults = 0;
+  uint64_t check_faults = 0, check_own_bytes = 0;
+};
+void PrintTable(const AdviseReport& r);
+std::string ReportJson(const AdviseReport& r);
+// Draws slowdown against DRAM share (a line per far tier) with gnuplot; false with the reason.
+bool PlotPng(const AdviseReport& r, const std::string& path, std::string* error);
+
+// The command: 0, the program's failing status, 2 on a refused command line, 1 when the runs
+// could not be made.
+int AdviseCommand(AdviseArgs args);
+
+}  // namespace tiermem::tools

@@ -1,0 +1,249 @@
+// `tiermem advise` (advise.h, docs/advise.md): the command line's checks, the record run, the
+// plain run, the model and the check run.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tiermem/topology.hpp"
+#include "tools/tiermem/advise.h"
+
+namespace tiermem::tools {
+namespace {
+
+// Refuses what the model cannot use, naming the option; "" when all is well.
+std::string CheckArgs(const AdviseArgs& a) {
+  if (a.shares.empty()) return "--shares: at least one share";
+  for (size_t i = 0; i < a.shares.size(); ++i) {
+    if (!(a.shares[i] > 0 && a.shares[i] <= 1)) return "--shares: each share is in (0, 1], got " + std::to_string(a.shares[i]);
+    if (i > 0 && a.shares[i] >= a.shares[i - 1]) return "--shares: from the largest to the smallest";
+  }
+  if (!(a.cxl_ns > 0 && a.dram_ns > 0 && a.cxl_ns >= a.dram_ns)) return "--cxl-ns: a latency in ns, at least --dram-ns";
+  if (!(a.cxl_lines > 0 && a.cxl_lines <= 64)) return "--cxl-lines: 1 to 64 cache lines per access";
+  if (!(a.rdma_us > 0 && std::isfinite(a.rdma_us))) return "--rdma-us: a fault's cost in microseconds, above 0";
+  if (!(a.tcp_us >= 0 && std::isfinite(a.tcp_us))) return "--tcp-us: a fault's cost in microseconds (0: measured)";
+  if (!(a.check_share <= 1)) return "--check-share: a share in (0, 1], 0 to let the advisor pick, or -1 for no check";
+  if (!(a.check_target >= 1)) return "--check-target: a slowdown, at least 1";
+  if (a.log_pages == 0 || a.log_pages > (uint64_t{1} << 20)) return "--log-pages: 1 to 1048576";
+  if (a.plot.find_first_of("'\\") != std::string::npos) return "--plot: a path without quotes or backslashes";
+  if (a.run.command.empty()) return "no program given (tiermem advise [options] -- PROG ARGS)";
+  return "";
+}
+
+// CXL's latency over DRAM's: from a CXL (or far) node's HMAT figures and a DRAM node's where
+// the machine has them, else from the flags.
+FarCosts CostsFor(const AdviseArgs& a) {
+  FarCosts c;
+  c.cxl_extra_ns = a.cxl_ns - a.dram_ns;
+  c.cxl_lines = a.cxl_lines;
+  c.rdma_us = a.rdma_us;
+  c.cxl_source = "--cxl-ns " + std::to_string(static_cast<int>(a.cxl_ns)) + ", --dram-ns " +
+                 std::to_string(static_cast<int>(a.dram_ns)) + " (no CXL node with HMAT latencies here)";
+  StatusOr<Topology> t = DiscoverTopology();
+  if (!t.ok()) return c;
+  const NumaNode* dram = nullptr;
+  const NumaNode* far = nullptr;
+  for (const NumaNode& n : t->nodes) {
+    if (!n.hmat.present || n.hmat.read_latency_ns == 0) continue;
+    if (n.kind == NodeKind::kDram && dram == nullptr) dram = &n;
+    if (n.kind != NodeKind::kDram && (far == nullptr || n.kind == NodeKind::kCxl)) far = &n;
+  }
+  if (far != nullptr) {
+    const double dram_ns = dram != nullptr ? dram->hmat.read_latency_ns : a.dram_ns;
+    c.cxl_extra_ns = std::max(0.0, far->hmat.read_latency_ns - dram_ns);
+    c.cxl_source = "HMAT: node " + std::to_string(far->id) + " (" + std::string(NodeKindName(far->kind)) + ") " +
+                   std::to_string(far->hmat.read_latency_ns) + " ns" +
+                   (dram != nullptr ? ", node " + std::to_string(dram->id) + " " + std::to_string(dram->hmat.read_latency_ns) + " ns" : "");
+  }
+  return c;
+}
+
+// The share the check runs at: the one whose TCP prediction is nearest the target slowdown,
+// among those that put some memory below DRAM.
+size_t PickCheck(const std::vector<SharePrediction>& s, double target) {
+  size_t best = s.size() - 1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i].below_dram_bytes == 0) continue;
+    if (s[best].below_dram_bytes == 0 || std::fabs(s[i].tcp - target) < std::fabs(s[best].tcp - target)) best = i;
+  }
+  return best;
+}
+
+nlohmann::json ReadStats(const std::string& path) {
+  std::ifstream f(path);
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+// A counter of a run's exit report (the stats JSON), 0 when absent.
+uint64_t StatsCounter(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
+}
+
+// The check run's exit report of the process the advice is about: the one whose command is the
+// recorded process's (the most remote faults among several), else PROG's own.
+nlohmann::json CheckStats(const std::string& dir, pid_t program, const std::string& command) {
+  nlohmann::json best = ReadStats(dir + "/check." + std::to_string(program) + ".json");
+  std::error_code ec;
+  bool matched = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("check.", 0) != 0) continue;
+    nlohmann::json j = ReadStats(e.path().string());
+    if (command.empty() || j.value("command", "") != command) continue;
+    if (!matched || StatsCounter(j, "remote_faults") > StatsCounter(best, "remote_faults")) best = j;
+    matched = true;
+  }
+  return best;
+}
+
+// One run of the program; false (with its status in *status) when it did not exit with 0.
+bool RunOnce(const RunArgs& run, const char* what, RunOutcome* out, int* status) {
+  *status = RunCommand(run, out);
+  if (*status == 0) return true;
+  if (out->pid < 0) {
+    std::fprintf(stderr, "tiermem advise: the %s run of %s could not start (status %d); no advice\n", what,
+                 run.command[0].c_str(), *status);
+  } else {
+    std::fprintf(stderr, "tiermem advise: %s failed in the %s run with status %d; no advice\n", run.command[0].c_str(),
+                 what, *status);
+  }
+  return false;
+}
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "tiermem-advise-XXXXXX").string();
+    if (mkdtemp(t.data()) != nullptr) path_ = t;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int Check(const AdviseArgs& a, const ScratchDir& dir, AdviseReport* r) {
+  const size_t at = a.check_share > 0 ? 0 : PickCheck(r->shares, a.check_target);
+  std::vector<SharePrediction> one =
+      a.check_share > 0 ? Predict(r->record, r->peak_rss_bytes, {a.check_share}, r->costs, r->plain_seconds) : std::vector{r->shares[at]};
+  const SharePrediction& p = one[0];
+  RunArgs run = a.run;
+  run.quiet = true;
+  run.dram_limit = std::to_string(std::max<uint64_t>(p.dram_limit_bytes, 1 << 20));
+  run.local_memd = !a.memd_capacity.empty() ? a.memd_capacity
+                                             : std::to_string(std::max<uint64_t>(2 * r->peak_rss_bytes, 64 << 20));
+  run.stats = dir.path() + "/check.%p.json";
+  RunOutcome o;
+  int status = 0;
+  if (!RunOnce(run, "check", &o, &status)) return status;
+  const nlohmann::json stats = CheckStats(dir.path(), o.pid, r->recorded_command);
+  r->checked = true;
+  r->check_share = p.share;
+  r->check_predicted_heap_only = p.tcp;
+  r->check_seconds = o.seconds;
+  r->check_measured = o.seconds / r->plain_seconds;
+  r->check_faults = StatsCounter(stats, "remote_faults");
+  // The limit held the runtime's own DRAM too (its rings, the sampler's copies): the model at
+  // the room the heap had, the one input the check gives it (no time, no fault count).
+  r->check_own_bytes = StatsCounter(stats, "runtime_own_bytes");
+  const SharePrediction q = Predict(r->record, r->peak_rss_bytes, {p.share}, r->costs, r->plain_seconds, r->check_own_bytes)[0];
+  r->check_predicted = q.tcp;
+  r->check_predicted_faults = q.faults_per_s * r->plain_seconds;
+  return 0;
+}
+
+// The heat log of the run's process with the largest heap: PROG's own, or, where PROG starts
+// others (a script that runs a server and its client), the one whose memory matters most.
+bool LargestRecord(const std::string& dir, pid_t program, AdviseReport* r, std::string* error) {
+  const std::string own = dir + "/" + std::to_string(program) + ".heat";
+  bool found = ReadHeatRecord(own, &r->record, error);
+  if (found) r->recorded_pid = program;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".heat" || e.path().string() == own) continue;
+    HeatRecord other;
+    std::string ignored;
+    if (!ReadHeatRecord(e.path().string(), &other, &ignored)) continue;
+    if (found && other.heap_peak_pages <= r->record.heap_peak_pages) continue;
+    r->record = std::move(other);
+    r->recorded_pid = std::stoi(e.path().stem().string());
+    found = true;
+  }
+  return found;
+}
+
+}  // namespace
+
+int AdviseCommand(AdviseArgs a) {
+  if (std::string e = CheckArgs(a); !e.empty()) {
+    std::fprintf(stderr, "tiermem advise: %s\n", e.c_str());
+    return 2;
+  }
+  ScratchDir dir;
+  if (dir.path().empty()) {
+    std::fprintf(stderr, "tiermem advise: no scratch folder could be made under %s\n",
+                 std::filesystem::temp_directory_path().c_str());
+    return 1;
+  }
+  AdviseReport r;
+  r.program = a.run.command[0];
+  // The record run: tracking on, no limit, its heat logged.
+  RunArgs rec = a.run;
+  rec.quiet = true;
+  rec.stats = dir.path() + "/record.%p.json";  // the recorded process's command, for the check
+  rec.set.push_back("track=scan");
+  rec.set.push_back("heat_log=" + dir.path() + "/%p.heat");
+  rec.set.push_back("heat_log_pages=" + std::to_string(a.log_pages));
+  RunOutcome o;
+  int status = 0;
+  if (!RunOnce(rec, "record", &o, &status)) return status;
+  r.record_seconds = o.seconds;
+  r.peak_rss_bytes = o.peak_rss_bytes;
+  std::string error;
+  if (!LargestRecord(dir.path(), o.pid, &r, &error)) {
+    std::fprintf(stderr, "tiermem advise: %s\n", error.c_str());
+    return 1;
+  }
+  r.recorded_command = ReadStats(dir.path() + "/record." + std::to_string(r.recorded_pid) + ".json").value("command", "");
+  // The plain run: the same preload library, no tracking, no limit: the time the slowdowns
+  // are relative to.
+  RunArgs plain = a.run;
+  plain.quiet = true;
+  if (!RunOnce(plain, "plain", &o, &status)) return status;
+  r.plain_seconds = o.seconds;
+  r.costs = CostsFor(a);
+  r.costs.tcp_us = a.tcp_us;
+  if (a.tcp_us > 0) r.costs.tcp_source = "--tcp-us";
+  if (r.costs.tcp_us == 0) {
+    const std::string memd = a.run.memd_binary.empty() ? FindMemd() : a.run.memd_binary;
+    if (memd.empty() || !MeasureTcpFaultUs(memd, &r.costs.tcp_us, &error)) {
+      std::fprintf(stderr, "tiermem advise: the TCP fault cost could not be measured: %s (--tcp-us gives it)\n",
+                   memd.empty() ? "tiermem-memd is not beside tiermem (--memd names it)" : error.c_str());
+      return 1;
+    }
+  }
+  r.shares = Predict(r.record, r.peak_rss_bytes, a.shares, r.costs, r.plain_seconds);
+  if (a.check_share >= 0) {
+    if (int s = Check(a, dir, &r); s != 0) return s;
+  }
+  if (a.json) {
+    std::printf("%s\n", ReportJson(r).c_str());
+  } else {
+    PrintTable(r);
+  }
+  if (!a.plot.empty() && !PlotPng(r, a.plot, &error)) {
+    std::fprintf(stderr, "tiermem advise: no plot: %s\n", error.c_str());
+  }
+  return 0;
+}
+
+}  // namespace tiermem::tools
