@@ -174,11 +174,17 @@ inline bool InRuntimeCall() { return t_thread.bypass != 0; }
 
 // Per thread, per heap: the blocks malloc hands out next, per class, as a singly linked list: a
 // span's local list taken whole, or a batch from the central list, and the thread's frees of
-// blocks of the span it was filled from (ThreadCache::current), newest first. Frees of the
-// thread's other spans go to those spans' local lists, of other threads' spans to a remote list.
+// blocks of the span it was filled from (`current`), newest first. Frees of the thread's other
+// spans go to those spans' local lists, of other threads' spans to a remote list.
 struct ClassCache {
   void* head;
   uint32_t n;  // blocks on the list
+  // The span the list was last filled from (a pending span's local list, or the span of a
+  // central batch's first block where this thread owns it); compared, never read through (the
+  // span may have gone since). The thread's frees of its blocks go straight back on the list,
+  // so a thread that allocates and frees a few blocks at a time reuses the same lines. Here,
+  // beside `head`, so that free's test reads the line its push writes anyway.
+  const Span* current;
   uint32_t count() const { return n; }
 };
 // Page runs that this thread freed, kept for its next large request without a lock (the
@@ -215,12 +221,6 @@ struct ThreadCache {
   // Per class, the spans this thread owns whose local lists hold blocks (Span::local_n > 0),
   // doubly linked through Span::pending_prev/next, newest first. Owner-only.
   Span* pending[kNumClasses];
-  // Per class, the span the class's list was last filled from (a pending span's local list, or
-  // the span of a central batch's first block where this thread owns it); compared, never read
-  // through (the span may have gone since). The thread's frees of its blocks go straight back
-  // on the class's list, so a thread that allocates and frees a few blocks at a time reuses
-  // the same lines, and the span is never given back while it is the current one.
-  const Span* current[kNumClasses];
   // Per class, the pending spans kept whole (Span::kept): a span whose blocks are all back on
   // its local list stays with the thread while fewer than KeptSpans(cls) are, for the thread's
   // next round of the class (a tree built and dropped again), without a lock or a new span.
@@ -369,7 +369,7 @@ class HeapCore {
   // A free by the span's owner (tc), cc being tc's list of the span's class: onto that list when
   // the span is the class's current one, else onto the span's local list.
   static void PushOwn(ThreadCache* tc, Span* span, ClassCache* cc, void* p) {
-    if (__builtin_expect(span == tc->current[span->cls], 1)) {
+    if (__builtin_expect(span == cc->current, 1)) {
       *static_cast<void**>(p) = cc->head;
       cc->head = p;
       ++cc->n;

@@ -43,7 +43,6 @@ ThreadCache* HeapCore::SlowCache() {
     memset(tc->carving, 0, sizeof(tc->carving));
     memset(tc->remote, 0, sizeof(tc->remote));
     memset(tc->pending, 0, sizeof(tc->pending));
-    memset(tc->current, 0, sizeof(tc->current));
     memset(tc->kept, 0, sizeof(tc->kept));
   } else {
     {
@@ -147,7 +146,7 @@ void* HeapCore::TakePending(ThreadCache* tc, int cls) {
   s->local_head = nullptr;
   s->local_tail = nullptr;
   s->local_n = 0;
-  tc->current[cls] = s;
+  tc->cls[cls].current = s;
   return head;
 }
 
@@ -177,7 +176,7 @@ void HeapCore::GiveBackLocal(ThreadCache* tc, Span* s) {
 void HeapCore::FlushPending(ThreadCache* tc, int cls) {
   Span* s = tc->pending[cls];
   tc->pending[cls] = nullptr;
-  tc->current[cls] = nullptr;
+  tc->cls[cls].current = nullptr;
   tc->kept[cls] = 0;
   if (s == nullptr) return;
   Span* to_free[kMaxTransfer];
@@ -265,7 +264,7 @@ void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
   // Mostly the carving span's fresh blocks, or blocks of one listed span: its frees come back
   // here while the list lasts.
   const Span* first = GlobalSpanMap().Lookup(head);
-  tc->current[cls] = first->owner.load(std::memory_order_relaxed) == tc ? first : nullptr;
+  tc->cls[cls].current = first->owner.load(std::memory_order_relaxed) == tc ? first : nullptr;
   return head;
 }
 

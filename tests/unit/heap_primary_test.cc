@@ -99,7 +99,7 @@ TEST_F(PrimaryHeapTest, FreesOfTheThreadsOwnBlocksGoToTheListOrTheirSpansLocalLi
   int to_list = 0, to_span = 0;
   for (void* p : blocks) {
     Span* s = SpanOf(p);
-    const bool current = tc->current[cls] == s;
+    const bool current = tc->cls[cls].current == s;
     const uint32_t listed = tc->cls[cls].count(), local = s->local_n;
     ASSERT_TRUE(HeapCore::TryFreePrimary(s, p));
     if (current) {  // the span the list was filled from: straight back on the list
