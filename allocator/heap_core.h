@@ -53,17 +53,11 @@ inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cach
 // Span::owner of a span no thread carves: an address no ThreadCache has.
 inline ThreadCache* NoOwner() { return reinterpret_cast<ThreadCache*>(alignof(void*)); }
 
-struct Span {
-  // Set before the span is published in the span map; constant while it is live.
-  char* start = nullptr;
-  uint32_t obj_size = 0;
-  uint32_t capacity = 0;
-  uint64_t div_magic = 0;  // ceil(2^40 / obj_size): offset / obj_size without a division
-  int cls = 0;
-  uint32_t granules = 0;
-  HeapCore* heap = nullptr;
-  int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
-  uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
+struct alignas(64) Span {
+  // The first cache line holds what free reads and writes (the fast paths and PushLocal); the
+  // rest is read on the slow paths. Set before the span is published in the span map and
+  // constant while it is live: start .. capacity, cls, heap_slot, heap_gen, and the second
+  // line's div_magic, granules, heap, segment, first_granule.
   // The preload library's free pushes a block straight onto the primary heap's thread cache
   // (HeapCore::TryFreePrimary) while this is >= 0: for a span of the primary heap that has
   // handed out no aligned block, the byte offset of its class's list in a ThreadCache
@@ -81,22 +75,33 @@ struct Span {
   // is what makes the local_* fields below owner-only. Another thread may read a stale value,
   // which is never its own cache: it sends the block to its remote list, which is correct.
   std::atomic<ThreadCache*> owner{NoOwner()};
-  // Set once Memalign hands out a block of this span: only then does a free round the pointer
-  // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
-  // The blocks of other spans are freed by the pointer malloc returned, as is.
-  std::atomic<bool> aligned{false};
-  // Objects handed out (to caches, transfer cache, span-local lists or the program). Written
-  // under the central list lock of `cls`; the owner reads it without the lock on free
-  // (HeapCore::PushLocal), to see when every block out is on its local list.
-  std::atomic<uint32_t> used{0};
   // Owner-only: read and written only by the thread whose cache is `owner` (HeapCore::PushLocal,
   // TakePending, GiveBackLocal), or under the class lock at its exit. Blocks of this span that
   // the owner freed, newest first, waiting for the owner's next refill of the class, so that the
   // blocks it hands out next lie in one span; the span is on ThreadCache::pending[cls] while
   // local_n > 0.
   void* local_head = nullptr;
-  void* local_tail = nullptr;  // the first block pushed: the list's end
   uint32_t local_n = 0;
+  // Objects handed out (to caches, transfer cache, span-local lists or the program). Written
+  // under the central list lock of `cls`; the owner reads it without the lock on free
+  // (HeapCore::PushLocal), to see when every block out is on its local list.
+  std::atomic<uint32_t> used{0};
+  int cls = 0;
+  int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
+  uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
+  // Set once Memalign hands out a block of this span: only then does a free round the pointer
+  // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
+  // The blocks of other spans are freed by the pointer malloc returned, as is.
+  std::atomic<bool> aligned{false};
+  char* start = nullptr;
+  uint32_t obj_size = 0;
+  uint32_t capacity = 0;
+  // Second line.
+  uint64_t div_magic = 0;  // ceil(2^40 / obj_size): offset / obj_size without a division
+  uint32_t granules = 0;
+  HeapCore* heap = nullptr;
+  // Owner-only, as local_head.
+  void* local_tail = nullptr;  // the first block pushed: the list's end
   bool kept = false;  // every block out was on the local list: counted in ThreadCache::kept
   Span* pending_prev = nullptr;
   Span* pending_next = nullptr;
