@@ -125,7 +125,7 @@ inline void* HeapCore::MallocSmall(int cls) {
     void* p = cc.head;
     if (__builtin_expect(p != nullptr, 1)) {
       cc.head = *static_cast<void**>(p);
-      --cc.n;
+      ++cc.room;
       return p;
     }
   }
@@ -147,7 +147,7 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     PushRemote(tc, cls, p);
     return;
   }
-  PushOwn(tc, span, &tc->cls[cls], p);
+  Push(span, &tc->cls[cls], p);
 }
 
 void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
@@ -197,9 +197,7 @@ namespace {
 
 // Links object o of span s into the batch being built (under the class lock).
 inline void TakeObject(Span* s, void* o, void** head, uint32_t* got, uint32_t* empty_spans) {
-  const uint32_t used = s->used.load(std::memory_order_relaxed);
-  s->used.store(used + 1, std::memory_order_relaxed);  // under the class lock: no other writer
-  if (used == 0) --*empty_spans;
+  if (s->used++ == 0) --*empty_spans;
   *static_cast<void**>(o) = *head;
   *head = o;
   ++*got;
@@ -303,37 +301,32 @@ void HeapCore::ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free
   for (uint32_t i = 0; i < n && head != nullptr; ++i) {
     void* o = head;
     head = *static_cast<void**>(o);
-    PutBack(c, map.Lookup(o), o, o, 1, to_free, nfree);
-  }
-}
-
-void HeapCore::PutBack(Central& c, Span* s, void* head, void* tail, uint32_t n, Span** to_free,
-                       int* nfree) {
-  c.out -= n;
-  *static_cast<void**>(tail) = s->free_list;
-  s->free_list = head;
-  if (!s->listed) {
-    s->prev = nullptr;
-    s->next = c.nonempty;
-    if (c.nonempty != nullptr) c.nonempty->prev = s;
-    c.nonempty = s;
-    s->listed = true;
-  }
-  const uint32_t used = s->used.load(std::memory_order_relaxed) - n;
-  s->used.store(used, std::memory_order_relaxed);
-  if (used != 0) return;
-  // Keep one empty span per class against churn, and every thread's carving span.
-  if (c.empty_spans >= 1 && !s->carving) {
-    if (s->prev != nullptr) s->prev->next = s->next; else c.nonempty = s->next;
-    if (s->next != nullptr) s->next->prev = s->prev;
-    s->listed = false;
-    if (*nfree < kMaxTransfer) {
-      to_free[(*nfree)++] = s;  // freed after the class lock is dropped
-    } else {
-      FreeSpan(s);  // lock order: class -> page heap -> gate
+    --c.out;
+    Span* s = map.Lookup(o);
+    *static_cast<void**>(o) = s->free_list;
+    s->free_list = o;
+    if (!s->listed) {
+      s->prev = nullptr;
+      s->next = c.nonempty;
+      if (c.nonempty != nullptr) c.nonempty->prev = s;
+      c.nonempty = s;
+      s->listed = true;
     }
-  } else {
-    ++c.empty_spans;
+    if (--s->used == 0) {
+      // Keep one empty span per class against churn, and every thread's carving span.
+      if (c.empty_spans >= 1 && !s->carving) {
+        if (s->prev != nullptr) s->prev->next = s->next; else c.nonempty = s->next;
+        if (s->next != nullptr) s->next->prev = s->prev;
+        s->listed = false;
+        if (*nfree < kMaxTransfer) {
+          to_free[(*nfree)++] = s;  // freed after the class lock is dropped
+        } else {
+          FreeSpan(s);  // lock order: class -> page heap -> gate
+        }
+      } else {
+        ++c.empty_spans;
+      }
+    }
   }
 }
 
@@ -503,9 +496,7 @@ HeapFootprint HeapCore::Footprint() {
   if (tc != nullptr && tc->gen == gen_) {
     uint64_t cached = 0;
     for (int cls = 0; cls < kNumClasses; ++cls) {
-      uint64_t n = uint64_t{tc->cls[cls].count()} + tc->remote[cls].count(cls);
-      for (const Span* s = tc->pending[cls]; s != nullptr; s = s->pending_next) n += s->local_n;
-      cached += n * ClassSize(cls);
+      cached += (uint64_t{tc->cls[cls].count()} + tc->remote[cls].count(cls)) * ClassSize(cls);
     }
     f.small_block_bytes -= std::min(cached, f.small_block_bytes);
   }

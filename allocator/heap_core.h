@@ -9,10 +9,7 @@
 //
 // Each thread carves fresh objects from spans of its own (one per class: ThreadCache::carving,
 // Span::owner), so objects handed to two threads share no cache line. A free of a block of the
-// thread's own span goes to that span's local list (no lock), and the thread's next refill of
-// the class takes one span's local list whole (ThreadCache::pending), so the blocks it hands out
-// next lie close together in one span, not scattered over all its spans; a span whose blocks
-// are all on its local list goes back to the central list. A free of another thread's block (or
+// thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
 // of a span whose thread exited) goes to the thread's remote list of its class and on to the
 // central list a batch at a time (one lock per batch), where the owner's next refill finds it:
 // a thread never hands out a block of another thread's lines that it freed. Objects flow back
@@ -53,11 +50,17 @@ inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cach
 // Span::owner of a span no thread carves: an address no ThreadCache has.
 inline ThreadCache* NoOwner() { return reinterpret_cast<ThreadCache*>(alignof(void*)); }
 
-struct alignas(64) Span {
-  // The first cache line holds what free reads and writes (the fast paths and PushLocal); the
-  // rest is read on the slow paths. Set before the span is published in the span map and
-  // constant while it is live: start .. capacity, cls, heap_slot, heap_gen, and the second
-  // line's div_magic, granules, heap, segment, first_granule.
+struct Span {
+  // Set before the span is published in the span map; constant while it is live.
+  char* start = nullptr;
+  uint32_t obj_size = 0;
+  uint32_t capacity = 0;
+  uint64_t div_magic = 0;  // ceil(2^40 / obj_size): offset / obj_size without a division
+  int cls = 0;
+  uint32_t granules = 0;
+  HeapCore* heap = nullptr;
+  int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
+  uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
   // The preload library's free pushes a block straight onto the primary heap's thread cache
   // (HeapCore::TryFreePrimary) while this is >= 0: for a span of the primary heap that has
   // handed out no aligned block, the byte offset of its class's list in a ThreadCache
@@ -69,46 +72,18 @@ struct alignas(64) Span {
   // in its own cache (it would hand it out next, beside the owner's live objects: false sharing)
   // but gathers it on its class's remote list, which goes back to the central list in whole
   // batches.
-  // Written under the class lock, and only by the thread of the cache it names or names next
-  // (TakeCarved, TakeListed's adoption, Orphan at exit; a parked cache passes with its lists
-  // under g_reg.tc_mu). So a thread reads `owner == its cache` exactly, without the lock: that
-  // is what makes the local_* fields below owner-only. Another thread may read a stale value,
-  // which is never its own cache: it sends the block to its remote list, which is correct.
+  // Written under the class lock; read without it on free: a stale value only sends one block
+  // to the other of two lists, both correct (any block may be in any thread's lists).
   std::atomic<ThreadCache*> owner{NoOwner()};
-  // Owner-only: read and written only by the thread whose cache is `owner` (HeapCore::PushLocal,
-  // TakePending, GiveBackLocal), or under the class lock at its exit. Blocks of this span that
-  // the owner freed, newest first, waiting for the owner's next refill of the class, so that the
-  // blocks it hands out next lie in one span; the span is on ThreadCache::pending[cls] while
-  // local_n > 0.
-  void* local_head = nullptr;
-  uint32_t local_n = 0;
-  // Objects handed out (to caches, transfer cache, span-local lists or the program). Written
-  // under the central list lock of `cls`; the owner reads it without the lock on free
-  // (HeapCore::PushLocal), to see when every block out is on its local list.
-  std::atomic<uint32_t> used{0};
-  int cls = 0;
-  int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
-  uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
   // Set once Memalign hands out a block of this span: only then does a free round the pointer
   // down to its object's start (ObjectStart), so a pointer inside an aligned block frees it.
   // The blocks of other spans are freed by the pointer malloc returned, as is.
   std::atomic<bool> aligned{false};
-  char* start = nullptr;
-  uint32_t obj_size = 0;
-  uint32_t capacity = 0;
-  // Second line.
-  uint64_t div_magic = 0;  // ceil(2^40 / obj_size): offset / obj_size without a division
-  uint32_t granules = 0;
-  HeapCore* heap = nullptr;
-  // Owner-only, as local_head.
-  void* local_tail = nullptr;  // the first block pushed: the list's end
-  bool kept = false;  // every block out was on the local list: counted in ThreadCache::kept
-  Span* pending_prev = nullptr;
-  Span* pending_next = nullptr;
   Segment* segment = nullptr;
   uint32_t first_granule = 0;
   // Guarded by the central list lock of `cls`.
   void* free_list = nullptr;
+  uint32_t used = 0;    // objects handed out (to caches, transfer cache or the program)
   uint32_t carved = 0;  // objects [0, carved) have been handed out at least once
   Span* prev = nullptr;
   Span* next = nullptr;
@@ -139,12 +114,11 @@ struct HeapStats {
 // a time: every figure is exact for its part at the moment it was read, not for the heap as one.
 struct HeapFootprint {
   HeapStats stats;  // segment, span and large bytes read together under the page heap lock
-  // Small blocks handed out and not back: live blocks, plus free blocks in the caches and
-  // span-local lists of threads other than the caller (counted as live, as jemalloc counts its
-  // thread caches; a span's local list holds only blocks of a span that also holds a block
-  // still out; their remote lists, at most a batch per class). Free blocks in the caller's
-  // cache, local lists and remote lists and in the transfer cache are not counted. Sizes are
-  // class sizes (malloc_usable_size).
+  // Small blocks handed out and not back: live blocks, plus free blocks in the caches of threads
+  // other than the caller (counted as live, as jemalloc counts its thread caches; at most
+  // 256 KiB per class per thread, 512 KiB above 2 KiB: GrowLimit; and their remote lists, at
+  // most a batch per class). Free blocks in the caller's cache and remote lists and in the
+  // transfer cache are not counted. Sizes are class sizes (malloc_usable_size).
   uint64_t small_block_bytes = 0;
   uint64_t dirty_bytes = 0;  // free span granules that kept their pages
 };
@@ -177,20 +151,13 @@ extern constinit thread_local ThreadState t_thread TM_TLS;
 // True on a thread that must not enter the heap (see ThreadState::bypass).
 inline bool InRuntimeCall() { return t_thread.bypass != 0; }
 
-// Per thread, per heap: the blocks malloc hands out next, per class, as a singly linked list: a
-// span's local list taken whole, or a batch from the central list, and the thread's frees of
-// blocks of the span it was filled from (`current`), newest first. Frees of the thread's other
-// spans go to those spans' local lists, of other threads' spans to a remote list.
+// Per thread, per heap: a singly linked free list per class (see heap_core.cc). `room` is
+// max - (objects on the list): one decrement and sign test on free, one increment on malloc.
 struct ClassCache {
   void* head;
-  uint32_t n;  // blocks on the list
-  // The span the list was last filled from (a pending span's local list, or the span of a
-  // central batch's first block where this thread owns it); compared, never read through (the
-  // span may have gone since). The thread's frees of its blocks go straight back on the list,
-  // so a thread that allocates and frees a few blocks at a time reuses the same lines. Here,
-  // beside `head`, so that free's test reads the line its push writes anyway.
-  const Span* current;
-  uint32_t count() const { return n; }
+  int32_t room;
+  uint32_t max;
+  uint32_t count() const { return max - static_cast<uint32_t>(room); }
 };
 // Page runs that this thread freed, kept for its next large request without a lock (the
 // primary heap only; see HeapCore::KeepLocal). Their bytes still count as the heap's large
@@ -219,17 +186,9 @@ struct ThreadCache {
   LocalRuns runs;
   // Per class, the span whose fresh objects this thread carves, alone (its owner): no other
   // thread's object is ever carved from the cache lines of this thread's. Guarded by the class
-  // lock; only its thread writes it (in Fetch and at exit, under that lock), so its thread also
-  // reads it without the lock (LocalEdge).
+  // lock (the thread itself reads and writes it only in Fetch and at exit, under that lock).
   Span* carving[kNumClasses];
   RemoteList remote[kNumClasses];
-  // Per class, the spans this thread owns whose local lists hold blocks (Span::local_n > 0),
-  // doubly linked through Span::pending_prev/next, newest first. Owner-only.
-  Span* pending[kNumClasses];
-  // Per class, the pending spans kept whole (Span::kept): a span whose blocks are all back on
-  // its local list stays with the thread while fewer than KeptSpans(cls) are, for the thread's
-  // next round of the class (a tree built and dropped again), without a lock or a new span.
-  uint8_t kept[kNumClasses];
 };
 // Span::primary_off of a class.
 inline constexpr intptr_t PrimaryOffset(int cls) {
@@ -325,7 +284,7 @@ class HeapCore {
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
     if (__builtin_expect(off < 0, 0)) return false;
     if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
-      PushOwn(tc, span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+      Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
       return true;
     }
     if (__builtin_expect(tc == nullptr, 0)) return false;
@@ -340,7 +299,7 @@ class HeapCore {
     if (__builtin_expect(span->aligned.load(std::memory_order_relaxed), 0)) {
       p = span->ObjectStart(p);  // an aligned block may be freed by a pointer inside its object
     }
-    PushOwn(tc, span, &tc->cls[span->cls], p);
+    Push(span, &tc->cls[span->cls], p);
     return true;
   }
 
@@ -361,7 +320,7 @@ class HeapCore {
       // The next block's link is read by the next Pop of this class; a list of blocks freed
       // long ago is scattered, so start that read now (a prefetch of nullptr does nothing).
       __builtin_prefetch(next, 1, 3);
-      --cc->n;
+      ++cc->room;
     }
     return p;
   }
@@ -371,28 +330,13 @@ class HeapCore {
     r.head = p;
     if (__builtin_expect(--r.room == 0, 0)) FlushRemoteClass(tc, cls);
   }
-  // A free by the span's owner (tc), cc being tc's list of the span's class: onto that list when
-  // the span is the class's current one, else onto the span's local list.
-  static void PushOwn(ThreadCache* tc, Span* span, ClassCache* cc, void* p) {
-    if (__builtin_expect(span == cc->current, 1)) {
-      *static_cast<void**>(p) = cc->head;
-      cc->head = p;
-      ++cc->n;
-      return;
-    }
-    PushLocal(tc, span, p);
+  static void Push(Span* span, ClassCache* cc, void* p) {
+    *static_cast<void**>(p) = cc->head;
+    cc->head = p;
+    if (__builtin_expect(--cc->room < 0, 0)) Overflow(span, cc);
   }
-  // Onto the span's local list. The slow path runs when the list was empty (the span joins tc's
-  // pending list) or now holds every block out of the span.
-  static void PushLocal(ThreadCache* tc, Span* span, void* p) {
-    *static_cast<void**>(p) = span->local_head;
-    span->local_head = p;
-    const uint32_t n = ++span->local_n;
-    if (__builtin_expect(n == 1 || n == span->used.load(std::memory_order_relaxed), 0)) {
-      LocalEdge(tc, span);
-    }
-  }
-  __attribute__((noinline)) static void LocalEdge(ThreadCache* tc, Span* span);
+  // A list past its limit (the list of span's class): a batch goes to the central list.
+  __attribute__((noinline)) static void Overflow(Span* span, ClassCache* cc);
 
  private:
   struct Batch {
@@ -421,15 +365,7 @@ class HeapCore {
   void* MallocSmall(int cls);
   void* RefillAndPop(ThreadCache* tc, int cls);
   void FreeSmall(Span* span, void* p);
-  void FlushClass(ClassCache* cc, int cls);  // the whole list to the central list
-  // Fills tc's list of cls from its newest pending span's local list (no lock) and pops a block;
-  // nullptr when no span is pending.
-  void* TakePending(ThreadCache* tc, int cls);
-  // Unlinks s (owned by tc, local_n > 0) from tc's pending list and returns its local list to
-  // the central list.
-  void GiveBackLocal(ThreadCache* tc, Span* s);
-  // Every pending span's local list of cls to the central list (thread exit, FlushThreadCaches).
-  void FlushPending(ThreadCache* tc, int cls);
+  void FlushClass(ClassCache* cc, int cls, uint32_t n);
   void FlushCache(ThreadCache* tc);
   void FlushRemote(ThreadCache* tc);  // the remote lists to the central lists
 
@@ -451,10 +387,6 @@ class HeapCore {
   __attribute__((noinline)) static void FlushRemoteClass(ThreadCache* tc, int cls);
   void Release(int cls, void* head, uint32_t n);
   void ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree);
-  // Under the class lock: n free blocks of span s, linked from head to tail, back on its free
-  // list; a span left empty goes to to_free (or is freed at once when to_free is full).
-  void PutBack(Central& c, Span* s, void* head, void* tail, uint32_t n, Span** to_free,
-               int* nfree);
 
   // Page heap.
   Span* AllocSpan(int cls);

@@ -32,24 +32,34 @@ inline constexpr uint64_t kRunCacheAgeNs = 1000000000;
 // beyond it a freed span's pages are discarded at once.
 inline constexpr uint64_t kMaxDirtyBytes = 4 << 20;
 
-// CacheLimit, in objects of a class: two batches, at most 256 KiB; the longest list the
-// transfer cache keeps as one batch (a thread's whole list of the class, released at its exit).
+// Thread cache limits, in objects of a class (see thread_cache.cc for how a class moves between
+// them). CacheLimit: two batches, at most 256 KiB; what a thread that has refilled the class
+// from the central list may hold. A transfer batch may be this long (a thread's whole list,
+// released at its exit), so a refill always fits the list.
 inline constexpr uint32_t kMaxCacheBytes = 256 * 1024;
 inline constexpr uint32_t CacheLimit(int cls) {
   const uint32_t by_bytes = kMaxCacheBytes / static_cast<uint32_t>(ClassSize(cls));
   const uint32_t two = 2 * BatchSize(cls);
   return by_bytes < 2 ? 2 : by_bytes < two ? by_bytes : two;
 }
-// KeptSpans: spans of a class whose blocks are all free that a thread keeps on its pending list
-// (ThreadCache::kept), about 256 KiB of them and at least one. A thread that builds and drops
-// thousands of small objects of a class at a time (a tree, a number program's limbs) takes them
-// up again without a lock; past the bound a span whose blocks are all free goes back to the
-// central list (and its pages to the page heap), so a thread that stops allocating the class
-// keeps at most this much of it beyond the span it allocates from and the one it carves.
-inline constexpr uint32_t kKeptBytes = 256 * 1024;
-inline constexpr uint32_t KeptSpans(int cls) {
-  const uint32_t span_bytes = SpanGranules(cls) * static_cast<uint32_t>(kGranule);
-  return span_bytes >= kKeptBytes ? 1 : kKeptBytes / span_bytes;
+// GrowLimit: a class refilled again and again (a thread that allocates and frees it at random)
+// grows its limit by a batch per refill up to this. Classes above 2 KiB move 2-16 objects per
+// batch, so their lists hit both ends every few operations; 512 KiB of objects (at most eight
+// batches) makes that rarer (mixed: central operations 116k -> ~30k per 4M). Smaller classes
+// (full batches of 32) grow to 256 KiB of objects: a thread that builds and drops thousands of
+// small objects of a class at a time (a tree, a number program's limbs) otherwise moved every
+// 32 of them through the central list twice, and a refill also walked a span's list. Only a
+// thread that keeps allocating the class grows it; a thread that only frees blocks of other
+// threads keeps none of them (remote lists).
+inline constexpr uint32_t kMaxGrowBytes = 512 * 1024;
+inline constexpr uint32_t kMaxSmallGrowBytes = 256 * 1024;
+inline constexpr uint32_t GrowLimit(int cls) {
+  const bool full_batches = BatchSize(cls) >= 32;
+  const uint32_t by_bytes =
+      (full_batches ? kMaxSmallGrowBytes : kMaxGrowBytes) / static_cast<uint32_t>(ClassSize(cls));
+  const uint32_t most = full_batches ? by_bytes : 8 * BatchSize(cls);
+  const uint32_t grow = by_bytes < most ? by_bytes : most;
+  return grow > CacheLimit(cls) ? grow : CacheLimit(cls);
 }
 
 // Memory kept for reuse is allocated memory to the runtime: under a DRAM limit

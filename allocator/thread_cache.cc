@@ -15,6 +15,13 @@ constinit std::atomic<HeapCore*> g_primary{nullptr};
 
 namespace {
 
+// A thread's limit for a class it has only freed so far: half a batch. Blocks of other threads'
+// spans go to the remote lists, not here, so only a thread whose cache was an exited thread's
+// (whose spans still name it) meets it; a consumer holds at most a remote batch per class.
+constexpr uint32_t FreeOnlyLimit(int cls) {
+  return std::min(CacheLimit(cls), std::max<uint32_t>(2, BatchSize(cls) / 2));
+}
+
 void ThreadExit(void*) {
   t_thread.exiting = 1;
   HeapCore::FlushThreadCaches();
@@ -42,8 +49,6 @@ ThreadCache* HeapCore::SlowCache() {
     memset(&tc->runs, 0, sizeof(tc->runs));
     memset(tc->carving, 0, sizeof(tc->carving));
     memset(tc->remote, 0, sizeof(tc->remote));
-    memset(tc->pending, 0, sizeof(tc->pending));
-    memset(tc->kept, 0, sizeof(tc->kept));
   } else {
     {
       std::lock_guard<std::mutex> lock(g_reg.tc_mu);
@@ -61,7 +66,10 @@ ThreadCache* HeapCore::SlowCache() {
     if (tc == nullptr) return nullptr;
     if (!parked) memset(tc, 0, sizeof(*tc));
   }
+  // A class starts with FreeOnlyLimit and gets CacheLimit at its first refill (RefillAndPop).
   for (int c = 0; c < kNumClasses && !parked; ++c) {
+    tc->cls[c].max = FreeOnlyLimit(c);
+    tc->cls[c].room = static_cast<int32_t>(tc->cls[c].max);
     tc->remote[c].room = static_cast<int32_t>(BatchSize(c));
   }
   tc->gen = gen_;
@@ -82,123 +90,28 @@ void HeapCore::ResumePrimary() {
   if (tc != nullptr && tc->gen == h->gen_) t_thread.primary = tc;
 }
 
-void HeapCore::FlushClass(ClassCache* cc, int cls) {
-  const uint32_t n = cc->n;
+void HeapCore::FlushClass(ClassCache* cc, int cls, uint32_t n) {
+  if (n > cc->count()) n = cc->count();
   if (n == 0) return;
-  void* head = cc->head;  // the list ends in nullptr: Release takes it whole
-  cc->head = nullptr;
-  cc->n = 0;
+  void* head = cc->head;
+  if (n == cc->count() && n <= CacheLimit(cls)) {
+    // The whole list (thread exit): it ends in nullptr already, and Release takes it as one
+    // transfer batch, so there is no need to walk it.
+    cc->head = nullptr;
+    cc->room += static_cast<int32_t>(n);
+    Release(cls, head, n);
+    return;
+  }
+  void* tail = head;
+  for (uint32_t i = 1; i < n; ++i) tail = *static_cast<void**>(tail);
+  cc->head = *static_cast<void**>(tail);
+  cc->room += static_cast<int32_t>(n);
+  *static_cast<void**>(tail) = nullptr;
   Release(cls, head, n);
 }
 
-// Span-local lists. A span's local_* fields and pending links are touched only by the thread
-// whose cache is the span's owner (the owner test on free is exact for that thread: see
-// Span::owner), so they need no lock; blocks leave them for the central list only through
-// PutBack, under the class lock. The pairs of threads that meet at a span:
-// - owner and a thread freeing another block of the span: the other thread's owner test fails
-//   and the block goes to its remote list, then to the central list under the class lock; it
-//   never touches the local list.
-// - owner and a thread refilling from the span's central free_list (TakeListed) or putting
-//   blocks back (PutBack): both under the class lock, on free_list and used only. The owner
-//   reads `used` without the lock, as a hint: local_n <= used always holds (the blocks on the
-//   local list are out of the span's free list, and only the owner moves them), so
-//   local_n == used means no block of the span is anywhere else, for as long as the owner does
-//   not hand one out. A stale read only delays or advances a give-back, and giving back free
-//   blocks is correct at any time.
-// - owner and the thread that takes its cache: at exit the lists go back under the class lock
-//   (FlushPending) before Orphan clears the owner, or stay with a parked cache, which passes to
-//   the next thread under g_reg.tc_mu.
-// A span with local_n > 0 has used > 0, so it is never freed while on a pending list.
-void HeapCore::LocalEdge(ThreadCache* tc, Span* s) {
-  const int cls = s->cls;
-  if (s->local_n == 1) {  // the list was empty: the span joins the pending list, newest first
-    s->local_tail = s->local_head;
-    s->pending_prev = nullptr;
-    s->pending_next = tc->pending[cls];
-    if (s->pending_next != nullptr) s->pending_next->pending_prev = s;
-    tc->pending[cls] = s;
-  }
-  if (s->local_n != s->used.load(std::memory_order_relaxed) || s->kept ||
-      s == tc->carving[cls]) {
-    return;
-  }
-  if (tc->kept[cls] < KeptSpans(cls)) {
-    s->kept = true;
-    ++tc->kept[cls];
-    return;
-  }
-  s->heap->GiveBackLocal(tc, s);
-}
-
-void* HeapCore::TakePending(ThreadCache* tc, int cls) {
-  Span* s = tc->pending[cls];
-  if (s == nullptr) return nullptr;
-  tc->pending[cls] = s->pending_next;
-  if (s->pending_next != nullptr) s->pending_next->pending_prev = nullptr;
-  if (s->kept) {
-    s->kept = false;
-    --tc->kept[cls];
-  }
-  void* head = s->local_head;
-  ClassCache& cc = tc->cls[cls];
-  cc.head = *static_cast<void**>(head);
-  cc.n = s->local_n - 1;
-  s->local_head = nullptr;
-  s->local_tail = nullptr;
-  s->local_n = 0;
-  tc->cls[cls].current = s;
-  return head;
-}
-
-void HeapCore::GiveBackLocal(ThreadCache* tc, Span* s) {
-  const int cls = s->cls;
-  if (s->pending_prev != nullptr) {
-    s->pending_prev->pending_next = s->pending_next;
-  } else {
-    tc->pending[cls] = s->pending_next;
-  }
-  if (s->pending_next != nullptr) s->pending_next->pending_prev = s->pending_prev;
-  void* head = s->local_head;
-  void* tail = s->local_tail;
-  const uint32_t n = s->local_n;
-  s->local_head = nullptr;
-  s->local_tail = nullptr;
-  s->local_n = 0;
-  Span* to_free[kMaxTransfer];
-  int nfree = 0;
-  {
-    std::lock_guard<std::mutex> lock(central_[cls].mu);
-    PutBack(central_[cls], s, head, tail, n, to_free, &nfree);
-  }
-  if (nfree != 0) FreeSpan(to_free[0]);  // lock order: class, then page heap
-}
-
-void HeapCore::FlushPending(ThreadCache* tc, int cls) {
-  Span* s = tc->pending[cls];
-  tc->pending[cls] = nullptr;
-  tc->cls[cls].current = nullptr;
-  tc->kept[cls] = 0;
-  if (s == nullptr) return;
-  Span* to_free[kMaxTransfer];
-  int nfree = 0;
-  {
-    std::lock_guard<std::mutex> lock(central_[cls].mu);
-    while (s != nullptr) {
-      Span* next = s->pending_next;
-      void* head = s->local_head;
-      void* tail = s->local_tail;
-      const uint32_t n = s->local_n;
-      s->local_head = nullptr;
-      s->local_tail = nullptr;
-      s->local_n = 0;
-      s->kept = false;
-      s->pending_prev = nullptr;
-      s->pending_next = nullptr;
-      PutBack(central_[cls], s, head, tail, n, to_free, &nfree);
-      s = next;
-    }
-  }
-  for (int i = 0; i < nfree; ++i) FreeSpan(to_free[i]);
+void HeapCore::Overflow(Span* span, ClassCache* cc) {
+  span->heap->FlushClass(cc, span->cls, BatchSize(span->cls));
 }
 
 void HeapCore::FlushRemote(ThreadCache* tc) {
@@ -208,8 +121,7 @@ void HeapCore::FlushRemote(ThreadCache* tc) {
 void HeapCore::FlushCache(ThreadCache* tc) {
   FlushRemote(tc);
   for (int c = 0; c < kNumClasses; ++c) {
-    FlushClass(&tc->cls[c], c);
-    FlushPending(tc, c);  // while the spans still name tc as their owner (Orphan clears it)
+    FlushClass(&tc->cls[c], c, tc->cls[c].count());
     if (tc->carving[c] != nullptr) {
       std::lock_guard<std::mutex> lock(central_[c].mu);
       Orphan(central_[c], tc, c);
@@ -255,16 +167,16 @@ void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
   if (tc == nullptr) {  // thread exiting: straight from the central list, one object
     return Fetch(cls, 1, &head, nullptr) == 1 ? head : nullptr;
   }
-  if (void* p = TakePending(tc, cls)) return p;
-  const uint32_t n = Fetch(cls, BatchSize(cls), &head, tc);
+  uint32_t n = Fetch(cls, BatchSize(cls), &head, tc);
   if (n == 0) return nullptr;
-  ClassCache& cc = tc->cls[cls];  // it was empty
+  ClassCache& cc = tc->cls[cls];
+  // The thread allocates this class: room for two batches, so that a thread that both frees
+  // and allocates does not go to the central list at every batch boundary. A later refill means
+  // the list ran dry again: a batch more, up to GrowLimit. The list was empty.
+  const uint32_t limit = CacheLimit(cls);
+  cc.max = cc.max < limit ? limit : std::min(GrowLimit(cls), cc.max + BatchSize(cls));
   cc.head = *static_cast<void**>(head);
-  cc.n = n - 1;
-  // Mostly the carving span's fresh blocks, or blocks of one listed span: its frees come back
-  // here while the list lasts.
-  const Span* first = GlobalSpanMap().Lookup(head);
-  tc->cls[cls].current = first->owner.load(std::memory_order_relaxed) == tc ? first : nullptr;
+  cc.room = static_cast<int32_t>(cc.max - (n - 1));
   return head;
 }
 

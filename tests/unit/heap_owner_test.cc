@@ -1,15 +1,20 @@
 // Thread-owned spans of the tiered heap (Span::owner, ThreadCache::carving and remote lists):
 // the fresh blocks of two threads share no cache line, a thread does not hand out a block of
 // another thread's that it freed, remote frees come back to the thread that allocates, and the
-// span an exited thread was carving is taken up by the next.
+// span an exited thread was carving is taken up by the next; frees by several threads into one
+// thread's spans lose no block and hand none out twice.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator/heap_core.h"
@@ -186,6 +191,99 @@ TEST_F(HeapOwnerTest, TheSpanAnExitedThreadWasCarvingIsTakenUp) {
   EXPECT_NE(span->owner.load(), alloc::NoOwner());
   for (void* p : next) heap_->Free(p);
   heap_->Free(first);
+}
+
+// One owner allocates blocks and passes three of every four to three workers, which check and
+// free them (remote frees into the owner's spans) while the owner frees its own and allocates
+// again. Every block carries a stamp that its holder checks before freeing, and
+// every block handed out must not be live already; at the end no block may be missing.
+TEST_F(HeapOwnerTest, FreesFromSeveralThreadsIntoOneOwnerLoseNoBlockAndHandNoneOutTwice) {
+  constexpr int kWorkers = 3, kRounds = 60, kPerRound = 8192;
+  std::mutex live_mu;
+  std::unordered_set<void*> live;
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<void*, uint64_t>> q;
+    bool done = false;
+  };
+  std::vector<Queue> queues(kWorkers);
+  std::atomic<int> bad{0};
+  auto check_and_free = [&](void* p, uint64_t stamp) {
+    uint64_t got;
+    memcpy(&got, p, sizeof(got));
+    if (got != stamp) bad.fetch_add(1);
+    {
+      std::lock_guard<std::mutex> lock(live_mu);
+      if (live.erase(p) != 1) bad.fetch_add(1);
+    }
+    heap_->Free(p);
+  };
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      Queue& q = queues[static_cast<size_t>(w)];
+      for (;;) {
+        std::unique_lock<std::mutex> lock(q.mu);
+        q.cv.wait(lock, [&] { return q.done || !q.q.empty(); });
+        if (q.q.empty()) return;
+        std::deque<std::pair<void*, uint64_t>> mine;
+        mine.swap(q.q);
+        lock.unlock();
+        for (auto [p, stamp] : mine) check_and_free(p, stamp);
+      }
+    });
+  }
+  std::vector<std::pair<void*, uint64_t>> kept, next;
+  int doubled = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    // The workers' remote batches parked in the transfer cache go back to their spans, so that
+    // the owner's refills also take blocks from span lists that other threads are filling.
+    alloc::CoreOf(*heap_)->Trim();
+    std::vector<std::vector<std::pair<void*, uint64_t>>> out(kWorkers);
+    for (int i = 0; i < kPerRound; ++i) {
+      void* p = heap_->Allocate(48 + 16 * static_cast<size_t>(i % 2));
+      ASSERT_NE(p, nullptr);
+      const uint64_t stamp = (uint64_t(r) << 32) | static_cast<uint64_t>(i);
+      memcpy(p, &stamp, sizeof(stamp));
+      {
+        std::lock_guard<std::mutex> lock(live_mu);
+        if (!live.insert(p).second) ++doubled;
+      }
+      if (i % 4 == 3) {
+        next.emplace_back(p, stamp);
+      } else {
+        out[static_cast<size_t>(i % 4)].emplace_back(p, stamp);
+      }
+      // The owner frees last round's blocks between its allocations.
+      if (!kept.empty()) {
+        check_and_free(kept.back().first, kept.back().second);
+        kept.pop_back();
+      }
+    }
+    for (int w = 0; w < kWorkers; ++w) {
+      Queue& q = queues[static_cast<size_t>(w)];
+      std::lock_guard<std::mutex> lock(q.mu);
+      q.q.insert(q.q.end(), out[static_cast<size_t>(w)].begin(), out[static_cast<size_t>(w)].end());
+      q.cv.notify_one();
+    }
+    for (auto [p, stamp] : kept) check_and_free(p, stamp);
+    kept.swap(next);
+    next.clear();
+  }
+  for (auto [p, stamp] : kept) check_and_free(p, stamp);
+  for (Queue& q : queues) {
+    std::lock_guard<std::mutex> lock(q.mu);
+    q.done = true;
+    q.cv.notify_one();
+  }
+  for (auto& th : workers) th.join();  // their caches go back at exit
+  EXPECT_EQ(doubled, 0) << "blocks handed out while still live";
+  EXPECT_EQ(bad.load(), 0) << "blocks whose stamp changed, or freed twice";
+  EXPECT_TRUE(live.empty());
+  // This thread's lists back to the central lists: then every block is back in its span.
+  alloc::HeapCore::FlushThreadCaches();
+  EXPECT_EQ(alloc::CoreOf(*heap_)->Footprint().small_block_bytes, 0u) << "blocks neither live nor free";
 }
 
 }  // namespace

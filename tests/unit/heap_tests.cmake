@@ -8,5 +8,3 @@ tiermem_add_gtest(NAME heap_primary_test LABEL unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_primary_test.cc)
 tiermem_add_gtest(NAME heap_owner_test LABEL unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_owner_test.cc)
-tiermem_add_gtest(NAME heap_local_test LABEL unit
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/heap_local_test.cc)
