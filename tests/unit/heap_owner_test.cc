@@ -1,15 +1,20 @@
 // Thread-owned spans of the tiered heap (Span::owner, ThreadCache::carving and remote lists):
 // the fresh blocks of two threads share no cache line, a thread does not hand out a block of
 // another thread's that it freed, remote frees come back to the thread that allocates, and the
-// span an exited thread was carving is taken up by the next.
+// span an exited thread was carving is taken up by the next; frees by several threads into one
+// thread's spans lose no block and hand none out twice.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator/heap_core.h"
@@ -186,6 +191,111 @@ TEST_F(HeapOwnerTest, TheSpanAnExitedThreadWasCarvingIsTakenUp) {
   EXPECT_NE(span->owner.load(), alloc::NoOwner());
   for (void* p : next) heap_->Free(p);
   heap_->Free(first);
+}
+
+using Stamped = std::pair<void*, uint64_t>;  // a block and the stamp written into it
+
+// The blocks handed out and not yet freed, across threads: a block handed out while live, a
+// stamp that changed, or a block freed that is not live are counted.
+struct Ledger {
+  std::mutex mu;
+  std::unordered_set<void*> live;
+  int doubled = 0;
+  std::atomic<int> bad{0};
+
+  void Handed(void* p) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!live.insert(p).second) ++doubled;
+  }
+  // Checked and taken off the ledger before the free: once freed, the heap may hand it out.
+  void CheckAndFree(Heap& heap, Stamped b) {
+    uint64_t got;
+    memcpy(&got, b.first, sizeof(got));
+    if (got != b.second) bad.fetch_add(1);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (live.erase(b.first) != 1) bad.fetch_add(1);
+    }
+    heap.Free(b.first);
+  }
+};
+
+// Blocks passed to one worker thread. Take waits for some; false once closed and empty.
+struct WorkQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Stamped> q;
+  bool closed = false;
+
+  void Put(const std::vector<Stamped>& blocks) {
+    std::lock_guard<std::mutex> lock(mu);
+    q.insert(q.end(), blocks.begin(), blocks.end());
+    cv.notify_one();
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu);
+    closed = true;
+    cv.notify_one();
+  }
+  bool Take(std::deque<Stamped>* out) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return closed || !q.empty(); });
+    out->swap(q);
+    q.clear();
+    return !out->empty();
+  }
+};
+
+// One owner allocates blocks and passes three of every four to three workers, which check and
+// free them (remote frees into the owner's spans) while the owner frees its own and allocates
+// again. Every block carries a stamp that its holder checks before freeing, and every block
+// handed out must not be live already; at the end no block may be missing.
+TEST_F(HeapOwnerTest, FreesFromSeveralThreadsIntoOneOwnerLoseNoBlockAndHandNoneOutTwice) {
+  constexpr int kWorkers = 3, kRounds = 60, kPerRound = 8192;
+  Ledger ledger;
+  std::vector<WorkQueue> queues(kWorkers);
+  std::vector<std::thread> workers;
+  for (WorkQueue& q : queues) {
+    workers.emplace_back([&] {
+      std::deque<Stamped> mine;
+      while (q.Take(&mine)) {
+        for (const Stamped& b : mine) ledger.CheckAndFree(*heap_, b);
+      }
+    });
+  }
+  std::vector<Stamped> kept, next;
+  for (int r = 0; r < kRounds; ++r) {
+    // The workers' remote batches parked in the transfer cache go back to their spans, so that
+    // the owner's refills also take blocks from span lists that other threads are filling.
+    alloc::CoreOf(*heap_)->Trim();
+    std::vector<std::vector<Stamped>> out(kWorkers);
+    for (int i = 0; i < kPerRound; ++i) {
+      void* p = heap_->Allocate(48 + 16 * static_cast<size_t>(i % 2));
+      ASSERT_NE(p, nullptr);
+      const uint64_t stamp = (uint64_t(r) << 32) | static_cast<uint64_t>(i);
+      memcpy(p, &stamp, sizeof(stamp));
+      ledger.Handed(p);
+      (i % 4 == 3 ? next : out[static_cast<size_t>(i % 4)]).emplace_back(p, stamp);
+      if (!kept.empty()) {  // the owner frees last round's blocks between its allocations
+        ledger.CheckAndFree(*heap_, kept.back());
+        kept.pop_back();
+      }
+    }
+    for (size_t w = 0; w < queues.size(); ++w) queues[w].Put(out[w]);
+    for (const Stamped& b : kept) ledger.CheckAndFree(*heap_, b);
+    kept.swap(next);
+    next.clear();
+  }
+  for (const Stamped& b : kept) ledger.CheckAndFree(*heap_, b);
+  for (WorkQueue& q : queues) q.Close();
+  for (auto& th : workers) th.join();  // their caches go back at exit
+  EXPECT_EQ(ledger.doubled, 0) << "blocks handed out while still live";
+  EXPECT_EQ(ledger.bad.load(), 0) << "blocks whose stamp changed, or freed twice";
+  EXPECT_TRUE(ledger.live.empty());
+  // This thread's lists back to the central lists: then every block is back in its span.
+  alloc::HeapCore::FlushThreadCaches();
+  EXPECT_EQ(alloc::CoreOf(*heap_)->Footprint().small_block_bytes, 0u)
+      << "blocks neither live nor free";
 }
 
 }  // namespace
