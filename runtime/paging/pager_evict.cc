@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/log.h"
@@ -320,6 +321,16 @@ void Pager::CopyForSend(Region& region, bool have_pm, EvictScratch* w, EvictJob*
   const size_t m = job->idx.size();
   job->copy.resize(m * kPage);
   w->clean_ok.assign(m, 0);
+  // A page whose entry may be the scan's marker is not read (its fault would wait on this
+  // thread's claim): its claim is given back, and it stays as it is (empty, or in swap).
+  for (size_t i = 0; i < m; ++i) {
+    if (!job->claimed[i] || (have_pm && !os::PagemapMaybeMarker(w->pm[i]))) continue;
+    PageRecord& rec = region.record(job->idx[i]);
+    rec.flags.fetch_and(uint8_t(~kPageEvicting), std::memory_order_relaxed);
+    rec.state.store(S(PageState::kLocal), std::memory_order_release);
+    job->claimed[i] = 0;
+    --w->queued;
+  }
   {
     TsanIgnoreAccesses racing_writes;  // program threads may write the page meanwhile (see base/tsan.h)
     for (size_t i = 0; i < m; ++i) {
@@ -330,21 +341,28 @@ void Pager::CopyForSend(Region& region, bool have_pm, EvictScratch* w, EvictJob*
   if (!have_pm) return;  // nothing known about protection: every page is written
   // Then whether each clean mark still holds: bit 57 read after the copy says no write came
   // before it (the copy is the server's bytes); a write scan running meanwhile may have
-  // protected a written page again before clearing its mark, so then none is trusted.
-  const uint64_t seq = scan_seq_.load(std::memory_order_seq_cst);
-  if (seq & 1) return;
+  // protected a written page again before clearing its mark, so a read that overlapped one is
+  // read again (a few times; then none is trusted, and the window is sent whole).
   std::vector<uint64_t>& pm2 = w->pm2;
   pm2.resize(m);
-  bool read = true;
-  ForRuns(job->idx.data(), m, nullptr, [&](size_t i, size_t j) {
-    read = read && os::ReadPagemap(pagemap_fd_, region.PageAddress(job->idx[i]), j - i, pm2.data() + i);
-  });
-  if (!read) return;
-  for (size_t i = 0; i < m; ++i) {
-    const bool marked = region.record(job->idx[i]).flags.load(std::memory_order_acquire) & kPageRemoteClean;
-    w->clean_ok[i] = job->claimed[i] && marked && os::PagemapUffdWp(pm2[i]);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t seq = scan_seq_.load(std::memory_order_seq_cst);
+    if (seq & 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    bool read = true;
+    ForRuns(job->idx.data(), m, nullptr, [&](size_t i, size_t j) {
+      read = read && os::ReadPagemap(pagemap_fd_, region.PageAddress(job->idx[i]), j - i, pm2.data() + i);
+    });
+    if (!read) return;
+    for (size_t i = 0; i < m; ++i) {
+      const bool marked = region.record(job->idx[i]).flags.load(std::memory_order_acquire) & kPageRemoteClean;
+      w->clean_ok[i] = job->claimed[i] && marked && os::PagemapUffdWp(pm2[i]);
+    }
+    if (scan_seq_.load(std::memory_order_seq_cst) == seq) return;
+    w->clean_ok.assign(m, 0);
   }
-  if (scan_seq_.load(std::memory_order_seq_cst) != seq) w->clean_ok.assign(m, 0);
 }
 
 }  // namespace tiermem
