@@ -159,19 +159,11 @@ class Pager {
   // The servers connected at start, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
   const std::string& server() const { return server_; }
   bool write_protect() const { return wp_; }
-  // The write scan's mode (PagerConfig::wp_async granted): writes are resolved in the kernel and
-  // never reported, ranges are scanned through PAGEMAP_SCAN (runtime/tiering/scan_tracker.h).
-  bool write_scan() const { return wp_async_; }
-  // Write-scan mode: registers [addr, addr+bytes) (a whole managed region) for missing faults
-  // and write-protect with this pager's descriptor, as its evictions would, so the scan may read
-  // every page of it; its fresh pages' first touches come to the fault handler from then on.
-  // Ranges stay registered until the pager ends (OnFree keeps them). Any thread.
+  bool write_scan() const { return wp_async_; }  // PagerConfig::wp_async granted
+  // Write-scan mode: a whole managed region registered for the scan until the pager ends.
   Status RegisterForScan(void* addr, size_t bytes);
-  // Write-scan mode: the scanner brackets each scan, and the clearing of kPageRemoteClean on the
-  // pages it found written, with these. A scan write-protects the pages it reports again, so
-  // pagemap bit 57 alone cannot tell an eviction whether a page is still clean while a scan is
-  // between its walk and that clearing: an eviction that saw a scan in progress treats its
-  // pages as dirty (PlanWindowAsync). Any one thread at a time.
+  // Write-scan mode: around each scan and its clearing of the clean marks of pages it found
+  // written (CopyForSend reads its clean check again where one overlapped). One thread at a time.
   void ScanBegins() { scan_seq_.fetch_add(1, std::memory_order_seq_cst); }
   void ScanEnds() { scan_seq_.fetch_add(1, std::memory_order_seq_cst); }
   // The soft sampler on this pager's userfaultfd (soft_sampler.h), or null where it cannot work
@@ -381,10 +373,8 @@ class Pager {
     bool no_fresh = false;     // no healthy group could take a page of an unhealthy one
     size_t placement = kNoServer;  // chosen at the first page that needs a new slot
     uint64_t queued = 0;       // pages the last window claimed
-    // Write-scan mode (CopyForSend): a second pagemap read, after the copy, and per page of the
-    // window whether its clean mark may be trusted.
-    std::vector<uint64_t> pm2;
-    std::vector<uint8_t> clean_ok;
+    std::vector<uint64_t> pm2;       // write-scan mode: pagemap read after the copy
+    std::vector<uint8_t> clean_ok;   // and whether each page's clean mark holds (CopyForSend)
   };
   Status RegisterRuns(Region& region, const std::vector<uint64_t>& pages);
   // Queues the windows of idx[0..n) and waits for them; windows lost with a server go again.
@@ -399,11 +389,9 @@ class Pager {
   Status QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w, EvictTicket* t);
   // Page i of the job (claimed, `pm` its pagemap entry or null): its slot, and its writes.
   Status PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_t i, EvictScratch* w, EvictJob* job);
-  // Write-scan mode: the window's pages with contents copied into job->copy (what is sent), and
-  // w->clean_ok (pager_evict.cc).
+  // Write-scan mode: pages copied into job->copy (what is sent) and w->clean_ok set.
   void CopyForSend(Region& region, bool have_pm, EvictScratch* w, EvictJob* job);
-  // Write-scan mode, writer thread: each page of drop[] taken out and compared with its copy;
-  // those written since are put back and cleared from drop[] (pager_writer.cc).
+  // Write-scan mode, writer thread: drop[]'s pages taken out, or put back and cleared from it.
   void TakeOutSent(EvictJob& job, std::vector<uint8_t>& drop);
   void GiveBack(EvictJob& job);  // a failed job's pages: local, dirty, unprotected, woken
   void WriterLoop();             // the writer thread
@@ -551,12 +539,8 @@ class Pager {
   int uffd_ = -1;
   int stop_fd_ = -1;
   bool wp_ = false;
-  // Write-scan mode (PagerConfig::wp_async granted). Eviction then goes claim, copy, send, take
-  // out (TakeOutIfSent into scratch_, the writer thread's page registered with uffd_); with it
-  // off, claim, write-protect, send, drop (pager_evict.cc says which threads touch a page in
-  // each, and why each is safe).
-  bool wp_async_ = false;
-  char* scratch_ = nullptr;
+  bool wp_async_ = false;  // write-scan mode (pager_evict.cc, "Two paths")
+  char* scratch_ = nullptr;  // the writer thread's take-out page, registered with uffd_
   std::atomic<uint64_t> scan_seq_{0};  // odd while a scan runs (ScanBegins/ScanEnds)
   // List order; unreachable ones have no io. Appended with io_mu_ held (Init, ListServer);
   // read by any thread (size() once, then entries below it).

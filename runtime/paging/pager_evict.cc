@@ -229,8 +229,7 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
       }
     }
   }
-  const bool trusted = !wp_async_ || (!w->clean_ok.empty() && w->clean_ok[i]);
-  if (wp_ && trusted && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
+  if (wp_ && (!wp_async_ || w->clean_ok[i]) && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
     c_->evictions_clean.fetch_add(1, std::memory_order_relaxed);
     return Status::Ok();
   }
