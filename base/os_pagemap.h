@@ -76,6 +76,11 @@ int UffdMove(int uffd, void* dst, void* src, size_t bytes, size_t* moved = nullp
 // Whether a pagemap entry's page is write-protected through userfaultfd (bit 57, Linux 5.19+):
 // under UFFD_FEATURE_WP_ASYNC, clear once the page was written after it was protected.
 inline bool PagemapUffdWp(uint64_t entry) { return ((entry >> 57) & 1) != 0; }
+// Whether an entry may stand for no page at all: not present, shown as swapped, and
+// write-protected. The write scan's marker in an empty entry (PAGEMAP_SCAN protects those too)
+// reads so, as does a protected page out in swap; touching either from a thread that must not
+// fault (its fault would wait on itself) is not safe.
+inline bool PagemapMaybeMarker(uint64_t entry) { return ((entry >> 62) & 3) == 1 && PagemapUffdWp(entry); }
 
 // Writes "4" to /proc/self/clear_refs: every page of the process loses its soft-dirty bit (each
 // page's next write then takes a minor fault, handled in the kernel). 0 or a negative errno.

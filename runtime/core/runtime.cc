@@ -128,6 +128,17 @@ Status Runtime::Impl::Init(const Options& o) {
                                               preloaded, ProtectTracker::kMaxArmed,
                                               pager_ != nullptr ? pager_->sampler() : nullptr);
   tc.clock = clock_;
+  if (tc.track_scan && pager_ != nullptr) {
+    // The scan goes through the pager's descriptor; where the kernel could not give it the
+    // features that takes, the runtime runs without the scan (the pager said why).
+    if (pager_->write_scan()) {
+      scan_host_ = std::make_unique<PagerScanHost>(pager_.get());
+      tc.scan_host = scan_host_.get();
+    } else {
+      tc.track_scan = false;
+      TM_LOG_WARN("TIERMEM_TRACK=scan: off (the remote tier's userfaultfd has no write scan here)");
+    }
+  }
   migrator_ = std::make_unique<Migrator>(this, std::move(tc), &sb_->counters);
   if (Status ms = migrator_->Start(); !ms.ok()) TM_LOG_WARN("tiering: %s", ms.ToString().c_str());
   if (migrator_->running()) live_migrator_.store(migrator_.get(), std::memory_order_release);
@@ -150,6 +161,7 @@ PagerConfig Runtime::Impl::MakePagerConfig() {
   pc.replicas = static_cast<uint32_t>(opts_.replicas);  // 1 to kMaxReplicas (the table's range)
   pc.repair_rate = opts_.repair_rate;
   pc.fork_share = strcmp(opts_.fork, "share") == 0;
+  pc.wp_async = strcmp(opts_.track, "scan") == 0;  // the write scan reads the pager's ranges
   pc.code = opts_.remote_code;
   pc.prefetch_window = Prefetcher::WindowFromOption(opts_.prefetch);
   pc.fault_spin_us = FaultSpinFromOption(opts_.fault_spin_us);

@@ -226,6 +226,19 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   static constexpr uint64_t kResidentCostShare = 20;
   std::unique_ptr<Migrator> migrator_;  // automatic tiering
   std::unique_ptr<Pager> pager_;        // the remote tier
+  // The pager as the write scan's host (TieringConfig::scan_host): with TIERMEM_TRACK=scan and a
+  // remote tier the scan registers and reads the regions through the pager's WP_ASYNC descriptor.
+  class PagerScanHost final : public ScanHost {
+   public:
+    explicit PagerScanHost(Pager* pager) : pager_(pager) {}
+    Status RegisterForScan(void* addr, size_t bytes) override { return pager_->RegisterForScan(addr, bytes); }
+    void ScanBegins() override { pager_->ScanBegins(); }
+    void ScanEnds() override { pager_->ScanEnds(); }
+
+   private:
+    Pager* pager_;
+  };
+  std::unique_ptr<PagerScanHost> scan_host_;  // with pager_ in write-scan mode
   // The policy thread's background evictions (EvictPagesBackground), settled by WaitEvictions;
   // the migrator waits for them before it stops, so the ticket outlives its jobs.
   EvictTicket evict_ticket_;

@@ -70,6 +70,9 @@ struct EvictJob {
   std::vector<uint8_t> planned;   // has writes (dirty and populated)
   std::vector<EvictWrite> writes;
   std::vector<char> parity;       // coded: the parity pieces the writes point into
+  // Write-scan mode: page i's bytes as copied before the send, at i * page size: what the writes
+  // point into and what the take-out compares with (pager_evict.cc). Empty otherwise.
+  std::vector<char> copy;
   uint64_t t0_ns = 0;             // queued at (for the eviction latency)
   EvictTicket* ticket = nullptr;  // null: nobody waits (EvictPagesQueued)
   // The writer thread's:

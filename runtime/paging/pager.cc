@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/os.h"
+#include "base/os_pagemap.h"
 #include "base/own_memory.h"
 #include "runtime/pages/page_table.h"
 #include "runtime/paging/pager_internal.h"
@@ -149,6 +150,19 @@ Status Pager::SetRedundancy(size_t listed) {
 }
 
 StatusOr<os::Uffd> Pager::OpenUffd() {
+  if (config_.wp_async) {
+    // The write scan's mode needs both features; without them the descriptor is opened as
+    // usual and write_scan() says so (the runtime then runs without the scan).
+    StatusOr<os::Uffd> a = os::UffdOpenWpAsync();
+    if (a.ok() && a->move) {
+      uffd_ = a->fd;
+      wp_ = wp_async_ = true;
+      return a;
+    }
+    if (a.ok()) os::Close(a->fd);
+    TM_LOG_WARN("remote tier: no write scan on the pager's userfaultfd (%s)",
+                a.ok() ? "the kernel offers no UFFD_FEATURE_MOVE (Linux 6.8+)" : a.status().message().c_str());
+  }
   auto uffd = os::UffdOpen(config_.fork_share);
   if (!uffd.ok()) {
     return NotSupported("userfaultfd is not usable here (" + uffd.status().message() +
@@ -240,6 +254,15 @@ void Pager::SetFaultSpin(const std::vector<remote::Endpoint>& eps) {
 // threads find ready when they start.
 Status Pager::PrepareThreads(const os::Uffd& uffd) {
   TIERMEM_ASSIGN_OR_RETURN(stop_fd_, os::EventFd());
+  if (wp_async_) {
+    // The writer thread's scratch page for take-outs (evict_check.h): UFFDIO_MOVE puts a page
+    // only into a range registered with the same descriptor.
+    int err = 0;
+    scratch_ = static_cast<char*>(os::Reserve(kPage, &err));
+    if (scratch_ == nullptr) return ErrnoToStatus(-err, "mmap(the eviction check's scratch page)");
+    (void)os::NoHugePages(scratch_, kPage);
+    TIERMEM_RETURN_IF_ERROR(Register(scratch_, kPage).WithContext("the eviction check's scratch page"));
+  }
   writer_ = std::make_unique<EvictWriter>();
   {
     TIERMEM_ASSIGN_OR_RETURN(int writer_fd, os::EventFd());
@@ -256,7 +279,8 @@ Status Pager::PrepareThreads(const os::Uffd& uffd) {
   }
   // The soft sampler needs write-protect (its copy is the page as dropped) and kernel-mode
   // faults (a system call on a sampled page waits for the handler instead of failing).
-  if (wp_ && !uffd.user_mode_only && pagemap_fd_ >= 0) {
+  // Not in write-scan mode: write faults are resolved in the kernel there, never reported.
+  if (wp_ && !wp_async_ && !uffd.user_mode_only && pagemap_fd_ >= 0) {
     sampler_ = std::make_unique<UffdSampler>(this);
     if (!sampler_->ok()) sampler_.reset();
   }
@@ -293,6 +317,7 @@ Pager::~Pager() {
     s->fault.Drop(/*release=*/false, nullptr);
   }
   if (uffd_ >= 0) os::Close(uffd_);
+  if (scratch_ != nullptr) (void)os::Unmap(scratch_, kPage);
   if (stop_fd_ >= 0) os::Close(stop_fd_);
   if (fork_stop_fd_ >= 0) os::Close(fork_stop_fd_);
   if (pagemap_fd_ >= 0) os::Close(pagemap_fd_);
@@ -384,6 +409,11 @@ void Pager::DescribeServers(char* buf, size_t n) const {
 }
 
 Status Pager::Register(void* addr, size_t bytes) { return os::UffdRegister(uffd_, addr, bytes, wp_); }
+
+Status Pager::RegisterForScan(void* addr, size_t bytes) {
+  if (!wp_async_) return NotSupported("the remote tier's userfaultfd is not in write-scan mode");
+  return Register(addr, bytes);
+}
 
 void Pager::Wake(void* addr, size_t bytes) { os::UffdWake(uffd_, addr, bytes); }
 
@@ -534,7 +564,9 @@ void Pager::OnFree(Region& region, uint64_t first, uint64_t n) {
   }
   char* addr = region.PageAddress(first);
   (void)os::Discard(addr, n * kPage);
-  (void)os::UffdUnregister(uffd_, addr, n * kPage);  // never registered: fine
+  // The write scan reads the whole region through this descriptor (RegisterForScan): there the
+  // range stays registered, and its next owner's first touches come to the handler.
+  if (!wp_async_) (void)os::UffdUnregister(uffd_, addr, n * kPage);  // never registered: fine
 }
 
 }  // namespace tiermem

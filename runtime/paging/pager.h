@@ -159,6 +159,13 @@ class Pager {
   // The servers connected at start, comma-separated ("tcp://127.0.0.1:7471,tcp://127.0.0.1:7472").
   const std::string& server() const { return server_; }
   bool write_protect() const { return wp_; }
+  bool write_scan() const { return wp_async_; }  // PagerConfig::wp_async granted
+  // Write-scan mode: a whole managed region registered for the scan until the pager ends.
+  Status RegisterForScan(void* addr, size_t bytes);
+  // Write-scan mode: around each scan and its clearing of the clean marks of pages it found
+  // written (CopyForSend reads its clean check again where one overlapped). One thread at a time.
+  void ScanBegins() { scan_seq_.fetch_add(1, std::memory_order_seq_cst); }
+  void ScanEnds() { scan_seq_.fetch_add(1, std::memory_order_seq_cst); }
   // The soft sampler on this pager's userfaultfd (soft_sampler.h), or null where it cannot work
   // here (no write-protect, user-mode-only faults, or its buffer could not be mapped).
   AccessSampler* sampler() { return sampler_.get(); }
@@ -369,6 +376,8 @@ class Pager {
     bool no_fresh = false;     // no healthy group could take a page of an unhealthy one
     size_t placement = kNoServer;  // chosen at the first page that needs a new slot
     uint64_t queued = 0;       // pages the last window claimed
+    std::vector<uint64_t> pm2;       // write-scan mode: pagemap read after the copy
+    std::vector<uint8_t> clean_ok;   // and whether each page's clean mark holds (CopyForSend)
   };
   Status RegisterRuns(Region& region, const std::vector<uint64_t>& pages);
   // Queues the windows of idx[0..n) and waits for them; windows lost with a server go again.
@@ -383,6 +392,10 @@ class Pager {
   Status QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w, EvictTicket* t);
   // Page i of the job (claimed, `pm` its pagemap entry or null): its slot, and its writes.
   Status PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_t i, EvictScratch* w, EvictJob* job);
+  // Write-scan mode: pages copied into job->copy (what is sent) and w->clean_ok set.
+  void CopyForSend(Region& region, bool have_pm, EvictScratch* w, EvictJob* job);
+  // Write-scan mode, writer thread: drop[]'s pages taken out, or put back and cleared from it.
+  void TakeOutSent(EvictJob& job, std::vector<uint8_t>& drop);
   void GiveBack(EvictJob& job);  // a failed job's pages: local, dirty, unprotected, woken
   void WriterLoop();             // the writer thread
   void PostJob(EvictJob& job, std::vector<size_t>& outstanding);  // writer thread
@@ -535,6 +548,9 @@ class Pager {
   int uffd_ = -1;
   int stop_fd_ = -1;
   bool wp_ = false;
+  bool wp_async_ = false;  // write-scan mode (pager_evict.cc, "Two paths")
+  char* scratch_ = nullptr;  // the writer thread's take-out page, registered with uffd_
+  std::atomic<uint64_t> scan_seq_{0};  // odd while a scan runs (ScanBegins/ScanEnds)
   // List order; unreachable ones have no io. Appended with io_mu_ held (Init, ListServer);
   // read by any thread (size() once, then entries below it).
   AppendOnlyList<Server, kMaxServers> servers_;

@@ -64,6 +64,13 @@ struct PagerConfig {
   // pages stay remote (pager_fork.cc, pager_fork_child.cc); where the kernel refuses fork events,
   // and with "fetch" (false), every remote page comes back before fork().
   bool fork_share = false;
+  // TIERMEM_TRACK=scan with this remote tier: the userfaultfd is opened with
+  // UFFD_FEATURE_WP_ASYNC and UFFD_FEATURE_MOVE, so the write scan (runtime/tiering/scan_tracker.h)
+  // reads the written bit of the pager's own ranges, and eviction checks its bytes by taking
+  // each page out (evict_check.h) instead of waiting on write-protect faults. No soft sampler
+  // and no fork sharing then (both need write faults reported). Where the kernel lacks either
+  // feature the descriptor is opened as without it, and Pager::write_scan() says false.
+  bool wp_async = false;
   // Where the counters live (the process's stats block); the pager's own when null.
   // `server_counters` has room for kMaxStatsServers entries (servers past them count in the
   // totals only).

@@ -3,15 +3,38 @@
 // for a run of pages, EvictPages for scattered ones, EvictPagesQueued without waiting). Split
 // from pager.cc, which keeps connection, slots and placement, fetching back, free/discard and
 // fork.
+//
+// Two paths keep the bytes that reach the servers the bytes that are dropped:
+// - Synchronous write-protect (the default; TIERMEM_TRACK other than scan): the evicting thread
+//   claims the pages (kInFlight, kPageEvicting) and write-protects them; the writer thread sends
+//   the page itself and drops it. A program thread that writes the page meanwhile takes a
+//   write-protect fault, which the fault handler thread answers by calling the eviction off
+//   (CallOffEviction: whoever clears kPageEvicting decides) and unprotecting, so the write goes
+//   on and the writer keeps the page; once the writer has taken the flag, the write waits until
+//   the page is dropped and faults it back from the copy sent. A page is never read by the
+//   writer while writable.
+// - Write-scan mode (wp_async_: the descriptor resolves write-protect faults in the kernel and
+//   reports none): the evicting thread claims the pages and copies each page with contents into
+//   the job (CopyForSend); the copy is what is sent (and encoded), never the page. Program
+//   threads keep writing the page unhindered. Once every write is acknowledged the writer thread
+//   takes each page out in one step (TakeOutIfSent: UFFDIO_MOVE into its scratch page) and
+//   compares it with the copy: the same, and it is dropped; else it is moved back, kept local
+//   and dirty (evictions_called_off). While a page is out, a touch is a missing fault that the
+//   handler thread leaves waiting (the page is kInFlight) until the writer wakes it. A clean
+//   page (kPageRemoteClean, nothing sent) is trusted only where pagemap bit 57, read after the
+//   copy and outside any write scan, still shows the protection its install set: a write clears
+//   it in the kernel; the scan, which protects written pages again, clears the mark first.
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/log.h"
 #include "base/tsan.h"
 #include "base/os.h"
+#include "base/os_pagemap.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_internal.h"
 
@@ -148,7 +171,8 @@ Status Pager::QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
   }
   // 2. Write-protect, so the contents we send are the contents we drop, unless a write calls
   //    the page's eviction off (then what was sent is never read: the page stays dirty).
-  if (wp_) {
+  //    (Write-scan mode: nothing to protect; CopyForSend below instead.)
+  if (wp_ && !wp_async_) {
     ForRuns(idx, m, claimed, [&](size_t i, size_t j) {
       Status s = os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), (j - i) * kPage, true);
       if (!s.ok()) TM_LOG_WARN("remote tier: write-protect before eviction failed: %s", s.message().c_str());
@@ -159,6 +183,7 @@ Status Pager::QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictSc
   ForRuns(idx, m, nullptr, [&](size_t i, size_t j) {
     have_pm = have_pm && os::ReadPagemap(pagemap_fd_, region.PageAddress(idx[i]), j - i, pm.data() + i);
   });
+  if (wp_async_) CopyForSend(region, have_pm, w, job.get());
   // 4. The writes of the dirty pages, each to the server(s) of its slot (new slots: the placement).
   if (code_) job->parity.resize(m * SpareBytes());
   Status failure;
@@ -204,7 +229,7 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
       }
     }
   }
-  if (wp_ && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
+  if (wp_ && (!wp_async_ || w->clean_ok[i]) && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
     c_->evictions_clean.fetch_add(1, std::memory_order_relaxed);
     return Status::Ok();
   }
@@ -224,7 +249,7 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
   }
   // To every member, and to a replacement being filled (join): all must acknowledge. Coded:
   // member p gets piece p (a slice of the page, or parity computed here).
-  const char* page = region.PageAddress(index);
+  const char* page = job->copy.empty() ? region.PageAddress(index) : job->copy.data() + i * kPage;
   char* parity = nullptr;
   if (code_) {
     const CodeShape& shape = code_->shape();
@@ -280,12 +305,63 @@ void Pager::GiveBack(EvictJob& job) {
     rec.flags.fetch_and(uint8_t(~(kPageRemoteClean | kPageEvicting)), std::memory_order_relaxed);
     rec.state.store(S(PageState::kLocal), std::memory_order_release);
   }
-  if (wp_) {
+  if (wp_ && !wp_async_) {
     ForRuns(idx, m, job.claimed.data(), [&](size_t i, size_t j) {
       (void)os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), (j - i) * kPage, false);
     });
   }
   ForRuns(idx, m, nullptr, [&](size_t i, size_t j) { Wake(region.PageAddress(idx[i]), (j - i) * kPage); });
+}
+
+void Pager::CopyForSend(Region& region, bool have_pm, EvictScratch* w, EvictJob* job) {
+  // Write-scan mode, io_mu_ held, the window's pages claimed. The copy is taken first: what a
+  // page held before any later write, sent and then compared at its take-out. A page without
+  // contents (w->pm) is not read: reading it would fault it in.
+  const size_t m = job->idx.size();
+  job->copy.resize(m * kPage);
+  w->clean_ok.assign(m, 0);
+  // A page whose entry may be the scan's marker is not read (its fault would wait on this
+  // thread's claim): its claim is given back, and it stays as it is (empty, or in swap).
+  for (size_t i = 0; i < m; ++i) {
+    if (!job->claimed[i] || (have_pm && !os::PagemapMaybeMarker(w->pm[i]))) continue;
+    PageRecord& rec = region.record(job->idx[i]);
+    rec.flags.fetch_and(uint8_t(~kPageEvicting), std::memory_order_relaxed);
+    rec.state.store(S(PageState::kLocal), std::memory_order_release);
+    job->claimed[i] = 0;
+    --w->queued;
+  }
+  {
+    TsanIgnoreAccesses racing_writes;  // program threads may write the page meanwhile (see base/tsan.h)
+    for (size_t i = 0; i < m; ++i) {
+      if (!job->claimed[i] || (have_pm && !os::PagemapPopulated(w->pm[i]))) continue;
+      memcpy(job->copy.data() + i * kPage, region.PageAddress(job->idx[i]), kPage);
+    }
+  }
+  if (!have_pm) return;  // nothing known about protection: every page is written
+  // Then whether each clean mark still holds: bit 57 read after the copy says no write came
+  // before it (the copy is the server's bytes); a write scan running meanwhile may have
+  // protected a written page again before clearing its mark, so a read that overlapped one is
+  // read again (a few times; then none is trusted, and the window is sent whole).
+  std::vector<uint64_t>& pm2 = w->pm2;
+  pm2.resize(m);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t seq = scan_seq_.load(std::memory_order_seq_cst);
+    if (seq & 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    bool read = true;
+    ForRuns(job->idx.data(), m, nullptr, [&](size_t i, size_t j) {
+      read = read && os::ReadPagemap(pagemap_fd_, region.PageAddress(job->idx[i]), j - i, pm2.data() + i);
+    });
+    if (!read) return;
+    for (size_t i = 0; i < m; ++i) {
+      const bool marked = region.record(job->idx[i]).flags.load(std::memory_order_acquire) & kPageRemoteClean;
+      w->clean_ok[i] = job->claimed[i] && marked && os::PagemapUffdWp(pm2[i]);
+    }
+    if (scan_seq_.load(std::memory_order_seq_cst) == seq) return;
+    w->clean_ok.assign(m, 0);
+  }
 }
 
 }  // namespace tiermem

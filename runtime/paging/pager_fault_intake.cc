@@ -104,8 +104,16 @@ void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
   // installed meanwhile is there (EEXIST) and keeps its flag: clean, it is not written again at
   // its next eviction. (Claimed, nobody else acts on the page between the zero page and the
   // flag.)
+  // Write-scan mode: an empty entry may hold the write scan's marker (PAGEMAP_SCAN protects the
+  // entries of dropped pages too), which UFFDIO_ZEROPAGE takes for a page (EEXIST, and the
+  // thread would fault again forever) while UFFDIO_COPY replaces it: zeros are copied there, and
+  // the page counts as written whoever installed it.
   size_t present = 0;
-  (void)os::UffdZeroPage(uffd_, addr, kPage, &present);
+  if (wp_async_) {
+    (void)os::UffdCopy(uffd_, addr, b.zeros, kPage, false);
+  } else {
+    (void)os::UffdZeroPage(uffd_, addr, kPage, &present);
+  }
   if (mine && present == 0) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
   if (mine) rec.state.store(S(PageState::kLocal), std::memory_order_release);
   Wake(addr, kPage);

@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "base/os.h"
+#include "runtime/paging/evict_check.h"
 #include "runtime/paging/pager.h"
 #include "runtime/paging/pager_collect.h"
 #include "runtime/paging/pager_internal.h"
@@ -151,18 +152,22 @@ void Pager::FinishJob(EvictJob& job) {
     if (!job.unreadable.empty() && job.unreadable[i]) {
       rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
       if (TakeEvictingFlag(rec)) {  // (else a write called it off already, and lifted this)
-        if (wp_) (void)os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), kPage, false);
+        if (wp_ && !wp_async_) (void)os::UffdWriteProtect(uffd_, region.PageAddress(idx[i]), kPage, false);
         c_->evictions_unreadable.fetch_add(1, std::memory_order_relaxed);
       }
       continue;
     }
     drop[i] = TakeEvictingFlag(rec);
   }
-  // One call for the window's runs where the kernel can (one TLB flush: os::DiscardRanges).
-  std::vector<os::Span> spans;
-  ForRuns(idx, m, drop.data(), [&](size_t i, size_t j) { spans.push_back({region.PageAddress(idx[i]), (j - i) * kPage}); });
-  const int rc = os::DiscardRanges(spans.data(), spans.size());
-  if (rc != 0) TM_LOG_WARN("remote tier: madvise(DONTNEED) after eviction: %s", strerror(-rc));
+  if (wp_async_) {
+    TakeOutSent(job, drop);  // taken out already, or put back
+  } else {
+    // One call for the window's runs where the kernel can (one TLB flush: os::DiscardRanges).
+    std::vector<os::Span> spans;
+    ForRuns(idx, m, drop.data(), [&](size_t i, size_t j) { spans.push_back({region.PageAddress(idx[i]), (j - i) * kPage}); });
+    const int rc = os::DiscardRanges(spans.data(), spans.size());
+    if (rc != 0) TM_LOG_WARN("remote tier: madvise(DONTNEED) after eviction: %s", strerror(-rc));
+  }
   uint64_t became_remote = 0;
   for (size_t i = 0; i < m; ++i) {
     if (!job.claimed[i]) continue;
@@ -182,6 +187,34 @@ void Pager::FinishJob(EvictJob& job) {
   c_->pages_evicted.fetch_add(became_remote, std::memory_order_relaxed);
   c_->evict_latency.Record(os::MonotonicNanos() - job.t0_ns);
   writer_->Done(job, became_remote, false);
+}
+
+void Pager::TakeOutSent(EvictJob& job, std::vector<uint8_t>& drop) {
+  // Write-scan mode: nobody else acts on these pages (claimed, kPageEvicting taken by the writer
+  // in FinishJob), and a touch of one while it is out waits in the fault handler (kInFlight)
+  // until FinishJob publishes its state and wakes it. A page with no contents when the window
+  // was planned cannot have any now (a touch would have waited): ENOENT, dropped as it is.
+  Region& region = *job.region;
+  for (size_t i = 0; i < job.idx.size(); ++i) {
+    if (!drop[i]) continue;
+    char* page = region.PageAddress(job.idx[i]);
+    StatusOr<TakeOut> out = TakeOutIfSent(uffd_, page, scratch_, job.copy.data() + i * kPage);
+    if (out.ok() && (*out == TakeOut::kDropped || *out == TakeOut::kAbsent)) continue;
+    if (!out.ok()) {
+      // Left in place or put back, but where the move back failed its bytes are in the scratch
+      // page: installed again from there (the hole's touches wait for this page's state).
+      TM_LOG_WARN("remote tier: an eviction is called off: %s", out.status().message().c_str());
+      if (out.status().code() == StatusCode::kInternal) {
+        if (Status s = os::UffdCopy(uffd_, page, scratch_, kPage, false); !s.ok()) Fatal(page, first_connected_, s);
+        (void)os::Discard(scratch_, kPage);
+      }
+    }
+    // Written after the copy (or shared with a forked child: it cannot be moved until written
+    // again): it stays local and dirty, its server copy no longer current.
+    drop[i] = 0;
+    region.record(job.idx[i]).flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
+    c_->evictions_called_off.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace tiermem

@@ -15,10 +15,19 @@
 namespace tiermem {
 Status CheckTrackOptions(const OptionValues& o) {
   if (std::string(o.track) != "scan" || (o.remote[0] == '\0' && o.remote_file[0] == '\0')) return Status::Ok();
-  return InvalidArgument(
-      "TIERMEM_TRACK=scan cannot run with a remote tier (TIERMEM_REMOTE or TIERMEM_REMOTE_FILE is set): the "
-      "pager's userfaultfd write-protects the same pages synchronously, and a range takes one userfaultfd; "
-      "unset one of them (docs/tiering.md, \"The write scan in the runtime\")");
+  const std::string remote = o.remote[0] != '\0' ? "TIERMEM_REMOTE" : "TIERMEM_REMOTE_FILE";
+  if (std::string(o.fork) == "share") {
+    return InvalidArgument("TIERMEM_TRACK=scan with a remote tier (" + remote +
+                           ") needs TIERMEM_FORK=fetch, not share (the default): the scan makes the pager's "
+                           "write-protect asynchronous, and sharing pages with a child needs its writes reported "
+                           "(docs/tiering.md, \"The write scan in the runtime\")");
+  }
+  if (std::string(o.sample_mode) == "uffd") {
+    return InvalidArgument("TIERMEM_SAMPLE_MODE=uffd cannot run with TIERMEM_TRACK=scan and a remote tier (" + remote +
+                           "): the soft sampler needs the write-protect faults the scan makes asynchronous; use "
+                           "auto or protect");
+  }
+  return Status::Ok();
 }
 
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,

@@ -11,11 +11,13 @@
 // Soft-dirty's clear takes no range (it clears every page of the process), so with it each
 // round scans every live page: a window would lose the writes of the pages outside it.
 //
-// Registration: each managed region is registered whole, once, with the scan's own
-// userfaultfd (write-protect only, asynchronous), the first round after the region is known,
-// and not protected: its pages are protected by their first scan (ScanTracker::Register).
-// The pager's userfaultfd would register the same ranges (missing faults and synchronous
-// write-protect), and a range takes one: CheckTrackOptions refuses the scan with a remote tier.
+// Registration: each managed region is registered whole, once, the first round after the region
+// is known, and not protected: its pages are protected by their first scan
+// (ScanTracker::Register). Without a remote tier, with the scan's own userfaultfd (write-protect
+// only, asynchronous). With one, a range takes one descriptor: the pager's, opened WP_ASYNC
+// (TieringConfig::scan_host), registers it for missing faults and write-protect. The scan then
+// also clears the clean mark (kPageRemoteClean) of each page it finds written: it protects those
+// pages again, and the pager trusts a clean mark only while the page shows protected.
 #include <algorithm>
 
 #include "base/log.h"
@@ -27,8 +29,13 @@ namespace tiermem {
 void Migrator::StartTrack() {
   snprintf(counters_->track_mode, sizeof(counters_->track_mode), "off");
   if (!config_.track_scan) return;
-  StatusOr<ScanTracker::Mechanism> m = ScanTracker::Choose(os::ProbeTracking());
-  StatusOr<std::unique_ptr<ScanTracker>> t = m.ok() ? ScanTracker::Open(*m) : m.status();
+  StatusOr<std::unique_ptr<ScanTracker>> t = NotSupported("");
+  if (config_.scan_host != nullptr) {
+    t = ScanTracker::Adopt(config_.scan_host);
+  } else {
+    StatusOr<ScanTracker::Mechanism> m = ScanTracker::Choose(os::ProbeTracking());
+    t = m.ok() ? ScanTracker::Open(*m) : m.status();
+  }
   if (!t.ok()) {
     TM_LOG_WARN("TIERMEM_TRACK=scan: %s; writes are learned by access samples only", t.status().ToString().c_str());
     return;
@@ -84,6 +91,7 @@ uint64_t Migrator::TrackRound(uint64_t now, std::vector<AccessSample>* samples) 
   // Each page's written bit is read once a pass: a write sample stands for the pass's rounds.
   const float weight = static_cast<float>(std::max<uint64_t>(1, live / config_.track_pages));
   const size_t before = samples->size();
+  const bool clear_clean = config_.scan_host != nullptr;
   auto written = [&](uintptr_t start, uintptr_t end) {
     const int ki = TrackedIndex(start);
     if (ki < 0) return;
@@ -91,6 +99,7 @@ uint64_t Migrator::TrackRound(uint64_t now, std::vector<AccessSample>* samples) 
     std::vector<uint64_t>& bits = written_[size_t(ki)];
     for (uintptr_t a = start; a < end; a += page) {
       const uint64_t i = r->PageIndex(reinterpret_cast<const char*>(a));
+      if (clear_clean) r->record(i).flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_acq_rel);
       if (i / 64 < bits.size()) bits[i / 64] |= uint64_t{1} << (i % 64);
       samples->push_back({a / page, true, now, weight});
     }

@@ -17,6 +17,7 @@
 #include "base/options.h"
 #include "runtime/pages/sampler.h"
 #include "runtime/tiering/policy.h"
+#include "runtime/tiering/scan_tracker.h"
 #include "tiermem/tiermem.hpp"
 
 namespace tiermem {
@@ -49,6 +50,12 @@ struct TieringConfig {
   // TIERMEM_HEAT_LOG and its cap (heat_log.h): "" = no heat log.
   std::string heat_log;
   uint64_t heat_log_pages = 16384;
+
+  // With a remote tier: the pager, whose userfaultfd (opened WP_ASYNC) the scan registers and
+  // scans through (ScanTracker::Adopt), and whose clean marks the scan clears on the pages it
+  // finds written (migrator_track.cc). Null: the scan has a descriptor of its own. Outlives the
+  // policy thread.
+  ScanHost* scan_host = nullptr;
   // The plan's evictions are queued to the pager's writer (PageMover::EvictPagesBackground) and
   // settled before the next round, relief, and the thread's end; false: each round waits for them.
   bool evict_background = true;
@@ -70,10 +77,10 @@ struct TieringConfig {
 // preload library (mode auto then samples by soft eviction where `uffd_sampler` is given, by
 // remote faults otherwise; see the comment in the .cc). `max_armed`: the samplers' limit on
 // pages armed at once. `uffd_sampler`: the pager's soft sampler, null without one.
-// TIERMEM_TRACK=scan where it cannot run: with a remote tier (TIERMEM_REMOTE or
-// TIERMEM_REMOTE_FILE) the pager's userfaultfd write-protects pages synchronously, and a range
-// registered with it cannot be registered with the write scan's descriptor too. InvalidArgument
-// naming both options then; Ok otherwise.
+// TIERMEM_TRACK=scan with a remote tier (TIERMEM_REMOTE or TIERMEM_REMOTE_FILE) where it cannot
+// run: the pager's userfaultfd is then asynchronous for write-protect, so neither fork sharing
+// (TIERMEM_FORK=share, the default: a child's writes must be reported) nor the soft sampler
+// (TIERMEM_SAMPLE_MODE=uffd) can work. InvalidArgument naming the options then; Ok otherwise.
 Status CheckTrackOptions(const OptionValues& o);
 
 TieringConfig TieringConfigFromOptions(const OptionValues& o, size_t page_size, bool has_cxl,

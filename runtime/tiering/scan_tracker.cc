@@ -29,8 +29,8 @@ StatusOr<ScanTracker::Mechanism> ScanTracker::Choose(const os::TrackingSupport& 
   return NotSupported("no write scan on this kernel: pagemap_scan: " + scan_why + "; soft_dirty: " + dirty_why);
 }
 
-ScanTracker::ScanTracker(Mechanism m, int uffd, int pagemap_fd)
-    : mechanism_(m), uffd_(uffd), pagemap_fd_(pagemap_fd) {
+ScanTracker::ScanTracker(Mechanism m, int uffd, int pagemap_fd, ScanHost* host)
+    : mechanism_(m), uffd_(uffd), pagemap_fd_(pagemap_fd), host_(host) {
   if (m == Mechanism::kPagemapScan) ranges_.resize(kRangesPerCall);
   else entries_.resize(kEntriesPerRead);
 }
@@ -55,7 +55,17 @@ StatusOr<std::unique_ptr<ScanTracker>> ScanTracker::Open(Mechanism m) {
   return std::unique_ptr<ScanTracker>(new ScanTracker(m, uffd, pm));
 }
 
+StatusOr<std::unique_ptr<ScanTracker>> ScanTracker::Adopt(ScanHost* host) {
+  if (host == nullptr) return InvalidArgument("ScanTracker::Adopt: no ScanHost given");
+  const int pm = os::PagemapOpen();
+  if (pm < 0) return ErrnoToStatus(-pm, "/proc/self/pagemap (write scan)");
+  return std::unique_ptr<ScanTracker>(new ScanTracker(Mechanism::kPagemapScan, -1, pm, host));
+}
+
 Status ScanTracker::Track(void* addr, size_t bytes) {
+  if (host_ != nullptr) {
+    return InvalidArgument("ScanTracker::Track: an adopting tracker cannot protect its host's ranges (Register them)");
+  }
   if (mechanism_ == Mechanism::kSoftDirty) {
     // Clean from here on: the whole process is cleared (the only clear the kernel has).
     const int rc = os::ClearSoftDirty();
@@ -67,11 +77,12 @@ Status ScanTracker::Track(void* addr, size_t bytes) {
 
 Status ScanTracker::Register(void* addr, size_t bytes) {
   if (mechanism_ == Mechanism::kSoftDirty) return Status::Ok();
+  if (host_ != nullptr) return host_->RegisterForScan(addr, bytes);
   return os::UffdRegisterWpOnly(uffd_, addr, bytes);
 }
 
 Status ScanTracker::Untrack(void* addr, size_t bytes) {
-  if (mechanism_ == Mechanism::kSoftDirty) return Status::Ok();
+  if (mechanism_ == Mechanism::kSoftDirty || host_ != nullptr) return Status::Ok();
   return os::UffdUnregister(uffd_, addr, bytes);
 }
 
@@ -115,11 +126,14 @@ Status ScanTracker::ReadSoftDirty(const os::Span& span, const WrittenFn& written
 
 StatusOr<size_t> ScanTracker::Scan(const os::Span* spans, size_t n, const WrittenFn& written) {
   size_t pages = 0;
-  for (size_t i = 0; i < n; ++i) {
-    TIERMEM_RETURN_IF_ERROR(mechanism_ == Mechanism::kPagemapScan ? ScanWritten(spans[i], written)
-                                                                  : ReadSoftDirty(spans[i], written));
-    pages += spans[i].bytes / os::PageSize();
+  if (host_ != nullptr) host_->ScanBegins();
+  Status failed;
+  for (size_t i = 0; i < n && failed.ok(); ++i) {
+    failed = mechanism_ == Mechanism::kPagemapScan ? ScanWritten(spans[i], written) : ReadSoftDirty(spans[i], written);
+    if (failed.ok()) pages += spans[i].bytes / os::PageSize();
   }
+  if (host_ != nullptr) host_->ScanEnds();
+  if (!failed.ok()) return failed;
   if (mechanism_ == Mechanism::kSoftDirty) {
     const int rc = os::ClearSoftDirty();
     if (rc != 0) return ErrnoToStatus(-rc, "/proc/self/clear_refs (soft-dirty)");

@@ -14,6 +14,12 @@
 //   (CRIU) is disturbed.
 // Neither sees reads: the caller samples reads where the write scan leaves a question.
 //
+// Adopted ranges (ScanTracker::Adopt): where another part of the process serves the ranges'
+// missing faults through a userfaultfd of its own (the remote tier's pager), a range takes one
+// descriptor, so the tracker registers and scans through that owner's descriptor (opened with
+// WP_ASYNC: PAGEMAP_SCAN needs no descriptor, only the range registered on an asynchronous one),
+// and tells it when each scan runs (ScanHost).
+//
 // Thread safety: one thread at a time (the policy thread). Track and Scan fail cleanly on ranges
 // that were unmapped meanwhile; what was reported stays reported.
 #pragma once
@@ -30,6 +36,19 @@
 
 namespace tiermem {
 
+// The owner of the ranges an adopting tracker scans (the remote tier's pager in write-scan mode).
+class ScanHost {
+ public:
+  virtual ~ScanHost() = default;
+  // Registers [addr, addr+bytes) for write-protect (and whatever else the owner needs) on its
+  // WP_ASYNC descriptor; pages count as written until their first scan protects them.
+  virtual Status RegisterForScan(void* addr, size_t bytes) = 0;
+  // Each Scan call is bracketed by these, the `written` callbacks included: a scan protects the
+  // written pages again before the callback hears of them.
+  virtual void ScanBegins() = 0;
+  virtual void ScanEnds() = 0;
+};
+
 class ScanTracker {
  public:
   enum class Mechanism { kPagemapScan, kSoftDirty };
@@ -41,6 +60,10 @@ class ScanTracker {
 
   // A tracker of its own (pagemap_scan: a WP_ASYNC userfaultfd of its own, closed with it).
   static StatusOr<std::unique_ptr<ScanTracker>> Open(Mechanism m);
+  // A pagemap_scan tracker over `host`'s ranges (no descriptor of its own; `host` outlives it).
+  // Register goes to the host; Track is refused (it would protect through a descriptor the
+  // tracker does not hold); Untrack leaves the host's registration as it is.
+  static StatusOr<std::unique_ptr<ScanTracker>> Adopt(ScanHost* host);
   ~ScanTracker();
   ScanTracker(const ScanTracker&) = delete;
   ScanTracker& operator=(const ScanTracker&) = delete;
@@ -67,13 +90,14 @@ class ScanTracker {
   StatusOr<size_t> Scan(const os::Span* spans, size_t n, const WrittenFn& written);
 
  private:
-  ScanTracker(Mechanism m, int uffd, int pagemap_fd);
+  ScanTracker(Mechanism m, int uffd, int pagemap_fd, ScanHost* host = nullptr);
   Status ScanWritten(const os::Span& span, const WrittenFn& written);
   Status ReadSoftDirty(const os::Span& span, const WrittenFn& written);
 
   Mechanism mechanism_;
   int uffd_ = -1;
   int pagemap_fd_ = -1;
+  ScanHost* host_ = nullptr;  // Adopt: the ranges' owner
   std::vector<os::WrittenRange> ranges_;  // one scan call's output
   std::vector<uint64_t> entries_;         // one pagemap read (soft-dirty)
 };

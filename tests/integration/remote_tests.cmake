@@ -11,6 +11,7 @@ tiermem_add_gtest(NAME remote_integration_test LABEL integration TIMEOUT 600 SOU
   remote_add_server_test.cc
   remote_code_test.cc
   remote_race_test.cc
+  remote_track_scan_test.cc
   remote_writer_test.cc
   public_api_test.cc
   stats_block_test.cc)

@@ -1,6 +1,6 @@
 // The write scan inside the runtime (TIERMEM_TRACK=scan; runtime/tiering/migrator_track.cc):
 // the policy thread learns which pages are written from the scan, demotes the unwritten ones
-// and keeps the written ones, counts what it scanned, and is refused with a remote tier.
+// and keeps the written ones, counts what it scanned, and refuses fork sharing with a remote tier.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -216,16 +216,21 @@ TEST(TrackScan, TheAccessSampleLeavesWrittenPagesOut) {
   ASSERT_TRUE((*rt)->Stop().ok());
 }
 
-// With a remote tier the scan cannot share the pager's userfaultfd: Start refuses, naming both.
-TEST(TrackScan, ARemoteTierIsRefusedByName) {
+// With a remote tier the scan runs through the pager's descriptor, but fork sharing (the default)
+// needs write faults reported: Start refuses it, naming the options
+// (tests/integration/remote_track_scan_test.cc runs the scan with TIERMEM_FORK=fetch).
+TEST(TrackScan, ARemoteTierWithForkSharingIsRefusedByName) {
   setenv("TIERMEM_TRACK", "scan", 1);
   setenv("TIERMEM_REMOTE", "tcp://127.0.0.1:9", 1);
+  setenv("TIERMEM_FORK", "share", 1);
   auto rt = Runtime::Start();
   unsetenv("TIERMEM_TRACK");
   unsetenv("TIERMEM_REMOTE");
+  unsetenv("TIERMEM_FORK");
   ASSERT_FALSE(rt.ok());
-  EXPECT_NE(rt.status().ToString().find("TIERMEM_TRACK=scan"), std::string::npos) << rt.status().ToString();
-  EXPECT_NE(rt.status().ToString().find("TIERMEM_REMOTE"), std::string::npos) << rt.status().ToString();
+  for (const char* name : {"TIERMEM_TRACK=scan", "TIERMEM_REMOTE", "TIERMEM_FORK=fetch"}) {
+    EXPECT_NE(rt.status().ToString().find(name), std::string::npos) << rt.status().ToString();
+  }
 }
 
 }  // namespace

@@ -64,24 +64,39 @@ TEST(TieringConfig, TrackScanIsOptInAndRunsRoundsWithoutABudget) {
   }
 }
 
-// With a remote tier the scan is refused with both options named (the pager's userfaultfd and
-// the scan's cannot share a range); without one, or without the scan, nothing is refused.
-TEST(TieringConfig, TrackScanWithARemoteTierIsRefusedByName) {
+// With a remote tier the scan runs through the pager's descriptor, which it makes asynchronous
+// for write-protect: what needs write faults reported is refused by name (fork sharing, the
+// default, and the soft sampler); without a remote tier, or without the scan, nothing is.
+TEST(TieringConfig, TrackScanWithARemoteTierRefusesWhatNeedsWriteFaults) {
   OptionValues o;
   LoadDefaultOptions(&o);
   EXPECT_TRUE(CheckTrackOptions(o).ok());
   std::snprintf(o.remote, sizeof(o.remote), "tcp://127.0.0.1:7471");
   EXPECT_TRUE(CheckTrackOptions(o).ok());
   std::snprintf(o.track, sizeof(o.track), "scan");
-  const Status st = CheckTrackOptions(o);
+  Status st = CheckTrackOptions(o);  // TIERMEM_FORK=share by default
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.ToString().find("TIERMEM_TRACK=scan"), std::string::npos) << st.ToString();
-  EXPECT_NE(st.ToString().find("TIERMEM_REMOTE"), std::string::npos) << st.ToString();
+  for (const char* name : {"TIERMEM_TRACK=scan", "TIERMEM_REMOTE", "TIERMEM_FORK=fetch"}) {
+    EXPECT_NE(st.ToString().find(name), std::string::npos) << st.ToString();
+  }
+  std::snprintf(o.fork, sizeof(o.fork), "fetch");
+  EXPECT_TRUE(CheckTrackOptions(o).ok()) << CheckTrackOptions(o).ToString();
+  std::snprintf(o.sample_mode, sizeof(o.sample_mode), "uffd");
+  st = CheckTrackOptions(o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("TIERMEM_SAMPLE_MODE=uffd"), std::string::npos) << st.ToString();
+  std::snprintf(o.sample_mode, sizeof(o.sample_mode), "protect");
+  EXPECT_TRUE(CheckTrackOptions(o).ok());
   o.remote[0] = '\0';
   std::snprintf(o.remote_file, sizeof(o.remote_file), "/etc/tiermem/servers");
-  EXPECT_FALSE(CheckTrackOptions(o).ok());
+  std::snprintf(o.fork, sizeof(o.fork), "share");
+  st = CheckTrackOptions(o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("TIERMEM_REMOTE_FILE"), std::string::npos) << st.ToString();
   o.remote_file[0] = '\0';
+  EXPECT_TRUE(CheckTrackOptions(o).ok());  // no remote tier: its own descriptor, fork as it likes
+  std::snprintf(o.sample_mode, sizeof(o.sample_mode), "uffd");
   EXPECT_TRUE(CheckTrackOptions(o).ok());
 }
 
