@@ -27,6 +27,7 @@ namespace {
 constexpr size_t kMinGrowthRoom = 1 << 20;
 constexpr size_t kCarveBytes = 4096;  // fresh objects carved per Fetch (see there)
 constexpr uint32_t kLineBytes = 64;    // a cache line: two threads' objects never share one
+constexpr uint32_t kNoBatch = UINT32_MAX;  // PickBatch: no transfer slot for this refill
 
 }  // namespace
 
@@ -143,8 +144,9 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     Release(cls, p, 1);
     return;
   }
-  if (!Local(span, tc)) {
-    PushRemote(tc, cls, p);
+  ThreadCache* owner = span->owner.load(std::memory_order_relaxed);
+  if (owner != tc) {
+    PushRemote(tc, cls, p, owner);
     return;
   }
   Push(span, &tc->cls[cls], p);
@@ -154,10 +156,28 @@ void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
   RemoteList& r = tc->remote[cls];
   const uint32_t n = r.count(cls);
   void* head = r.head;
+  ThreadCache* owner = r.owner;
   r.head = nullptr;
+  r.owner = nullptr;
   r.room = static_cast<int32_t>(BatchSize(cls));
   if (n == 0) return;
-  GlobalSpanMap().Lookup(head)->heap->Release(cls, head, n);
+  GlobalSpanMap().Lookup(head)->heap->Release(cls, head, n, owner == NoOwner() ? nullptr : owner);
+}
+
+// A batch of blocks from the spans of one other live thread is left to that thread: taken by
+// another, its blocks would lie on the lines of the owner's live objects, and the two threads
+// would write the same lines (false sharing). The newest batch that is the caller's or no one's
+// is taken, a few slots deep; when there is none, or the slots are half full (an owner that no
+// longer allocates the class must not pin them), the newest batch.
+uint32_t HeapCore::PickBatch(const Central& c, int cls, const ThreadCache* tc) const {
+  constexpr uint32_t kLook = 8;
+  const uint32_t top = c.nslots - 1;
+  if (2u * c.nslots > c.max_slots) return top;
+  for (uint32_t i = 0; i < kLook && i <= top; ++i) {
+    const ThreadCache* o = transfer_[cls][top - i].owner;
+    if (o == nullptr || o == tc) return top - i;
+  }
+  return kNoBatch;
 }
 
 // Fresh objects are carved only from the caller's own span (ThreadCache::carving), so objects of
@@ -167,9 +187,13 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out, ThreadCache* tc) {
   Central& c = central_[cls];
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.nslots > 0 && n > 1) {
-    Batch b = transfer_[cls][--c.nslots];
-    *out = b.head;
-    return b.n;
+    const uint32_t i = PickBatch(c, cls, tc);
+    if (i != kNoBatch) {
+      const Batch b = transfer_[cls][i];
+      transfer_[cls][i] = transfer_[cls][--c.nslots];  // the order of the slots does not matter
+      *out = b.head;
+      return b.n;
+    }
   }
   void* head = nullptr;
   uint32_t got = 0;
@@ -330,14 +354,14 @@ void HeapCore::ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free
   }
 }
 
-void HeapCore::Release(int cls, void* head, uint32_t n) {
+void HeapCore::Release(int cls, void* head, uint32_t n, ThreadCache* owner) {
   Central& c = central_[cls];
   Span* to_free[kMaxTransfer];
   int nfree = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     if (n > 1 && n <= CacheLimit(cls) && c.nslots < c.max_slots) {
-      transfer_[cls][c.nslots++] = Batch{head, n};
+      transfer_[cls][c.nslots++] = Batch{head, n, owner};
       return;
     }
     ReleaseToSpans(c, head, n, to_free, &nfree);

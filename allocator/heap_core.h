@@ -173,10 +173,13 @@ struct LocalRuns {
 };
 // Blocks of spans another thread owns (Span::owner), freed by this thread: handed back to the
 // central list in batches of BatchSize, never reused by this thread. `room` is BatchSize less
-// the blocks on the list: the batch goes when it reaches 0.
+// the blocks on the list: the batch goes when it reaches 0. `owner`: the Span::owner of every
+// block on the list, or nullptr once two differ (or the list is empty); the batch carries it, so
+// that the owner's refill takes it back and another thread's refill leaves it (HeapCore::Fetch).
 struct RemoteList {
   void* head;
   int32_t room;
+  ThreadCache* owner;
   uint32_t count(int cls) const { return BatchSize(cls) - static_cast<uint32_t>(room); }
 };
 struct ThreadCache {
@@ -283,12 +286,13 @@ class HeapCore {
     ThreadCache* tc = t_thread.primary;
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
     if (__builtin_expect(off < 0, 0)) return false;
-    if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
+    ThreadCache* owner = span->owner.load(std::memory_order_relaxed);
+    if (__builtin_expect(owner == tc, 1)) {  // owner is never nullptr: tc is a cache
       Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
       return true;
     }
     if (__builtin_expect(tc == nullptr, 0)) return false;
-    PushRemote(tc, span->cls, p);
+    PushRemote(tc, span->cls, p, owner);
     return true;
   }
   // Any heap: this thread's cache of the span's heap, checked by slot and generation.
@@ -324,8 +328,15 @@ class HeapCore {
     }
     return p;
   }
-  static void PushRemote(ThreadCache* tc, int cls, void* p) {
+  // `owner`: the span's Span::owner as the caller read it (a stale value only misdirects the
+  // batch's preference, never a block).
+  static void PushRemote(ThreadCache* tc, int cls, void* p, ThreadCache* owner) {
     RemoteList& r = tc->remote[cls];
+    if (r.head == nullptr) {
+      r.owner = owner;
+    } else if (r.owner != owner) {
+      r.owner = nullptr;
+    }
     *static_cast<void**>(p) = r.head;
     r.head = p;
     if (__builtin_expect(--r.room == 0, 0)) FlushRemoteClass(tc, cls);
@@ -342,6 +353,9 @@ class HeapCore {
   struct Batch {
     void* head;
     uint32_t n;
+    // The thread cache whose spans hold every block of the batch (RemoteList::owner), or
+    // nullptr: any thread's refill may take it.
+    ThreadCache* owner;
   };
   static constexpr int kMaxTransfer = 64;
   // A class's central state is one cache line; its transfer slots (full batches) are kept apart
@@ -359,6 +373,9 @@ class HeapCore {
   static_assert(sizeof(std::mutex) > 40 || sizeof(Central) == 64, "Central outgrew a cache line");
 
   HeapCore(HeapRuntime* rt, Tier tier, uint32_t flags, int slot, uint32_t gen);
+
+  // Under the class lock, c.nslots > 0: the transfer slot a refill by `tc` takes (see there).
+  uint32_t PickBatch(const Central& c, int cls, const ThreadCache* tc) const;
 
   ThreadCache* Cache();  // nullptr once this thread is exiting
   ThreadCache* SlowCache();
@@ -385,7 +402,8 @@ class HeapCore {
   // tc's remote list of cls (a whole batch, or what is there at exit) to the central list: one
   // transfer slot for the owner's next refill.
   __attribute__((noinline)) static void FlushRemoteClass(ThreadCache* tc, int cls);
-  void Release(int cls, void* head, uint32_t n);
+  // `owner`: the batch's owner (Batch::owner), nullptr for none.
+  void Release(int cls, void* head, uint32_t n, ThreadCache* owner = nullptr);
   void ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree);
 
   // Page heap.

@@ -1,6 +1,7 @@
 // Thread-owned spans of the tiered heap (Span::owner, ThreadCache::carving and remote lists):
 // the fresh blocks of two threads share no cache line, a thread does not hand out a block of
-// another thread's that it freed, remote frees come back to the thread that allocates, and the
+// another thread's that it freed, a batch of one thread's blocks freed by another goes back to
+// that thread and not to a third, remote frees come back to the thread that allocates, and the
 // span an exited thread was carving is taken up by the next; frees by several threads into one
 // thread's spans lose no block and hand none out twice.
 #include <gtest/gtest.h>
@@ -137,6 +138,47 @@ TEST_F(HeapOwnerTest, AThreadDoesNotHandOutABlockOfAnotherThreadThatItFreed) {
     for (void* p : v) heap_->Free(p);
   }
   for (void* p : mine) heap_->Free(p);
+}
+
+TEST_F(HeapOwnerTest, ABatchFreedByOneThreadGoesBackToItsOwnerNotToAThird) {
+  // This thread allocates 16-byte blocks side by side (four to a line) and keeps every other
+  // one; a second thread frees the rest, a whole remote batch that goes to the central list.
+  // A third thread that allocates next must not get them (it would write lines whose other
+  // blocks this thread writes); this thread's next refill takes them back.
+  const uint32_t batch = alloc::BatchSize(alloc::SizeClass(16));
+  std::vector<void*> kept, given;
+  std::map<uintptr_t, int> lines;
+  int shared = 0;
+  for (uint32_t i = 0; i < 2 * batch; ++i) {
+    void* p = heap_->Allocate(16);
+    ASSERT_NE(p, nullptr);
+    (i % 2 == 0 ? kept : given).push_back(p);
+  }
+  for (void* p : kept) AddLines(p, 16, 0, &lines, &shared);
+  std::thread([&] {
+    for (void* p : given) heap_->Free(p);  // exactly one batch: flushed at its last free
+  }).join();
+  std::vector<void*> third;
+  std::thread([&] {
+    for (uint32_t i = 0; i < batch; ++i) third.push_back(heap_->Allocate(16));
+  }).join();
+  for (void* p : third) {
+    ASSERT_NE(p, nullptr);
+    AddLines(p, 16, 1, &lines, &shared);
+  }
+  EXPECT_EQ(shared, 0) << "a third thread got blocks on this thread's lines";
+  // Back to this thread: within what its list holds plus one refill.
+  std::set<void*> back(given.begin(), given.end());
+  std::vector<void*> mine;
+  size_t found = 0;
+  for (uint32_t i = 0; i < 4 * batch && found < back.size(); ++i) {
+    mine.push_back(heap_->Allocate(16));
+    found += back.count(mine.back());
+  }
+  EXPECT_EQ(found, back.size()) << "the freed batch did not come back to its owner";
+  for (void* p : mine) heap_->Free(p);
+  for (void* p : kept) heap_->Free(p);
+  for (void* p : third) heap_->Free(p);
 }
 
 TEST_F(HeapOwnerTest, RemoteFreesComeBackToTheThreadThatAllocates) {
