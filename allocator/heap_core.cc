@@ -144,9 +144,8 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     Release(cls, p, 1);
     return;
   }
-  ThreadCache* owner = span->owner.load(std::memory_order_relaxed);
-  if (owner != tc) {
-    PushRemote(tc, cls, p, owner);
+  if (!Local(span, tc)) {
+    PushRemote(tc, cls, p);
     return;
   }
   Push(span, &tc->cls[cls], p);
@@ -156,12 +155,16 @@ void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
   RemoteList& r = tc->remote[cls];
   const uint32_t n = r.count(cls);
   void* head = r.head;
-  ThreadCache* owner = r.owner;
   r.head = nullptr;
-  r.owner = nullptr;
   r.room = static_cast<int32_t>(BatchSize(cls));
   if (n == 0) return;
-  GlobalSpanMap().Lookup(head)->heap->Release(cls, head, n, owner == NoOwner() ? nullptr : owner);
+  // The owner is read here, once per batch, not on each free. The span is live (its block is on
+  // this list, so its `used` is not 0: no thread can free it), and Span::owner is atomic; a
+  // value stale against a carving thread's adoption or exit under the class lock only makes the
+  // batch preferred by the wrong thread, never moves a block.
+  Span* s = GlobalSpanMap().Lookup(head);
+  ThreadCache* owner = s->owner.load(std::memory_order_relaxed);
+  s->heap->Release(cls, head, n, owner == NoOwner() ? nullptr : owner);
 }
 
 // A batch of blocks from the spans of one other live thread is left to that thread: taken by
@@ -169,6 +172,9 @@ void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
 // would write the same lines (false sharing). The newest batch that is the caller's or no one's
 // is taken, a few slots deep; when there is none, or the slots are half full (an owner that no
 // longer allocates the class must not pin them), the newest batch.
+// Threads: Batch::owner is written (Release) and read (here) only under the class lock; it is
+// compared, never dereferenced, so an owner that exited, or whose cache a new thread took over,
+// costs at most a preference.
 uint32_t HeapCore::PickBatch(const Central& c, int cls, const ThreadCache* tc) const {
   constexpr uint32_t kLook = 8;
   const uint32_t top = c.nslots - 1;

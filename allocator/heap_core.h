@@ -11,8 +11,9 @@
 // Span::owner), so objects handed to two threads share no cache line. A free of a block of the
 // thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
 // of a span whose thread exited) goes to the thread's remote list of its class and on to the
-// central list a batch at a time (one lock per batch), where the owner's next refill finds it:
-// a thread never hands out a block of another thread's lines that it freed. Objects flow back
+// central list a batch at a time (one lock per batch), tagged with the owner of its first block:
+// the owner's next refill takes it back, another thread's refill leaves it (HeapCore::PickBatch).
+// A thread never hands out a block of another thread's lines that it freed. Objects flow back
 // to their span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
 // pages are never migrated or written out.
@@ -173,13 +174,10 @@ struct LocalRuns {
 };
 // Blocks of spans another thread owns (Span::owner), freed by this thread: handed back to the
 // central list in batches of BatchSize, never reused by this thread. `room` is BatchSize less
-// the blocks on the list: the batch goes when it reaches 0. `owner`: the Span::owner of every
-// block on the list, or nullptr once two differ (or the list is empty); the batch carries it, so
-// that the owner's refill takes it back and another thread's refill leaves it (HeapCore::Fetch).
+// the blocks on the list: the batch goes when it reaches 0.
 struct RemoteList {
   void* head;
   int32_t room;
-  ThreadCache* owner;
   uint32_t count(int cls) const { return BatchSize(cls) - static_cast<uint32_t>(room); }
 };
 struct ThreadCache {
@@ -286,13 +284,12 @@ class HeapCore {
     ThreadCache* tc = t_thread.primary;
     const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
     if (__builtin_expect(off < 0, 0)) return false;
-    ThreadCache* owner = span->owner.load(std::memory_order_relaxed);
-    if (__builtin_expect(owner == tc, 1)) {  // owner is never nullptr: tc is a cache
+    if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
       Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
       return true;
     }
     if (__builtin_expect(tc == nullptr, 0)) return false;
-    PushRemote(tc, span->cls, p, owner);
+    PushRemote(tc, span->cls, p);
     return true;
   }
   // Any heap: this thread's cache of the span's heap, checked by slot and generation.
@@ -328,15 +325,8 @@ class HeapCore {
     }
     return p;
   }
-  // `owner`: the span's Span::owner as the caller read it (a stale value only misdirects the
-  // batch's preference, never a block).
-  static void PushRemote(ThreadCache* tc, int cls, void* p, ThreadCache* owner) {
+  static void PushRemote(ThreadCache* tc, int cls, void* p) {
     RemoteList& r = tc->remote[cls];
-    if (r.head == nullptr) {
-      r.owner = owner;
-    } else if (r.owner != owner) {
-      r.owner = nullptr;
-    }
     *static_cast<void**>(p) = r.head;
     r.head = p;
     if (__builtin_expect(--r.room == 0, 0)) FlushRemoteClass(tc, cls);
@@ -353,8 +343,9 @@ class HeapCore {
   struct Batch {
     void* head;
     uint32_t n;
-    // The thread cache whose spans hold every block of the batch (RemoteList::owner), or
-    // nullptr: any thread's refill may take it.
+    // For a remote batch, the Span::owner of its first block (a thread's remote list of a class
+    // mostly holds the blocks of one producer; a mixed batch goes to one of its owners); nullptr
+    // (a thread's own overflow, an exited owner): any thread's refill may take it.
     ThreadCache* owner;
   };
   static constexpr int kMaxTransfer = 64;
