@@ -158,13 +158,21 @@ void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
   r.head = nullptr;
   r.room = static_cast<int32_t>(BatchSize(cls));
   if (n == 0) return;
-  // The owner is read here, once per batch, not on each free. The span is live (its block is on
-  // this list, so its `used` is not 0: no thread can free it), and Span::owner is atomic; a
-  // value stale against a carving thread's adoption or exit under the class lock only makes the
-  // batch preferred by the wrong thread, never moves a block.
-  Span* s = GlobalSpanMap().Lookup(head);
+  // The owner is read here, once per batch, not on each free: the batch is one owner's when its
+  // first two blocks are (a stream from one producer); otherwise (blocks of several threads freed
+  // in turn) it is no one's, as a mixed batch left to one owner would make the others carve anew.
+  // The spans are live (their blocks are on this list, so `used` is not 0: no thread can free
+  // them), and Span::owner is atomic; a value stale against a carving thread's adoption or exit
+  // under the class lock only makes the batch preferred by the wrong thread, never moves a block.
+  SpanMap& map = GlobalSpanMap();
+  Span* s = map.Lookup(head);
   ThreadCache* owner = s->owner.load(std::memory_order_relaxed);
-  s->heap->Release(cls, head, n, owner == NoOwner() ? nullptr : owner);
+  void* second = *static_cast<void**>(head);
+  if (owner == NoOwner() || (second != nullptr &&
+                             map.Lookup(second)->owner.load(std::memory_order_relaxed) != owner)) {
+    owner = nullptr;
+  }
+  s->heap->Release(cls, head, n, owner);
 }
 
 // A batch of blocks from the spans of one other live thread is left to that thread: taken by

@@ -11,7 +11,7 @@
 // Span::owner), so objects handed to two threads share no cache line. A free of a block of the
 // thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
 // of a span whose thread exited) goes to the thread's remote list of its class and on to the
-// central list a batch at a time (one lock per batch), tagged with the owner of its first block:
+// central list a batch at a time (one lock per batch), tagged with its blocks' owner:
 // the owner's next refill takes it back, another thread's refill leaves it (HeapCore::PickBatch).
 // A thread never hands out a block of another thread's lines that it freed. Objects flow back
 // to their span when a batch finds the transfer cache full.
@@ -343,9 +343,8 @@ class HeapCore {
   struct Batch {
     void* head;
     uint32_t n;
-    // For a remote batch, the Span::owner of its first block (a thread's remote list of a class
-    // mostly holds the blocks of one producer; a mixed batch goes to one of its owners); nullptr
-    // (a thread's own overflow, an exited owner): any thread's refill may take it.
+    // For a remote batch whose first two blocks have one Span::owner, that owner; nullptr (a
+    // mixed batch, a thread's own overflow, an exited owner): any thread's refill may take it.
     ThreadCache* owner;
   };
   static constexpr int kMaxTransfer = 64;
