@@ -12,7 +12,7 @@
 // thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
 // of a span whose thread exited) goes to the thread's remote list of its class and on to the
 // central list a batch at a time (one lock per batch), tagged with its blocks' owner:
-// the owner's next refill takes it back, another thread's refill leaves it (HeapCore::PickBatch).
+// the owner's next refill takes it back before other batches (HeapCore::PickBatch).
 // A thread never hands out a block of another thread's lines that it freed. Objects flow back
 // to their span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
@@ -344,7 +344,7 @@ class HeapCore {
     void* head;
     uint32_t n;
     // For a remote batch whose first two blocks have one Span::owner, that owner; nullptr (a
-    // mixed batch, a thread's own overflow, an exited owner): any thread's refill may take it.
+    // mixed batch, a thread's own overflow, an exited owner): no thread's first.
     ThreadCache* owner;
   };
   static constexpr int kMaxTransfer = 64;
