@@ -159,7 +159,7 @@ void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
   if (n == 0) return;
   // The owner is read here, once per batch, not on each free: the batch is one owner's when its
   // first two blocks are (a stream from one producer); otherwise (blocks of several threads freed
-  // in turn) it is no one's, as a mixed batch left to one owner would make the others carve anew.
+  // in turn) it is no one's: preferred by one owner, it would give it blocks on others' lines.
   // The spans are live (their blocks are on this list, so `used` is not 0: no thread can free
   // them), and Span::owner is atomic; a value stale against a carving thread's adoption or exit
   // under the class lock only makes the batch preferred by the wrong thread, never moves a block.
