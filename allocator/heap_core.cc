@@ -150,30 +150,6 @@ void HeapCore::FreeSmall(Span* span, void* p) {
   Push(span, &tc->cls[cls], p);
 }
 
-void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
-  RemoteList& r = tc->remote[cls];
-  const uint32_t n = r.count(cls);
-  void* head = r.head;
-  r.head = nullptr;
-  r.room = static_cast<int32_t>(BatchSize(cls));
-  if (n == 0) return;
-  // The owner is read here, once per batch, not on each free: the batch is one owner's when its
-  // first two blocks are (a stream from one producer); otherwise (blocks of several threads freed
-  // in turn) it is no one's: preferred by one owner, it would give it blocks on others' lines.
-  // The spans are live (their blocks are on this list, so `used` is not 0: no thread can free
-  // them), and Span::owner is atomic; a value stale against a carving thread's adoption or exit
-  // under the class lock only makes the batch preferred by the wrong thread, never moves a block.
-  SpanMap& map = GlobalSpanMap();
-  Span* s = map.Lookup(head);
-  ThreadCache* owner = s->owner.load(std::memory_order_relaxed);
-  void* second = *static_cast<void**>(head);
-  if (owner == NoOwner() || (second != nullptr &&
-                             map.Lookup(second)->owner.load(std::memory_order_relaxed) != owner)) {
-    owner = nullptr;
-  }
-  s->heap->Release(cls, head, n, owner);
-}
-
 // A refill takes back a batch of the caller's own blocks (freed by another thread) before any
 // other: taken by another thread, its blocks would lie on the lines of the owner's live objects
 // and the two threads would write the same lines (false sharing). The newest such batch a few
