@@ -150,14 +150,22 @@ void HeapCore::FreeSmall(Span* span, void* p) {
   Push(span, &tc->cls[cls], p);
 }
 
-void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
-  RemoteList& r = tc->remote[cls];
-  const uint32_t n = r.count(cls);
-  void* head = r.head;
-  r.head = nullptr;
-  r.room = static_cast<int32_t>(BatchSize(cls));
-  if (n == 0) return;
-  GlobalSpanMap().Lookup(head)->heap->Release(cls, head, n);
+// A refill takes back a batch of the caller's own blocks (freed by another thread) before any
+// other: taken by another thread, its blocks would lie on the lines of the owner's live objects
+// and the two threads would write the same lines (false sharing). The newest such batch a few
+// slots deep; when there is none, the newest batch. Batches of other owners are not left aside
+// (measured: a refill that carved anew rather than take one filled the transfer slots and sent
+// the next batches block by block to their spans).
+// Threads: Batch::owner is written (Release) and read (here) only under the class lock; it is
+// compared, never dereferenced, so an owner that exited, or whose cache a new thread took over,
+// costs at most a preference.
+uint32_t HeapCore::PickBatch(const Central& c, int cls, const ThreadCache* tc) const {
+  constexpr uint32_t kLook = 8;
+  const uint32_t top = c.nslots - 1;
+  for (uint32_t i = 0; i < kLook && i <= top; ++i) {
+    if (transfer_[cls][top - i].owner == tc) return top - i;
+  }
+  return top;
 }
 
 // Fresh objects are carved only from the caller's own span (ThreadCache::carving), so objects of
@@ -167,7 +175,9 @@ uint32_t HeapCore::Fetch(int cls, uint32_t n, void** out, ThreadCache* tc) {
   Central& c = central_[cls];
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.nslots > 0 && n > 1) {
-    Batch b = transfer_[cls][--c.nslots];
+    const uint32_t i = PickBatch(c, cls, tc);
+    const Batch b = transfer_[cls][i];
+    transfer_[cls][i] = transfer_[cls][--c.nslots];  // the order of the slots does not matter
     *out = b.head;
     return b.n;
   }
@@ -330,14 +340,14 @@ void HeapCore::ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free
   }
 }
 
-void HeapCore::Release(int cls, void* head, uint32_t n) {
+void HeapCore::Release(int cls, void* head, uint32_t n, ThreadCache* owner) {
   Central& c = central_[cls];
   Span* to_free[kMaxTransfer];
   int nfree = 0;
   {
     std::lock_guard<std::mutex> lock(c.mu);
     if (n > 1 && n <= CacheLimit(cls) && c.nslots < c.max_slots) {
-      transfer_[cls][c.nslots++] = Batch{head, n};
+      transfer_[cls][c.nslots++] = Batch{head, n, owner};
       return;
     }
     ReleaseToSpans(c, head, n, to_free, &nfree);

@@ -11,8 +11,9 @@
 // Span::owner), so objects handed to two threads share no cache line. A free of a block of the
 // thread's own span goes to that thread's cache (no lock); a free of another thread's block (or
 // of a span whose thread exited) goes to the thread's remote list of its class and on to the
-// central list a batch at a time (one lock per batch), where the owner's next refill finds it:
-// a thread never hands out a block of another thread's lines that it freed. Objects flow back
+// central list a batch at a time (one lock per batch), tagged with its blocks' owner:
+// the owner's next refill takes it back before other batches (HeapCore::PickBatch).
+// A thread never hands out a block of another thread's lines that it freed. Objects flow back
 // to their span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
 // pages are never migrated or written out.
@@ -342,6 +343,9 @@ class HeapCore {
   struct Batch {
     void* head;
     uint32_t n;
+    // For a remote batch whose first two blocks have one Span::owner, that owner; nullptr (a
+    // mixed batch, a thread's own overflow, an exited owner): no thread's first.
+    ThreadCache* owner;
   };
   static constexpr int kMaxTransfer = 64;
   // A class's central state is one cache line; its transfer slots (full batches) are kept apart
@@ -359,6 +363,9 @@ class HeapCore {
   static_assert(sizeof(std::mutex) > 40 || sizeof(Central) == 64, "Central outgrew a cache line");
 
   HeapCore(HeapRuntime* rt, Tier tier, uint32_t flags, int slot, uint32_t gen);
+
+  // Under the class lock, c.nslots > 0: the transfer slot a refill by `tc` takes (see there).
+  uint32_t PickBatch(const Central& c, int cls, const ThreadCache* tc) const;
 
   ThreadCache* Cache();  // nullptr once this thread is exiting
   ThreadCache* SlowCache();
@@ -385,7 +392,8 @@ class HeapCore {
   // tc's remote list of cls (a whole batch, or what is there at exit) to the central list: one
   // transfer slot for the owner's next refill.
   __attribute__((noinline)) static void FlushRemoteClass(ThreadCache* tc, int cls);
-  void Release(int cls, void* head, uint32_t n);
+  // `owner`: the batch's owner (Batch::owner), nullptr for none.
+  void Release(int cls, void* head, uint32_t n, ThreadCache* owner = nullptr);
   void ReleaseToSpans(Central& c, void* head, uint32_t n, Span** to_free, int* nfree);
 
   // Page heap.

@@ -1,5 +1,6 @@
 // The tiered heap's thread caches: creation, the primary heap's fast-path pointer
-// (ThreadState::primary), refills from and flushes to the central lists, thread exit.
+// (ThreadState::primary), refills from and flushes to the central lists (remote batches with
+// their owner), thread exit.
 #include <pthread.h>
 
 #include <algorithm>
@@ -112,6 +113,30 @@ void HeapCore::FlushClass(ClassCache* cc, int cls, uint32_t n) {
 
 void HeapCore::Overflow(Span* span, ClassCache* cc) {
   span->heap->FlushClass(cc, span->cls, BatchSize(span->cls));
+}
+
+void HeapCore::FlushRemoteClass(ThreadCache* tc, int cls) {
+  RemoteList& r = tc->remote[cls];
+  const uint32_t n = r.count(cls);
+  void* head = r.head;
+  r.head = nullptr;
+  r.room = static_cast<int32_t>(BatchSize(cls));
+  if (n == 0) return;
+  // The owner is read here, once per batch, not on each free: the batch is one owner's when its
+  // first two blocks are (a stream from one producer); otherwise (blocks of several threads freed
+  // in turn) it is no one's: preferred by one owner, it would give it blocks on others' lines.
+  // The spans are live (their blocks are on this list, so `used` is not 0: no thread can free
+  // them), and Span::owner is atomic; a value stale against a carving thread's adoption or exit
+  // under the class lock only makes the batch preferred by the wrong thread, never moves a block.
+  SpanMap& map = GlobalSpanMap();
+  Span* s = map.Lookup(head);
+  ThreadCache* owner = s->owner.load(std::memory_order_relaxed);
+  void* second = *static_cast<void**>(head);
+  if (owner == NoOwner() || (second != nullptr &&
+                             map.Lookup(second)->owner.load(std::memory_order_relaxed) != owner)) {
+    owner = nullptr;
+  }
+  s->heap->Release(cls, head, n, owner);
 }
 
 void HeapCore::FlushRemote(ThreadCache* tc) {

@@ -1,6 +1,7 @@
 // Thread-owned spans of the tiered heap (Span::owner, ThreadCache::carving and remote lists):
 // the fresh blocks of two threads share no cache line, a thread does not hand out a block of
-// another thread's that it freed, remote frees come back to the thread that allocates, and the
+// another thread's that it freed, a batch of one thread's blocks freed by another goes back to
+// that thread first, remote frees come back to the thread that allocates, and the
 // span an exited thread was carving is taken up by the next; frees by several threads into one
 // thread's spans lose no block and hand none out twice.
 #include <gtest/gtest.h>
@@ -137,6 +138,53 @@ TEST_F(HeapOwnerTest, AThreadDoesNotHandOutABlockOfAnotherThreadThatItFreed) {
     for (void* p : v) heap_->Free(p);
   }
   for (void* p : mine) heap_->Free(p);
+}
+
+// Allocates 2 * batch 16-byte blocks side by side (four to a line): every other one is kept
+// (its lines go into `lines` as `who`'s), the rest are given away.
+void AllocateHalfToGive(Heap& heap, uint32_t batch, int who, std::vector<void*>* kept,
+                        std::vector<void*>* given, std::map<uintptr_t, int>* lines) {
+  int shared = 0;
+  for (uint32_t i = 0; i < 2 * batch; ++i) {
+    void* p = heap.Allocate(16);
+    ASSERT_NE(p, nullptr);
+    (i % 2 == 0 ? kept : given)->push_back(p);
+    if (i % 2 == 0) AddLines(p, 16, who, lines, &shared);
+  }
+}
+
+TEST_F(HeapOwnerTest, ABatchFreedByAnotherThreadGoesBackToItsOwnerFirst) {
+  // This thread and a second one each keep every other block of theirs and give the rest to a
+  // third, which frees this thread's first, then the second's: two remote batches, the second
+  // one's on top. This thread's refills must take its own batch back, not the second thread's
+  // (it would write lines whose other blocks the second thread writes).
+  const uint32_t batch = alloc::BatchSize(alloc::SizeClass(16));
+  std::vector<void*> kept, given, other_kept, other_given;
+  std::map<uintptr_t, int> lines;
+  AllocateHalfToGive(*heap_, batch, 0, &kept, &given, &lines);
+  std::thread([&] {
+    AllocateHalfToGive(*heap_, batch, 1, &other_kept, &other_given, &lines);
+  }).join();
+  std::thread([&] {
+    for (void* p : given) heap_->Free(p);  // exactly one batch each: flushed at its last free
+    for (void* p : other_given) heap_->Free(p);
+  }).join();
+  // Within what this thread's list holds plus one refill.
+  std::set<void*> back(given.begin(), given.end());
+  std::vector<void*> mine;
+  size_t found = 0;
+  int shared = 0;
+  for (uint32_t i = 0; i < 4 * batch && found < back.size(); ++i) {
+    mine.push_back(heap_->Allocate(16));
+    ASSERT_NE(mine.back(), nullptr);
+    found += back.count(mine.back());
+    AddLines(mine.back(), 16, 0, &lines, &shared);
+  }
+  EXPECT_EQ(found, back.size()) << "this thread's freed batch did not come back to it";
+  EXPECT_EQ(shared, 0) << "this thread got blocks on the second thread's lines";
+  for (const auto* v : {&mine, &kept, &other_kept}) {  // other_given: freed above
+    for (void* p : *v) heap_->Free(p);
+  }
 }
 
 TEST_F(HeapOwnerTest, RemoteFreesComeBackToTheThreadThatAllocates) {
