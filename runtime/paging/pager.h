@@ -34,6 +34,7 @@
 #include "runtime/paging/fault_conns.h"
 #include "runtime/paging/fork_share.h"
 #include "runtime/paging/pager_config.h"
+#include "runtime/paging/pager_ranges.h"
 #include "runtime/paging/pager_server.h"
 #include "runtime/paging/prefetch.h"
 #include "runtime/paging/soft_sampler.h"
@@ -181,40 +182,10 @@ class Pager {
 
  private:
   using Server = PagerServer;  // one memory server as the pager holds it (pager_server.h)
-  // One copy of a range: memd slots on one server.
-  struct Member {
-    size_t server = 0;
-    remote::SlotRange memd;
-    uint32_t gen = 0;  // the server's session (Server::gen) the slots belong to
-  };
-  // A pager slot's places: one memd slot on each member of its range (`offset` into each).
-  // `join`: a replacement member being filled by the repair thread (written, never read), in
-  // the place of member `join_of`. With a code, member i keeps piece i of every page of the
-  // range, the pieces of `per_slot` consecutive pager slots in one memd slot.
-  struct SlotRef {
-    uint32_t n = 0;
-    Member m[kMaxMembers];
-    bool has_join = false;
-    uint32_t join_of = 0;
-    Member join;
-    uint64_t offset = 0;
-    size_t range = 0;  // index in ranges_
-  };
-  // Pager slots are numbered across servers: each range (group) memd hands out gets the next
-  // `count` pager slots. Records store pager slot + 1 (0 = none). Members and join change only
-  // with io_mu_ and slots_mu_ held; free, used and the vector's growth need io_mu_ (growth
-  // slots_mu_ too; a Range never moves).
-  struct Range {
-    uint64_t first = 0;  // first pager slot
-    uint64_t count = 0;
-    uint32_t n = 0;      // members
-    Member m[kMaxMembers];
-    bool has_join = false;
-    uint32_t join_of = 0;  // the member `join` replaces
-    Member join;
-    std::vector<uint64_t> free;       // unused pager slots of it; io_mu_
-    std::atomic<uint64_t> used{0};    // slots of it in use (written with io_mu_)
-  };
+  // Where a pager slot's copies live (pager_ranges.h).
+  using Member = PagerMember;
+  using SlotRef = PagerSlotRef;
+  using Range = PagerRange;
   // A page read that turns to another replica (or piece) when its server fails. With replicas
   // one member is asked at a time; with a code, k + kLateReads pieces at once, and the page is
   // whole (decoded if a data piece is missing) once k have arrived. Completions carry the cookie
@@ -392,6 +363,7 @@ class Pager {
   Status QueueWindow(Region& region, const uint64_t* idx, size_t m, EvictScratch* w, EvictTicket* t);
   // Page i of the job (claimed, `pm` its pagemap entry or null): its slot, and its writes.
   Status PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_t i, EvictScratch* w, EvictJob* job);
+  Status PlanWrites(Region& region, uint64_t index, size_t i, const SlotRef& ref, EvictJob* job);
   // Write-scan mode: pages copied into job->copy (what is sent) and w->clean_ok set.
   void CopyForSend(Region& region, bool have_pm, EvictScratch* w, EvictJob* job);
   // Write-scan mode, writer thread: drop[]'s pages taken out, or put back and cleared from it.

@@ -247,8 +247,14 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
     rec.remote_slot.store(slot1, std::memory_order_relaxed);
     if (!Locate(slot1 - 1, &ref)) return no_server();
   }
-  // To every member, and to a replacement being filled (join): all must acknowledge. Coded:
-  // member p gets piece p (a slice of the page, or parity computed here).
+  return PlanWrites(region, index, i, ref, job);
+}
+
+// PlanPage's writes of page `i` of the window (slot placed in `ref`): to every member, and to a
+// replacement being filled (join); all must acknowledge. Coded: member p gets piece p (a slice
+// of the page, or parity computed here). The bytes are the page's, or its copy in write-scan
+// mode. Unavailable when fewer members than a read needs are up (the page stays local).
+Status Pager::PlanWrites(Region& region, uint64_t index, size_t i, const SlotRef& ref, EvictJob* job) {
   const char* page = job->copy.empty() ? region.PageAddress(index) : job->copy.data() + i * kPage;
   char* parity = nullptr;
   if (code_) {
