@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; tail -30 "$work"/*.log 2> /dev/null; exit 1; }
 
 # Bad options: refused with status 2, naming the option, and the program never started.
-for bad in "--record-reads all" "--cxl-ns 0" "--rdma-us -1" "--shares 0.5,0.75" "--shares 1.5" "--cxl-lines 65" "--set dram_limt=1G" \
+for bad in "--record-reads all" "--track-pages 5" "--sample-pages 5000" "--cxl-ns 0" "--rdma-us -1" "--shares 0.5,0.75" "--shares 1.5" "--cxl-lines 65" "--set dram_limt=1G" \
            "--set heat_log_pages=0"; do
   # shellcheck disable=SC2086
   "$tm" advise $bad -- touch "$work/started" > /dev/null 2> "$work/bad.log"; rc=$?

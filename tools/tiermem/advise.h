@@ -26,6 +26,7 @@ struct AdviseArgs {
   // (the write scan and protection sampling), "uffd" (a memd of its own and soft-eviction
   // sampling, no write scan), "none" (the write scan alone: reads unseen).
   std::string record_reads = "protect";
+  uint64_t track_pages = 0;      // TIERMEM_TRACK_PAGES of the record run's write scan (0: the option's default)
   uint64_t sample_pages = 4096;  // TIERMEM_SAMPLE_PAGES of the record run (protect, uffd)
   bool json = false;
   std::string plot;          // PNG path ("" = none)

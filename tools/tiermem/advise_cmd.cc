@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/option_checks.h"
 #include "tiermem/topology.hpp"
 #include "tools/tiermem/advise.h"
 
@@ -30,7 +31,11 @@ std::string CheckArgs(const AdviseArgs& a) {
   if (!(a.check_target >= 1)) return "--check-target: a slowdown, at least 1";
   if (a.record_reads != "protect" && a.record_reads != "uffd" && a.record_reads != "none")
     return "--record-reads: protect, uffd or none, got '" + a.record_reads + "'";
-  if (a.sample_pages == 0 || a.sample_pages > 4096) return "--sample-pages: 1 to 4096";
+  if (a.track_pages != 0 && (a.track_pages < kOptMinTrackPages || a.track_pages > kOptMaxTrackPages))
+    return "--track-pages: " + std::to_string(kOptMinTrackPages) + " to " + std::to_string(kOptMaxTrackPages) +
+           " (TIERMEM_TRACK_PAGES), or 0 for its default";
+  if (a.sample_pages == 0 || a.sample_pages > kOptMaxSamplePages)
+    return "--sample-pages: 1 to " + std::to_string(kOptMaxSamplePages) + " (TIERMEM_SAMPLE_PAGES)";
   if (a.log_pages == 0 || a.log_pages > (uint64_t{1} << 20)) return "--log-pages: 1 to 1048576";
   if (a.plot.find_first_of("'\\") != std::string::npos) return "--plot: a path without quotes or backslashes";
   if (a.run.command.empty()) return "no program given (tiermem advise [options] -- PROG ARGS)";
@@ -205,6 +210,8 @@ RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
     rec.set.push_back("sample_mode=uffd");
   } else {
     rec.set.push_back("track=scan");
+    // Validated with the rest of --set by the run (the option table's bounds, by name).
+    if (a.track_pages != 0) rec.set.push_back("track_pages=" + std::to_string(a.track_pages));
     if (a.record_reads == "protect") rec.set.push_back("sample_mode=protect");
   }
   if (a.record_reads != "none") rec.set.push_back("sample_pages=" + std::to_string(a.sample_pages));
