@@ -210,7 +210,6 @@ RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
     rec.set.push_back("sample_mode=uffd");
   } else {
     rec.set.push_back("track=scan");
-    // Validated with the rest of --set by the run (the option table's bounds, by name).
     if (a.track_pages != 0) rec.set.push_back("track_pages=" + std::to_string(a.track_pages));
     if (a.record_reads == "protect") rec.set.push_back("sample_mode=protect");
   }
