@@ -9,12 +9,20 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/option_checks.h"
+#include "tiermem/options.hpp"
 #include "tiermem/topology.hpp"
 #include "tools/tiermem/advise.h"
 
 namespace tiermem::tools {
 namespace {
+
+// A flag that becomes a runtime option of the record run, checked by the option table (its
+// bounds, by the option's name) before any run; "" when the table takes it.
+std::string OptionError(const char* flag, const char* name, uint64_t value) {
+  Options o;
+  o.Set(name, value);
+  return o.status().ok() ? "" : std::string(flag) + ": " + std::string(o.status().message());
+}
 
 // Refuses what the model cannot use, naming the option; "" when all is well.
 std::string CheckArgs(const AdviseArgs& a) {
@@ -31,11 +39,9 @@ std::string CheckArgs(const AdviseArgs& a) {
   if (!(a.check_target >= 1)) return "--check-target: a slowdown, at least 1";
   if (a.record_reads != "protect" && a.record_reads != "uffd" && a.record_reads != "none")
     return "--record-reads: protect, uffd or none, got '" + a.record_reads + "'";
-  if (a.track_pages != 0 && (a.track_pages < kOptMinTrackPages || a.track_pages > kOptMaxTrackPages))
-    return "--track-pages: " + std::to_string(kOptMinTrackPages) + " to " + std::to_string(kOptMaxTrackPages) +
-           " (TIERMEM_TRACK_PAGES), or 0 for its default";
-  if (a.sample_pages == 0 || a.sample_pages > kOptMaxSamplePages)
-    return "--sample-pages: 1 to " + std::to_string(kOptMaxSamplePages) + " (TIERMEM_SAMPLE_PAGES)";
+  if (std::string e = OptionError("--track-pages", "track_pages", a.track_pages); a.track_pages != 0 && !e.empty())
+    return e + " (0: its default)";
+  if (std::string e = OptionError("--sample-pages", "sample_pages", a.sample_pages); !e.empty()) return e;
   if (a.log_pages == 0 || a.log_pages > (uint64_t{1} << 20)) return "--log-pages: 1 to 1048576";
   if (a.plot.find_first_of("'\\") != std::string::npos) return "--plot: a path without quotes or backslashes";
   if (a.run.command.empty()) return "no program given (tiermem advise [options] -- PROG ARGS)";
