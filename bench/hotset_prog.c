@@ -3,7 +3,8 @@
  * tiermem (bench/splitmix.h is its only include of the project), so whatever places its memory
  * does so from outside.
  *
- *   tiermem-hotset-prog [--size BYTES] [--seconds S] [--updates N] [--seed N] [--stop-at-phases]
+ *   tiermem-hotset-prog [--size BYTES] [--seconds S] [--updates N] [--reads PCT] [--seed N]
+ *                       [--stop-at-phases]
  *
  * One array of --size bytes (malloc, 8-byte words) is filled once with a pattern, then updated:
  * each update adds a random number to one random word, 90% of them in a hot window of 10% of
@@ -11,6 +12,9 @@
  * the array in phase 1 and moves to 70% for phase 2 (neither in the first 20%, where a
  * placement that keeps the first pages it saw in DRAM would win by accident). Each phase runs
  * for half of --seconds or half of --updates, whichever ends first (--updates 0: no count bound).
+ * --reads PCT (0-100, default 0): that share of the updates only read their word (summed into
+ * "read_sum" of the output, so the reads are not optimized away) instead of adding to it: with
+ * 100 the array is written once by the fill and only read after, a read-only hot set.
  *
  * Verification: two checksums of the whole array (the plain sum of the words, and the sum
  * weighted by 2i+1) are kept up to date with every update, and recomputed from the array at the
@@ -84,12 +88,12 @@ static long MajorFaults(void) {
 }
 
 static void Usage(void) {
-  fprintf(stderr, "usage: tiermem-hotset-prog [--size BYTES] [--seconds S] [--updates N] [--seed N] "
-                  "[--stop-at-phases]\n");
+  fprintf(stderr, "usage: tiermem-hotset-prog [--size BYTES] [--seconds S] [--updates N] [--reads PCT] "
+                  "[--seed N] [--stop-at-phases]\n");
 }
 
 int main(int argc, char** argv) {
-  uint64_t bytes = 1ull << 30, max_updates = 0, seed = 1;
+  uint64_t bytes = 1ull << 30, max_updates = 0, seed = 1, reads = 0;
   double seconds = 20;
   int stop = 0;
   for (int i = 1; i < argc; ++i) {
@@ -102,6 +106,13 @@ int main(int argc, char** argv) {
       seconds = strtod(v, NULL), ++i;
     } else if (v != NULL && strcmp(argv[i], "--updates") == 0) {
       max_updates = strtoull(v, NULL, 10), ++i;
+    } else if (v != NULL && strcmp(argv[i], "--reads") == 0) {
+      char* end = NULL;
+      reads = strtoull(v, &end, 10), ++i;
+      if (end == v || *end != 0 || reads > 100) {
+        fprintf(stderr, "tiermem-hotset-prog: --reads takes a percentage 0-100, got '%s'\n", v);
+        return 2;
+      }
     } else if (v != NULL && strcmp(argv[i], "--seed") == 0) {
       seed = strtoull(v, NULL, 10), ++i;
     } else {
@@ -123,6 +134,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   uint64_t sum = 0, wsum = 0; /* sum of a[i], and of a[i] * (2i + 1), mod 2^64 */
+  uint64_t read_sum = 0;      /* of the words the reads read */
   double t = Now();
   for (uint64_t i = 0; i < words; ++i) {
     a[i] = SplitMix64(i ^ seed);
@@ -166,6 +178,11 @@ int main(int argc, char** argv) {
           i = (r >> 8) % cold_words; /* the cold words: all but the hot window */
           if (i >= h0) i += hot_words;
         }
+        /* The high half of r picks a read; the index is r >> 8 modulo a window, nearly independent. */
+        if ((r >> 32) % 100 < reads) {
+          read_sum += a[i];
+          continue;
+        }
         const uint64_t d = r | 1;
         a[i] += d;
         sum += d;
@@ -200,11 +217,11 @@ int main(int argc, char** argv) {
   const int verified = check == sum && wcheck == wsum;
   printf("{\"array_bytes\":%llu,\"start_rss_bytes\":%llu,\"peak_rss_bytes\":%llu,\"fill_s\":%.3f,"
          "\"updates\":[%llu,%llu],\"seconds\":[%.3f,%.3f],\"half_updates\":[%llu,%llu],\"major_faults\":[%ld,%ld],"
-         "\"verify_s\":%.3f,\"verified\":%s}\n",
+         "\"verify_s\":%.3f,\"read_sum\":%llu,\"verified\":%s}\n",
          (unsigned long long)(words * 8), (unsigned long long)start_rss,
          (unsigned long long)StatusBytes("VmHWM"), fill_s, (unsigned long long)updates[0],
          (unsigned long long)updates[1], secs[0], secs[1], (unsigned long long)half[0], (unsigned long long)half[1],
-         majflt[0], majflt[1], verify_s,
+         majflt[0], majflt[1], verify_s, (unsigned long long)read_sum,
          verified ? "true" : "false");
   free(a);
   if (!verified) {

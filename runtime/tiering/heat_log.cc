@@ -57,16 +57,27 @@ void HeatLog::Cap() {
   for (Entry& e : entries_) e.weight *= scale;
 }
 
-void HeatLog::Round(uint64_t now_ns, uint64_t dram_pages, const std::vector<AccessSample>& samples) {
+void HeatLog::Round(uint64_t now_ns, uint64_t dram_pages, const std::vector<AccessSample>& samples,
+                    size_t scan_from) {
   if (fd_ < 0) return;
   entries_.clear();
-  for (const AccessSample& s : samples) entries_.push_back({s.page, s.weight, s.write ? kWrite : 0u});
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const AccessSample& s = samples[i];
+    entries_.push_back({s.page, s.weight, (s.write ? kWrite : 0u) | (i >= scan_from ? kScan : 0u)});
+  }
   std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.page < b.page; });
   size_t out = 0;  // merged in place: one entry per page
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (out > 0 && entries_[out - 1].page == entries_[i].page) {
-      entries_[out - 1].weight += entries_[i].weight;
-      entries_[out - 1].flags |= entries_[i].flags;
+      Entry& m = entries_[out - 1];
+      const Entry& e = entries_[i];
+      // Both the scan's or both sampled: summed; else the scan's weight alone (heat_log.h).
+      if ((m.flags & kScan) == (e.flags & kScan)) {
+        m.weight += e.weight;
+      } else if ((e.flags & kScan) != 0) {
+        m.weight = e.weight;
+      }
+      m.flags |= e.flags;
     } else {
       entries_[out++] = entries_[i];
     }

@@ -10,8 +10,12 @@
 //   then `entries` times, 16 bytes: u64 page (address / page_size); f32 weight (the accesses
 //                           it stands for, in page-rounds: a write-scan sample's weight is the
 //                           rounds one pass over every live page takes, a sampled access's the
-//                           inverse sampling probability); u32 flags (bit 0: a write was seen)
-// A page appears at most once per round. When more than `max_pages` pages were touched in a
+//                           inverse sampling probability); u32 flags (bit 0: a write was seen;
+//                           bit 1: the write scan saw it written)
+// A page appears at most once per round: its samples' weights summed, except that the write
+// scan's sample, where there is one, replaces the access samples of its page (the scan sees
+// every page it reads, so the page was touched this round; an access sample's weight stands for
+// other pages the scan did not see written, and added on top it would count this one twice). When more than `max_pages` pages were touched in a
 // round, a uniform random subset of `max_pages` is written and each weight is scaled by
 // pages_touched / entries, so sums over pages stay unbiased: the file grows by at most
 // 24 + 16 * max_pages bytes per round, whatever the program does.
@@ -20,6 +24,7 @@
 // (disk full, a closed pipe) stops the log with one warning; the program runs on.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +44,7 @@ class HeatLog {
     uint32_t flags;  // kWrite
   };
   static constexpr uint32_t kWrite = 1;
+  static constexpr uint32_t kScan = 2;
   struct RoundHeader {
     uint64_t t_ns;
     uint64_t dram_pages;
@@ -56,8 +62,10 @@ class HeatLog {
   HeatLog& operator=(const HeatLog&) = delete;
 
   // Appends one round: the round's samples (any order, a page any number of times), merged per
-  // page, capped at max_pages as above. `now_ns`: os::MonotonicNanos of the round.
-  void Round(uint64_t now_ns, uint64_t dram_pages, const std::vector<AccessSample>& samples);
+  // page, capped at max_pages as above. `now_ns`: os::MonotonicNanos of the round. The samples
+  // from index `scan_from` on are the write scan's (none by default).
+  void Round(uint64_t now_ns, uint64_t dram_pages, const std::vector<AccessSample>& samples,
+             size_t scan_from = SIZE_MAX);
   const std::string& path() const { return path_; }
 
  private:

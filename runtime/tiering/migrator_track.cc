@@ -147,8 +147,9 @@ int Migrator::TrackedIndex(uintptr_t addr) const {
 }
 
 uint64_t Migrator::RecordSamples(uint64_t now, std::vector<AccessSample>* samples) {
+  const size_t scan_from = samples->size();  // TrackRound appends the write scan's
   const uint64_t written = track_ != nullptr ? TrackRound(now, samples) : 0;
-  if (heat_log_ != nullptr) heat_log_->Round(now, mover_->TierPages(Tier::kDram), *samples);
+  if (heat_log_ != nullptr) heat_log_->Round(now, mover_->TierPages(Tier::kDram), *samples, scan_from);
   policy_->Record(*samples);
   return written;
 }

@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; tail -30 "$work"/*.log 2> /dev/null; exit 1; }
 
 # Bad options: refused with status 2, naming the option, and the program never started.
-for bad in "--cxl-ns 0" "--rdma-us -1" "--shares 0.5,0.75" "--shares 1.5" "--cxl-lines 65" "--set dram_limt=1G" \
+for bad in "--record-reads all" "--track-pages 5" "--sample-pages 5000" "--cxl-ns 0" "--rdma-us -1" "--shares 0.5,0.75" "--shares 1.5" "--cxl-lines 65" "--set dram_limt=1G" \
            "--set heat_log_pages=0"; do
   # shellcheck disable=SC2086
   "$tm" advise $bad -- touch "$work/started" > /dev/null 2> "$work/bad.log"; rc=$?
@@ -53,7 +53,37 @@ assert set(c) >= {"share", "tier", "predicted_slowdown", "measured_slowdown"}, c
 assert c["tier"] == "tcp" and c["share"] in [s["share"] for s in shares] and c["share"] < 1, c
 assert c["predicted_slowdown"] >= 1 and c["measured_slowdown"] > 0 and c["remote_faults"] > 0, c
 assert c["predicted_faults"] > 0 and "us_per_fault" in c and "runtime_own_bytes" in c, c
+# The check's cost per fault, and the shares at it, where the check was slower than the plain run.
+cal = j["costs"]["tcp_us_check"]
+assert cal == (c["us_per_fault"] if c["us_per_fault"] > 0 else 0), (cal, c)
+for s in shares:
+    k = s["predicted_slowdown_tcp_at_check_cost"]
+    assert (k == 0) if cal == 0 else abs(k - (1 + s["faults_per_s"] * cal * 1e-6)) < 1e-6 * k, (s, cal)
+assert j["record_slowdown"] > 0 and j["record_reads"] == "protect", j
 assert j["peak_rss_bytes"] >= 32 << 20 and j["rounds"] >= 2, j
+PY
+
+# Reads in the record: a hot set only read after the fill (--reads 100). With reads unseen
+# (--record-reads none) the record is the fill's writes alone, about one page-round a page;
+# the default record sees the reads, the hot pages in every round.
+for mode in none default; do
+  extra=(); [ $mode = none ] && extra=(--record-reads none)
+  "$tm" advise --json --check-share -1 --tcp-us 50 "${extra[@]}" -- "$prog" --size 32M --seconds 1000 --updates 4000000 \
+    --reads 100 > "$work/reads-$mode.out" 2> "$work/reads-$mode.log" || fail "advise on a read-only hot set ($mode) failed"
+  tail -1 "$work/reads-$mode.out" > "$work/reads-$mode.json"
+done
+python3 - "$work/reads-none.json" "$work/reads-default.json" << 'PY' || fail "reads do not show in the record"
+import json, sys
+none, seen = (json.load(open(p)) for p in sys.argv[1:])
+assert none["record_reads"] == "none" and seen["record_reads"] == "protect", (none["record_reads"], seen["record_reads"])
+# Unseen: the fill's writes alone (a page's weight is more than 1 when the fill outlasts a
+# scan's round); seen: the hot tenth alone is read in every round.
+assert none["record_touches"] < 2.5 * none["pages_seen"], none
+assert seen["rounds"] >= 5 and seen["record_touches"] > 0.1 * seen["rounds"] * 8192, seen
+assert seen["record_touches"] > 3 * none["record_touches"], (seen["record_touches"], none["record_touches"])
+# So the model has the reads' faults: at half the peak many more than the unseen record's.
+f = lambda j: j["shares"][2]["faults_per_s"] * j["plain_seconds"]
+assert f(seen) > 3 * f(none), (f(seen), f(none))
 PY
 
 # The table: a row per share and the check's line.

@@ -49,6 +49,41 @@ TEST_F(HeatLogTest, MergesPagesAndReadsBack) {
   EXPECT_FLOAT_EQ(rec.page_touches[1], 4);
 }
 
+// The write scan's sample of a page replaces the access samples of it in the same round (in
+// either order), so a page written and sampled counts its scan weight once; samples of pages
+// the scan did not see keep their weights, and two access samples still add.
+TEST_F(HeatLogTest, TheScanSampleReplacesAccessSamplesOfItsPage) {
+  auto log = HeatLog::Open(path_, 4096, 20, 1000);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  // Samples 0-2 sampled (weight 8 each), 3-4 the scan's (weight 1): page 5 sampled and scanned,
+  // page 6 sampled twice, page 11 scanned only.
+  (*log)->Round(os::MonotonicNanos(), 10, {{5, false, 0, 8}, {6, false, 0, 8}, {6, true, 0, 8}, {11, true, 0, 1}, {5, true, 0, 1}}, 3);
+  // Two access samples and the scan's of one page (whichever order the merge meets them in),
+  // and no scan at all (the default).
+  (*log)->Round(os::MonotonicNanos(), 10, {{5, false, 0, 8}, {5, false, 0, 4}, {5, true, 0, 1}}, 2);
+  (*log)->Round(os::MonotonicNanos(), 10, {{5, true, 0, 1}, {5, false, 0, 8}});
+  log->reset();
+  std::ifstream f(path_, std::ios::binary);
+  f.seekg(16);
+  std::vector<std::vector<HeatLog::Entry>> rounds;
+  HeatLog::RoundHeader h;
+  while (f.read(reinterpret_cast<char*>(&h), sizeof(h))) {
+    rounds.emplace_back(h.entries);
+    f.read(reinterpret_cast<char*>(rounds.back().data()), static_cast<std::streamsize>(h.entries * sizeof(HeatLog::Entry)));
+  }
+  ASSERT_EQ(rounds.size(), 3u);
+  ASSERT_EQ(rounds[0].size(), 3u);  // by page: 5, 6, 11
+  EXPECT_FLOAT_EQ(rounds[0][0].weight, 1);
+  EXPECT_EQ(rounds[0][0].flags, HeatLog::kWrite | HeatLog::kScan);
+  EXPECT_FLOAT_EQ(rounds[0][1].weight, 16);
+  EXPECT_EQ(rounds[0][1].flags, HeatLog::kWrite);
+  EXPECT_FLOAT_EQ(rounds[0][2].weight, 1);
+  ASSERT_EQ(rounds[1].size(), 1u);
+  EXPECT_FLOAT_EQ(rounds[1][0].weight, 1);
+  ASSERT_EQ(rounds[2].size(), 1u);
+  EXPECT_FLOAT_EQ(rounds[2][0].weight, 9);  // no scan: summed
+}
+
 TEST_F(HeatLogTest, CapKeepsTheSumUnbiased) {
   auto log = HeatLog::Open(path_, 4096, 20, 100);
   ASSERT_TRUE(log.ok());

@@ -22,6 +22,12 @@ struct AdviseArgs {
   double check_share = 0;    // the share the check runs at; 0: the advisor picks; <0: no check
   double check_target = 1.10;  // the check picks the share predicted nearest this slowdown (tcp)
   uint64_t log_pages = 16384;  // TIERMEM_HEAT_LOG_PAGES of the record run
+  // Where the record run's read samples come from (docs/advise.md, "The record"): "protect"
+  // (the write scan and protection sampling), "uffd" (a memd of its own and soft-eviction
+  // sampling, no write scan), "none" (the write scan alone: reads unseen).
+  std::string record_reads = "protect";
+  uint64_t track_pages = 0;      // TIERMEM_TRACK_PAGES of the record run's write scan (0: the option's default)
+  uint64_t sample_pages = 4096;  // TIERMEM_SAMPLE_PAGES of the record run (protect, uffd)
   bool json = false;
   std::string plot;          // PNG path ("" = none)
   std::string memd_capacity;  // --local-memd of the check run ("" = twice the peak)
@@ -47,11 +53,16 @@ struct SharePrediction {
   double touches_per_s = 0;  // page-rounds below DRAM per second of the record run
   double faults_per_s = 0;   // estimated accesses below DRAM per second of the plain run
   double cxl = 1, rdma = 1, tcp = 1;  // predicted slowdowns (1 = none)
+  double tcp_calibrated = 0;  // TCP at the check's own cost per fault (FarCosts::tcp_us_check); 0: none
 };
 struct FarCosts {
   double cxl_extra_ns = 150;  // per cache line, over DRAM
   double cxl_lines = 1;
   double rdma_us = 4, tcp_us = 0;
+  // What a remote fault cost inside the check run: its time past the plain run's per remote
+  // fault (sampling faults, the policy thread, the load of the moment included); 0 where the
+  // check took no fault or was not slower.
+  double tcp_us_check = 0;
   std::string cxl_source;     // "--cxl-ns", "HMAT node N", ...
   std::string tcp_source = "measured here";
 };
@@ -76,6 +87,7 @@ struct AdviseReport {
   int recorded_pid = -1;  // the process whose heat log the advice is from
   std::string recorded_command;  // its command, as its exit report names it
   double plain_seconds = 0, record_seconds = 0;
+  std::string record_reads;  // --record-reads of the record run
   uint64_t peak_rss_bytes = 0;
   HeatRecord record;
   FarCosts costs;
@@ -87,6 +99,9 @@ struct AdviseReport {
   double check_predicted_faults = 0;
   uint64_t check_faults = 0, check_own_bytes = 0;
 };
+// What a remote fault cost the checked run: its time past the plain run's per fault (0 with
+// none), to set against the measured cost the prediction used.
+double UsPerFault(const AdviseReport& r);
 void PrintTable(const AdviseReport& r);
 std::string ReportJson(const AdviseReport& r);
 // Draws slowdown against DRAM share (a line per far tier) with gnuplot; false with the reason.

@@ -9,11 +9,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tiermem/options.hpp"
 #include "tiermem/topology.hpp"
 #include "tools/tiermem/advise.h"
 
 namespace tiermem::tools {
 namespace {
+
+// A flag that becomes a runtime option of the record run, checked by the option table (its
+// bounds, by the option's name) before any run; "" when the table takes it.
+std::string OptionError(const char* flag, const char* name, uint64_t value) {
+  Options o;
+  o.Set(name, value);
+  return o.status().ok() ? "" : std::string(flag) + ": " + std::string(o.status().message());
+}
 
 // Refuses what the model cannot use, naming the option; "" when all is well.
 std::string CheckArgs(const AdviseArgs& a) {
@@ -28,6 +37,11 @@ std::string CheckArgs(const AdviseArgs& a) {
   if (!(a.tcp_us >= 0 && std::isfinite(a.tcp_us))) return "--tcp-us: a fault's cost in microseconds (0: measured)";
   if (!(a.check_share <= 1)) return "--check-share: a share in (0, 1], 0 to let the advisor pick, or -1 for no check";
   if (!(a.check_target >= 1)) return "--check-target: a slowdown, at least 1";
+  if (a.record_reads != "protect" && a.record_reads != "uffd" && a.record_reads != "none")
+    return "--record-reads: protect, uffd or none, got '" + a.record_reads + "'";
+  if (std::string e = OptionError("--track-pages", "track_pages", a.track_pages); a.track_pages != 0 && !e.empty())
+    return e + " (0: its default)";
+  if (std::string e = OptionError("--sample-pages", "sample_pages", a.sample_pages); !e.empty()) return e;
   if (a.log_pages == 0 || a.log_pages > (uint64_t{1} << 20)) return "--log-pages: 1 to 1048576";
   if (a.plot.find_first_of("'\\") != std::string::npos) return "--plot: a path without quotes or backslashes";
   if (a.run.command.empty()) return "no program given (tiermem advise [options] -- PROG ARGS)";
@@ -158,6 +172,12 @@ int Check(const AdviseArgs& a, const ScratchDir& dir, AdviseReport* r) {
   const SharePrediction q = Predict(r->record, r->peak_rss_bytes, {p.share}, r->costs, r->plain_seconds, r->check_own_bytes)[0];
   r->check_predicted = q.tcp;
   r->check_predicted_faults = q.faults_per_s * r->plain_seconds;
+  // The shares at the check's own cost per fault: the quiet measurement misses what a fault
+  // costs inside the program (sampling faults, the policy thread, the load of the moment).
+  r->costs.tcp_us_check = std::max(0.0, UsPerFault(*r));
+  if (r->costs.tcp_us_check > 0) {
+    for (SharePrediction& s : r->shares) s.tcp_calibrated = 1 + s.faults_per_s * r->costs.tcp_us_check * 1e-6;
+  }
   return 0;
 }
 
@@ -181,6 +201,30 @@ bool LargestRecord(const std::string& dir, pid_t program, AdviseReport* r, std::
   return found;
 }
 
+// The record run: no limit, its heat logged, reads sampled as --record-reads says. The write
+// scan cannot share pages with the pager's userfaultfd (CheckTrackOptions), so "uffd" runs
+// without it; protection sampling leaves out the pages the scan found written (reads remain).
+RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
+  RunArgs rec = a.run;
+  rec.quiet = true;
+  rec.stats = dir + "/record.%p.json";  // the recorded process's command, for the check
+  if (a.record_reads == "uffd") {
+    // The soft sampler arms only pages the pager manages, which it does under a limit: one no
+    // program reaches (1 TiB), so nothing is evicted and the memd stays empty.
+    rec.local_memd = !a.memd_capacity.empty() ? a.memd_capacity : "64M";
+    rec.dram_limit = "1T";
+    rec.set.push_back("sample_mode=uffd");
+  } else {
+    rec.set.push_back("track=scan");
+    if (a.track_pages != 0) rec.set.push_back("track_pages=" + std::to_string(a.track_pages));
+    if (a.record_reads == "protect") rec.set.push_back("sample_mode=protect");
+  }
+  if (a.record_reads != "none") rec.set.push_back("sample_pages=" + std::to_string(a.sample_pages));
+  rec.set.push_back("heat_log=" + dir + "/%p.heat");
+  rec.set.push_back("heat_log_pages=" + std::to_string(a.log_pages));
+  return rec;
+}
+
 }  // namespace
 
 int AdviseCommand(AdviseArgs a) {
@@ -196,13 +240,8 @@ int AdviseCommand(AdviseArgs a) {
   }
   AdviseReport r;
   r.program = a.run.command[0];
-  // The record run: tracking on, no limit, its heat logged.
-  RunArgs rec = a.run;
-  rec.quiet = true;
-  rec.stats = dir.path() + "/record.%p.json";  // the recorded process's command, for the check
-  rec.set.push_back("track=scan");
-  rec.set.push_back("heat_log=" + dir.path() + "/%p.heat");
-  rec.set.push_back("heat_log_pages=" + std::to_string(a.log_pages));
+  r.record_reads = a.record_reads;
+  RunArgs rec = RecordRun(a, dir.path());
   RunOutcome o;
   int status = 0;
   if (!RunOnce(rec, "record", &o, &status)) return status;

@@ -14,13 +14,11 @@ namespace {
 
 double MiB(uint64_t b) { return static_cast<double>(b) / (1 << 20); }
 
-// What a remote fault cost the checked run: its time past the plain run's per fault (0 with
-// none), to set against the measured cost the prediction used.
+}  // namespace
+
 double UsPerFault(const AdviseReport& r) {
   return r.check_faults == 0 ? 0 : (r.check_seconds - r.plain_seconds) / static_cast<double>(r.check_faults) * 1e6;
 }
-
-}  // namespace
 
 void PrintTable(const AdviseReport& r) {
   std::printf("tiermem advise: %s: %.2f s plain (%.2f s recorded), peak RSS %.1f MiB, heap %.1f MiB, %llu rounds\n",
@@ -30,11 +28,18 @@ void PrintTable(const AdviseReport& r) {
               "TCP %.1f us a fault (%s)\n",
               r.costs.cxl_extra_ns, r.costs.cxl_lines, r.costs.cxl_source.c_str(), r.costs.rdma_us, r.costs.tcp_us,
               r.costs.tcp_source.c_str());
-  std::printf("%8s %12s %14s %12s   %8s %8s %8s\n", "DRAM", "DRAM limit", "below DRAM", "faults/s", "CXL", "RDMA",
-              "TCP");
+  const bool cal = r.costs.tcp_us_check > 0;
+  std::printf("%8s %12s %14s %12s   %8s %8s %8s%s\n", "DRAM", "DRAM limit", "below DRAM", "faults/s", "CXL", "RDMA",
+              "TCP", cal ? "  TCP at the check's cost" : "");
   for (const SharePrediction& s : r.shares) {
-    std::printf("%7.1f%% %8.1f MiB %10.1f MiB %12.0f   %7.3fx %7.3fx %7.3fx\n", 100 * s.share, MiB(s.dram_limit_bytes),
+    std::printf("%7.1f%% %8.1f MiB %10.1f MiB %12.0f   %7.3fx %7.3fx %7.3fx", 100 * s.share, MiB(s.dram_limit_bytes),
                 MiB(s.below_dram_bytes), s.faults_per_s, s.cxl, s.rdma, s.tcp);
+    if (cal) std::printf("  %7.3fx", s.tcp_calibrated);
+    std::printf("\n");
+  }
+  if (cal) {
+    std::printf("(the last column: TCP at %.1f us a fault, what a fault cost inside the check run, instead of the %.1f us "
+                "measured before it)\n", r.costs.tcp_us_check, r.costs.tcp_us);
   }
   if (r.checked) {
     std::printf("check: DRAM %.1f%% on %s: predicted %.3fx, measured %.3fx (%.2f s); remote faults predicted %.0f, "
@@ -52,13 +57,18 @@ std::string ReportJson(const AdviseReport& r) {
   j["recorded_command"] = r.recorded_command;
   j["plain_seconds"] = r.plain_seconds;
   j["record_seconds"] = r.record_seconds;
+  j["record_slowdown"] = r.plain_seconds > 0 ? r.record_seconds / r.plain_seconds : 0;
+  j["record_reads"] = r.record_reads;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["heap_peak_bytes"] = r.record.heap_peak_pages * r.record.page_size;
   j["rounds"] = r.record.rounds;
   j["pages_seen"] = r.record.page_touches.size();
+  double touches = 0;  // page-rounds: a page written only by the fill adds 1, a page read every round R
+  for (double t : r.record.page_touches) touches += t;
+  j["record_touches"] = touches;
   j["costs"] = {{"cxl_extra_ns", r.costs.cxl_extra_ns}, {"cxl_lines", r.costs.cxl_lines},
                 {"cxl_source", r.costs.cxl_source}, {"rdma_us", r.costs.rdma_us}, {"tcp_us", r.costs.tcp_us},
-                {"tcp_source", r.costs.tcp_source}};
+                {"tcp_source", r.costs.tcp_source}, {"tcp_us_check", r.costs.tcp_us_check}};
   nlohmann::json shares = nlohmann::json::array();
   for (const SharePrediction& s : r.shares) {
     shares.push_back({{"share", s.share},
@@ -66,7 +76,8 @@ std::string ReportJson(const AdviseReport& r) {
                       {"below_dram_bytes", s.below_dram_bytes},
                       {"touches_per_s", s.touches_per_s},
                       {"faults_per_s", s.faults_per_s},
-                      {"predicted_slowdown", {{"cxl", s.cxl}, {"rdma", s.rdma}, {"tcp", s.tcp}}}});
+                      {"predicted_slowdown", {{"cxl", s.cxl}, {"rdma", s.rdma}, {"tcp", s.tcp}}},
+                      {"predicted_slowdown_tcp_at_check_cost", s.tcp_calibrated}});
   }
   j["shares"] = shares;
   if (r.checked) {
