@@ -8,7 +8,19 @@ set -uo pipefail
 tm=$1 prog=$2
 work=$(mktemp -d /tmp/tiermem-advise-test-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; tail -30 "$work"/*.log 2> /dev/null; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.log; do
+    [ -e "$f" ] || continue
+    echo "== $f"
+    tail -30 "$f"
+  done
+  exit 1
+}
+
+# Policy rounds of 5 ms: the record needs two rounds at least, and on an idle machine these
+# programs run for well under a tenth of a second.
+rounds="--set sample_interval_ms=5"
 
 # Bad options: refused with status 2, naming the option, and the program never started.
 for bad in "--record-reads all" "--track-pages 5" "--sample-pages 5000" "--cxl-ns 0" "--rdma-us -1" "--shares 0.5,0.75" "--shares 1.5" "--cxl-lines 65" "--set dram_limt=1G" \
@@ -30,7 +42,7 @@ grep -q "status 5" "$work/fail.log" || fail "the failure does not say the progra
 
 # The advice: 32 MiB, a tenth of it hot, a fixed number of updates (the runs do the same work);
 # the program's own JSON line comes first on stdout, the advice last.
-"$tm" advise --json --check-target 1.3 -- "$prog" --size 32M --seconds 1000 --updates 2000000 > "$work/advice.out" \
+"$tm" advise --json --check-target 1.3 $rounds -- "$prog" --size 32M --seconds 1000 --updates 2000000 > "$work/advice.out" \
   2> "$work/advise.log"
 rc=$?
 [ $rc -eq 0 ] || fail "advise gave $rc"
@@ -68,7 +80,7 @@ PY
 # the default record sees the reads, the hot pages in every round.
 for mode in none default; do
   extra=(); [ $mode = none ] && extra=(--record-reads none)
-  "$tm" advise --json --check-share -1 --tcp-us 50 "${extra[@]}" -- "$prog" --size 32M --seconds 1000 --updates 4000000 \
+  "$tm" advise --json --check-share -1 --tcp-us 50 $rounds "${extra[@]}" -- "$prog" --size 32M --seconds 1000 --updates 4000000 \
     --reads 100 > "$work/reads-$mode.out" 2> "$work/reads-$mode.log" || fail "advise on a read-only hot set ($mode) failed"
   tail -1 "$work/reads-$mode.out" > "$work/reads-$mode.json"
 done
@@ -87,7 +99,7 @@ assert f(seen) > 3 * f(none), (f(seen), f(none))
 PY
 
 # The table: a row per share and the check's line.
-"$tm" advise --tcp-us 50 --check-share -1 --plot "$work/advice.png" -- "$prog" --size 16M --seconds 1000 --updates 3000000 > "$work/table.out" 2> "$work/table.log" \
+"$tm" advise --tcp-us 50 --check-share -1 $rounds --plot "$work/advice.png" -- "$prog" --size 16M --seconds 1000 --updates 3000000 > "$work/table.out" 2> "$work/table.log" \
   || fail "advise (table) failed"
 [ "$(grep -Ec '^ +[0-9.]+% ' "$work/table.out")" -eq 5 ] || fail "the table has not 5 rows: $(cat "$work/table.out")"
 grep -q "TCP 50.0 us a fault (--tcp-us)" "$work/table.out" || fail "the given TCP cost is not shown"
