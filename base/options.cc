@@ -150,7 +150,7 @@ const OptionSpec kTable[] = {
            "TIERMEM_EVICT_BACKGROUND=1): relief queues its victims and goes on, counting DRAM less "
            "the pages still being written, and a fault held back for room is woken as their writes "
            "finish: shorter waits for room, but a latency-sensitive program's tail may grow "
-           "(measured in docs/tiering.md); 0: relief waits for each batch's writes"),
+           "(docs/tiering.md, \"Relief's writes\"); 0: relief waits for each batch's writes"),
     TM_OPT("TIERMEM_POLICY_CPU", OptionKind::kUint, "0", policy_cpu,
            "percent of one CPU the policy thread may use, its rounds and budget relief together: "
            "after a costly round the next waits until the thread is back within it (relief is "
