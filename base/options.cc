@@ -125,7 +125,8 @@ const OptionSpec kTable[] = {
            "how the policy learns which pages are written: scan (each round reads and re-arms "
            "the write bit of TIERMEM_TRACK_PAGES pages through PAGEMAP_SCAN with "
            "write-protect-async, or soft-dirty where only that exists, and samples reads only "
-           "on pages it finds unwritten; not with a remote tier), off (access samples and "
+           "on pages it finds unwritten; with a remote tier, needs TIERMEM_FORK=fetch and sample "
+           "mode other than uffd), off (access samples and "
            "remote faults only), auto (off for now)",
            .choices = "auto|scan|off"),
     TM_OPT("TIERMEM_TRACK_PAGES", OptionKind::kUint, "262144", track_pages,
@@ -136,7 +137,7 @@ const OptionSpec kTable[] = {
     TM_OPT("TIERMEM_HEAT_LOG", OptionKind::kString, "", heat_log,
            "a file (%p is the process id) the policy thread appends what it learned to each round: "
            "the pages touched, with weights (binary, docs/advise.md); written only where the policy "
-           "thread runs (a budget, or TIERMEM_TRACK=scan: `tiermem advise` sets both this and that)"),
+           "thread runs (a budget, or TIERMEM_TRACK=scan, which `tiermem advise` sets with it)"),
     TM_OPT("TIERMEM_HEAT_LOG_PAGES", OptionKind::kUint, "16384", heat_log_pages,
            "with TIERMEM_HEAT_LOG: pages a round records at most (a uniform random subset beyond, "
            "weights scaled up): the log grows by at most 24 + 16 * this bytes a round",
