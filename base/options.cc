@@ -457,4 +457,17 @@ void LoadOptionsFromEnv(OptionValues* out) {
   }
 }
 
+std::string PathForProcess(const std::string& path_template, int pid) {
+  std::string path;
+  for (size_t i = 0; i < path_template.size(); ++i) {
+    if (path_template[i] == '%' && i + 1 < path_template.size() && path_template[i + 1] == 'p') {
+      path += std::to_string(pid);
+      ++i;
+    } else {
+      path += path_template[i];
+    }
+  }
+  return path;
+}
+
 }  // namespace tiermem

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "base/log.h"
@@ -105,5 +106,9 @@ bool ParseSize(const char* text, uint64_t* out);
 // 1/0, true/false, yes/no, on/off (case-insensitive).
 bool ParseBool(const char* text, bool* out);
 bool ParseUint(const char* text, uint64_t* out);
+
+// An option's file path (TIERMEM_STATS, TIERMEM_HEAT_LOG) with each "%p" replaced by `pid`, so
+// each process of a script, or a forked child, writes a file of its own.
+std::string PathForProcess(const std::string& path_template, int pid);
 
 }  // namespace tiermem

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "base/options.h"
 #include "base/os.h"
 #include "base/runtime_thread.h"
 #include "runtime/core/runtime_impl.h"
@@ -19,21 +20,10 @@ namespace {
 
 bool StatsToFile(const char* where) { return where[0] != '\0' && strcmp(where, "stderr") != 0; }
 
-// The file's path with each "%p" replaced by this process's id, read when the file is opened:
-// a forked child, or each program of a script run with one TIERMEM_STATS, writes a file of its
-// own (`tiermem run` relies on it).
-std::string StatsPath(const char* where) {
-  std::string path;
-  for (const char* c = where; *c != '\0'; ++c) {
-    if (c[0] == '%' && c[1] == 'p') {
-      path += std::to_string(os::ProcessId());
-      ++c;
-    } else {
-      path += *c;
-    }
-  }
-  return path;
-}
+// The file's path for this process (PathForProcess), read when the file is opened: a forked
+// child, or each program of a script run with one TIERMEM_STATS, writes a file of its own
+// (`tiermem run` relies on it).
+std::string StatsPath(const char* where) { return PathForProcess(where, os::ProcessId()); }
 
 }  // namespace
 

@@ -5,26 +5,14 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/options.h"
 #include "base/os.h"
 
 namespace tiermem {
 
-std::string HeatLogPath(const std::string& path_template, int pid) {
-  std::string path;
-  for (size_t i = 0; i < path_template.size(); ++i) {
-    if (path_template[i] == '%' && i + 1 < path_template.size() && path_template[i + 1] == 'p') {
-      path += std::to_string(pid);
-      ++i;
-    } else {
-      path += path_template[i];
-    }
-  }
-  return path;
-}
-
 StatusOr<std::unique_ptr<HeatLog>> HeatLog::Open(const std::string& path_template, uint32_t page_size,
                                                  uint32_t interval_ms, uint64_t max_pages) {
-  std::string path = HeatLogPath(path_template, os::ProcessId());
+  std::string path = PathForProcess(path_template, os::ProcessId());
   const int fd = os::OpenForWrite(path.c_str(), false);
   if (fd < 0) return Unavailable("TIERMEM_HEAT_LOG=" + path + ": " + strerror(-fd));
   char header[16];

@@ -82,7 +82,5 @@ class HeatLog {
   std::vector<char> out_;                 // the round's bytes, written in one call
 };
 
-// "%p" in `path_template` replaced by `pid`.
-std::string HeatLogPath(const std::string& path_template, int pid);
 
 }  // namespace tiermem

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "base/options.h"
 #include "base/os.h"
 #include "runtime/tiering/heat_log.h"
 #include "tools/tiermem/advise.h"
@@ -23,8 +24,8 @@ class HeatLogTest : public ::testing::Test {
 };
 
 TEST_F(HeatLogTest, PathTakesThePid) {
-  EXPECT_EQ(HeatLogPath("/x/%p.heat", 42), "/x/42.heat");
-  EXPECT_EQ(HeatLogPath("/x/a%", 42), "/x/a%");
+  EXPECT_EQ(PathForProcess("/x/%p.heat", 42), "/x/42.heat");
+  EXPECT_EQ(PathForProcess("/x/a%", 42), "/x/a%");
 }
 
 TEST_F(HeatLogTest, MergesPagesAndReadsBack) {
