@@ -13,6 +13,8 @@
 
 #include <chrono>
 
+#include "base/os.h"
+
 namespace tiermem::net {
 
 void TuneSocket(int fd) {
@@ -71,7 +73,7 @@ StatusOr<int> ConnectTcp(const std::string& host, uint16_t port, uint32_t timeou
       return Unavailable("cannot connect to " + who + ": " + strerror(n < 0 ? errno : err));
     }
   }
-  return fd;
+  return os::KeepHigh(fd);
 }
 
 StatusOr<int> ListenTcp(const std::string& host, uint16_t port, int backlog) {

@@ -340,15 +340,6 @@ uint64_t LibcHeapBytes() {
   return static_cast<uint64_t>(mi.arena) + static_cast<uint64_t>(mi.hblkhd);
 }
 
-uint64_t ProcessResidentBytes() {
-  char buf[128];
-  const long n = ReadSmallFile("/proc/self/statm", buf, sizeof(buf));
-  if (n <= 0) return 0;
-  unsigned long long size = 0, resident = 0;
-  if (sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
-  return resident * PageSize();
-}
-
 long ResidentBytes(const void* addr, size_t bytes) {
   constexpr size_t kPages = 512;  // per mincore call, so the vector stays on the stack
   const size_t page = PageSize();
@@ -380,7 +371,7 @@ int ThreadStack(void** low, size_t* bytes) {
 StatusOr<int> EventFd() {
   int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (fd < 0) return ErrnoToStatus(errno, "eventfd");
-  return fd;
+  return KeepHigh(fd);
 }
 
 void EventFdSignal(int fd) {
@@ -441,7 +432,10 @@ int ReplaceAnonymous(void* addr, size_t bytes) {
 }
 
 int SocketPairCloexec(int fds[2]) {
-  return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0 ? 0 : -errno;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return -errno;
+  fds[0] = KeepHigh(fds[0]);
+  fds[1] = KeepHigh(fds[1]);
+  return 0;
 }
 
 namespace {
@@ -487,7 +481,7 @@ int RecvFd(int sock) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int fd = -1;
       std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
-      return fd;
+      return KeepHigh(fd);
     }
   }
   return -EBADMSG;
@@ -517,12 +511,12 @@ int WaitStop(int stop_fd, int timeout_ms) {
 
 int OpenForWrite(const char* path, bool append) {
   const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
-  return fd >= 0 ? fd : -errno;
+  return fd >= 0 ? KeepHigh(fd) : -errno;
 }
 
 int PagemapOpen() {
   int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  return fd >= 0 ? fd : -errno;
+  return fd >= 0 ? KeepHigh(fd) : -errno;
 }
 
 bool ReadPagemap(int pagemap_fd, const void* addr, size_t n, uint64_t* entries) {

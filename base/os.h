@@ -108,7 +108,9 @@ int ThreadCpuNanos(uint64_t* ns);
 // and its mmapped blocks. Takes each arena's lock; never call it from a signal handler.
 uint64_t LibcHeapBytes();
 // The calling process's resident memory in bytes (/proc/self/statm's resident pages: the
-// kernel's running count, not a walk), or 0 when it cannot be read.
+// kernel's running count, not a walk), or 0 when it cannot be read. The file stays open (at a
+// KeepHigh number; a forked child opens its own) and is read from its start at each call: any
+// thread may call it while the program opens and closes descriptors (os_fd.cc says why).
 uint64_t ProcessResidentBytes();
 // Bytes of [addr, addr+bytes) (page aligned) that are resident (mincore), or a negative errno
 // (-ENOMEM: part of the range is not mapped). One system call per 2 MiB of the range.
@@ -233,5 +235,22 @@ bool ReadPagemap(int pagemap_fd, const void* addr, size_t n, uint64_t* entries);
 // Whether a pagemap entry's page has contents (present or swapped).
 inline bool PagemapPopulated(uint64_t entry) { return (entry & (3ull << 62)) != 0; }
 int Close(int fd);
+
+// Descriptors the runtime keeps (os_fd.cc): `fd` moved to the top of the descriptor table, at or
+// above KeepHighFloor(), close-on-exec; the number it had is closed. A program that closes one of
+// its own descriptors twice (bash does, after every pipeline) closes whatever the kernel gave that
+// number in between; at a low number that could be the runtime's, whose next read or close then
+// hit the program's next pipe. Returns the new descriptor, or `fd` itself where the table has no
+// room up there (RLIMIT_NOFILE too low) or fd < 0.
+int KeepHigh(int fd);
+// The lowest number KeepHigh places a descriptor at: three quarters of the soft RLIMIT_NOFILE at
+// most 1024 (768 under the usual limit of 1024); 0 when the limit is under 256 (nothing moved).
+int KeepHighFloor();
+// /proc/self files the runtime's threads use round after round, each opened once per process (at
+// a KeepHigh number; a forked child opens its own on first use): read with pread at offset 0
+// (the kernel writes the file afresh), written with write. A negative errno when it cannot be
+// opened.
+enum class ProcSelf { kStatm = 0, kClearRefs = 1 };
+int ProcSelfFile(ProcSelf which);
 
 }  // namespace tiermem::os

@@ -134,11 +134,8 @@ long PagemapScanWritten(int pagemap_fd, void* addr, size_t bytes, WrittenRange* 
 }
 
 int ClearSoftDirty() {
-  const int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  const int rc = WriteAll(fd, "4", 1);
-  close(fd);
-  return rc;
+  const int fd = ProcSelfFile(ProcSelf::kClearRefs);  // kept open: base/os_fd.cc says why
+  return fd < 0 ? fd : WriteAll(fd, "4", 1);
 }
 
 }  // namespace tiermem::os

@@ -44,14 +44,14 @@ namespace {
 // mode to whoever may open the device even when vm.unprivileged_userfaultfd=0 refuses the call.
 int UffdCreate(int flags) {
   int fd = int(syscall(SYS_userfaultfd, flags));
-  if (fd >= 0 || errno != EPERM) return fd >= 0 ? fd : -errno;
+  if (fd >= 0 || errno != EPERM) return fd >= 0 ? KeepHigh(fd) : -errno;
 #ifdef USERFAULTFD_IOC_NEW
   int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
   if (dev >= 0) {
     fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
     int err = errno;
     close(dev);
-    if (fd >= 0) return fd;
+    if (fd >= 0) return KeepHigh(fd);
     errno = err;
   }
 #endif
@@ -76,14 +76,14 @@ StatusOr<Uffd> UffdOpen(bool fork_events) {
   int fd = UffdCreate(flags);
   if (fd == -EPERM) {
     fd = int(syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY));
-    if (fd < 0) fd = -errno;
+    fd = fd < 0 ? -errno : KeepHigh(fd);
     if (fd >= 0) u.user_mode_only = true;
   }
   if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd");
   // The faulting thread's id (since 4.14) lets the pager's prefetcher follow each thread's stream.
   // Fork events need CAP_SYS_PTRACE (since 5.11): refused, a fresh descriptor goes without.
   if (fork_events && UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_EVENT_FORK) == 0) {
-    u.fd = fd;
+    u.fd = KeepHigh(fd);
     u.write_protect = true;
     u.fork_events = true;
     return u;
@@ -94,7 +94,7 @@ StatusOr<Uffd> UffdOpen(bool fork_events) {
     if (fd < 0) return ErrnoToStatus(errno, "userfaultfd");
   }
   if (UffdApi(fd, UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID) == 0) {
-    u.fd = fd;
+    u.fd = KeepHigh(fd);
     u.write_protect = true;
     return u;
   }
@@ -114,7 +114,7 @@ StatusOr<Uffd> UffdOpen(bool fork_events) {
     close(fd);
     return ErrnoToStatus(-rc, "userfaultfd API handshake");
   }
-  u.fd = fd;
+  u.fd = KeepHigh(fd);
   return u;
 }
 

@@ -187,6 +187,8 @@ void Pager::OnForkEvent(int fd) {
     (void)os::Close(fd);
     return;
   }
+  // Kept for the child's life: moved out of the numbers the program reuses (os::KeepHigh).
+  fd = os::KeepHigh(fd);
   // The child's copy first (sendmsg: no allocation, no lock): it is queued before the child runs.
   const int sock = fork_send_.exchange(-1, std::memory_order_acq_rel);
   // Where that fails the child finds no descriptor and says so (a line here would allocate); it
