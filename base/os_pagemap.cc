@@ -27,6 +27,7 @@ struct pm_scan_arg {
 #define PM_SCAN_CHECK_WPASYNC (1 << 1)
 #define PAGE_IS_WRITTEN (1 << 1)
 #define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_SWAPPED (1 << 4)
 #endif
 
 namespace tiermem::os {
@@ -37,8 +38,9 @@ namespace {
 // nothing); a caller's larger `out` is filled by several calls.
 constexpr size_t kScanBatch = 256;
 
+// Pages in every category of `category` and, when `anyof` is not 0, in at least one of `anyof`.
 long ScanOnce(int pagemap_fd, uintptr_t start, uintptr_t end, page_region* vec, size_t vec_len,
-              uint64_t flags, uint64_t category, uintptr_t* walk_end) {
+              uint64_t flags, uint64_t category, uint64_t anyof, uintptr_t* walk_end) {
   pm_scan_arg a{};
   a.size = sizeof a;
   a.flags = flags;
@@ -47,6 +49,7 @@ long ScanOnce(int pagemap_fd, uintptr_t start, uintptr_t end, page_region* vec, 
   a.vec = reinterpret_cast<uintptr_t>(vec);
   a.vec_len = vec_len;
   a.category_mask = category;
+  a.category_anyof_mask = anyof;
   a.return_mask = category;
   const long rc = ioctl(pagemap_fd, PAGEMAP_SCAN, &a);
   *walk_end = uintptr_t(a.walk_end);
@@ -61,7 +64,7 @@ Mechanism ProbePagemapScan(int pagemap_fd, char* page) {
   page_region r{};
   uintptr_t end = 0;
   const uintptr_t p = reinterpret_cast<uintptr_t>(page);
-  const long rc = ScanOnce(pagemap_fd, p, p + PageSize(), &r, 1, 0, PAGE_IS_PRESENT, &end);
+  const long rc = ScanOnce(pagemap_fd, p, p + PageSize(), &r, 1, 0, PAGE_IS_PRESENT, 0, &end);
   if (rc == 1) return Present();
   if (rc == -ENOTTY || rc == -EINVAL) {
     return Absent("PAGEMAP_SCAN: the kernel has no such pagemap ioctl (Linux 6.7+)");
@@ -120,7 +123,13 @@ long PagemapScanWritten(int pagemap_fd, void* addr, size_t bytes, WrittenRange* 
   while (at < end && n < max) {
     const size_t want = max - n < kScanBatch ? max - n : kScanBatch;
     uintptr_t reached = at;
-    const long rc = ScanOnce(pagemap_fd, at, end, vec, want, flags, PAGE_IS_WRITTEN, &reached);
+    // Written pages with contents only: the kernel shows an empty entry (never touched, or
+    // dropped) as written too, and a scan that matched it would protect it with a marker. Such a
+    // page holds no data, so it is no write sample: reported, each page the heap drops came back
+    // as one (heat entries for pages nobody uses, the policy thread's memory counted against the
+    // DRAM limit). Left unmatched it stays empty, and the page that fills it later shows written.
+    const long rc = ScanOnce(pagemap_fd, at, end, vec, want, flags, PAGE_IS_WRITTEN, PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                             &reached);
     if (rc < 0) {
       *walk_end = at;
       return rc;

@@ -55,8 +55,9 @@ struct WrittenRange {
   uintptr_t end;
 };
 // PAGEMAP_SCAN of [addr, addr+bytes) (page aligned) for the pages written since they were last
-// write-protected (PAGE_IS_WRITTEN: present or swapped and not write-protected; a page never
-// populated is not written). With `rearm`, the same walk write-protects the pages it reports
+// write-protected (PAGE_IS_WRITTEN: present or swapped and not write-protected; an empty entry,
+// never populated or dropped since, is neither reported nor protected, so the page that fills it
+// later shows written). With `rearm`, the same walk write-protects the pages it reports
 // (PM_SCAN_WP_MATCHING), so the next scan shows only the writes after this one. The range must
 // be registered for write-protect with a WP_ASYNC userfaultfd (PM_SCAN_CHECK_WPASYNC): -EPERM
 // otherwise, and nothing is re-armed. Fills at most `max` ranges (adjacent written pages come as

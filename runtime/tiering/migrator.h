@@ -381,6 +381,9 @@ class Migrator {
   // track_spans_, their written bits cleared. TrackedIndex: the tracked region holding `addr`, -1.
   void TrackWindow(uint64_t pages, bool whole);
   int TrackedIndex(uintptr_t addr) const;
+  // Whether a page the scan found written holds live data (not freed, not held free by the heap):
+  // only those become write samples.
+  static bool LiveData(const PageRecord& rec);
   // Whether `key` may not join the next sample: under watch, moved this round, or (counted in
   // track_sample_skips) written lately.
   bool KeepOutOfSample(uint64_t key, const std::unordered_set<uint64_t>& moved_now);

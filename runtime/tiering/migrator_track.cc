@@ -99,7 +99,9 @@ uint64_t Migrator::TrackRound(uint64_t now, std::vector<AccessSample>* samples) 
     std::vector<uint64_t>& bits = written_[size_t(ki)];
     for (uintptr_t a = start; a < end; a += page) {
       const uint64_t i = r->PageIndex(reinterpret_cast<const char*>(a));
-      if (clear_clean) r->record(i).flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_acq_rel);
+      PageRecord& rec = r->record(i);
+      if (clear_clean) rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_acq_rel);
+      if (!LiveData(rec)) continue;
       if (i / 64 < bits.size()) bits[i / 64] |= uint64_t{1} << (i % 64);
       samples->push_back({a / page, true, now, weight});
     }
@@ -114,6 +116,15 @@ uint64_t Migrator::TrackRound(uint64_t now, std::vector<AccessSample>* samples) 
   counters_->track_written_pages.fetch_add(appended, std::memory_order_relaxed);
   counters_->track_scan_ns.fetch_add(os::MonotonicNanos() - t0, std::memory_order_relaxed);
   return appended;
+}
+
+bool Migrator::LiveData(const PageRecord& rec) {
+  // A page written with no live block in it (freed since: the heap's free page, one it dropped,
+  // a run given back) is no heat: sampled, each would take an entry in the policy's tables, the
+  // runtime's own memory that counts against the DRAM limit, for a page nobody uses.
+  if (rec.state.load(std::memory_order_acquire) == static_cast<uint8_t>(PageState::kFree)) return false;
+  if (rec.tier.load(std::memory_order_relaxed) == kNoTier) return false;
+  return (rec.flags.load(std::memory_order_relaxed) & kPageHeapFree) == 0;
 }
 
 void Migrator::TrackWindow(uint64_t pages, bool whole) {
