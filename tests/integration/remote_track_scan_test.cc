@@ -45,13 +45,27 @@ std::unique_ptr<Runtime> StartScanRuntime(const MemdProcess& memd, std::string* 
   return rt;
 }
 
-TEST(RemoteTrackScan, ScanRunsWithARemoteTierAndEvictionKeepsEveryWrite) {
-  MemdProcess memd;
-  ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
-  std::string why;
-  auto rt = StartScanRuntime(memd, &why);
-  if (rt == nullptr && !why.empty()) GTEST_SKIP() << why;
-  ASSERT_NE(rt, nullptr);
+// memd on loopback and a runtime on it in scan mode (StartRuntime); skipped, naming why, where
+// the kernel gives the pager no write scan.
+class RemoteTrackScan : public ::testing::Test {
+ protected:
+  // The caller returns when this skipped or failed (IsSkipped() || HasFatalFailure()).
+  void StartRuntime(int interval_ms = 5) {
+    ASSERT_TRUE(memd_.Start({"--capacity", "64M", "--no-rdma"}));
+    std::string why;
+    rt_ = StartScanRuntime(memd_, &why, interval_ms);
+    if (rt_ == nullptr && !why.empty()) GTEST_SKIP() << why;
+    ASSERT_NE(rt_, nullptr);
+  }
+  bool Stopped() const { return IsSkipped() || HasFatalFailure(); }
+  MemdProcess memd_;
+  std::unique_ptr<Runtime> rt_;  // (destroyed before memd_)
+};
+
+TEST_F(RemoteTrackScan, ScanRunsWithARemoteTierAndEvictionKeepsEveryWrite) {
+  StartRuntime();
+  if (Stopped()) return;
+  Runtime* rt = rt_.get();
   Migrator* m = ImplOf(*rt)->migrator();
   ASSERT_TRUE(m->running());
   constexpr size_t kPages = 256;
@@ -82,16 +96,13 @@ TEST(RemoteTrackScan, ScanRunsWithARemoteTierAndEvictionKeepsEveryWrite) {
   ASSERT_TRUE(rt->Free(*p).ok());
 }
 
-TEST(RemoteTrackScan, PagesFaultBackWithTheirBytesAndReadOnlyOnesAreNotSentAgain) {
-  MemdProcess memd;
-  ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
-  std::string why;
+TEST_F(RemoteTrackScan, PagesFaultBackWithTheirBytesAndReadOnlyOnesAreNotSentAgain) {
   // Rounds far apart: a window's clean check that meets a running scan is read again, and after
   // four such meetings the window is sent whole; with a scan every 5 ms on a busy machine that
   // happened to more than one window of the 512 pages.
-  auto rt = StartScanRuntime(memd, &why, 500);
-  if (rt == nullptr && !why.empty()) GTEST_SKIP() << why;
-  ASSERT_NE(rt, nullptr);
+  StartRuntime(500);
+  if (Stopped()) return;
+  Runtime* rt = rt_.get();
   Pager* pager = ImplOf(*rt)->pager();
   constexpr size_t kPages = 512;
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
@@ -121,13 +132,10 @@ TEST(RemoteTrackScan, PagesFaultBackWithTheirBytesAndReadOnlyOnesAreNotSentAgain
 // a fresh run, and every page a churning heap dropped, took a heat entry in the policy's tables,
 // whose memory counts against the DRAM limit under the preload library (a preloaded sort at 90M
 // ran with half its budget and faulted 17 times more). Only pages written with data are samples.
-TEST(RemoteTrackScan, OnlyPagesWrittenWithDataAreWriteSamples) {
-  MemdProcess memd;
-  ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
-  std::string why;
-  auto rt = StartScanRuntime(memd, &why);
-  if (rt == nullptr && !why.empty()) GTEST_SKIP() << why;
-  ASSERT_NE(rt, nullptr);
+TEST_F(RemoteTrackScan, OnlyPagesWrittenWithDataAreWriteSamples) {
+  StartRuntime();
+  if (Stopped()) return;
+  Runtime* rt = rt_.get();
   Migrator* m = ImplOf(*rt)->migrator();
   ASSERT_TRUE(m->running());
   const uint64_t written0 = m->counters().track_written_pages;
