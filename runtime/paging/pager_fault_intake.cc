@@ -104,10 +104,11 @@ void Pager::OnFault(FaultBatch& b, const os::UffdFault& f, size_t left) {
   // installed meanwhile is there (EEXIST) and keeps its flag: clean, it is not written again at
   // its next eviction. (Claimed, nobody else acts on the page between the zero page and the
   // flag.)
-  // Write-scan mode: an empty entry may hold the write scan's marker (PAGEMAP_SCAN protects the
-  // entries of dropped pages too), which UFFDIO_ZEROPAGE takes for a page (EEXIST, and the
-  // thread would fault again forever) while UFFDIO_COPY replaces it: zeros are copied there, and
-  // the page counts as written whoever installed it.
+  // Write-scan mode: an empty entry may hold a write-protect marker (the scan matches only pages
+  // with contents, os::PagemapScanWritten, but a marker left by any other protect of the range
+  // would do the same), which UFFDIO_ZEROPAGE takes for a page (EEXIST, and the thread would
+  // fault again forever) while UFFDIO_COPY replaces it: zeros are copied there, and the page
+  // counts as written whoever installed it.
   size_t present = 0;
   if (wp_async_) {
     (void)os::UffdCopy(uffd_, addr, b.zeros, kPage, false);
