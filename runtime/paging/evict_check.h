@@ -31,7 +31,8 @@ enum class TakeOut {
 };
 
 // Takes `page` out into `scratch` (a page-aligned page of a range registered with `uffd`, empty:
-// it is empty again on return) and compares it with `sent` (the bytes that were sent, one page).
+// it is empty again on return; one left holding anything is emptied first) and compares it with
+// `sent` (the bytes that were sent, one page).
 // Wakes nobody: the caller publishes the page's new state first, then wakes the page's waiters.
 // An error other than the ones above is returned as it is, the page left in place or put back
 // (Internal when it could be neither: the page's bytes are then in `scratch`).

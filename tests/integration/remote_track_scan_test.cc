@@ -161,11 +161,12 @@ TEST_F(RemoteTrackScan, OnlyPagesWrittenWithDataAreWriteSamples) {
     ASSERT_TRUE(rt->Free(*q).ok());
     ASSERT_TRUE(scan_past(2 * (kPages + kChurnPages)));
   }
-  // Each page written once per allocation is a sample at most once; the untouched and the
-  // dropped pages are none.
+  // Each page written once per allocation is a sample once, or twice where a scan passed it in
+  // the middle of its memset (its later stores are a new write): a few pages per scan, far fewer
+  // than a quarter of a run. The untouched and the dropped pages (10,176 here) are none.
   const uint64_t samples = m->counters().track_written_pages - written0;
   EXPECT_GE(samples, kPages / kStride);
-  EXPECT_LE(samples, kPages / kStride + kChurns * kChurnPages);
+  EXPECT_LE(samples, kPages / kStride + kChurns * kChurnPages + kChurnPages / 4);
   for (size_t i = 0; i < kPages; i += kStride) EXPECT_EQ(base[i * kPage], 1) << i;
   ASSERT_TRUE(rt->Free(*p).ok());
 }

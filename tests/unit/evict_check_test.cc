@@ -45,6 +45,16 @@ struct MoveRanges {
   int uffd = -1;
 };
 
+// Whether the pagemap shows a page (present or swapped) at `p`.
+bool Populated(const char* p) {
+  const int pm = os::PagemapOpen();
+  uint64_t e = 0;
+  const bool read = pm >= 0 && os::ReadPagemap(pm, p, 1, &e);
+  if (pm >= 0) close(pm);
+  EXPECT_TRUE(read) << "/proc/self/pagemap";
+  return os::PagemapPopulated(e);
+}
+
 TEST(TakeOutIfSent, DropsAnUnchangedPageAndPutsAWrittenOneBack) {
   MoveRanges s(4);
   if (std::string why = s.Open(); !why.empty()) GTEST_SKIP() << why;
@@ -62,16 +72,32 @@ TEST(TakeOutIfSent, DropsAnUnchangedPageAndPutsAWrittenOneBack) {
   r = TakeOutIfSent(s.uffd, page, s.scratch.base, sent.data());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, TakeOut::kDropped);
-  const int pm = os::PagemapOpen();
-  uint64_t e[2] = {0, 0};
-  ASSERT_TRUE(os::ReadPagemap(pm, page, 1, &e[0]));
-  ASSERT_TRUE(os::ReadPagemap(pm, s.scratch.base, 1, &e[1]));
-  close(pm);
-  EXPECT_FALSE(os::PagemapPopulated(e[0]));  // gone: a touch would be a missing fault
-  EXPECT_FALSE(os::PagemapPopulated(e[1]));  // and the scratch page is empty again
+  EXPECT_FALSE(Populated(page));            // gone: a touch would be a missing fault
+  EXPECT_FALSE(Populated(s.scratch.base));  // and the scratch page is empty again
   r = TakeOutIfSent(s.uffd, page, s.scratch.base, sent.data());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, TakeOut::kAbsent);
+}
+
+// A scratch page that is not empty (a drop of it that failed, or anything else left there) makes
+// UFFDIO_MOVE refuse the take-out (EEXIST): it is emptied and the page taken out all the same,
+// never left in place as if written (the caller would then call an eviction off for nothing).
+TEST(TakeOutIfSent, AScratchPageLeftFullIsEmptiedFirst) {
+  MoveRanges s(2);
+  if (std::string why = s.Open(); !why.empty()) GTEST_SKIP() << why;
+  std::vector<char> sent(kPage);
+  char* page = s.data.base;
+  memset(page, 5, kPage);
+  memcpy(sent.data(), page, kPage);
+  // The scratch range serves no missing faults here: filled the way a take-out fills it.
+  char* other = s.data.base + kPage;
+  memset(other, 6, kPage);
+  ASSERT_EQ(os::UffdMove(s.uffd, s.scratch.base, other, kPage), 0);
+  auto r = TakeOutIfSent(s.uffd, page, s.scratch.base, sent.data());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, TakeOut::kDropped);
+  EXPECT_FALSE(Populated(page));
+  EXPECT_FALSE(Populated(s.scratch.base));
 }
 
 // A page's state, as the pager keeps it: the handler serves a fault only on a remote page; a page
