@@ -60,6 +60,10 @@ SetupReading ReadSetup(const PreloadSetup& setup, pid_t pid) {
     r.fault_latency_sum_ns = st->fault_latency.sum_ns;
     r.policy_cpu_ns = st->policy_cpu_ns;
     r.budget_relief_pages = st->budget_relief_pages;
+    r.write_protect_faults = st->write_protect_faults;
+    r.sampling_faults = st->sampling_faults;
+    r.pages_evicted = st->pages_evicted;
+    r.pages_written = st->pages_written;
   }
   if (setup.swap) r.cgroup_bytes = setup.swap->UsageBytes();
   r.ok = true;
@@ -73,7 +77,11 @@ nlohmann::json TiermemFigures(const SetupReading& from, const SetupReading& to) 
                                                 static_cast<double>(n) / 1e3
                                           : 0.0},
           {"policy_cpu_s", static_cast<double>(to.policy_cpu_ns - from.policy_cpu_ns) / 1e9},
-          {"budget_relief_pages", to.budget_relief_pages - from.budget_relief_pages}};
+          {"budget_relief_pages", to.budget_relief_pages - from.budget_relief_pages},
+          {"write_protect_faults", to.write_protect_faults - from.write_protect_faults},
+          {"sampling_faults", to.sampling_faults - from.sampling_faults},
+          {"pages_evicted", to.pages_evicted - from.pages_evicted},
+          {"pages_written", to.pages_written - from.pages_written}};
 }
 
 namespace {

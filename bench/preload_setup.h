@@ -55,11 +55,14 @@ struct SetupReading {
   uint64_t dram_resident_bytes = 0;  // tiermem: its managed memory on DRAM
   // tiermem: its remote faults' latency (count, sum), its policy thread's CPU, its budget relief
   uint64_t fault_latency_count = 0, fault_latency_sum_ns = 0, policy_cpu_ns = 0, budget_relief_pages = 0;
+  // tiermem: its write-protect faults, sampling faults, and evictions (written, clean)
+  uint64_t write_protect_faults = 0, sampling_faults = 0, pages_evicted = 0, pages_written = 0;
   uint64_t cgroup_bytes = 0;         // kernel_swap: the cgroup's memory in use
 };
 SetupReading ReadSetup(const PreloadSetup& setup, pid_t pid);
 // tiermem's figures between two readings of one process: remote_faults, fault_latency_mean_us,
-// policy_cpu_s, budget_relief_pages.
+// policy_cpu_s, budget_relief_pages, write_protect_faults, sampling_faults, pages_evicted,
+// pages_written.
 nlohmann::json TiermemFigures(const SetupReading& from, const SetupReading& to);
 // "remote_faults" for tiermem, "major_faults" for the others.
 const char* FaultCounterName(const std::string& setup);

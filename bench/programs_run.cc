@@ -32,23 +32,28 @@ std::string FileDigest(const std::string& path) {
   return hex;
 }
 
+// The counters of a stats line the figures carry as they are (summed over a batch's processes).
+constexpr const char* kSummedCounters[] = {"remote_faults",        "write_protect_faults", "sampling_faults",
+                                           "budget_relief_pages",  "pages_evicted",        "pages_written",
+                                           "evictions_clean"};
+
 nlohmann::json TiermemStatsFigures(const nlohmann::json& stats) {
   const nlohmann::json& lat = stats.value("fault_latency", nlohmann::json::object());
   const double count = lat.value("count", 0.0);
-  return {{"remote_faults", stats.value("remote_faults", 0ull)},
-          {"fault_latency_mean_us", count > 0 ? lat.value("sum_ns", 0.0) / count / 1e3 : 0.0},
-          {"policy_cpu_s", stats.value("policy_cpu_ns", 0.0) / 1e9},
-          {"budget_relief_pages", stats.value("budget_relief_pages", 0ull)},
-          {"pages_evicted", stats.value("pages_evicted", 0ull)}};
+  nlohmann::json fig = {{"fault_latency_mean_us", count > 0 ? lat.value("sum_ns", 0.0) / count / 1e3 : 0.0},
+                        {"policy_cpu_s", stats.value("policy_cpu_ns", 0.0) / 1e9}};
+  for (const char* k : kSummedCounters) fig[k] = stats.value(k, 0ull);
+  return fig;
 }
 
 namespace {
 
 // The TIERMEM_STATS lines the processes of a batch run left under `prefix` (removed once read),
-// added up: remote faults, fault latency (count-weighted), policy CPU.
+// added up: the counters of kSummedCounters, fault latency (count-weighted), policy CPU.
 nlohmann::json CollectStats(const std::string& dir, const std::string& prefix) {
-  uint64_t faults = 0, relief = 0, evicted = 0, processes = 0;
-  double latency_sum_us = 0, policy_s = 0;
+  nlohmann::json sum = TiermemStatsFigures(nlohmann::json::object());
+  uint64_t processes = 0;
+  double latency_sum_us = 0;
   DIR* d = opendir(dir.c_str());
   const std::string base = prefix.substr(prefix.rfind('/') + 1);
   while (d != nullptr) {
@@ -66,21 +71,16 @@ nlohmann::json CollectStats(const std::string& dir, const std::string& prefix) {
     const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
     if (j.is_discarded()) continue;
     const nlohmann::json fig = TiermemStatsFigures(j);
-    const uint64_t n = fig["remote_faults"];
-    faults += n;
-    latency_sum_us += fig["fault_latency_mean_us"].get<double>() * static_cast<double>(n);
-    policy_s += fig["policy_cpu_s"].get<double>();
-    relief += fig["budget_relief_pages"].get<uint64_t>();
-    evicted += fig["pages_evicted"].get<uint64_t>();
+    for (const char* k : kSummedCounters) sum[k] = sum[k].get<uint64_t>() + fig[k].get<uint64_t>();
+    latency_sum_us += fig["fault_latency_mean_us"].get<double>() * fig["remote_faults"].get<double>();
+    sum["policy_cpu_s"] = sum["policy_cpu_s"].get<double>() + fig["policy_cpu_s"].get<double>();
     ++processes;
   }
   if (d != nullptr) closedir(d);
-  return {{"remote_faults", faults},
-          {"fault_latency_mean_us", faults > 0 ? latency_sum_us / static_cast<double>(faults) : 0.0},
-          {"policy_cpu_s", policy_s},
-          {"budget_relief_pages", relief},
-          {"pages_evicted", evicted},
-          {"processes", processes}};
+  const uint64_t faults = sum["remote_faults"];
+  sum["fault_latency_mean_us"] = faults > 0 ? latency_sum_us / static_cast<double>(faults) : 0.0;
+  sum["processes"] = processes;
+  return sum;
 }
 
 }  // namespace
