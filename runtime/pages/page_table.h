@@ -36,9 +36,6 @@ enum PageFlags : uint8_t {
                              // a cached page run: Runtime::Impl::HoldFree): resident and counted
                              // on its tier, but never listed, sampled or evicted; the heap drops
                              // it (out of every count) when it lets it go
-  kPageWrittenLast = 1u << 7,// it was written during its last stay in DRAM (its eviction sent
-                             // it): a read fault installs it writable, not write-protected, as
-                             // it is likely written again (Pager::InstallProtected)
 };
 
 // PageRecord::tier of a page whose bytes no tier counts any more (its run is being freed, or

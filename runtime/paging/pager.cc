@@ -485,11 +485,10 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         false, outstanding, posted, [&](size_t j) { return j < posted ? &reqs[j] : nullptr; },
         [&](size_t j, size_t k) {
           void* dst = region.PageAddress(idx[j]);
-          PageRecord& rec = region.record(idx[j]);
-          const bool protect = InstallProtected(rec);
-          Status cs = os::UffdCopy(uffd_, dst, reqs[j].buf, kPage, protect);
+          Status cs = os::UffdCopy(uffd_, dst, reqs[j].buf, kPage, wp_);
           if (!cs.ok()) Fatal(dst, k, cs);
-          if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
+          PageRecord& rec = region.record(idx[j]);
+          if (wp_) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
           else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
           config_.events->OnResident(region, idx[j], 1, true);
           rec.state.store(S(PageState::kLocal), std::memory_order_release);

@@ -339,8 +339,6 @@ class Pager {
                                 uint64_t b, const std::vector<uint8_t>& in_use, char* bufs, bool* retry);
   Status Register(void* addr, size_t bytes);
   void Wake(void* addr, size_t bytes);
-  // Whether a page read back from the server is installed write-protected (pager_fault.cc).
-  bool InstallProtected(const PageRecord& rec);
   StatusOr<uint64_t> FetchBackLocked(Region& region, uint64_t first, uint64_t n);  // io_mu_ held
   // ---- eviction (pager_evict.cc) and its writer thread (pager_writer.cc, evict_writer.h) ----
   struct EvictScratch {
@@ -523,9 +521,6 @@ class Pager {
   int stop_fd_ = -1;
   bool wp_ = false;
   bool wp_async_ = false;  // write-scan mode (pager_evict.cc, "Two paths")
-  // Installs of pages written during their last stay (InstallProtected): every kRetestEvery-th is
-  // protected anyway. Bumped by whichever thread installs (fault thread, FetchBack's caller).
-  std::atomic<uint64_t> written_installs_{0};
   char* scratch_ = nullptr;  // the writer thread's take-out page, registered with uffd_
   std::atomic<uint64_t> scan_seq_{0};  // odd while a scan runs (ScanBegins/ScanEnds)
   // List order; unreachable ones have no io. Appended with io_mu_ held (Init, ListServer);

@@ -231,10 +231,8 @@ Status Pager::PlanPage(Region& region, uint64_t index, const uint64_t* pm, size_
   }
   if (wp_ && (!wp_async_ || w->clean_ok[i]) && slot1 != 0 && (rec.flags.load(std::memory_order_relaxed) & kPageRemoteClean)) {
     c_->evictions_clean.fetch_add(1, std::memory_order_relaxed);
-    rec.flags.fetch_and(uint8_t(~kPageWrittenLast), std::memory_order_relaxed);  // read only, this stay
     return Status::Ok();
   }
-  rec.flags.fetch_or(kPageWrittenLast, std::memory_order_relaxed);  // sent: written (or new) this stay
   // A forked child may still read the fork-time copy in this slot: the new contents go to a
   // new slot, and the old one is freed when the child lets go of it.
   if (slot1 != 0 && !holds_.empty() && holds_.Held(slot1 - 1)) {

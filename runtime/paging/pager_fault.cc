@@ -46,22 +46,6 @@ void Pager::Fatal(const void* addr, size_t server, const Status& why) {
   std::_Exit(kRemoteLostExitCode);
 }
 
-// With synchronous write-protect, protection keeps a page read back clean until written, so its
-// next eviction needs no write; but a later write costs a write-protect fault, a trip through the
-// fault thread while the writing thread waits. A page written during its last stay in DRAM
-// (kPageWrittenLast, set by the eviction that sent it) is likely written again: it is installed
-// writable and counts as dirty. One such install in kRetestEvery is protected anyway, so a page
-// that is now only read goes back to clean evictions. Write-scan mode (wp_async) protects every
-// page: its write faults are resolved in the kernel, at no cost to the program. Pages fetched
-// ahead are always protected (InstallOneAhead): nobody has touched them yet, most are only read
-// (a stream), and relief drops them first, which costs nothing while they are clean.
-bool Pager::InstallProtected(const PageRecord& rec) {
-  constexpr uint64_t kRetestEvery = 4;
-  if (!wp_) return false;
-  if (wp_async_ || !(rec.flags.load(std::memory_order_relaxed) & kPageWrittenLast)) return true;
-  return written_installs_.fetch_add(1, std::memory_order_relaxed) % kRetestEvery == 0;
-}
-
 bool Pager::InstallOneAhead(Region& region, uint64_t index, const char* page, bool copied) {
   PageRecord& rec = region.record(index);
   if (!copied && !os::UffdCopy(uffd_, region.PageAddress(index), page, kPage, wp_).ok()) {
@@ -222,16 +206,15 @@ void Pager::InstallFault(FaultBatch& b, size_t j, size_t server) {
   FaultBatch::Pending& p = b.slots[j];
   c_->fault_read_latency.Record(os::MonotonicNanos() - p.rr.posted_ns);
   char* dst = p.region->PageAddress(p.index);
-  // Installed write-protected after a read fault (unless written last time: InstallProtected):
-  // it stays clean until written. The wake is a
+  // Installed write-protected after a read fault: it stays clean until written. The wake is a
   // call of its own, after the record says kLocal: a thread woken before would find its page
   // kInFlight, and a Migrate of it right after the fault (an evictor leaves kInFlight pages
   // alone) would skip it. Only this thread touches a page it claimed (kInFlight) until that
   // store, so its slot is given back right after: nothing reads the staging copy again.
-  PageRecord& rec = p.region->record(p.index);
-  const bool protect = !p.write && InstallProtected(rec);
+  const bool protect = wp_ && !p.write;
   Status cs = os::UffdCopy(uffd_, dst, p.rr.buf, kPage, protect);
   if (!cs.ok()) Fatal(dst, server, cs);
+  PageRecord& rec = p.region->record(p.index);
   if (protect) rec.flags.fetch_or(kPageRemoteClean, std::memory_order_relaxed);
   else rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
   c_->remote_faults.fetch_add(1, std::memory_order_relaxed);  // before the wake: counted when seen

@@ -87,81 +87,34 @@ void EvictAndFaultBack(int threads) {
 TEST(RemotePager, OneGiBEvictedAndFaultedBackByOneThread) { EvictAndFaultBack(1); }
 TEST(RemotePager, OneGiBEvictedAndFaultedBackByEightThreads) { EvictAndFaultBack(8); }
 
-// 64 pages written, then evicted to a memd on loopback (no prefetch), for the tests of clean
-// and dirty pages.
-class RemoteClean : public ::testing::Test {
- protected:
-  static constexpr size_t kPages = 64;
-  void SetUp() override {
-    ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
-    rt = testing::StartRemoteRuntime(memd.url(), "", "off");
-    ASSERT_NE(rt, nullptr);
-    pager = ImplOf(*rt)->pager();
-    if (!pager->write_protect()) GTEST_SKIP() << "kernel lacks userfaultfd write-protect: no clean tracking";
-    auto p = rt->Allocate(kPages * kPage, Tier::kDram);
-    ASSERT_TRUE(p.ok());
-    base = static_cast<uint8_t*>(*p);
-    for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i);
-    ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());  // all sent: written last time
-    EXPECT_EQ(pager->stats().pages_written, kPages);
-  }
+TEST(RemotePager, CleanPagesAreNotWrittenAgain) {
   MemdProcess memd;
-  std::unique_ptr<Runtime> rt;
-  Pager* pager = nullptr;
-  uint8_t* base = nullptr;
-};
-
-// Pages read back and not written are not written again at their next eviction. Pages written
-// during their last stay come back writable (most of them: Pager::InstallProtected), so a page
-// once written is clean again only after a stay in which it was installed protected and left
-// alone; rounds of reads turn every page clean.
-TEST_F(RemoteClean, CleanPagesAreNotWrittenAgain) {
-  // Read-only rounds: each writes at most the pages that came back writable, fewer each round.
-  uint64_t last_written = kPages;
-  for (int round = 0; round < 24 && last_written > 0; ++round) {
-    for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i)) << i;  // read faults
-    const CounterValues before = pager->stats();
-    ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
-    const CounterValues after = pager->stats();
-    const uint64_t written = after.pages_written - before.pages_written;
-    EXPECT_EQ(written + (after.evictions_clean - before.evictions_clean), kPages);
-    EXPECT_LE(written, last_written) << "round " << round;
-    last_written = written;
-  }
-  EXPECT_EQ(last_written, 0u) << "pages read and never written stay dirty";
-  // Now all clean: read back protected, not written again.
-  for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i));
-  const uint64_t w0 = pager->stats().pages_written;
+  ASSERT_TRUE(memd.Start({"--capacity", "64M", "--no-rdma"}));
+  auto rt = StartWith(memd);
+  ASSERT_NE(rt, nullptr);
+  Pager* pager = ImplOf(*rt)->pager();
+  if (!pager->write_protect()) GTEST_SKIP() << "kernel lacks userfaultfd write-protect: no clean tracking";
+  constexpr size_t kPages = 64;
+  auto p = rt->Allocate(kPages * kPage, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  auto* base = static_cast<uint8_t*>(*p);
+  for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i);
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
-  EXPECT_EQ(pager->stats().pages_written, w0);  // nothing changed: nothing written
+  EXPECT_EQ(pager->stats().pages_written, kPages);
+  for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i));  // read faults
+  ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
+  EXPECT_EQ(pager->stats().pages_written, kPages);  // nothing changed: nothing written
+  EXPECT_EQ(pager->stats().evictions_clean, kPages);
   // Write one page: only it is written at the next eviction.
   base[5 * kPage] ^= 0xFF;
   ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
-  EXPECT_EQ(pager->stats().pages_written, w0 + 1);
+  EXPECT_EQ(pager->stats().pages_written, kPages + 1);
   EXPECT_EQ(base[5 * kPage], uint8_t(~[] { uint8_t b[kPage]; FillPage(b, 5); return b[0]; }()));
   for (size_t i = 0; i < kPages; ++i) {
     if (i != 5) {
       ASSERT_TRUE(CheckPage(base + i * kPage, i)) << i;
     }
   }
-}
-
-// A page written during its last stay in DRAM comes back writable: the program's next write to
-// it takes no write-protect fault, and the eviction after that sends the new bytes (it counts as
-// dirty). A page evicted clean comes back protected, and its write is caught.
-TEST_F(RemoteClean, PagesWrittenLastTimeComeBackWritableAndTheirWritesAreKept) {
-  for (int round = 1; round <= 3; ++round) {
-    for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i, uint64_t(round))) << i;
-    const uint64_t wp0 = pager->stats().write_protect_faults;
-    for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i, uint64_t(round + 1));
-    // One install in four is protected (a retest); the rest take the write with no fault.
-    EXPECT_LE(pager->stats().write_protect_faults - wp0, kPages / 2) << "round " << round;
-    const uint64_t w0 = pager->stats().pages_written;
-    ASSERT_TRUE(rt->Migrate(base, kPages * kPage, Tier::kRemote).ok());
-    EXPECT_EQ(pager->stats().pages_written - w0, kPages) << "a written page was not sent, round " << round;
-  }
-  for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i, 4)) << i;
-  EXPECT_TRUE(rt->Free(base).ok());
 }
 
 TEST(RemotePager, AllocateOnRemoteMigrateBackAndLocate) {

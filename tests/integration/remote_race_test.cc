@@ -121,16 +121,6 @@ TEST(RemoteRace, PagesManyThreadsFaultOnAtOnceStayCleanAndAreNotWrittenAgain) {
   ASSERT_TRUE(mem.ok()) << mem.status().ToString();
   auto* base = static_cast<uint8_t*>(*mem);
   for (size_t i = 0; i < kPages; ++i) FillPage(base + i * kPage, i);
-  // Written pages come back writable at first (Pager::InstallProtected): read-only rounds by one
-  // thread until an eviction writes nothing, so every page's last stay was clean.
-  uint64_t written = 1;
-  for (int warm = 0; warm < 40 && written > 0; ++warm) {
-    ASSERT_TRUE(rt.Migrate(base, kPages * kPage, Tier::kRemote).ok());
-    for (size_t i = 0; i < kPages; ++i) ASSERT_TRUE(CheckPage(base + i * kPage, i)) << i;
-    const uint64_t w0 = rt.Counters().pages_written;
-    ASSERT_TRUE(rt.Migrate(base, kPages * kPage, Tier::kRemote).ok());
-    written = rt.Counters().pages_written - w0;
-  }
   for (int round = 0; round < 8; ++round) {  // the meeting is a race: several rounds
     auto out = rt.Migrate(base, kPages * kPage, Tier::kRemote);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
