@@ -69,6 +69,7 @@ struct ProcessStats {
   std::string command;            // the process's name (its /proc comm)
   uint32_t layout_version = 0;
   bool stale = false;             // the process is gone: the figures are its last ones
+  bool pid_reused = false;        // stale, and its pid names a live process that did not write it
   uint64_t started_unix_ns = 0;   // when the runtime started (CLOCK_REALTIME)
   uint64_t page_size = 4096;
 

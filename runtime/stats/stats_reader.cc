@@ -218,7 +218,9 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.pid = b.pid;
   st.command.assign(b.command, strnlen(b.command, sizeof(b.command)));
   st.layout_version = b.layout_version;
-  st.stale = b.pid != pid || os::ProcessExists(pid) != 0 || ProcStartTicks(pid) != b.proc_start_ticks;
+  const bool alive = os::ProcessExists(pid) == 0;
+  st.pid_reused = alive && (b.pid != pid || ProcStartTicks(pid) != b.proc_start_ticks);
+  st.stale = !alive || st.pid_reused;
   st.started_unix_ns = b.started_unix_ns;
   st.page_size = b.page_size;
   ReadBlockCounters(b, &st);

@@ -64,5 +64,13 @@ python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if s['st
   fail "--allow-stale --json does not say stale"
 "$ctl" ps > "$work/ps.out"
 grep -qE "^ *$target_pid +[a-z_]+ +stale " "$work/ps.out" || fail "ps: $(cat "$work/ps.out")"
+# That stale block under the pid of a live process that runs no tiermem (a pid reused): the
+# process is not a tiermem process, whatever block its pid's name finds.
+sleep 120 &
+reused=$!
+forged="$forged /dev/shm/tiermem.$(id -u).$reused"
+cp "$block" "/dev/shm/tiermem.$(id -u).$reused"
+refuses "pid $reused is not a tiermem process (its stats block was left by an earlier process" "$ctl" stat "$reused"
+"$ctl" stat "$reused" --allow-stale > /dev/null || fail "--allow-stale on a reused pid's block failed"
 target_pid=""
 echo "OK: bad input is refused with one line each"

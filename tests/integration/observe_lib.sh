@@ -1,10 +1,10 @@
 # Shared by the observe_* tests: a tiermem-memd on loopback and a preloaded program to watch.
 #   . observe_lib.sh; observe_setup "$@"    (arguments: TIERMEMCTL PRELOAD_LIB MEMD TARGET)
 # sets ctl, preload, memd, target and a scratch directory `work`; at exit it stops what the test
-# started (memd_pid, target_pid, serve_pid, sleeper) and removes `work` and the files in `forged`.
+# started (memd_pid, target_pid, serve_pid, sleeper, reused) and removes `work` and the files in `forged`.
 forged=""
 observe_cleanup() {
-  kill ${serve_pid:-} ${sleeper:-} ${target_pid:-} ${memd_pid:-} 2> /dev/null || true
+  kill ${serve_pid:-} ${sleeper:-} ${reused:-} ${target_pid:-} ${memd_pid:-} 2> /dev/null || true
   # A target stopped here (the test failed) leaves its block behind: not for the next test to see.
   [ -n "${target_pid:-}" ] && rm -f "/dev/shm/tiermem.$(id -u).$target_pid"
   rm -f $forged

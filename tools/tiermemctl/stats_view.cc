@@ -42,6 +42,13 @@ StatusOr<ProcessStats> ForDisplay(int pid, StatusOr<ProcessStats> st, bool allow
     }
     return s;
   }
+  if (st->pid_reused && !allow_stale) {
+    std::fprintf(stderr,
+                 "tiermemctl: pid %d is not a tiermem process (its stats block was left by an earlier process "
+                 "of that pid, %s: --allow-stale prints its last figures)\n",
+                 pid, st->command.c_str());
+    return NotFound("stale block of an earlier process");
+  }
   if (st->stale && !allow_stale) {
     std::fprintf(stderr,
                  "tiermemctl: pid %d (%s) is gone: its stats block is stale, the last figures it published "
