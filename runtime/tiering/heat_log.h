@@ -10,7 +10,8 @@
 //   then `entries` times, 16 bytes: u64 page (address / page_size); f32 weight (the accesses
 //                           it stands for, in page-rounds: a write-scan sample's weight is the
 //                           rounds one pass over every live page takes, a sampled access's the
-//                           inverse sampling probability); u32 flags (bit 0: a write was seen;
+//                           inverse sampling probability, Migrator::ArmablePopulation); u32
+//                           flags (bit 0: a write was seen;
 //                           bit 1: the write scan saw it written)
 // A page appears at most once per round: its samples' weights summed, except that the write
 // scan's sample, where there is one, replaces the access samples of its page (the scan sees

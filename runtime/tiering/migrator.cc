@@ -328,8 +328,9 @@ bool Migrator::Round() {
   Scan(named_keys_, &scan);
   r.scan_ns = os::MonotonicNanos() - r.t_scan;
   r.fault_samples = AddFaultSamples(now, &samples);
-  // Sampled accesses stand for the pages not sampled this round: weight = candidates per armed
-  // page (the inverse sampling probability); faults are always seen (weight 1).
+  // Sampled accesses stand for the pages not sampled this round: weight = the candidates the
+  // sample could arm (ArmablePopulation) per armed page, the inverse sampling probability;
+  // faults are always seen (weight 1).
   if (r.tracked > 0 && last_armed_ > 0) {
     const float w = std::max(1.0f, static_cast<float>(last_candidates_) / static_cast<float>(last_armed_));
     for (size_t k = 0; k < r.tracked; ++k) samples[k].weight = w;

@@ -34,12 +34,12 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       }
       PickRotating(views, sample_candidates, shares.total, moved_now, &next);
       armed = ArmAndWatch(next, views);
+      last_candidates_ = ArmablePopulation(sample_candidates, population);
       // The tracker is in a round now, whatever it armed: the next round collects it. (A sample
       // that armed nothing, every candidate a page never touched, was taken as no round, and a
       // tracker left mid-round refuses every later Arm: sampling stopped for good.)
       armed_ = true;
       last_armed_ = armed;
-      last_candidates_ = population;
     }
   }
   if (sampling_ && armed == 0 && tracker->carried() > 0) {
@@ -49,6 +49,17 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
     policy_->WatchEnded();
   }
   return armed;
+}
+
+uint64_t Migrator::ArmablePopulation(const std::vector<char*>& candidates, uint64_t population) const {
+  // With the write scan, the pages it found written are never armed (KeepOutOfSample): the
+  // sample is drawn from the unwritten pages alone, and a sampled read stands for those, not
+  // for every candidate (counted over all of them, each read weighed live / unwritten times its
+  // due). Where the candidates are a window, the window's unwritten share stands for all.
+  if (track_ == nullptr || candidates.empty()) return population;
+  uint64_t unwritten = 0;
+  for (char* p : candidates) unwritten += !WrittenLately(reinterpret_cast<uintptr_t>(p) / config_.page_size);
+  return population * unwritten / candidates.size();
 }
 
 void Migrator::StopSamplingIfHandlerLost() {

@@ -1,0 +1,116 @@
+// The weights the heat log records (runtime/tiering/heat_log.h, migrator.cc): with the write scan
+// and protection sampling (what `tiermem advise` records with), a page read in every round must
+// sum to about one page-round per round, however many other pages the scan finds written.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/os_pagemap.h"
+#include "runtime/core/runtime_impl.h"
+#include "runtime/tiering/heat_log.h"
+#include "runtime/tiering/migrator.h"
+#include "runtime/tiering/scan_tracker.h"
+#include "test_util.h"
+#include "tiermem/tiermem.hpp"
+
+namespace tiermem {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+// The log's rounds: each round's entries (the layout of heat_log.h).
+std::vector<std::vector<HeatLog::Entry>> ReadRounds(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(16);
+  std::vector<std::vector<HeatLog::Entry>> rounds;
+  HeatLog::RoundHeader h;
+  while (f.read(reinterpret_cast<char*>(&h), sizeof(h))) {
+    std::vector<HeatLog::Entry> e(h.entries);
+    if (!f.read(reinterpret_cast<char*>(e.data()), static_cast<std::streamsize>(h.entries * sizeof(HeatLog::Entry)))) break;
+    rounds.push_back(std::move(e));
+  }
+  return rounds;
+}
+
+// 1024 pages: pages 4k and 4k+1 written all the time, 4k+2 read all the time, 4k+3 left alone.
+// The sample (64 pages a round) can arm only the 512 pages the scan finds unwritten, so each
+// sampled read stands for 512 / 64 = 8 pages: the read pages' sampled weight, summed over a
+// round, is their number (each is read every round). Weighing a sample by every candidate
+// (1024 / 64 = 16) would count each read twice.
+TEST(HeatLogWeights, AReadPageSumsToOnePageRoundPerRound) {
+  StatusOr<ScanTracker::Mechanism> mech = ScanTracker::Choose(os::ProbeTracking());
+  if (!mech.ok()) GTEST_SKIP() << mech.status().ToString();
+  const std::string path = "/tmp/heat_log_weights_test." + std::to_string(getpid()) + ".heat";
+  Options o;
+  o.Set("track", "scan").Set("sample_mode", "protect").Set("sample_pages", 64);
+  o.Set("sample_interval_ms", 5).Set("heat_log", path);
+  auto rt = Runtime::Start(o);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  Migrator* m = ImplOf(**rt)->migrator();
+  constexpr size_t kPages = 1024;
+  auto p = (*rt)->Allocate(kPages * kPage, Tier::kDram);
+  ASSERT_TRUE(p.ok());
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, kPages * kPage, 7);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sum{0};
+  std::thread worker([&] {
+    volatile char* v = base;
+    while (!stop.load(std::memory_order_relaxed)) {
+      uint64_t s = 0;
+      for (size_t i = 0; i < kPages; i += 4) {
+        v[i * kPage] = v[i * kPage];  // the same byte again: written, the pattern kept
+        v[(i + 1) * kPage] = v[(i + 1) * kPage];
+        s += static_cast<unsigned char>(v[(i + 2) * kPage]);
+      }
+      sum.fetch_add(s, std::memory_order_relaxed);
+    }
+  });
+  // 256 read pages, about 32 of them sampled a round: some 60 sampled rounds.
+  const bool enough = testing::WaitFor([&] { return m->counters().samples >= 2000; }, 120);
+  stop = true;
+  worker.join();
+  const CounterValues c = m->counters();
+  EXPECT_EQ(testing::CheckPattern(base, kPages * kPage, 7), SIZE_MAX);
+  ASSERT_TRUE((*rt)->Free(base).ok());
+  ASSERT_TRUE((*rt)->Stop().ok());
+  ASSERT_TRUE(enough) << "samples " << c.samples << ", sample skips " << c.track_sample_skips;
+  const uint64_t first = reinterpret_cast<uintptr_t>(base) / kPage;
+  double read_weight = 0, written_in_scan = 0;
+  size_t rounds = 0;
+  for (const std::vector<HeatLog::Entry>& round : ReadRounds(path)) {
+    // Rounds whose scan saw the written half (the first scan sees every page written once).
+    size_t scanned = 0;
+    double reads = 0;
+    for (const HeatLog::Entry& e : round) {
+      if (e.page < first || e.page >= first + kPages) continue;
+      const uint64_t i = e.page - first;
+      if ((e.flags & HeatLog::kScan) != 0) ++scanned;
+      if (i % 4 == 2 && (e.flags & HeatLog::kScan) == 0) reads += e.weight;
+    }
+    if (scanned == 0 || scanned > kPages / 2) continue;
+    written_in_scan += static_cast<double>(scanned);
+    read_weight += reads;
+    ++rounds;
+  }
+  std::remove(path.c_str());
+  ASSERT_GE(rounds, 20u);
+  // Page-rounds per read page per round: 1 when the weights stand for the pages they could
+  // have been drawn from. A loaded machine can starve the worker in a round (fewer pages seen
+  // written, fewer reads): the bounds allow that, not a weight twice its due.
+  const double per_page_round = read_weight / (256.0 * static_cast<double>(rounds));
+  std::printf("read pages: %.3f sampled page-rounds a page a round over %zu rounds (%.0f pages seen written a round)\n",
+              per_page_round, rounds, written_in_scan / static_cast<double>(rounds));
+  EXPECT_GT(per_page_round, 0.7) << rounds << " rounds";
+  EXPECT_LT(per_page_round, 1.3) << rounds << " rounds, " << written_in_scan / static_cast<double>(rounds)
+                                 << " pages seen written a round";
+}
+
+}  // namespace
+}  // namespace tiermem
