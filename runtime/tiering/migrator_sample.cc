@@ -1,5 +1,7 @@
 // The policy thread's sampling (see migrator.h): which pages the next round protects.
 #include <algorithm>
+#include <cstdio>
+#include <mutex>
 #include <unordered_map>
 
 #include "runtime/tiering/migrator.h"
@@ -72,6 +74,11 @@ void Migrator::StopSamplingIfHandlerLost() {
   sampler_->DisarmAll();
   policy_->WatchEnded();
   sampling_ = false;
+  // The mode in effect is now the remote faults' alone, and the stats and exit report say so:
+  // a reader that asked for sampling (`tiermem advise`'s record) learns its samples stopped.
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.mode = "faults";
+  snprintf(counters_->sampling_mode, sizeof(counters_->sampling_mode), "faults");
 }
 
 Migrator::SampleShares Migrator::SampleSharesFor(size_t candidates, uint64_t dram_pages, uint64_t fault_samples) const {

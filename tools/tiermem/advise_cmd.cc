@@ -225,6 +225,59 @@ RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
   return rec;
 }
 
+// The record run in `dir` (a folder of its own: its heat logs and exit reports): fills the
+// report's record, its time and peak, the recorded process and whether its reads were lost; 0, or
+// the status that ends the advice.
+int Record(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
+  RunOutcome o;
+  int status = 0;
+  if (!RunOnce(RecordRun(a, dir), "record", &o, &status)) return status;
+  r->record = HeatRecord{};
+  r->record_reads = a.record_reads;
+  r->record_seconds = o.seconds;
+  r->peak_rss_bytes = o.peak_rss_bytes;
+  std::string error;
+  if (!LargestRecord(dir, o.pid, r, &error)) {
+    std::fprintf(stderr, "tiermem advise: %s\n", error.c_str());
+    return 1;
+  }
+  const nlohmann::json stats = ReadStats(dir + "/record." + std::to_string(r->recorded_pid) + ".json");
+  r->recorded_command = stats.value("command", "");
+  // The sampling mode in effect at exit: a sampler that stopped (the program replaced the
+  // runtime's SIGSEGV handler) leaves "faults", and the record is the write scan's alone.
+  const std::string mode = stats.value("sampling_mode", "");
+  r->record_reads_lost = a.record_reads != "none" && !mode.empty() && mode != a.record_reads;
+  return 0;
+}
+
+// The record, and a second one with soft-eviction sampling where protection sampling lost its
+// reads and --record-reads left the choice to the advisor.
+int RecordWithReads(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
+  if (int s = Record(a, dir, r); s != 0) return s;
+  if (!r->record_reads_lost || a.record_reads != "protect") return 0;
+  const std::string who = r->recorded_command.empty() ? r->program : r->recorded_command;
+  if (!a.record_reads_picked) {
+    std::fprintf(stderr, "tiermem advise: %s replaced tiermem's SIGSEGV handler: its record has no reads "
+                 "(--record-reads uffd records them)\n", who.c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "tiermem advise: %s replaced tiermem's SIGSEGV handler, which stopped protection sampling: "
+               "recording again with --record-reads uffd\n", who.c_str());
+  AdviseArgs u = a;
+  u.record_reads = "uffd";
+  const std::string again = dir + "/uffd";
+  std::error_code ec;
+  if (!std::filesystem::create_directory(again, ec)) {
+    std::fprintf(stderr, "tiermem advise: %s could not be made: %s\n", again.c_str(), ec.message().c_str());
+    return 1;
+  }
+  if (int s = Record(u, again, r); s != 0) return s;
+  const bool lost_again = r->record_reads_lost;
+  r->record_reads_lost = true;  // protection sampling's: the advice is from the soft sampler's record
+  if (lost_again) std::fprintf(stderr, "tiermem advise: the uffd record lost its samples too: reads unseen\n");
+  return 0;
+}
+
 }  // namespace
 
 int AdviseCommand(AdviseArgs a) {
@@ -240,19 +293,10 @@ int AdviseCommand(AdviseArgs a) {
   }
   AdviseReport r;
   r.program = a.run.command[0];
-  r.record_reads = a.record_reads;
-  RunArgs rec = RecordRun(a, dir.path());
+  if (int s = RecordWithReads(a, dir.path(), &r); s != 0) return s;
   RunOutcome o;
   int status = 0;
-  if (!RunOnce(rec, "record", &o, &status)) return status;
-  r.record_seconds = o.seconds;
-  r.peak_rss_bytes = o.peak_rss_bytes;
   std::string error;
-  if (!LargestRecord(dir.path(), o.pid, &r, &error)) {
-    std::fprintf(stderr, "tiermem advise: %s\n", error.c_str());
-    return 1;
-  }
-  r.recorded_command = ReadStats(dir.path() + "/record." + std::to_string(r.recorded_pid) + ".json").value("command", "");
   // The plain run: the same preload library, no tracking, no limit: the time the slowdowns
   // are relative to.
   RunArgs plain = a.run;
