@@ -1,6 +1,7 @@
 // The heat log (TIERMEM_HEAT_LOG): what the policy thread learned each round, appended to a file
 // for a reader outside the process (`tiermem advise`, docs/advise.md). It records; it decides
-// nothing, and the runtime never reads it back.
+// nothing, and the runtime never reads it back (with it on, the sampler's watch does not carry
+// pages from round to round, so that samples stay alike: Migrator::Start).
 //
 // Format (binary, little-endian, x86-64 layout; docs/advise.md "The record"):
 //   file header, 16 bytes:  char magic[8] = "TMHEAT01"; u32 page_size; u32 interval_ms

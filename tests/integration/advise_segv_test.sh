@@ -12,7 +12,7 @@ tm=$1 prog=$2
 args=(--json --check-share -1 --tcp-us 50 --set sample_interval_ms=5)
 for mode in picked protect; do
   extra=(); [ $mode = protect ] && extra=(--record-reads protect)
-  "$tm" advise "${args[@]}" "${extra[@]}" -- "$prog" 32 6000000 > "$work/$mode.out" 2> "$work/$mode.log"; rc=$?
+  "$tm" advise "${args[@]}" "${extra[@]}" -- "$prog" 32 20000000 > "$work/$mode.out" 2> "$work/$mode.log"; rc=$?
   [ $rc -eq 0 ] || fail "advise ($mode) gave status $rc (139: a sampled page reached the program's handler)"
   tail -1 "$work/$mode.out" > "$work/$mode.json"
 done

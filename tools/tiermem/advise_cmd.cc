@@ -214,6 +214,9 @@ RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
     rec.local_memd = !a.memd_capacity.empty() ? a.memd_capacity : "64M";
     rec.dram_limit = "1T";
     rec.set.push_back("sample_mode=uffd");
+    // A fault that fetches ahead brings sampled pages back before their touch, unseen (nothing
+    // else is remote in this run: prefetch serves only the sampler's pages).
+    rec.set.push_back("prefetch=off");
   } else {
     rec.set.push_back("track=scan");
     if (a.track_pages != 0) rec.set.push_back("track_pages=" + std::to_string(a.track_pages));
