@@ -24,6 +24,8 @@ namespace tiermem {
 namespace {
 
 constexpr size_t kPage = 4096;
+constexpr size_t kPages = 1024;   // each test's pages
+std::atomic<uint64_t> g_sink{0};  // the reads' sum, so that they are made
 
 // The log's rounds: each round's entries (the layout of heat_log.h).
 std::vector<std::vector<HeatLog::Entry>> ReadRounds(const std::string& path) {
@@ -63,6 +65,32 @@ double ReadPageRounds(const std::string& path, uint64_t first, uint64_t pages, b
   return *n == 0 ? 0 : read_weight / static_cast<double>(read_pages * *n);
 }
 
+// Allocates `pages` pages, fills them, and runs `pass` over them on a thread of its own, again
+// and again, until the sampler has caught `samples` accesses (at most two minutes); then checks
+// the bytes and frees them. Returns the first page's key (address / page size), 0 on failure.
+uint64_t DriveUntilSampled(Runtime& rt, Migrator* m, size_t pages, uint64_t samples, void (*pass)(volatile char*)) {
+  auto p = rt.Allocate(pages * kPage, Tier::kDram);
+  if (!p.ok()) {
+    ADD_FAILURE() << p.status().ToString();
+    return 0;
+  }
+  char* base = static_cast<char*>(*p);
+  testing::FillPattern(base, pages * kPage, pages);
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    while (!stop.load(std::memory_order_relaxed)) pass(base);
+  });
+  const bool enough = testing::WaitFor([&] { return m->counters().samples >= samples; }, 120);
+  stop = true;
+  worker.join();
+  const CounterValues c = m->counters();
+  EXPECT_EQ(testing::CheckPattern(base, pages * kPage, pages), SIZE_MAX);
+  EXPECT_TRUE(rt.Free(base).ok());
+  EXPECT_TRUE(enough) << "samples " << c.samples << " in " << c.policy_rounds << " rounds, sample skips "
+                      << c.track_sample_skips;
+  return enough ? reinterpret_cast<uintptr_t>(base) / kPage : 0;
+}
+
 // 1024 pages: pages 4k and 4k+1 written all the time, 4k+2 read all the time, 4k+3 left alone.
 // The sample (64 pages a round) can arm only the 512 pages the scan finds unwritten, so each
 // sampled read stands for 512 / 64 = 8 pages: the read pages' sampled weight, summed over a
@@ -78,35 +106,16 @@ TEST(HeatLogWeights, AReadPageSumsToOnePageRoundPerRound) {
   auto rt = Runtime::Start(o);
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
   Migrator* m = ImplOf(**rt)->migrator();
-  constexpr size_t kPages = 1024;
-  auto p = (*rt)->Allocate(kPages * kPage, Tier::kDram);
-  ASSERT_TRUE(p.ok());
-  char* base = static_cast<char*>(*p);
-  testing::FillPattern(base, kPages * kPage, 7);
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> sum{0};
-  std::thread worker([&] {
-    volatile char* v = base;
-    while (!stop.load(std::memory_order_relaxed)) {
-      uint64_t s = 0;
-      for (size_t i = 0; i < kPages; i += 4) {
-        v[i * kPage] = v[i * kPage];  // the same byte again: written, the pattern kept
-        v[(i + 1) * kPage] = v[(i + 1) * kPage];
-        s += static_cast<unsigned char>(v[(i + 2) * kPage]);
-      }
-      sum.fetch_add(s, std::memory_order_relaxed);
+  // 256 read pages, about 32 of them sampled a round: some 60 sampled rounds.
+  const uint64_t first = DriveUntilSampled(**rt, m, kPages, 2000, [](volatile char* v) {
+    for (size_t i = 0; i < kPages; i += 4) {
+      v[i * kPage] = v[i * kPage];  // the same byte again: written, the pattern kept
+      v[(i + 1) * kPage] = v[(i + 1) * kPage];
+      g_sink += static_cast<unsigned char>(v[(i + 2) * kPage]);
     }
   });
-  // 256 read pages, about 32 of them sampled a round: some 60 sampled rounds.
-  const bool enough = testing::WaitFor([&] { return m->counters().samples >= 2000; }, 120);
-  stop = true;
-  worker.join();
-  const CounterValues c = m->counters();
-  EXPECT_EQ(testing::CheckPattern(base, kPages * kPage, 7), SIZE_MAX);
-  ASSERT_TRUE((*rt)->Free(base).ok());
   ASSERT_TRUE((*rt)->Stop().ok());
-  ASSERT_TRUE(enough) << "samples " << c.samples << ", sample skips " << c.track_sample_skips;
-  const uint64_t first = reinterpret_cast<uintptr_t>(base) / kPage;
+  ASSERT_NE(first, 0u);
   size_t rounds = 0;
   // Rounds whose scan saw the written half (the first scan sees every page written once).
   const double per_page_round = ReadPageRounds(
@@ -143,34 +152,16 @@ TEST(HeatLogWeights, SoftSamplingWithAHeatLogSamplesEveryPageAlike) {
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
   Migrator* m = ImplOf(**rt)->migrator();
   if (m->stats().mode != "uffd") GTEST_SKIP() << "soft eviction is not available here: " << m->stats().mode;
-  constexpr size_t kPages = 1024;
-  auto p = (*rt)->Allocate(kPages * kPage, Tier::kDram);
-  ASSERT_TRUE(p.ok());
-  char* base = static_cast<char*>(*p);
-  testing::FillPattern(base, kPages * kPage, 8);
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> sum{0};
-  std::thread reader([&] {
-    volatile char* v = base;
-    while (!stop.load(std::memory_order_relaxed)) {
-      uint64_t s = 0;
-      for (size_t i = 0; i < kPages; i += 2) s += static_cast<unsigned char>(v[i * kPage]);
-      sum.fetch_add(s, std::memory_order_relaxed);
-    }
+  const uint64_t first = DriveUntilSampled(**rt, m, kPages, 3000, [](volatile char* v) {
+    for (size_t i = 0; i < kPages; i += 2) g_sink += static_cast<unsigned char>(v[i * kPage]);
   });
-  const bool enough = testing::WaitFor([&] { return m->counters().samples >= 3000; }, 120);
-  stop = true;
-  reader.join();
-  const CounterValues c = m->counters();
-  EXPECT_EQ(testing::CheckPattern(base, kPages * kPage, 8), SIZE_MAX);
-  ASSERT_TRUE((*rt)->Free(base).ok());
   ASSERT_TRUE((*rt)->Stop().ok());
-  ASSERT_TRUE(enough) << "samples " << c.samples << " in " << c.policy_rounds << " rounds";
+  ASSERT_NE(first, 0u);
   size_t rounds = 0;
   // Every round after the first ten (the fill's, and the sampler's start).
   size_t seen = 0;
   const double per_page_round = ReadPageRounds(
-      path, reinterpret_cast<uintptr_t>(base) / kPage, kPages, [](uint64_t i) { return i % 2 == 0; },
+      path, first, kPages, [](uint64_t i) { return i % 2 == 0; },
       [&seen](size_t) { return ++seen > 10; }, &rounds);
   std::remove(path.c_str());
   ASSERT_GE(rounds, 20u);

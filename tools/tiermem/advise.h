@@ -26,9 +26,6 @@ struct AdviseArgs {
   // (the write scan and protection sampling), "uffd" (a memd of its own and soft-eviction
   // sampling, no write scan), "none" (the write scan alone: reads unseen).
   std::string record_reads = "protect";
-  // --record-reads not given: where protection sampling loses its reads (the program replaced
-  // the runtime's SIGSEGV handler), the record is made again with "uffd".
-  bool record_reads_picked = true;
   uint64_t track_pages = 0;      // TIERMEM_TRACK_PAGES of the record run's write scan (0: the option's default)
   uint64_t sample_pages = 4096;  // TIERMEM_SAMPLE_PAGES of the record run (protect, uffd)
   bool json = false;
@@ -90,9 +87,9 @@ struct AdviseReport {
   int recorded_pid = -1;  // the process whose heat log the advice is from
   std::string recorded_command;  // its command, as its exit report names it
   double plain_seconds = 0, record_seconds = 0;
-  std::string record_reads;  // the sampler of the record the advice is from (--record-reads)
+  std::string record_reads;  // --record-reads of the record run
   // The program stopped the record's sampler (it replaced the runtime's SIGSEGV handler): with
-  // record_reads "protect" the record is the write scan's alone; "uffd" after protect's record lost them.
+  // record_reads "protect" the record is the write scan's alone.
   bool record_reads_lost = false;
   uint64_t peak_rss_bytes = 0;
   HeatRecord record;

@@ -253,31 +253,19 @@ int Record(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   return 0;
 }
 
-// The record, and a second one with soft-eviction sampling where protection sampling lost its
-// reads and --record-reads left the choice to the advisor.
+// The record; where the program stopped its sampler, a line on stderr says so. The advisor
+// does not record again with "uffd" by itself: on redis-server the soft sampler's record put
+// fewer pages below DRAM and predicted fewer faults than the write scan's alone
+// (docs/results/NOTES.md, 2026-12-06, "the reads' weights").
 int RecordWithReads(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   if (int s = Record(a, dir, r); s != 0) return s;
-  if (!r->record_reads_lost || a.record_reads != "protect") return 0;
+  if (!r->record_reads_lost) return 0;
   const std::string who = r->recorded_command.empty() ? r->program : r->recorded_command;
-  if (!a.record_reads_picked) {
-    std::fprintf(stderr, "tiermem advise: %s replaced tiermem's SIGSEGV handler: its record has no reads "
-                 "(--record-reads uffd records them)\n", who.c_str());
-    return 0;
-  }
-  std::fprintf(stderr, "tiermem advise: %s replaced tiermem's SIGSEGV handler, which stopped protection sampling: "
-               "recording again with --record-reads uffd\n", who.c_str());
-  AdviseArgs u = a;
-  u.record_reads = "uffd";
-  const std::string again = dir + "/uffd";
-  std::error_code ec;
-  if (!std::filesystem::create_directory(again, ec)) {
-    std::fprintf(stderr, "tiermem advise: %s could not be made: %s\n", again.c_str(), ec.message().c_str());
-    return 1;
-  }
-  if (int s = Record(u, again, r); s != 0) return s;
-  const bool lost_again = r->record_reads_lost;
-  r->record_reads_lost = true;  // protection sampling's: the advice is from the soft sampler's record
-  if (lost_again) std::fprintf(stderr, "tiermem advise: the uffd record lost its samples too: reads unseen\n");
+  std::fprintf(stderr, "tiermem advise: %s stopped the record's %s sampling (it replaced tiermem's SIGSEGV handler): %s\n",
+               who.c_str(), a.record_reads.c_str(),
+               a.record_reads == "protect" ? "its record is the write scan's alone, reads unseen (--record-reads uffd "
+                                             "samples them without the handler)"
+                                           : "reads unseen");
   return 0;
 }
 

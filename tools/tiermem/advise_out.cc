@@ -29,13 +29,8 @@ void PrintTable(const AdviseReport& r) {
               r.costs.cxl_extra_ns, r.costs.cxl_lines, r.costs.cxl_source.c_str(), r.costs.rdma_us, r.costs.tcp_us,
               r.costs.tcp_source.c_str());
   if (r.record_reads_lost) {
-    std::printf("record: %s\n", r.record_reads == "protect"
-                                     ? "no reads (the program replaced tiermem's SIGSEGV handler, which stopped "
-                                       "protection sampling): the write scan's alone; --record-reads uffd sees reads"
-                                     : r.record_reads == "uffd"
-                                           ? "reads by soft eviction (uffd): the program replaced tiermem's SIGSEGV "
-                                             "handler, which stopped protection sampling in the first record"
-                                           : "the sampler stopped: reads unseen");
+    std::printf("record: the program replaced tiermem's SIGSEGV handler, which stopped %s sampling: %s\n",
+                r.record_reads.c_str(), r.record_reads == "protect" ? "the write scan's record alone, reads unseen" : "reads unseen");
   }
   const bool cal = r.costs.tcp_us_check > 0;
   std::printf("%8s %12s %14s %12s   %8s %8s %8s%s\n", "DRAM", "DRAM limit", "below DRAM", "faults/s", "CXL", "RDMA",
