@@ -140,13 +140,10 @@ Status Migrator::Start() {
   // Confirmation of DRAM victims (Round): with a CXL tier, a page sampled one round untouched
   // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
   // round to round until touched and are confirmed cold after a half-life (at least one round,
-  // at most ten): a page in use is touched long before. Not in a run that logs its heat
-  // (TIERMEM_HEAT_LOG: `tiermem advise`'s record, whose limit is none a program reaches): the
-  // carried watch keeps a page caught in use out of the sample for kHotRecheck confirmations and
-  // holds untouched pages armed, so the sample would no longer be drawn alike from the pages its
-  // weight stands for, and the log's reads would be a small fraction of the program's.
-  const bool carry = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0 &&  // victims need a budget
-                     config_.heat_log.empty();
+  // at most ten): a page in use is touched long before. Not with a heat log (`tiermem advise`'s
+  // record): the watch keeps pages caught in use out of the sample and untouched ones armed, so
+  // the sample would not be drawn alike from the pages its weight stands for (docs/advise.md).
+  const bool carry = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0 && config_.heat_log.empty();
   policy_->ConfigureWatch(
       carry, carry ? std::max(interval_ms_, std::min<uint64_t>(config_.sample_half_life_ms, 10 * interval_ms_)) * 1'000'000
                    : 0);

@@ -228,14 +228,15 @@ RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
   return rec;
 }
 
-// The record run in `dir` (a folder of its own: its heat logs and exit reports): fills the
-// report's record, its time and peak, the recorded process and whether its reads were lost; 0, or
-// the status that ends the advice.
+// The record run: fills the report's record, its time and peak, the recorded process and
+// whether the program stopped the record's sampler (said on stderr); 0, or the status that ends
+// the advice. Where protection sampling was lost the advisor does not record again with "uffd"
+// by itself: on redis-server the soft sampler's record put fewer pages below DRAM and predicted
+// fewer faults than the write scan's alone (docs/results/NOTES.md, 2026-12-06, "the reads' weights").
 int Record(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   RunOutcome o;
   int status = 0;
   if (!RunOnce(RecordRun(a, dir), "record", &o, &status)) return status;
-  r->record = HeatRecord{};
   r->record_reads = a.record_reads;
   r->record_seconds = o.seconds;
   r->peak_rss_bytes = o.peak_rss_bytes;
@@ -250,22 +251,13 @@ int Record(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   // runtime's SIGSEGV handler) leaves "faults", and the record is the write scan's alone.
   const std::string mode = stats.value("sampling_mode", "");
   r->record_reads_lost = a.record_reads != "none" && !mode.empty() && mode != a.record_reads;
-  return 0;
-}
-
-// The record; where the program stopped its sampler, a line on stderr says so. The advisor
-// does not record again with "uffd" by itself: on redis-server the soft sampler's record put
-// fewer pages below DRAM and predicted fewer faults than the write scan's alone
-// (docs/results/NOTES.md, 2026-12-06, "the reads' weights").
-int RecordWithReads(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
-  if (int s = Record(a, dir, r); s != 0) return s;
-  if (!r->record_reads_lost) return 0;
-  const std::string who = r->recorded_command.empty() ? r->program : r->recorded_command;
-  std::fprintf(stderr, "tiermem advise: %s stopped the record's %s sampling (it replaced tiermem's SIGSEGV handler): %s\n",
-               who.c_str(), a.record_reads.c_str(),
-               a.record_reads == "protect" ? "its record is the write scan's alone, reads unseen (--record-reads uffd "
-                                             "samples them without the handler)"
-                                           : "reads unseen");
+  if (r->record_reads_lost) {
+    std::fprintf(stderr, "tiermem advise: %s stopped the record's %s sampling (it replaced tiermem's SIGSEGV handler): %s\n",
+                 r->recorded_command.empty() ? r->program.c_str() : r->recorded_command.c_str(), a.record_reads.c_str(),
+                 a.record_reads == "protect" ? "its record is the write scan's alone, reads unseen (--record-reads uffd "
+                                               "samples them without the handler)"
+                                             : "reads unseen");
+  }
   return 0;
 }
 
@@ -284,7 +276,7 @@ int AdviseCommand(AdviseArgs a) {
   }
   AdviseReport r;
   r.program = a.run.command[0];
-  if (int s = RecordWithReads(a, dir.path(), &r); s != 0) return s;
+  if (int s = Record(a, dir.path(), &r); s != 0) return s;
   RunOutcome o;
   int status = 0;
   std::string error;
