@@ -2,6 +2,7 @@
 // plain run, the model and the check run.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -247,6 +248,14 @@ int Record(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   }
   const nlohmann::json stats = ReadStats(dir + "/record." + std::to_string(r->recorded_pid) + ".json");
   r->recorded_command = stats.value("command", "");
+  // The sampler is armed from one round's end to the next one's start: the rest of the period
+  // (the heat log's rounds) is the round's own work, its exit report's policy_round_ns.
+  const uint64_t rounds = StatsCounter(stats, "policy_rounds");
+  const double period = r->record.rounds > 0 ? r->record.seconds / static_cast<double>(r->record.rounds) : 0;
+  if (rounds > 0 && period > 0) {
+    const double work = static_cast<double>(StatsCounter(stats, "policy_round_ns")) * 1e-9 / static_cast<double>(rounds);
+    r->record.armed_share = std::clamp(1 - work / period, 0.05, 1.0);
+  }
   // The sampling mode in effect at exit: a sampler that stopped (the program replaced the
   // runtime's SIGSEGV handler) leaves "faults", and the record is the write scan's alone.
   const std::string mode = stats.value("sampling_mode", "");

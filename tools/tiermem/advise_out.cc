@@ -64,6 +64,7 @@ std::string ReportJson(const AdviseReport& r) {
   j["record_slowdown"] = r.plain_seconds > 0 ? r.record_seconds / r.plain_seconds : 0;
   j["record_reads"] = r.record_reads;
   j["record_reads_lost"] = r.record_reads_lost;
+  j["record_armed_share"] = r.record.armed_share;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["heap_peak_bytes"] = r.record.heap_peak_pages * r.record.page_size;
   j["rounds"] = r.record.rounds;
