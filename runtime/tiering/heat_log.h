@@ -1,6 +1,7 @@
 // The heat log (TIERMEM_HEAT_LOG): what the policy thread learned each round, appended to a file
 // for a reader outside the process (`tiermem advise`, docs/advise.md). It records; it decides
-// nothing, and the runtime never reads it back.
+// nothing, and the runtime never reads it back (with it on, the sampler's watch does not carry
+// pages from round to round, so that samples stay alike: Migrator::Start).
 //
 // Format (binary, little-endian, x86-64 layout; docs/advise.md "The record"):
 //   file header, 16 bytes:  char magic[8] = "TMHEAT01"; u32 page_size; u32 interval_ms
@@ -10,7 +11,8 @@
 //   then `entries` times, 16 bytes: u64 page (address / page_size); f32 weight (the accesses
 //                           it stands for, in page-rounds: a write-scan sample's weight is the
 //                           rounds one pass over every live page takes, a sampled access's the
-//                           inverse sampling probability); u32 flags (bit 0: a write was seen;
+//                           inverse sampling probability, Migrator::ArmablePopulation); u32
+//                           flags (bit 0: a write was seen;
 //                           bit 1: the write scan saw it written)
 // A page appears at most once per round: its samples' weights summed, except that the write
 // scan's sample, where there is one, replaces the access samples of its page (the scan sees

@@ -140,8 +140,10 @@ Status Migrator::Start() {
   // Confirmation of DRAM victims (Round): with a CXL tier, a page sampled one round untouched
   // (the QEMU guest runs slow rounds); without one, DRAM pages under watch stay protected from
   // round to round until touched and are confirmed cold after a half-life (at least one round,
-  // at most ten): a page in use is touched long before.
-  const bool carry = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0;  // victims need a budget
+  // at most ten): a page in use is touched long before. Not with a heat log (`tiermem advise`'s
+  // record): the watch keeps pages caught in use out of the sample and untouched ones armed, so
+  // the sample would not be drawn alike from the pages its weight stands for (docs/advise.md).
+  const bool carry = !pc.present[static_cast<int>(Tier::kCxl)] && dram_budget_ != 0 && config_.heat_log.empty();
   policy_->ConfigureWatch(
       carry, carry ? std::max(interval_ms_, std::min<uint64_t>(config_.sample_half_life_ms, 10 * interval_ms_)) * 1'000'000
                    : 0);
@@ -328,8 +330,9 @@ bool Migrator::Round() {
   Scan(named_keys_, &scan);
   r.scan_ns = os::MonotonicNanos() - r.t_scan;
   r.fault_samples = AddFaultSamples(now, &samples);
-  // Sampled accesses stand for the pages not sampled this round: weight = candidates per armed
-  // page (the inverse sampling probability); faults are always seen (weight 1).
+  // Sampled accesses stand for the pages not sampled this round: weight = the candidates the
+  // sample could arm (ArmablePopulation) per armed page, the inverse sampling probability;
+  // faults are always seen (weight 1).
   if (r.tracked > 0 && last_armed_ > 0) {
     const float w = std::max(1.0f, static_cast<float>(last_candidates_) / static_cast<float>(last_armed_));
     for (size_t k = 0; k < r.tracked; ++k) samples[k].weight = w;

@@ -377,6 +377,9 @@ class Migrator {
   // Whether the scan found the page written at its latest scan of it (false when not tracked):
   // such a page is in use, and the access sample leaves it out.
   bool WrittenLately(uint64_t key) const;
+  // The pages a sampled access stands for (its weight's numerator): of `population`, the share
+  // the sample could arm, i.e. `candidates` less those the write scan found written.
+  uint64_t ArmablePopulation(const std::vector<char*>& candidates, uint64_t population) const;
   // TrackRound's window: `pages` live pages from the cursor (`whole`: from the start), as
   // track_spans_, their written bits cleared. TrackedIndex: the tracked region holding `addr`, -1.
   void TrackWindow(uint64_t pages, bool whole);

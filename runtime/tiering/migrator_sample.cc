@@ -1,5 +1,7 @@
 // The policy thread's sampling (see migrator.h): which pages the next round protects.
 #include <algorithm>
+#include <cstdio>
+#include <mutex>
 #include <unordered_map>
 
 #include "runtime/tiering/migrator.h"
@@ -34,12 +36,12 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
       }
       PickRotating(views, sample_candidates, shares.total, moved_now, &next);
       armed = ArmAndWatch(next, views);
+      last_candidates_ = ArmablePopulation(sample_candidates, population);
       // The tracker is in a round now, whatever it armed: the next round collects it. (A sample
       // that armed nothing, every candidate a page never touched, was taken as no round, and a
       // tracker left mid-round refuses every later Arm: sampling stopped for good.)
       armed_ = true;
       last_armed_ = armed;
-      last_candidates_ = population;
     }
   }
   if (sampling_ && armed == 0 && tracker->carried() > 0) {
@@ -49,6 +51,17 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
     policy_->WatchEnded();
   }
   return armed;
+}
+
+uint64_t Migrator::ArmablePopulation(const std::vector<char*>& candidates, uint64_t population) const {
+  // With the write scan, the pages it found written are never armed (KeepOutOfSample): the
+  // sample is drawn from the unwritten pages alone, and a sampled read stands for those, not
+  // for every candidate (counted over all of them, each read weighed live / unwritten times its
+  // due). Where the candidates are a window, the window's unwritten share stands for all.
+  if (track_ == nullptr || candidates.empty()) return population;
+  uint64_t unwritten = 0;
+  for (char* p : candidates) unwritten += !WrittenLately(reinterpret_cast<uintptr_t>(p) / config_.page_size);
+  return population * unwritten / candidates.size();
 }
 
 void Migrator::StopSamplingIfHandlerLost() {
@@ -61,6 +74,11 @@ void Migrator::StopSamplingIfHandlerLost() {
   sampler_->DisarmAll();
   policy_->WatchEnded();
   sampling_ = false;
+  // The mode in effect is now the remote faults' alone, and the stats and exit report say so:
+  // a reader that asked for sampling (`tiermem advise`'s record) learns its samples stopped.
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.mode = "faults";
+  snprintf(counters_->sampling_mode, sizeof(counters_->sampling_mode), "faults");
 }
 
 Migrator::SampleShares Migrator::SampleSharesFor(size_t candidates, uint64_t dram_pages, uint64_t fault_samples) const {

@@ -31,4 +31,9 @@ if(TARGET tiermem-preload)
   add_test(NAME advise.hotset_json_check_refusals
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/advise_test.sh $<TARGET_FILE:tiermem-cli> $<TARGET_FILE:tiermem-hotset-prog>)
   set_tests_properties(advise.hotset_json_check_refusals PROPERTIES LABELS preload TIMEOUT 300)
+  # A program with a SIGSEGV handler of its own (as redis-server has): the lost reads said, uffd's record.
+  add_executable(advise_own_segv_prog own_segv_prog.c)
+  add_test(NAME advise.own_segv_handler
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/advise_segv_test.sh $<TARGET_FILE:tiermem-cli> $<TARGET_FILE:advise_own_segv_prog>)
+  set_tests_properties(advise.own_segv_handler PROPERTIES LABELS preload TIMEOUT 300)
 endif()

@@ -95,6 +95,9 @@ TEST(SamplingRounds, AProgramsOwnSegvHandlerMeetsNoProtectedPage) {
   ASSERT_EQ(sigaction(SIGSEGV, &sa, &old), 0);
   const uint64_t r0 = m->counters().policy_rounds;
   EXPECT_TRUE(WaitFor([&] { return m->counters().policy_rounds >= r0 + 5; }, 30));
+  // The mode in effect says the samples stopped (`tiermem advise` reads it from the exit report).
+  EXPECT_EQ(m->stats().mode, "faults");
+  EXPECT_EQ((*rt)->Counters().sampling_mode, "faults");
   g_program_faults = 0;
   EXPECT_EQ(testing::CheckPattern(base, npages * kPage, 9), SIZE_MAX) << "data lost";
   testing::FillPattern(base, npages * kPage, 10);

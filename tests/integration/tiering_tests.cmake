@@ -4,7 +4,8 @@ tiermem_add_gtest(NAME tiering_integration_test LABEL integration TIMEOUT 300 SO
   ${CMAKE_CURRENT_LIST_DIR}/own_dram_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/policy_cpu_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/sampling_rounds_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/track_scan_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/track_scan_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/heat_log_weights_test.cc)
 target_compile_definitions(tiering_integration_test PRIVATE TIERMEM_MEMD_PATH="$<TARGET_FILE:tiermem-memd>")
 add_dependencies(tiering_integration_test tiermem-memd)
 target_link_libraries(tiering_integration_test PRIVATE tiermem_memd_child)  # MemdProcess (remote_memd_fixture.h)

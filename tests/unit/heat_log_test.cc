@@ -85,6 +85,27 @@ TEST_F(HeatLogTest, TheScanSampleReplacesAccessSamplesOfItsPage) {
   EXPECT_FLOAT_EQ(rounds[2][0].weight, 9);  // no scan: summed
 }
 
+// The reader keeps apart, per page, the touches the access sampler found (entries the write scan
+// did not see), which the model scales by the share of time the sampler was armed.
+TEST_F(HeatLogTest, ReaderKeepsTheSampledTouchesApart) {
+  auto log = HeatLog::Open(path_, 4096, 20, 1000);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  // Page 9 sampled (weight 4) in both rounds; page 7 the scan's (from index 1) in round 1 and
+  // sampled (weight 2) in round 2.
+  (*log)->Round(os::MonotonicNanos(), 10, {{9, false, 0, 4}, {7, true, 0, 1}}, 1);
+  (*log)->Round(os::MonotonicNanos(), 10, {{9, false, 0, 4}, {7, false, 0, 2}});
+  log->reset();
+  tools::HeatRecord rec;
+  std::string error;
+  ASSERT_TRUE(tools::ReadHeatRecord(path_, &rec, &error)) << error;
+  ASSERT_EQ(rec.page_touches.size(), 2u);
+  ASSERT_EQ(rec.page_sampled.size(), 2u);
+  EXPECT_FLOAT_EQ(rec.page_touches[0], 8);  // page 9, hottest first
+  EXPECT_FLOAT_EQ(rec.page_sampled[0], 8);
+  EXPECT_FLOAT_EQ(rec.page_touches[1], 3);  // page 7: 1 scanned + 2 sampled
+  EXPECT_FLOAT_EQ(rec.page_sampled[1], 2);
+}
+
 TEST_F(HeatLogTest, CapKeepsTheSumUnbiased) {
   auto log = HeatLog::Open(path_, 4096, 20, 100);
   ASSERT_TRUE(log.ok());
@@ -119,6 +140,19 @@ TEST(AdviseModel, AccessesFromTouchedRounds) {
   // Touched every round: held where one round in 2R would be untouched, not infinite.
   EXPECT_NEAR(tools::EstimatedAccesses(100, 100), 100 * std::log(200.0), 1e-9);
   EXPECT_DOUBLE_EQ(tools::EstimatedAccesses(100, 100), tools::EstimatedAccesses(150, 100));
+}
+
+// A sampler armed half of each round catches a page read at m a round in 1 - exp(-m/2) of its
+// rounds: the sampled part's rate is its estimate doubled; the scan's part stands as it is.
+TEST(AdviseModel, SampledTouchesAreScaledByTheArmedShare) {
+  const double r = 100;
+  EXPECT_NEAR(tools::PageAccesses(50, 0, 100, 0.5), r * std::log(2.0), 1e-9);      // scanned only
+  EXPECT_NEAR(tools::PageAccesses(50, 50, 100, 0.5), 2 * r * std::log(2.0), 1e-9);  // sampled only
+  EXPECT_NEAR(tools::PageAccesses(80, 30, 100, 0.5), -r * std::log1p(-0.5) - 2 * r * std::log1p(-0.3), 1e-9);
+  EXPECT_NEAR(tools::PageAccesses(50, 50, 100, 1), r * std::log(2.0), 1e-9);  // armed all the time
+  // A rarely read page: caught in m/2 of the rounds, m recovered.
+  const double m = 0.02;
+  EXPECT_NEAR(tools::PageAccesses(r * -std::expm1(-m * 0.4), r * -std::expm1(-m * 0.4), 100, 0.4), m * r, 1e-9);
 }
 
 TEST(AdviseModel, LruMissesOfUniformPagesAreTheShareThatDoesNotFit) {

@@ -42,6 +42,12 @@ struct HeatRecord {
   double seconds = 0;                // from the first round to the last
   uint64_t heap_peak_pages = 0;      // the most DRAM pages a round saw
   std::vector<double> page_touches;  // per page seen, its touches (page-rounds), hottest first
+  // Of each page's touches (page_touches' order), those the access sampler found (entries the
+  // write scan did not see): caught only while the sampler was armed.
+  std::vector<double> page_sampled;
+  // The share of the record's time the access sampler was armed (from one round's end to the
+  // next one's start; the caller sets it from the run's exit report): 1 when unknown.
+  double armed_share = 1;
 };
 // Reads a heat log; false with the reason in *error.
 bool ReadHeatRecord(const std::string& path, HeatRecord* out, std::string* error);
@@ -69,6 +75,10 @@ struct FarCosts {
 // A page's accesses over the record, estimated from the rounds it was seen touched in
 // (docs/advise.md, "The model").
 double EstimatedAccesses(double touched_rounds, uint64_t rounds);
+// A page's accesses from its touches, `sampled` of them found by the access sampler armed
+// `armed_share` of the time (the write scan's are seen all the time): each part as above, the
+// sampled part's rate over the armed share (docs/advise.md, "The model").
+double PageAccesses(double touched_rounds, double sampled, uint64_t rounds, double armed_share);
 // Accesses an LRU of `capacity_pages` pages misses, for pages accessed `accesses` times each
 // (Che's approximation; docs/advise.md, "The model").
 double LruMisses(const std::vector<double>& accesses, double capacity_pages);
@@ -88,6 +98,9 @@ struct AdviseReport {
   std::string recorded_command;  // its command, as its exit report names it
   double plain_seconds = 0, record_seconds = 0;
   std::string record_reads;  // --record-reads of the record run
+  // The program stopped the record's sampler (it replaced the runtime's SIGSEGV handler): with
+  // record_reads "protect" the record is the write scan's alone.
+  bool record_reads_lost = false;
   uint64_t peak_rss_bytes = 0;
   HeatRecord record;
   FarCosts costs;

@@ -15,6 +15,7 @@ namespace {
 // restated here, and docs/advise.md states it for any reader).
 constexpr char kMagic[8] = {'T', 'M', 'H', 'E', 'A', 'T', '0', '1'};
 constexpr size_t kFileHeader = 16, kRoundHeader = 24, kEntry = 16;
+constexpr uint32_t kScanFlag = 2;  // an entry's flags: the write scan saw the page written
 
 template <typename T>
 T At(const char* p) {
@@ -38,7 +39,7 @@ bool ReadHeatRecord(const std::string& path, HeatRecord* out, std::string* error
   }
   out->page_size = At<uint32_t>(bytes.data() + 8);
   out->interval_ms = At<uint32_t>(bytes.data() + 12);
-  std::unordered_map<uint64_t, double> touches;
+  std::unordered_map<uint64_t, std::pair<double, double>> touches;  // all, and the sampled ones
   uint64_t first_ns = 0, last_ns = 0;
   size_t at = kFileHeader;
   // A round cut short (the program ended mid-write) is left out.
@@ -48,7 +49,11 @@ bool ReadHeatRecord(const std::string& path, HeatRecord* out, std::string* error
     const uint32_t n = At<uint32_t>(bytes.data() + at + 16);
     if (at + kRoundHeader + size_t{n} * kEntry > bytes.size()) break;
     const char* e = bytes.data() + at + kRoundHeader;
-    for (uint32_t i = 0; i < n; ++i, e += kEntry) touches[At<uint64_t>(e)] += At<float>(e + 8);
+    for (uint32_t i = 0; i < n; ++i, e += kEntry) {
+      std::pair<double, double>& t = touches[At<uint64_t>(e)];
+      t.first += At<float>(e + 8);
+      if ((At<uint32_t>(e + 12) & kScanFlag) == 0) t.second += At<float>(e + 8);
+    }
     if (out->rounds++ == 0) first_ns = t;
     last_ns = t;
     out->heap_peak_pages = std::max(out->heap_peak_pages, dram);
@@ -61,9 +66,16 @@ bool ReadHeatRecord(const std::string& path, HeatRecord* out, std::string* error
   // Each round's touches are those since the one before: the rounds after the first span it.
   out->seconds = static_cast<double>(last_ns - first_ns) * 1e-9 * static_cast<double>(out->rounds) /
                  static_cast<double>(out->rounds - 1);
+  std::vector<std::pair<double, double>> pages;
+  pages.reserve(touches.size());
+  for (const auto& [page, t] : touches) pages.push_back(t);
+  std::sort(pages.begin(), pages.end(), std::greater<>());
   out->page_touches.clear();
-  for (const auto& [page, w] : touches) out->page_touches.push_back(w);
-  std::sort(out->page_touches.begin(), out->page_touches.end(), std::greater<>());
+  out->page_sampled.clear();
+  for (const auto& [all, sampled] : pages) {
+    out->page_touches.push_back(all);
+    out->page_sampled.push_back(sampled);
+  }
   return true;
 }
 
@@ -75,6 +87,14 @@ double EstimatedAccesses(double touched_rounds, uint64_t rounds) {
   // only that m is large: it is held at the value for one untouched round in 2R.
   const double p = std::min(touched_rounds / r, 1 - 0.5 / r);
   return -r * std::log1p(-p);
+}
+
+double PageAccesses(double touched_rounds, double sampled, uint64_t rounds, double armed_share) {
+  const double scanned = std::max(0.0, touched_rounds - sampled);
+  // A page read m times a round is caught with probability 1 - exp(-m f) in a round whose
+  // sampler is armed a share f of it: the sampled part's rate is its estimate over f.
+  const double f = armed_share > 0 && armed_share < 1 ? armed_share : 1;
+  return EstimatedAccesses(scanned, rounds) + EstimatedAccesses(sampled, rounds) / f;
 }
 
 double LruMisses(const std::vector<double>& accesses, double capacity_pages) {
@@ -111,7 +131,8 @@ std::vector<SharePrediction> Predict(const HeatRecord& rec, uint64_t peak_rss_by
   std::vector<double> touches_colder(n + 1, 0.0), accesses(n);
   for (size_t i = n; i-- > 0;) {
     touches_colder[i] = touches_colder[i + 1] + rec.page_touches[i];
-    accesses[i] = EstimatedAccesses(rec.page_touches[i], rec.rounds);
+    accesses[i] = PageAccesses(rec.page_touches[i], i < rec.page_sampled.size() ? rec.page_sampled[i] : 0, rec.rounds,
+                               rec.armed_share);
   }
   std::vector<SharePrediction> out;
   for (double s : shares) {

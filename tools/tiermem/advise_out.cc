@@ -28,6 +28,10 @@ void PrintTable(const AdviseReport& r) {
               "TCP %.1f us a fault (%s)\n",
               r.costs.cxl_extra_ns, r.costs.cxl_lines, r.costs.cxl_source.c_str(), r.costs.rdma_us, r.costs.tcp_us,
               r.costs.tcp_source.c_str());
+  if (r.record_reads_lost) {
+    std::printf("record: the program replaced tiermem's SIGSEGV handler, which stopped %s sampling: %s\n",
+                r.record_reads.c_str(), r.record_reads == "protect" ? "the write scan's record alone, reads unseen" : "reads unseen");
+  }
   const bool cal = r.costs.tcp_us_check > 0;
   std::printf("%8s %12s %14s %12s   %8s %8s %8s%s\n", "DRAM", "DRAM limit", "below DRAM", "faults/s", "CXL", "RDMA",
               "TCP", cal ? "  TCP at the check's cost" : "");
@@ -59,6 +63,8 @@ std::string ReportJson(const AdviseReport& r) {
   j["record_seconds"] = r.record_seconds;
   j["record_slowdown"] = r.plain_seconds > 0 ? r.record_seconds / r.plain_seconds : 0;
   j["record_reads"] = r.record_reads;
+  j["record_reads_lost"] = r.record_reads_lost;
+  j["record_armed_share"] = r.record.armed_share;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["heap_peak_bytes"] = r.record.heap_peak_pages * r.record.page_size;
   j["rounds"] = r.record.rounds;
