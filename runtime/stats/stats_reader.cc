@@ -218,9 +218,8 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.pid = b.pid;
   st.command.assign(b.command, strnlen(b.command, sizeof(b.command)));
   st.layout_version = b.layout_version;
-  const bool alive = os::ProcessExists(pid) == 0;
-  st.pid_reused = alive && (b.pid != pid || ProcStartTicks(pid) != b.proc_start_ticks);
-  st.stale = !alive || st.pid_reused;
+  st.pid_reused = os::ProcessExists(pid) == 0 && (b.pid != pid || ProcStartTicks(pid) != b.proc_start_ticks);
+  st.stale = st.pid_reused || os::ProcessExists(pid) != 0;
   st.started_unix_ns = b.started_unix_ns;
   st.page_size = b.page_size;
   ReadBlockCounters(b, &st);
