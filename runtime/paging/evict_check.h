@@ -32,10 +32,12 @@ enum class TakeOut {
 
 // Takes `page` out into `scratch` (a page-aligned page of a range registered with `uffd`, empty:
 // it is empty again on return; one left holding anything is emptied first) and compares it with
-// `sent` (the bytes that were sent, one page).
+// `sent` (the bytes that were sent, one page). `pagemap_fd` (/proc/self/pagemap) tells where the
+// page is after a move that reported a failure: the kernel has reported EEXIST for a page out in
+// swap that it had moved.
 // Wakes nobody: the caller publishes the page's new state first, then wakes the page's waiters.
 // An error other than the ones above is returned as it is, the page left in place or put back
 // (Internal when it could be neither: the page's bytes are then in `scratch`).
-StatusOr<TakeOut> TakeOutIfSent(int uffd, char* page, char* scratch, const char* sent);
+StatusOr<TakeOut> TakeOutIfSent(int uffd, int pagemap_fd, char* page, char* scratch, const char* sent);
 
 }  // namespace tiermem

@@ -198,7 +198,7 @@ void Pager::TakeOutSent(EvictJob& job, std::vector<uint8_t>& drop) {
   for (size_t i = 0; i < job.idx.size(); ++i) {
     if (!drop[i]) continue;
     char* page = region.PageAddress(job.idx[i]);
-    StatusOr<TakeOut> out = TakeOutIfSent(uffd_, page, scratch_, job.copy.data() + i * kPage);
+    StatusOr<TakeOut> out = TakeOutIfSent(uffd_, pagemap_fd_, page, scratch_, job.copy.data() + i * kPage);
     if (out.ok() && (*out == TakeOut::kDropped || *out == TakeOut::kAbsent)) continue;
     if (!out.ok()) {
       // Left in place or put back, but where the move back failed its bytes are in the scratch

@@ -5,11 +5,14 @@
 #include "runtime/paging/evict_check.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +32,7 @@ struct MoveRanges {
   explicit MoveRanges(size_t pages) : data(pages, 0), scratch(1, 0) {}
   ~MoveRanges() {
     if (uffd >= 0) close(uffd);
+    if (pm >= 0) close(pm);
   }
   std::string Open() {
     const os::TrackingSupport s = os::ProbeTracking();
@@ -37,12 +41,15 @@ struct MoveRanges {
     StatusOr<os::Uffd> u = os::UffdOpenWpAsync();
     EXPECT_TRUE(u.ok());
     uffd = u.ok() ? u->fd : -1;
+    pm = os::PagemapOpen();
+    EXPECT_GE(pm, 0) << "/proc/self/pagemap";
     EXPECT_TRUE(os::UffdRegister(uffd, data.base, data.bytes, true).ok());
     EXPECT_TRUE(os::UffdRegister(uffd, scratch.base, kPage, true).ok());
     return {};
   }
   TestMapping data, scratch;
   int uffd = -1;
+  int pm = -1;  // /proc/self/pagemap
 };
 
 // Whether the pagemap shows a page (present or swapped) at `p`.
@@ -64,17 +71,17 @@ TEST(TakeOutIfSent, DropsAnUnchangedPageAndPutsAWrittenOneBack) {
   memset(page, 7, kPage);
   memcpy(sent.data(), page, kPage);
   page[100] = 8;  // after the copy: a write the server has not seen
-  auto r = TakeOutIfSent(s.uffd, page, s.scratch.base, sent.data());
+  auto r = TakeOutIfSent(s.uffd, s.pm, page, s.scratch.base, sent.data());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, TakeOut::kChanged);
   EXPECT_EQ(page[100], 8);  // back, with its bytes (present: no fault)
   memcpy(sent.data(), page, kPage);
-  r = TakeOutIfSent(s.uffd, page, s.scratch.base, sent.data());
+  r = TakeOutIfSent(s.uffd, s.pm, page, s.scratch.base, sent.data());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, TakeOut::kDropped);
   EXPECT_FALSE(Populated(page));            // gone: a touch would be a missing fault
   EXPECT_FALSE(Populated(s.scratch.base));  // and the scratch page is empty again
-  r = TakeOutIfSent(s.uffd, page, s.scratch.base, sent.data());
+  r = TakeOutIfSent(s.uffd, s.pm, page, s.scratch.base, sent.data());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, TakeOut::kAbsent);
 }
@@ -93,7 +100,7 @@ TEST(TakeOutIfSent, AScratchPageLeftFullIsEmptiedFirst) {
   char* other = s.data.base + kPage;
   memset(other, 6, kPage);
   ASSERT_EQ(os::UffdMove(s.uffd, s.scratch.base, other, kPage), 0);
-  auto r = TakeOutIfSent(s.uffd, page, s.scratch.base, sent.data());
+  auto r = TakeOutIfSent(s.uffd, s.pm, page, s.scratch.base, sent.data());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, TakeOut::kDropped);
   EXPECT_FALSE(Populated(page));
@@ -129,7 +136,7 @@ struct Race {
   void Writer(size_t evictions, int bound_s) {
     uint64_t rng = 1;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(bound_s);
-    for (size_t k = 0; dropped.load() + changed.load() < evictions; ++k) {
+    for (size_t k = 0; !failed.load() && dropped.load() + changed.load() < evictions; ++k) {
       if (k % 65536 == 0 && std::chrono::steady_clock::now() > until) break;
       const size_t p = SplitMix64Next(&rng) % kPages;
       auto* c = reinterpret_cast<volatile uint64_t*>(s->data.base + p * kPage + (k % 8) * 512);
@@ -146,16 +153,46 @@ struct Race {
         int local = kLocal;
         if (!state[p].compare_exchange_strong(local, kOut)) continue;
         char* page = s->data.base + p * kPage;
+        if (count_swapped) {
+          uint64_t e = 0;
+          if (os::ReadPagemap(s->pm, page, 1, &e) && ((e >> 62) & 3) == 1) ++swapped;  // bit 62 alone: swapped
+        }
         memcpy(sent.data(), page, kPage);
         memcpy(remote.data() + p * kPage, sent.data(), kPage);
-        auto r = TakeOutIfSent(s->uffd, page, s->scratch.base, sent.data());
-        ASSERT_TRUE(r.ok()) << r.status().ToString();
-        ASSERT_TRUE(*r == TakeOut::kDropped || *r == TakeOut::kChanged);
-        (*r == TakeOut::kDropped ? dropped : changed)++;
-        state[p].store(*r == TakeOut::kDropped ? kRemote : kLocal);
+        auto r = TakeOutIfSent(s->uffd, s->pm, page, s->scratch.base, sent.data());
+        if (!r.ok() || *r == TakeOut::kShared) {
+          ADD_FAILURE() << (r.ok() ? "EBUSY" : r.status().ToString());
+          failed.store(true);  // the writer stops; a touch of this page is served from `sent`
+          state[p].store(kRemote);
+          os::UffdWake(s->uffd, page, kPage);
+          return;
+        }
+        // Dropped, or (as the pager takes it) found with nothing there and dropped as it is:
+        // either way its touches are served from what was sent.
+        const bool out = *r != TakeOut::kChanged;
+        (out ? dropped : changed)++;
+        state[p].store(out ? kRemote : kLocal);
         os::UffdWake(s->uffd, page, kPage);
       }
     }
+  }
+  // Pushes the pages out to swap (MADV_PAGEOUT) over and over until the writer is done.
+  void PagerOut() {
+    while (!done.load()) {
+      (void)madvise(s->data.base, s->data.bytes, MADV_PAGEOUT);
+      std::this_thread::yield();
+    }
+  }
+  // Checks every page's counters (remote pages fault back in through the handler); the number of
+  // pages whose sum is not the writes made to them.
+  size_t Wrong() {
+    size_t wrong = 0;
+    for (size_t p = 0; p < kPages; ++p) {
+      uint64_t sum = 0;
+      for (size_t k = 0; k < 8; ++k) sum += *reinterpret_cast<volatile uint64_t*>(s->data.base + p * kPage + k * 512);
+      wrong += sum != expected[p];
+    }
+    return wrong;
   }
   MoveRanges* s;
   int stop = -1;
@@ -164,32 +201,65 @@ struct Race {
   std::vector<uint64_t> expected;
   std::atomic<bool> done{false};
   std::atomic<size_t> dropped{0}, changed{0};
+  std::atomic<bool> failed{false};  // a take-out failed: the evictor stopped
+  bool count_swapped = false;
+  size_t swapped = 0;  // take-outs of a page found out in swap (count_swapped)
 };
 
-TEST(TakeOutIfSent, NoWriteIsLostWhilePagesAreEvictedUnderAWriter) {
-  MoveRanges s(Race::kPages);
-  if (std::string why = s.Open(); !why.empty()) GTEST_SKIP() << why;
-  Race race(&s);
+// Runs `race` (a writer, an evictor, a fault handler; with `pager_out`, a thread pushing the pages
+// out to swap too) until 20000 pages were taken out or the writer's bound passed.
+void RunRace(Race& race, bool pager_out) {
   auto stop = os::EventFd();
   ASSERT_TRUE(stop.ok());
   race.stop = *stop;
   std::thread handler([&] { race.Handler(); });
   std::thread writer([&] { race.Writer(20000, 300); });
+  std::thread out([&] {
+    if (pager_out) race.PagerOut();
+  });
   race.Evictor();
   writer.join();
-  size_t wrong = 0;
-  for (size_t p = 0; p < Race::kPages; ++p) {  // remote pages fault back in through the handler
-    uint64_t sum = 0;
-    for (size_t k = 0; k < 8; ++k) sum += *reinterpret_cast<volatile uint64_t*>(s.data.base + p * kPage + k * 512);
-    wrong += sum != race.expected[p];
+  out.join();
+  if (!race.failed) {
+    EXPECT_EQ(race.Wrong(), 0u);
   }
   os::EventFdSignal(race.stop);
   handler.join();
   os::Close(race.stop);
-  EXPECT_EQ(wrong, 0u);
   EXPECT_GE(race.dropped + race.changed, 20000u);
   fprintf(stderr, "evictions: %zu dropped, %zu called off by a write after the copy\n", race.dropped.load(),
           race.changed.load());
+}
+
+TEST(TakeOutIfSent, NoWriteIsLostWhilePagesAreEvictedUnderAWriter) {
+  MoveRanges s(Race::kPages);
+  if (std::string why = s.Open(); !why.empty()) GTEST_SKIP() << why;
+  Race race(&s);
+  RunRace(race, false);
+}
+
+// Whether /proc/swaps lists a swap area (a header line, then one line each).
+bool SwapOn() {
+  std::ifstream f("/proc/swaps");
+  std::string line;
+  int lines = 0;
+  while (std::getline(f, line)) ++lines;
+  return lines > 1;
+}
+
+// The same race with the pages pushed out to swap meanwhile. The kernel has reported EEXIST for a
+// swapped page that UFFDIO_MOVE had moved into the scratch page: taken for a full scratch page,
+// emptied with the page's bytes in it, and the page dropped with the older copy sent (the
+// counters of its writes after the copy lost).
+TEST(TakeOutIfSent, NoWriteIsLostWhilePagesGoOutToSwap) {
+  if (!SwapOn()) GTEST_SKIP() << "no swap area (/proc/swaps): pages cannot go out to swap";
+  MoveRanges s(Race::kPages);
+  if (std::string why = s.Open(); !why.empty()) GTEST_SKIP() << why;
+  Race race(&s);
+  race.count_swapped = true;
+  RunRace(race, true);
+  EXPECT_GT(race.swapped, 0u) << "no page was out in swap when taken out";
+  fprintf(stderr, "take-outs of a page out in swap: %zu\n", race.swapped);
 }
 
 }  // namespace
