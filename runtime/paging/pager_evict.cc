@@ -21,11 +21,12 @@
 //   compares it with the copy: the same, and it is dropped; else it is moved back, kept local
 //   and dirty (evictions_called_off). A move the kernel reports failed is judged by the pagemap
 //   (it has said EEXIST for a swapped page it had moved): the scratch page is emptied only before
-//   a move, so bytes moved there are never thrown away as leftovers. While a page is out, a touch is a missing fault that the
-//   handler thread leaves waiting (the page is kInFlight) until the writer wakes it. A clean
-//   page (kPageRemoteClean, nothing sent) is trusted only where pagemap bit 57, read after the
-//   copy and outside any write scan, still shows the protection its install set: a write clears
-//   it in the kernel; the scan, which protects written pages again, clears the mark first.
+//   a move, so bytes moved there are never thrown away as leftovers. While a page is out, a
+//   touch is a missing fault that the handler thread leaves waiting (the page is kInFlight)
+//   until the writer wakes it. A clean page (kPageRemoteClean, nothing sent) is trusted only
+//   where pagemap bit 57, read after the copy and outside any write scan, still shows the
+//   protection its install set: a write clears it in the kernel; the scan, which protects
+//   written pages again, clears the mark first.
 #include <algorithm>
 #include <cstring>
 #include <memory>

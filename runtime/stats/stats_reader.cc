@@ -154,6 +154,18 @@ void ReadBlockCounters(const StatsBlock& b, ProcessStats* st) {
   }
 }
 
+namespace {
+
+// Whether `b`, found under `pid`'s name, is stale: its writer is gone. *reused: the pid names a
+// live process all the same, one that did not write it (an earlier process of that pid did).
+bool BlockIsStale(const StatsBlock& b, int pid, bool* reused) {
+  const bool alive = os::ProcessExists(pid) == 0;
+  *reused = alive && (b.pid != pid || ProcStartTicks(pid) != b.proc_start_ticks);
+  return !alive || *reused;
+}
+
+}  // namespace
+
 StatusOr<ProcessStats> ReadProcessStats(int pid) {
   if (pid <= 0) return InvalidArgument("pid " + std::to_string(pid) + " is not a process id");
   // Our own user's block first; root may read anyone's.
@@ -218,8 +230,7 @@ StatusOr<ProcessStats> ReadProcessStats(int pid) {
   st.pid = b.pid;
   st.command.assign(b.command, strnlen(b.command, sizeof(b.command)));
   st.layout_version = b.layout_version;
-  st.pid_reused = os::ProcessExists(pid) == 0 && (b.pid != pid || ProcStartTicks(pid) != b.proc_start_ticks);
-  st.stale = st.pid_reused || os::ProcessExists(pid) != 0;
+  st.stale = BlockIsStale(b, pid, &st.pid_reused);
   st.started_unix_ns = b.started_unix_ns;
   st.page_size = b.page_size;
   ReadBlockCounters(b, &st);
