@@ -97,19 +97,37 @@ uint64_t Runtime::Impl::DramRoom() const {
   return limit > dram ? limit - dram : 0;
 }
 
+bool Runtime::Impl::UnseenRoom(uint64_t bytes) const {
+  // All of them, not UnseenPages' estimate: the kernel's count below is the safeguard.
+  if (unseen_pages_.load(std::memory_order_relaxed) * page_size_ < bytes) return false;
+  const uint64_t rss = os::ProcessResidentBytes();
+  return rss != 0 && rss + bytes <= tier_limit_[Index(Tier::kDram)];
+}
+
 bool Runtime::Impl::ResidentGrewPastSlack() const {
   const uint64_t rss = os::ProcessResidentBytes();
   return rss > resident_rss_ + resident_slack_;
 }
 
-void Runtime::Impl::CountResident() {
+void Runtime::Impl::CountResident(CountWhen when) {
   const uint64_t t0 = os::MonotonicNanos();
   if (!CountsResident()) return;
+  // Before an eviction (relief's, or a round's plan that would demote) with pages in DRAM's
+  // count that nobody has seen touched, DRAM may be over its budget by them alone (resident.cc's
+  // header, ChooseTier). A count costs a look at every live page, an eviction a write to memd and
+  // a fault back: then a larger share of the time than the routine count's is worth it.
+  const bool for_eviction =
+      when == CountWhen::kBeforeEviction && unseen_pages_.load(std::memory_order_relaxed) > 0 &&
+      t0 >= resident_eviction_next_ns_;
   // Between counts, pages handed out uncounted (an untouched run, dropped granules handed out
   // again) count only once a count finds them touched; a program that touches them fast would
   // run past the limit until then. The process's resident memory (one read of the kernel's
   // count) tells: grown by more than DRAM's room at the last count, it is counted now.
-  if (t0 < resident_next_ns_ && !ResidentGrewPastSlack()) return;
+  if (!for_eviction && t0 < resident_next_ns_ && !ResidentGrewPastSlack()) return;
+  // From here every page counted at allocation is looked at (one allocated during the pass, in
+  // a part already read, adds itself after this exchange: it stays unseen, never lost).
+  const uint64_t unseen = unseen_pages_.exchange(0, std::memory_order_relaxed);
+  uint64_t out_all = 0;  // pages this pass took out of DRAM's count
   constexpr size_t kChunk = 512;  // pages per mincore call: the vector stays on the stack
   unsigned char vec[kChunk];
   constexpr auto kDramTier = static_cast<uint8_t>(Tier::kDram);
@@ -150,10 +168,15 @@ void Runtime::Impl::CountResident() {
       }
       if (in > 0) allocated_[kDramTier].fetch_add(in * page_size_, std::memory_order_relaxed);
       if (out > 0) allocated_[kDramTier].fetch_sub(out * page_size_, std::memory_order_relaxed);
+      out_all += out;
     }
   }
   const uint64_t t1 = os::MonotonicNanos();
   resident_next_ns_ = t1 + kResidentCostShare * (t1 - t0);
+  resident_eviction_next_ns_ = t1 + kEvictionCountShare * (t1 - t0);
+  // The pages taken out are the unseen ones found untouched, and any other the kernel dropped
+  // since (a page of a heap run kept free, when the machine swaps it out): an estimate.
+  if (unseen >= kUnseenSample) unseen_untouched_.store(static_cast<uint32_t>(std::min(out_all, unseen) * 1024 / unseen));
   // The room DRAM has now (DramRoom), at least a 32nd of the limit: at the limit every page
   // touched would otherwise call for a count, and a count costs a look at every live page.
   const uint64_t limit = tier_limit_[kDramTier];

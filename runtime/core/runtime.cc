@@ -309,15 +309,14 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
     if (pager_ && pager_->forked_child()) return Tier::kDram;
     // Where DRAM counts resident pages, a run it has no room for still goes there, uncounted
     // until touched: a program that asks for far more than it uses (GNU sort's buffer, sized by
-    // the machine's memory) then touches its pages in DRAM as it would without a limit. On the
-    // remote tier every first touch of it was a zero fill through the fault thread. What it
-    // touches counts at the next CountResident, which runs early when the process grows faster
-    // than the counts (resident.cc), and relief then evicts what is over. Only runs of at
-    // least kUntouchedRunBytes: smaller ones (heap segments, ordinary large blocks) are
-    // touched soon after they are asked for, and on the remote tier their zero fills and
-    // evictions keep the limit from the first touch (short programs run their whole life
-    // between two counts).
-    if (CountsResident() && HasTier(Tier::kDram) && bytes >= kUntouchedRunBytes) {
+    // the machine's memory) then touches its pages in DRAM as it would without a limit, not each
+    // by a zero fill through the fault thread. What it touches counts at the next CountResident,
+    // early when the process grows faster than the counts (resident.cc), and relief evicts what
+    // is over. Smaller runs (heap segments, ordinary large blocks) are touched soon after they
+    // are asked for, and on the remote tier their zero fills keep the limit from the first touch
+    // (a short program runs its whole life between two counts); they go untouched only while
+    // the count may be over by pages nobody touched and the process has the room (UnseenRoom).
+    if (CountsResident() && HasTier(Tier::kDram) && (bytes >= kUntouchedRunBytes || UnseenRoom(bytes))) {
       *untouched = true;
       return Tier::kDram;
     }
@@ -445,6 +444,7 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   // An untouched run counts nothing until CountResident (the policy thread) finds its pages
   // resident and moves each, by a compare-exchange of its tier, onto DRAM's count.
   if (!untouched) allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
+  if (!untouched && chosen == Tier::kDram && CountsResident()) unseen_pages_.fetch_add(npages);
   const uint8_t tag = untouched ? kUntouchedTier : static_cast<uint8_t>(chosen);
   for (uint64_t i = first; i < first + npages; ++i) region->record(i).tier.store(tag, std::memory_order_relaxed);
   // Every page carries the pin, so a victim is checked without finding its run's head.

@@ -95,9 +95,13 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   void ReuseFree(void* p, size_t bytes, Tier tier);
   uint64_t DramRoom() const;  // HeapRuntime::DramRoom (resident.cc)
   // PageMover::CountResident (resident.cc): local DRAM pages the kernel has not backed go to
-  // kUntouchedTier and leave DRAM's count; such pages found resident come back to it. At most
-  // once per kResidentCostShare times its own last duration.
-  void CountResident() override;
+  // kUntouchedTier and leave DRAM's count; such pages found resident come back to it. When due,
+  // at most once per kResidentCostShare times its own last duration; before an eviction, once
+  // per kEvictionCountShare times it.
+  void CountResident(CountWhen when) override;
+  uint64_t UnseenPages() const override {
+    return unseen_pages_.load(std::memory_order_relaxed) * unseen_untouched_.load(std::memory_order_relaxed) / 1024;
+  }
   // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.
   Tier TierOfNode(int node) const;
   const std::vector<int>& TierNodes(Tier tier) const override { return tier_nodes_[Index(tier)]; }
@@ -130,6 +134,11 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   // against resident pages (CountsResident): its pages start out of the count
   // (kUntouchedTier) and count as CountResident finds them touched.
   StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags, bool* untouched) const;
+  // Whether a run of `bytes` DRAM's count has no room for fits all the same: the count holds at
+  // least as many pages nobody has seen since they were allocated (unseen_pages_), and the
+  // process's resident memory (which includes every page of it DRAM's count should hold) leaves
+  // room for the run within the limit. One read of the kernel's count (resident.cc).
+  bool UnseenRoom(uint64_t bytes) const;
   static constexpr uint64_t kUntouchedRunBytes = uint64_t{64} << 20;
   // Binds a page to `tier` and moves its bytes between the per-tier counts; returns the tier it
   // left, or kNoTier when it was already there or no tier counts it (its run is being freed, or
@@ -222,8 +231,17 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   // CountResident's state (its caller's thread only): its next look by the clock; the process's
   // resident bytes and DRAM's room (bytes) at the last count, past whose sum it looks at once.
   uint64_t resident_next_ns_ = 0, resident_rss_ = 0, resident_slack_ = 0;
+  uint64_t resident_eviction_next_ns_ = 0;  // the next look before an eviction, by the clock
   bool ResidentGrewPastSlack() const;
-  static constexpr uint64_t kResidentCostShare = 20;
+  static constexpr uint64_t kResidentCostShare = 20, kEvictionCountShare = 4;
+  // DRAM pages Allocate counted at once (a run that fit DRAM's count) since the last count
+  // began: allocating threads add, a count takes them as it starts. UnseenPages weighs them by
+  // the share (of 1024) of such pages the last count that looked at kUnseenSample or more of
+  // them found untouched: none at first, so that a program that writes what it asks for keeps
+  // the limit as pages count when handed out; most, for one that touches a page of each block.
+  std::atomic<uint64_t> unseen_pages_{0};
+  std::atomic<uint32_t> unseen_untouched_{0};
+  static constexpr uint64_t kUnseenSample = 256;
   std::unique_ptr<Migrator> migrator_;  // automatic tiering
   std::unique_ptr<Pager> pager_;        // the remote tier
   // The pager as the write scan's host (TieringConfig::scan_host): with TIERMEM_TRACK=scan and a

@@ -295,8 +295,12 @@ void Migrator::RefreshBudget() {
   budget_at_ns_ = now;
   // DRAM's count is of resident pages: what the program allocated and never touched, or the
   // kernel dropped, is left out (and what it touched since is counted again) before the budget
-  // is compared with it.
-  mover_->CountResident();
+  // is compared with it. A round whose plan would demote (DRAM and the runtime's own pages above
+  // the policy's high watermark) counts as relief does before it evicts: DRAM's count may be
+  // over by pages allocated and never looked at (PageMover::UnseenPages).
+  const double high = policy_->config().high_watermark * static_cast<double>(dram_budget_);
+  const bool demoting = static_cast<double>(mover_->TierPages(Tier::kDram) + own_pages_) > high;
+  mover_->CountResident(demoting ? PageMover::CountWhen::kBeforeEviction : PageMover::CountWhen::kDue);
   // At most half the limit: a runtime that somehow held more would otherwise leave the program
   // no DRAM at all; the rest shows as DRAM over its limit.
   const uint64_t own = mover_->OwnPages();
@@ -305,7 +309,7 @@ void Migrator::RefreshBudget() {
   counters_->runtime_own_bytes.store(own * config_.page_size, std::memory_order_relaxed);
   // Pages a count found touched (a run handed out untouched and written: the kernel backed it,
   // no fault was seen) can put DRAM over its budget with no fault handler to nudge relief.
-  if (relief_ && mover_->TierPages(Tier::kDram) > Budget()) nudged_.store(true, std::memory_order_release);
+  if (relief_ && DramPagesSeen() > Budget()) nudged_.store(true, std::memory_order_release);
 }
 
 bool Migrator::Round() {
@@ -347,6 +351,7 @@ bool Migrator::Round() {
   in.lookup = &lookup;
   in.unlisted = scan.unlisted;
   in.reserved[static_cast<int>(Tier::kDram)] = own_pages_;
+  in.unseen[static_cast<int>(Tier::kDram)] = mover_->UnseenPages();
   in.samples = samples.size();
   in.sampling = sampling_;
   const uint64_t t_plan = os::MonotonicNanos();

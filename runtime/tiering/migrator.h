@@ -241,7 +241,12 @@ class Migrator {
     uint64_t spared_total = 0;  // second chances given
   };
   struct Victim;
-  uint64_t ReliefDramPages(bool background) const;  // DRAM's pages, less those leaving (background)
+  uint64_t ReliefDramPages(bool background) const;  // DramPagesSeen, less those leaving (background)
+  // DRAM's count less its pages allocated and not looked at since (PageMover::UnseenPages): what
+  // relief, the fault handler's hold and the budget's nudge go by. Pages a program touched
+  // unseen count at the next resident count (due once an interval, early when the process grew
+  // past DRAM's room, and before relief evicts while any are unseen).
+  uint64_t DramPagesSeen() const;
   bool ReliefPaused();  // the remote tier was full a moment ago: relief waits (and says so)
   void SpareHot(const std::vector<Victim>& popped, uint64_t now, ReliefPass* pass, std::vector<char*>* batch);
   bool EvictReliefBatch(const std::vector<char*>& batch, uint64_t now, ReliefPass* pass);

@@ -84,7 +84,7 @@ void Migrator::TakeFaultLog(std::vector<uint64_t>* out) {
 
 void Migrator::AfterFaults() {
   if (!relief_ || !running()) return;
-  const uint64_t usage = mover_->TierPages(Tier::kDram);
+  const uint64_t usage = DramPagesSeen();
   if (usage <= Budget()) return;
   if (config_.clock->NowNanos() < relief_retry_ns_.load(std::memory_order_acquire)) return;  // full
   if (!nudged_.exchange(true, std::memory_order_acq_rel)) {
@@ -111,12 +111,12 @@ void Migrator::AfterFaults() {
   held_back_.fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   auto room = [&] {
-    return mover_->TierPages(Tier::kDram) <= Budget() + slack_pages_ || stuck() || !running();
+    return DramPagesSeen() <= Budget() + slack_pages_ || stuck() || !running();
   };
-  uint64_t last = mover_->TierPages(Tier::kDram);
+  uint64_t last = DramPagesSeen();
   for (int windows = 1; !config_.clock->WaitUntil(*relief_cv_, lock, config_.clock->NowNanos() + patience_ns, room);
        ++windows) {
-    const uint64_t now_pages = mover_->TierPages(Tier::kDram);
+    const uint64_t now_pages = DramPagesSeen();
     const bool progress = now_pages < last;
     last = now_pages;
     const bool busy = nudged_.load(std::memory_order_acquire) || relieving_.load(std::memory_order_acquire) ||
@@ -255,6 +255,10 @@ uint64_t Migrator::Relieve() {
     pass.spare_left = ring_head_ - ring_tail_;
   }
   if (ReliefPaused()) return 0;
+  // DRAM's count over the target: if it holds pages allocated and never looked at, they are
+  // counted first, so that relief evicts for those a program touched and not for pages that
+  // were never there (between counts DramPagesSeen leaves out the share likely untouched).
+  if (mover_->TierPages(Tier::kDram) > target) mover_->CountResident(PageMover::CountWhen::kBeforeEviction);
   std::vector<Victim> popped;
   std::vector<char*> batch;
   for (;;) {
@@ -289,8 +293,13 @@ uint64_t Migrator::Relieve() {
   return pass.evicted;
 }
 
+uint64_t Migrator::DramPagesSeen() const {
+  const uint64_t all = mover_->TierPages(Tier::kDram), unseen = mover_->UnseenPages();
+  return all > unseen ? all - unseen : 0;
+}
+
 uint64_t Migrator::ReliefDramPages(bool background) const {
-  const uint64_t usage = mover_->TierPages(Tier::kDram);
+  const uint64_t usage = DramPagesSeen();
   const uint64_t leaving = background ? mover_->EvictionsPending() : 0;
   return usage > leaving ? usage - leaving : 0;
 }

@@ -126,8 +126,15 @@ class PageMover {
   // Brings TierPages(kDram) to the pages resident in DRAM: local DRAM pages the kernel has not
   // backed (allocated and never touched, or dropped) stop counting, and such pages touched
   // since count again. Costs a look at every live page (mincore and its record), so it may
-  // skip a call to keep that cost a small share of the caller's time. The policy thread's.
-  virtual void CountResident() {}
+  // skip a call to keep that cost a small share of the caller's time: a small share of the
+  // policy thread's time when due, a larger one before an eviction, which costs far more if
+  // the count is wrong. The policy thread's.
+  enum class CountWhen { kDue, kBeforeEviction };
+  virtual void CountResident(CountWhen /*when*/) {}
+  // DRAM pages counted when they were allocated, no count has looked at since, and likely never
+  // touched (part of TierPages(kDram), an estimate from what the last counts found): DRAM may be
+  // over its budget by the count and not in fact. Any thread.
+  virtual uint64_t UnseenPages() const { return 0; }
 
  protected:
   ~PageMover() = default;

@@ -173,11 +173,13 @@ struct Policy::PlanState {
 };
 
 std::vector<PlannedMove> Policy::Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
-                                      uint64_t now_ns, PlanStats* stats, const TierPageCounts& reserved) {
+                                      uint64_t now_ns, PlanStats* stats, const TierPageCounts& reserved,
+                                      const TierPageCounts& unseen) {
   PlanState s;
   s.usage = unlisted;
   for (int t = 0; t < kNumTiers; ++t) s.usage[t] += reserved[t];
   MergeListed(pages, unlisted, now_ns, &s.usage);
+  for (int t = 0; t < kNumTiers; ++t) s.usage[t] -= std::min(s.usage[t], unseen[t]);
   s.budget = TakeTokens(now_ns, ~0ull);
   PlanDemotions(unlisted, s);
   PlanCxlSwaps(s);

@@ -157,8 +157,11 @@ class Policy {
   // the coldest quarter of its listed pages (one at least).
   // `reserved[t]`: pages of tier t that are no page of the program's (the runtime's own DRAM,
   // PageMover::OwnPages): they count against the budget like unlisted ones, and nothing else.
+  // `unseen[t]`: pages of tier t, listed or not, that may hold no memory (allocated and not
+  // looked at since, PageMover::UnseenPages): they count against no budget.
   std::vector<PlannedMove> Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
-                                uint64_t now_ns, PlanStats* stats = nullptr, const TierPageCounts& reserved = {});
+                                uint64_t now_ns, PlanStats* stats = nullptr, const TierPageCounts& reserved = {},
+                                const TierPageCounts& unseen = {});
   // Tells the policy that `page` now lives on `tier` (starts its residence time).
   void Moved(uint64_t page, uint64_t now_ns);
   // The program brought `page` back from the remote tier by touching it: it is where it is by
@@ -240,6 +243,7 @@ class Policy {
     const ViewLookup* lookup = nullptr;  // the same views by page
     TierPageCounts unlisted{};        // live pages not listed (remote), per tier
     TierPageCounts reserved{};        // the runtime's own pages, per tier (Plan's `reserved`)
+    TierPageCounts unseen{};          // pages that may hold no memory, per tier (Plan's `unseen`)
     uint64_t samples = 0;             // samples recorded for this round (accesses and faults)
     // Accesses to resident pages are sampled (protect, uffd): DRAM victims then need
     // confirmation, and block expansion takes confirmed-cold pages only.

@@ -92,6 +92,7 @@ std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, P
   for (int t = 0; t < kNumTiers; ++t) {
     (t == Idx(Tier::kDram) ? dram_pages : lower_pages) += in.unlisted[t] + in.reserved[t];
   }
+  dram_pages -= std::min(dram_pages, in.unseen[Idx(Tier::kDram)]);
   PlanStats ps;
   // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
   // demotion is due and nothing can be promoted): the plan is skipped, so a runtime whose data
@@ -100,7 +101,7 @@ std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, P
   const bool idle = lower_pages == 0 && in.samples == 0 && budget != 0 &&
                     static_cast<double>(dram_pages) <= config_.high_watermark * static_cast<double>(budget);
   std::vector<PlannedMove> plan;
-  if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps, in.reserved);
+  if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps, in.reserved, in.unseen);
   if (in.sampling && in.lookup != nullptr) ps.held = ConfirmVictims(&plan, *in.lookup, dram_pages, now_ns);
   ps.deferred += ps.held;
   ps.planned = plan.size();

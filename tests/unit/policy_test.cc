@@ -105,6 +105,23 @@ TEST(PolicyTest, UnlistedPagesCountAgainstTheirTiersBudget) {
   EXPECT_EQ(moved(16, 8, 11), 2u);  // three are over; the quarter is two
 }
 
+// DRAM pages allocated and not yet seen resident (PageMover::UnseenPages) may hold no memory:
+// they count against no budget, so a tier over by them alone gives no victim.
+TEST(PolicyTest, UnseenPagesCountAgainstNoBudget) {
+  Sim sim;
+  for (uint64_t i = 0; i < 12; ++i) sim.tier[i] = Tier::kDram;
+  Policy::TierPageCounts unseen{};
+  auto moved = [&](uint64_t n) {
+    unseen[static_cast<int>(Tier::kDram)] = n;
+    Policy p(Config(8, 0, false, true));
+    return p.Plan(sim.Views(), Policy::TierPageCounts{}, kMs, nullptr, Policy::TierPageCounts{}, unseen).size();
+  };
+  EXPECT_EQ(moved(0), 4u);
+  EXPECT_EQ(moved(3), 1u);
+  EXPECT_EQ(moved(4), 0u);
+  EXPECT_EQ(moved(40), 0u) << "more unseen than listed";
+}
+
 // A page that leaves the listed pages (evicted to remote: the policy thread lists no remote
 // page) keeps its heat while it is hot, so when a fault brings it back it is not the coldest
 // DRAM page; a cool one is forgotten.
