@@ -390,6 +390,16 @@ int RunRemoteFault(Args args, const std::string&) {
     return 1;
   }
 
+  // With several faulting threads, the bare round trip from as many threads at once beside it.
+  std::vector<double> raw_threads;
+  if (threads > 1) {
+    auto rt = ConcurrentRoundTripsUs(first_url, token, threads, std::max<size_t>(200, 6000 / threads));
+    if (!rt.ok()) {
+      fprintf(stderr, "tiermem-bench remote-fault: %zu threads' round trips: %s\n", threads, rt.status().ToString().c_str());
+      return 1;
+    }
+    raw_threads = std::move(*rt);
+  }
   // With replicas, the same run on the same servers with one replica first: the side-by-side
   // figures (fault p50 and eviction rate) of replication's cost.
   PassArgs pass{url, token, prefetch, pattern, pages, replicas, threads, code,
@@ -443,6 +453,13 @@ int RunRemoteFault(Args args, const std::string&) {
            "\"zero_fault_vs_floor\":%.3f,\"fault_p50_vs_raw_roundtrip\":%.3f,\"fault_p99_vs_raw_roundtrip\":%.3f",
            raw.roundtrip_p99_us, t.floor_p50_us, t.floor_p99_us, ratio(t.zero_fault_p50_us, t.floor_p50_us),
            ratio(p50, raw.roundtrip_p50_us), ratio(p99, raw.roundtrip_p99_us));
+    if (raw_threads.empty()) {
+      printf(",\"raw_roundtrip_threads_p50_us\":null,\"fault_p50_vs_raw_roundtrip_threads\":null");
+    } else {
+      const double rp50 = Percentile(raw_threads, 0.5);
+      printf(",\"raw_roundtrip_threads_p50_us\":%.2f,\"raw_roundtrip_threads_p99_us\":%.2f,"
+             "\"fault_p50_vs_raw_roundtrip_threads\":%.3f", rp50, Percentile(raw_threads, 0.99), ratio(p50, rp50));
+    }
     printf(",\"server_pages_per_page\":%.3f,\"evict_client_cpu_us_per_page\":%.2f,\"evict_memd_cpu_us_per_page\":%.2f",
            t.server_pages_per_page, t.evict_client_cpu_us, t.evict_memd_cpu_us);
     if (kill_one) {
@@ -562,7 +579,10 @@ Subcommand AddRemoteFault(CLI::App& bench) {
       "  zero_fault_p50_us (a first touch of fresh remote-tier memory:\n"
       "  the userfaultfd round trip with no server); raw_roundtrip_p99_us; floor_fault_p50_us and\n"
       "  floor_fault_p99_us (the kernel's floor in the same run: a bare handler thread blocked in poll,\n"
-      "  UFFDIO_COPY); zero_fault_vs_floor, fault_p50_vs_raw_roundtrip, fault_p99_vs_raw_roundtrip; with --kill-one rereplication_s (kill to every page with its replicas\n"
+      "  UFFDIO_COPY); zero_fault_vs_floor, fault_p50_vs_raw_roundtrip, fault_p99_vs_raw_roundtrip;\n"
+      "  with --threads > 1 raw_roundtrip_threads_p50_us and _p99_us (the bare round trip from as many\n"
+      "  threads, each its own connection, at once) and fault_p50_vs_raw_roundtrip_threads (null with\n"
+      "  one thread); with --kill-one rereplication_s (kill to every page with its replicas\n"
       "  again) and failovers; with --replicas > 1 one_replica_fault_p50_us,\n"
       "  one_replica_evict_pages_per_s, fault_p50_vs_one_replica, evict_rate_vs_one_replica,\n"
       "  one_replica_evict_client_cpu_us_per_page, one_replica_evict_memd_cpu_us_per_page,\n"
