@@ -26,7 +26,8 @@ CLI::App* AddAdvise(CLI::App& app, tiermem::tools::AdviseArgs& a) {
   c->add_option("--record-reads", a.record_reads,
                 "the record run's read samples: protect (write scan and protection sampling; a system call given a "
                 "sampled heap page fails with EFAULT), uffd (a local memd and soft eviction, transparent to system "
-                "calls; no write scan), none (write scan only, reads unseen) (default protect)");
+                "calls; no write scan), none (write scan only, reads unseen), auto (protect, recorded again with uffd "
+                "where protect's record ends otherwise than the plain run) (default auto)");
   c->add_option("--sample-pages", a.sample_pages,
                 "TIERMEM_SAMPLE_PAGES of the record run with --record-reads protect or uffd, 1-4096 (default 4096)");
   c->add_option("--track-pages", a.track_pages,
