@@ -99,17 +99,18 @@ struct RunEnd {
   int exit_code = 0;  // the program's exit status (-1: a signal ended it)
   int signal = 0;     // the signal that ended it (0: none)
   // Commands whose exit report the plain run has and this run has none of: a process of theirs
-  // died, or ended without exit(3), here only.
+  // died, or ended without exit(3), here only (or, for a command a loop runs, was not run here).
   std::vector<std::string> unreported;
-  std::vector<int> unreported_pids;  // the record's processes with a heat log and no exit report
+  int recorded_unreported = 0;  // the record's process with the largest heap, when it left no exit report
   std::string stderr_tail;           // the program's stderr's last lines
   bool as_plain = true;              // ended as the plain run did
 };
 // `run`'s end: its exit, and the commands of the plain run's exit reports (in `plain_reports`)
-// that have none in `reports` (folders of <pid>.json, the run's TIERMEM_STATS); `heat_logs`
-// (the record's folder, "" for none) gives the processes that wrote a heat log and no report.
-// as_plain is left true: the caller judges.
-RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::string& plain_reports, bool heat_logs);
+// that have none in `reports` (folders of <pid>.json, the run's TIERMEM_STATS). as_plain is
+// left true: the caller judges.
+RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::string& plain_reports);
+// Whether process `pid` wrote its exit report (<pid>.json) into `reports`.
+bool Reported(const std::string& reports, int pid);
 // "status N" or "signal NAME", and the unreported commands, for a line of stderr.
 std::string DescribeEnd(const RunEnd& e);
 // Says on stderr that `what` ("check run", ...) ended otherwise than the plain run, with its

@@ -186,7 +186,7 @@ int Check(const AdviseArgs& a, const ScratchDir& dir, AdviseReport* r) {
     return 1;
   }
   // The check's processes leave no heat log; the one the advice is about is named by its command.
-  r->check_end = EndOf(o, reports, dir.path() + "/plain", false);
+  r->check_end = EndOf(o, reports, dir.path() + "/plain");
   const std::vector<std::string>& gone = r->check_end.unreported;
   r->check_end.as_plain = SameExit(r->check_end, r->plain_end) &&
                           std::find(gone.begin(), gone.end(), r->recorded_command) == gone.end();
@@ -281,11 +281,18 @@ bool RecordOnce(const AdviseArgs& a, const std::string& reads, const std::string
 }
 
 // Judges a record against the plain run (r->plain_end) and adds it to r->record_attempts: it
-// ended as the plain run did, or it is said on stderr. A process of the record that left a heat
-// log and no exit report, whose command reported in the plain run, ended here only.
+// ended as the plain run did, or it is said on stderr. The record's process with the largest
+// heap (the one advised on) that left no exit report, where a command that reported in the
+// plain run has none here, died in the record only. (Any process without a report would not do:
+// a shell ends with _exit, and a command a loop runs may run in one run and not the other.)
 bool JudgeRecord(const RecordTry& t, const std::string& dir, AdviseReport* r) {
-  RunEnd e = EndOf(t.run, t.dir, dir + "/plain", true);
-  e.as_plain = SameExit(e, r->plain_end) && (e.unreported.empty() || e.unreported_pids.empty());
+  RunEnd e = EndOf(t.run, t.dir, dir + "/plain");
+  AdviseReport largest;
+  std::string ignored;
+  if (!e.unreported.empty() && LargestRecord(t.dir, t.run.pid, &largest, &ignored) && !Reported(t.dir, largest.recorded_pid)) {
+    e.recorded_unreported = largest.recorded_pid;
+  }
+  e.as_plain = SameExit(e, r->plain_end) && e.recorded_unreported == 0;
   r->record_attempts.push_back({t.reads, t.run.seconds, e});
   if (!e.as_plain) SayEndedDifferently(("record run (--record-reads " + t.reads + ")").c_str(), e, r->plain_end);
   return e.as_plain;
@@ -334,7 +341,7 @@ int Plain(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   int status = 0;
   if (!RunOnce(Observed(a.run, dir + "/plain"), "plain", &o, &status)) return status;
   r->plain_seconds = o.seconds;
-  r->plain_end = EndOf(o, dir + "/plain", dir + "/plain", false);
+  r->plain_end = EndOf(o, dir + "/plain", dir + "/plain");
   return 0;
 }
 

@@ -16,16 +16,15 @@
 namespace tiermem::tools {
 namespace {
 
-// The process ids with an exit report (<pid>.json) in `dir`, and their commands.
-void Reports(const std::string& dir, std::set<int>* pids, std::set<std::string>* commands) {
+// The commands of the exit reports (<pid>.json) in `dir`.
+void Reports(const std::string& dir, std::set<std::string>* commands) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     if (e.path().extension() != ".json") continue;
     std::ifstream f(e.path());
     const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
     if (!j.is_object()) continue;  // a report cut short is no report
-    if (pids != nullptr) pids->insert(std::atoi(e.path().stem().c_str()));
-    if (commands != nullptr && j.contains("command") && j["command"].is_string()) commands->insert(j["command"].get<std::string>());
+    if (j.contains("command") && j["command"].is_string()) commands->insert(j["command"].get<std::string>());
   }
 }
 
@@ -36,24 +35,20 @@ std::string SignalName(int sig) {
 
 }  // namespace
 
-RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::string& plain_reports, bool heat_logs) {
+bool Reported(const std::string& reports, int pid) {
+  std::ifstream f(reports + "/" + std::to_string(pid) + ".json");
+  return f && nlohmann::json::parse(f, nullptr, false).is_object();
+}
+
+RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::string& plain_reports) {
   RunEnd e;
   e.exit_code = run.exit_code;
   e.signal = run.signal;
   e.stderr_tail = run.stderr_tail;
-  std::set<int> pids;
   std::set<std::string> here, plain;
-  Reports(reports, &pids, &here);
-  Reports(plain_reports, nullptr, &plain);
+  Reports(reports, &here);
+  Reports(plain_reports, &plain);
   std::set_difference(plain.begin(), plain.end(), here.begin(), here.end(), std::back_inserter(e.unreported));
-  if (!heat_logs) return e;
-  std::error_code ec;
-  for (const auto& f : std::filesystem::directory_iterator(reports, ec)) {
-    if (f.path().extension() != ".heat") continue;
-    const int pid = std::atoi(f.path().stem().c_str());
-    if (pids.count(pid) == 0) e.unreported_pids.push_back(pid);
-  }
-  std::sort(e.unreported_pids.begin(), e.unreported_pids.end());
   return e;
 }
 
@@ -62,12 +57,11 @@ std::string DescribeEnd(const RunEnd& e) {
   if (!e.unreported.empty()) {
     s += "; no exit report from";
     for (const std::string& c : e.unreported) s += " " + c;
-    s += " (the plain run's had one";
-    if (!e.unreported_pids.empty()) {
-      s += "; processes ended without one here:";
-      for (int p : e.unreported_pids) s += " " + std::to_string(p);
+    s += " (the plain run's had one)";
+    if (e.recorded_unreported != 0) {
+      s += "; the process with the largest heap (" + std::to_string(e.recorded_unreported) +
+           ") ended without one (a signal or _exit)";
     }
-    s += ")";
   }
   return s;
 }
