@@ -5,7 +5,7 @@
 # The default (auto) records again with uffd and advises from that; an explicit protect gives no
 # advice, with the run's exit and stderr said; a child that dies under a script that exits 0 is
 # found by its missing exit report; a check run that fails where the plain run did not ends the
-# advice with its status.
+# advice with its status; a record that never ends is stopped at its bound.
 # Usage: advise_exit_test.sh TIERMEM EFAULT_PROG
 set -uo pipefail
 tm=$1 prog=$2
@@ -40,14 +40,32 @@ tail -1 "$work/script.out" > "$work/script.json"
 
 # A check that fails where the plain run did not (the program exits 7 under a DRAM limit).
 "$tm" advise --json --check-share 0.5 --tcp-us 50 --record-reads none --set sample_interval_ms=5 -- \
-  sh -c '[ -z "$TIERMEM_DRAM_LIMIT" ] || exit 7; exec "$0" 16 1000' "$prog" > "$work/check.out" 2> "$work/check.log"; rc=$?
+  sh -c '[ -z "$TIERMEM_DRAM_LIMIT" ] || exit 7; exec "$0" 16 300000' "$prog" > "$work/check.out" 2> "$work/check.log"; rc=$?
 [ $rc -eq 7 ] || fail "advise with a failing check gave status $rc, not 7"
 grep -q "the check run ended otherwise than the plain run: status 7" "$work/check.log" || fail "the check's failure is not said"
 tail -1 "$work/check.out" > "$work/check.json"
 
-python3 - "$work"/{auto,protect,script,check}.json << 'PY' || fail "the JSON does not say how the runs ended"
+# A record that never ends (the program waits for a child in protect's record only): stopped
+# at its bound (30 s at least), its whole process group with it, and recorded again with uffd.
+"$tm" advise "${args[@]}" --record-timeout 1 -- sh -c '
+  if [ "$TIERMEM_SAMPLE_MODE" = protect ]; then sleep 600 & echo $! > "$1/hung.pid"; wait; fi
+  exec "$0" 16 300000' "$prog" "$work" > "$work/hang.out" 2> "$work/hang.log"; rc=$?
+[ $rc -eq 0 ] || fail "advise on a record that hangs gave status $rc"
+grep -q "record run (--record-reads protect) ended otherwise than the plain run: stopped after [0-9]* s, still running" \
+  "$work/hang.log" || fail "the stopped record is not said"
+[ -s "$work/hung.pid" ] || fail "the hanging child did not start"
+# Gone, or a zombie its new parent has not reaped yet: a bounded wait.
+hung=$(cat "$work/hung.pid")
+for _ in $(seq 100); do
+  state=$(awk '{print $3}' "/proc/$hung/stat" 2> /dev/null); [ -z "$state" ] || [ "$state" = Z ] && break
+  sleep 0.05
+done
+[ -z "$state" ] || [ "$state" = Z ] || fail "the stopped record's child $hung is still there ($state)"
+tail -1 "$work/hang.out" > "$work/hang.json"
+
+python3 - "$work"/{auto,protect,script,check,hang}.json << 'PY' || fail "the JSON does not say how the runs ended"
 import json, sys
-auto, protect, script, check = (json.load(open(p)) for p in sys.argv[1:])
+auto, protect, script, check, hang = (json.load(open(p)) for p in sys.argv[1:])
 rec = auto["record"]
 assert auto["record_reads"] == "uffd" and rec["reads"] == "uffd" and rec["asked"] == "auto", rec
 first, last = rec["attempts"]
@@ -60,6 +78,9 @@ for j in (protect, script, check):
     assert "shares" not in j and j["error"], j
 assert protect["record"]["exit"]["signal"] == "SIGABRT" and len(protect["record"]["attempts"]) == 1, protect
 assert script["record"]["exit"]["status"] == 0 and script["record"]["exit"]["no_exit_report"] == ["efault_prog"], script
+first, last = hang["record"]["attempts"]
+assert first["exit"]["stopped_after_s"] >= 30 and first["exit"]["signal"] == "SIGTERM" and not first["exit"]["as_plain"], first
+assert last["reads"] == "uffd" and last["exit"]["as_plain"] and last["exit"]["stopped_after_s"] == 0, last
 assert check["check"]["exit"]["status"] == 7 and check["check"]["share"] == 0.5 and check["record"]["exit"]["as_plain"], check
 PY
 echo PASS

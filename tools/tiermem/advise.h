@@ -29,6 +29,9 @@ struct AdviseArgs {
   std::string record_reads = "auto";
   uint64_t track_pages = 0;      // TIERMEM_TRACK_PAGES of the record run's write scan (0: the option's default)
   uint64_t sample_pages = 4096;  // TIERMEM_SAMPLE_PAGES of the record run (protect, uffd)
+  // A record run is stopped after this many times the plain run's time (30 s at least): a
+  // program whose server died in the record may wait for it for ever. 0: never.
+  double record_timeout = 20;
   bool json = false;
   std::string plot;          // PNG path ("" = none)
   std::string memd_capacity;  // --local-memd of the check run ("" = twice the peak)
@@ -103,6 +106,7 @@ struct RunEnd {
   std::vector<std::string> unreported;
   int recorded_unreported = 0;  // the record's process with the largest heap, when it left no exit report
   std::string stderr_tail;           // the program's stderr's last lines
+  double stopped_after_s = 0;        // the run was stopped at its time bound after this long (0: it ended)
   bool as_plain = true;              // ended as the plain run did
 };
 // `run`'s end: its exit, and the commands of the plain run's exit reports (in `plain_reports`)
@@ -122,6 +126,7 @@ struct RecordAttempt {
   std::string reads;  // its --record-reads mode
   double seconds = 0;
   RunEnd end;
+  bool reads_lost = false;  // the program stopped its sampler (AdviseReport::record_reads_lost)
 };
 
 struct AdviseReport {

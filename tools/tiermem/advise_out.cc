@@ -26,13 +26,14 @@ nlohmann::json EndJson(const RunEnd& e) {
   j["as_plain"] = e.as_plain;
   j["no_exit_report"] = e.unreported;
   j["stderr_tail"] = e.stderr_tail;
+  j["stopped_after_s"] = e.stopped_after_s;
   return j;
 }
 
 // The record runs made: the mode of the one the advice is from, as asked, why, and each run's end.
 nlohmann::json RecordJson(const AdviseReport& r) {
   nlohmann::json attempts = nlohmann::json::array();
-  for (const RecordAttempt& t : r.record_attempts) attempts.push_back({{"reads", t.reads}, {"seconds", t.seconds}, {"exit", EndJson(t.end)}});
+  for (const RecordAttempt& t : r.record_attempts) attempts.push_back({{"reads", t.reads}, {"seconds", t.seconds}, {"exit", EndJson(t.end)}, {"reads_lost", t.reads_lost}});
   // Without advice (a record that ended otherwise), the mode of the last record made.
   const std::string reads = r.record_reads.empty() && !r.record_attempts.empty() ? r.record_attempts.back().reads : r.record_reads;
   nlohmann::json j = {{"reads", reads}, {"asked", r.record_reads_asked}, {"why", r.record_why}, {"attempts", attempts}};

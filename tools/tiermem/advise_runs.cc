@@ -45,6 +45,7 @@ RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::strin
   e.exit_code = run.exit_code;
   e.signal = run.signal;
   e.stderr_tail = run.stderr_tail;
+  if (run.timed_out) e.stopped_after_s = run.seconds;
   std::set<std::string> here, plain;
   Reports(reports, &here);
   Reports(plain_reports, &plain);
@@ -54,6 +55,11 @@ RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::strin
 
 std::string DescribeEnd(const RunEnd& e) {
   std::string s = e.signal != 0 ? "killed by " + SignalName(e.signal) : "status " + std::to_string(e.exit_code);
+  if (e.stopped_after_s > 0) {
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%.0f", e.stopped_after_s);
+    s = "stopped after " + std::string(secs) + " s, still running (--record-timeout), then " + s;
+  }
   if (!e.unreported.empty()) {
     s += "; no exit report from";
     for (const std::string& c : e.unreported) s += " " + c;

@@ -32,6 +32,8 @@ CLI::App* AddAdvise(CLI::App& app, tiermem::tools::AdviseArgs& a) {
                 "TIERMEM_SAMPLE_PAGES of the record run with --record-reads protect or uffd, 1-4096 (default 4096)");
   c->add_option("--track-pages", a.track_pages,
                 "TIERMEM_TRACK_PAGES of the record run's write scan: pages it reads a round (default: the option's)");
+  c->add_option("--record-timeout", a.record_timeout,
+                "stop a record run after this many times the plain run's time, 30 s at least (default 20; 0: never)");
   c->add_option("--log-pages", a.log_pages, "TIERMEM_HEAT_LOG_PAGES of the record run (default 16384)");
   c->add_flag("--json", a.json, "one JSON object instead of the table");
   c->add_option("--plot", a.plot, "a PNG of predicted slowdown against DRAM share, a line per far tier (gnuplot)");

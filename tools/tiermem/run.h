@@ -23,6 +23,10 @@ struct RunArgs {
   // stderr_tail); 0: the program writes to tiermem's own stderr. A descendant that outlives the
   // program and still writes there meets a closed pipe once the tail is taken.
   size_t stderr_tail_lines = 0;
+  // Seconds after which the program is stopped (SIGTERM, then SIGKILL), 0: never. With a bound
+  // the program runs in a process group of its own, which the stop and every signal passed on
+  // reach whole (a script's children too).
+  double timeout_s = 0;
   std::vector<std::string> command;  // PROG ARGS
 };
 
@@ -34,6 +38,7 @@ struct RunOutcome {
   int exit_code = -1;           // its exit status when it exited (-1: a signal ended it, or not started)
   int signal = 0;               // the signal that ended it (0: none)
   std::string stderr_tail;      // the last RunArgs::stderr_tail_lines lines of its stderr
+  bool timed_out = false;       // stopped at RunArgs::timeout_s
 };
 
 // Runs the program; returns its exit status (128+N when signal N ended it), or 2 when the

@@ -14,7 +14,9 @@
 #include <cstring>
 #include <fstream>
 #include <atomic>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "tiermem/options.hpp"
@@ -29,10 +31,15 @@ namespace {
 // the program through its process group, so those are not sent twice.
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_child_group = 0;  // the child leads a process group of its own (RunArgs::timeout_s)
 
 void Forward(int sig, siginfo_t* info, void*) {
   const pid_t child = g_child;
   if (child <= 0) return;
+  if (g_child_group != 0) {
+    kill(-child, sig);  // the terminal's signals reach tiermem's group only
+    return;
+  }
   if ((sig == SIGINT || sig == SIGQUIT) && info != nullptr && info->si_code == SI_KERNEL) return;
   kill(child, sig);
 }
@@ -171,9 +178,44 @@ class StderrTee {
   std::string kept_;
 };
 
+// Stops the program's process group once `seconds` have passed without Ended(): SIGTERM, then
+// SIGKILL 5 s later.
+class Stopper {
+ public:
+  Stopper(pid_t group, double seconds) {
+    if (seconds <= 0) return;
+    thread_ = std::thread([this, group, seconds] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return ended_; })) return;
+      fired_ = true;
+      kill(-group, SIGTERM);
+      if (!cv_.wait_for(lock, std::chrono::seconds(5), [this] { return ended_; })) kill(-group, SIGKILL);
+    });
+  }
+  Stopper(const Stopper&) = delete;
+  Stopper& operator=(const Stopper&) = delete;
+  ~Stopper() { Ended(); }
+  // The program has ended (idempotent); whether it was stopped.
+  bool Ended() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool ended_ = false, fired_ = false;
+  std::thread thread_;
+};
+
 // Forks and execs the program with `env`; the caller's signals are forwarded to it. `err_fd`,
-// when not -1, becomes its stderr.
-pid_t Spawn(const std::vector<std::string>& command, const std::vector<std::string>& env, int err_fd) {
+// when not -1, becomes its stderr; `own_group`: it leads a process group of its own.
+pid_t Spawn(const std::vector<std::string>& command, const std::vector<std::string>& env, int err_fd, bool own_group) {
   std::vector<char*> argv, envp;
   for (const auto& s : command) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
@@ -186,12 +228,17 @@ pid_t Spawn(const std::vector<std::string>& command, const std::vector<std::stri
   if (pid == 0) {
     for (int sig : kForwarded) signal(sig, SIG_DFL);
     if (err_fd >= 0 && dup2(err_fd, 2) < 0) _exit(126);
+    if (own_group) setpgid(0, 0);
     sigprocmask(SIG_SETMASK, &old, nullptr);
     execvpe(argv[0], argv.data(), envp.data());
     std::fprintf(stderr, "tiermem run: %s: %s\n", argv[0], strerror(errno));
     _exit(errno == ENOENT ? 127 : 126);
   }
-  if (pid > 0) g_child = pid;
+  if (pid > 0) {
+    if (own_group) setpgid(pid, pid);  // as the child does: set before any signal is passed on
+    g_child_group = own_group ? 1 : 0;
+    g_child = pid;
+  }
   sigprocmask(SIG_SETMASK, &old, nullptr);
   return pid;
 }
@@ -284,7 +331,7 @@ int RunCommand(const RunArgs& a, RunOutcome* out) {
   for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
   StderrTee tee(a.stderr_tail_lines);
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = Spawn(a.command, EnvironmentList(env), tee.child_fd());
+  const pid_t pid = Spawn(a.command, EnvironmentList(env), tee.child_fd(), a.timeout_s > 0);
   if (pid < 0) {
     std::fprintf(stderr, "tiermem run: fork: %s\n", strerror(errno));
     return 1;
@@ -292,7 +339,9 @@ int RunCommand(const RunArgs& a, RunOutcome* out) {
   tee.Started();
   RunOutcome o;
   o.pid = pid;
+  Stopper stopper(pid, a.timeout_s);
   const int status = WaitStatus(pid, &o);
+  o.timed_out = stopper.Ended();
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   o.stderr_tail = tee.Finish();
   const double secs = o.seconds;
