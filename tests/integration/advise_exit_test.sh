@@ -5,7 +5,8 @@
 # The default (auto) records again with uffd and advises from that; an explicit protect gives no
 # advice, with the run's exit and stderr said; a child that dies under a script that exits 0 is
 # found by its missing exit report; a check run that fails where the plain run did not ends the
-# advice with its status; a record that never ends is stopped at its bound.
+# advice with its status; a record that never ends is stopped at its bound; one the user stops
+# ends the advice.
 # Usage: advise_exit_test.sh TIERMEM EFAULT_PROG
 set -uo pipefail
 tm=$1 prog=$2
@@ -45,15 +46,13 @@ tail -1 "$work/script.out" > "$work/script.json"
 grep -q "the check run ended otherwise than the plain run: status 7" "$work/check.log" || fail "the check's failure is not said"
 tail -1 "$work/check.out" > "$work/check.json"
 
-# A record that never ends (the program waits for a child in protect's record only): stopped
-# at its bound (30 s at least), its whole process group with it, and recorded again with uffd.
-"$tm" advise "${args[@]}" --record-timeout 1 -- sh -c '
-  if [ "$TIERMEM_SAMPLE_MODE" = protect ]; then sleep 600 & echo $! > "$1/hung.pid"; wait; fi
-  exec "$0" 16 300000' "$prog" "$work" > "$work/hang.out" 2> "$work/hang.log"; rc=$?
+# A record that never ends (the program and a child of it wait in protect's record only):
+# stopped at its bound (30 s at least), its whole process group with it; recorded again with uffd.
+"$tm" advise "${args[@]}" --record-timeout 1 -- "$prog" 16 300000 "$work/hung.pid" > "$work/hang.out" 2> "$work/hang.log"; rc=$?
 [ $rc -eq 0 ] || fail "advise on a record that hangs gave status $rc"
 grep -q "record run (--record-reads protect) ended otherwise than the plain run: stopped after [0-9]* s, still running" \
   "$work/hang.log" || fail "the stopped record is not said"
-[ -s "$work/hung.pid" ] || fail "the hanging child did not start"
+[ -s "$work/hung.pid" ] || fail "the waiting child did not start"
 # Gone, or a zombie its new parent has not reaped yet: a bounded wait.
 hung=$(cat "$work/hung.pid")
 for _ in $(seq 100); do
@@ -62,6 +61,17 @@ for _ in $(seq 100); do
 done
 [ -z "$state" ] || [ "$state" = Z ] || fail "the stopped record's child $hung is still there ($state)"
 tail -1 "$work/hang.out" > "$work/hang.json"
+
+# A record the user stops (SIGTERM to tiermem, passed on to the program): the advice ends with
+# the program's status, and no record is made again.
+"$tm" advise "${args[@]}" -- "$prog" 16 300000 "$work/stopped.pid" > "$work/stopped.out" 2> "$work/stopped.log" &
+adv=$!
+for _ in $(seq 600); do [ -s "$work/stopped.pid" ] && break; sleep 0.05; done
+[ -s "$work/stopped.pid" ] || fail "the record run did not start"
+kill -TERM $adv
+wait $adv; rc=$?
+[ $rc -eq 143 ] || fail "advise stopped by SIGTERM in its record gave status $rc, not 143"
+! grep -q "recording again" "$work/stopped.log" || fail "a record the user stopped was made again"
 
 python3 - "$work"/{auto,protect,script,check,hang}.json << 'PY' || fail "the JSON does not say how the runs ended"
 import json, sys

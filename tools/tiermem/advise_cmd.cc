@@ -361,12 +361,12 @@ int NoAdvice(const AdviseArgs& a, AdviseReport* r, const std::string& error, con
 }
 
 // The plain run, then the record runs, each judged by the plain run's end and bounded by its
-// time; the record the advice is from is loaded. Under "auto" a
-// protect record is made again with uffd where it ended otherwise than the plain run (a system
-// call given a protected page failed) or where the program stopped its sampling: on
-// redis-server uffd's record predicted the checked faults within 4-16%, the write scan's alone
-// (what protect leaves then) about half of them (docs/results/NOTES.md, 2026-12-07). 0, or the
-// status that ends the advice.
+// time; the record the advice is from is loaded. Under "auto" a protect record is made again
+// with uffd where it ended otherwise than the plain run (a system call given a protected page
+// failed) or where the program stopped its sampling: on redis-server uffd's record came far
+// nearer the checked faults than the write scan's alone, what protect leaves then
+// (docs/results/NOTES.md, 2026-12-07). Not where the user stopped it (a signal passed on).
+// 0, or the status that ends the advice.
 int RecordAndPlain(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   const bool fall_back = a.record_reads == "auto";
   if (int s = Plain(a, dir, r); s != 0) return s;
@@ -377,9 +377,9 @@ int RecordAndPlain(const AdviseArgs& a, const std::string& dir, AdviseReport* r)
   if (!JudgeRecord(t, dir, r)) {
     const RunEnd& failed = r->record_attempts.back().end;
     again = "the record run (--record-reads " + t.reads + ") ended otherwise than the plain run: " + DescribeEnd(failed);
-    if (!fall_back) {
-      return NoAdvice(a, r, again, t.reads == "protect" ? " (--record-reads uffd or auto records without protected pages)" : "",
-                      FailedStatus(failed));
+    if (!fall_back || t.run.passed_on != 0) {
+      const bool hint = !fall_back && t.reads == "protect" && t.run.passed_on == 0;
+      return NoAdvice(a, r, again, hint ? " (--record-reads uffd or auto records without protected pages)" : "", FailedStatus(failed));
     }
   } else {
     if (int s = LoadRecord(t, r); s != 0) return s;

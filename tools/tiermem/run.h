@@ -39,6 +39,7 @@ struct RunOutcome {
   int signal = 0;               // the signal that ended it (0: none)
   std::string stderr_tail;      // the last RunArgs::stderr_tail_lines lines of its stderr
   bool timed_out = false;       // stopped at RunArgs::timeout_s
+  int passed_on = 0;            // the last SIGINT, SIGTERM, SIGHUP or SIGQUIT tiermem was sent and passed on (0: none)
 };
 
 // Runs the program; returns its exit status (128+N when signal N ended it), or 2 when the

@@ -32,10 +32,12 @@ namespace {
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
 volatile sig_atomic_t g_child = 0;
 volatile sig_atomic_t g_child_group = 0;  // the child leads a process group of its own (RunArgs::timeout_s)
+volatile sig_atomic_t g_passed_on = 0;    // RunOutcome::passed_on
 
 void Forward(int sig, siginfo_t* info, void*) {
   const pid_t child = g_child;
   if (child <= 0) return;
+  if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) g_passed_on = sig;
   if (g_child_group != 0) {
     kill(-child, sig);  // the terminal's signals reach tiermem's group only
     return;
@@ -339,9 +341,11 @@ int RunCommand(const RunArgs& a, RunOutcome* out) {
   tee.Started();
   RunOutcome o;
   o.pid = pid;
+  g_passed_on = 0;
   Stopper stopper(pid, a.timeout_s);
   const int status = WaitStatus(pid, &o);
   o.timed_out = stopper.Ended();
+  o.passed_on = g_passed_on;
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   o.stderr_tail = tee.Finish();
   const double secs = o.seconds;
