@@ -25,7 +25,8 @@ struct AdviseArgs {
   // Where the record run's read samples come from (docs/advise.md, "Reads in the record"):
   // "protect" (the write scan and protection sampling), "uffd" (a memd of its own and
   // soft-eviction sampling, no write scan), "none" (the write scan alone: reads unseen), "auto"
-  // (protect, recorded again with uffd where protect's record ended differently from the plain run).
+  // (protect, recorded again with uffd where protect's record ended otherwise than the plain
+  // run or lost its reads to the program's own SIGSEGV handler).
   std::string record_reads = "auto";
   uint64_t track_pages = 0;      // TIERMEM_TRACK_PAGES of the record run's write scan (0: the option's default)
   uint64_t sample_pages = 4096;  // TIERMEM_SAMPLE_PAGES of the record run (protect, uffd)
@@ -105,9 +106,9 @@ struct RunEnd {
   // died, or ended without exit(3), here only (or, for a command a loop runs, was not run here).
   std::vector<std::string> unreported;
   int recorded_unreported = 0;  // the record's process with the largest heap, when it left no exit report
-  std::string stderr_tail;           // the program's stderr's last lines
-  double stopped_after_s = 0;        // the run was stopped at its time bound after this long (0: it ended)
-  bool as_plain = true;              // ended as the plain run did
+  std::string stderr_tail;      // the program's stderr's last lines
+  double stopped_after_s = 0;   // the run was stopped at its time bound after this long (0: it ended)
+  bool as_plain = true;         // ended as the plain run did
 };
 // `run`'s end: its exit, and the commands of the plain run's exit reports (in `plain_reports`)
 // that have none in `reports` (folders of <pid>.json, the run's TIERMEM_STATS). as_plain is
@@ -115,8 +116,10 @@ struct RunEnd {
 RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::string& plain_reports);
 // Whether process `pid` wrote its exit report (<pid>.json) into `reports`.
 bool Reported(const std::string& reports, int pid);
-// "status N" or "signal NAME", and the unreported commands, for a line of stderr.
+// "status N" or "killed by SIGNAME", and the unreported commands, for a line of stderr.
 std::string DescribeEnd(const RunEnd& e);
+// "SIGTERM" for SIGTERM; the number where the signal has no name.
+std::string SignalName(int sig);
 // Says on stderr that `what` ("check run", ...) ended otherwise than the plain run, with its
 // stderr's tail.
 void SayEndedDifferently(const char* what, const RunEnd& e, const RunEnd& plain);

@@ -393,8 +393,10 @@ int RecordAndPlain(const AdviseArgs& a, const std::string& dir, AdviseReport* r)
     }
     again = ReadsLost(*r) + ": its record is the write scan's alone, reads unseen";
   }
-  std::fprintf(stderr, "tiermem advise: %s; recording again with --record-reads uffd (soft eviction: transparent to "
-                       "system calls, no SIGSEGV handler)\n", again.c_str());
+  // The reason is on stderr already where the record ended otherwise (SayEndedDifferently).
+  std::fprintf(stderr, "tiermem advise: %s%srecording again with --record-reads uffd (soft eviction: transparent to "
+                       "system calls, no SIGSEGV handler)\n", r->record_reads_lost ? again.c_str() : "",
+               r->record_reads_lost ? "; " : "");
   r->record_why = again + "; recorded again with uffd";
   if (!RecordOnce(a, "uffd", dir, r->plain_seconds, &t)) return t.status;
   if (!JudgeRecord(t, dir, r)) {

@@ -1,8 +1,6 @@
 // `tiermem advise`: the report as a table (default), as JSON (--json) and as a PNG (--plot).
 #include <unistd.h>
 
-#include <string.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -17,12 +15,12 @@ namespace {
 double MiB(uint64_t b) { return static_cast<double>(b) / (1 << 20); }
 
 // A run's end: `status` (null where a signal ended it), `signal` (its name, "" for none),
-// `as_plain`, `no_exit_report` (commands reported in the plain run, none here), `stderr_tail`.
+// `as_plain`, `no_exit_report` (commands reported in the plain run, none here), `stderr_tail`,
+// `stopped_after_s`.
 nlohmann::json EndJson(const RunEnd& e) {
   nlohmann::json j;
   j["status"] = e.signal != 0 ? nlohmann::json(nullptr) : nlohmann::json(e.exit_code);
-  const char* name = e.signal != 0 ? sigabbrev_np(e.signal) : nullptr;
-  j["signal"] = e.signal == 0 ? "" : name != nullptr ? std::string("SIG") + name : std::to_string(e.signal);
+  j["signal"] = e.signal == 0 ? "" : SignalName(e.signal);
   j["as_plain"] = e.as_plain;
   j["no_exit_report"] = e.unreported;
   j["stderr_tail"] = e.stderr_tail;
@@ -33,7 +31,9 @@ nlohmann::json EndJson(const RunEnd& e) {
 // The record runs made: the mode of the one the advice is from, as asked, why, and each run's end.
 nlohmann::json RecordJson(const AdviseReport& r) {
   nlohmann::json attempts = nlohmann::json::array();
-  for (const RecordAttempt& t : r.record_attempts) attempts.push_back({{"reads", t.reads}, {"seconds", t.seconds}, {"exit", EndJson(t.end)}, {"reads_lost", t.reads_lost}});
+  for (const RecordAttempt& t : r.record_attempts) {
+    attempts.push_back({{"reads", t.reads}, {"seconds", t.seconds}, {"exit", EndJson(t.end)}, {"reads_lost", t.reads_lost}});
+  }
   // Without advice (a record that ended otherwise), the mode of the last record made.
   const std::string reads = r.record_reads.empty() && !r.record_attempts.empty() ? r.record_attempts.back().reads : r.record_reads;
   nlohmann::json j = {{"reads", reads}, {"asked", r.record_reads_asked}, {"why", r.record_why}, {"attempts", attempts}};

@@ -28,12 +28,12 @@ void Reports(const std::string& dir, std::set<std::string>* commands) {
   }
 }
 
+}  // namespace
+
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
 }
-
-}  // namespace
 
 bool Reported(const std::string& reports, int pid) {
   std::ifstream f(reports + "/" + std::to_string(pid) + ".json");
