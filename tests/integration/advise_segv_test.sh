@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `tiermem advise` on a program with a SIGSEGV handler of its own (docs/advise.md, "Reads in the
-# record"): protection sampling (the default) stops there without the program meeting a
-# protected page, and the advice says so (`record_reads_lost`, a line on stderr); with
-# --record-reads uffd (soft eviction, no handler) nothing is lost and the reads are seen.
+# record"): protection sampling stops there without the program meeting a protected page, and
+# with --record-reads protect the advice says so (`record_reads_lost`, a line on stderr); the
+# default (auto) records again with uffd (soft eviction, no handler): nothing lost, reads seen.
 # Usage: advise_segv_test.sh TIERMEM OWN_SEGV_PROG
 set -uo pipefail
 tm=$1 prog=$2
@@ -10,19 +10,24 @@ tm=$1 prog=$2
 
 # 32 MiB written once, then reads only, nine in ten on a tenth of it; 5 ms policy rounds.
 args=(--json --check-share -1 --tcp-us 50 --set sample_interval_ms=5)
-for mode in protect uffd; do
-  extra=(); [ $mode = uffd ] && extra=(--record-reads uffd)
-  "$tm" advise "${args[@]}" "${extra[@]}" -- "$prog" 32 20000000 > "$work/$mode.out" 2> "$work/$mode.log"; rc=$?
+for mode in protect auto; do
+  "$tm" advise "${args[@]}" --record-reads $mode -- "$prog" 32 20000000 > "$work/$mode.out" 2> "$work/$mode.log"; rc=$?
   [ $rc -eq 0 ] || fail "advise ($mode) gave status $rc (139: a sampled page reached the program's handler)"
   tail -1 "$work/$mode.out" > "$work/$mode.json"
 done
 grep -q "stopped the record's protect sampling" "$work/protect.log" || fail "the lost reads are not said"
-! grep -q "stopped the record" "$work/uffd.log" || fail "uffd's record said lost"
-python3 - "$work/uffd.json" "$work/protect.json" << 'PY' || fail "the advice does not say how its reads were recorded"
+! grep -q "recording again" "$work/protect.log" || fail "an explicit protect recorded again"
+grep -q "stopped the record's protect sampling .*; recording again with --record-reads uffd" "$work/auto.log" ||
+  fail "auto's record made again is not said"
+python3 - "$work/auto.json" "$work/protect.json" << 'PY' || fail "the advice does not say how its reads were recorded"
 import json, sys
 uffd, protect = (json.load(open(p)) for p in sys.argv[1:])
 assert uffd["record_reads"] == "uffd" and uffd["record_reads_lost"] is False, uffd
+first, last = uffd["record"]["attempts"]
+assert first["reads"] == "protect" and first["reads_lost"] and first["exit"]["as_plain"], first
+assert last["reads"] == "uffd" and not last["reads_lost"] and "recorded again with uffd" in uffd["record"]["why"], uffd["record"]
 assert protect["record_reads"] == "protect" and protect["record_reads_lost"] is True, protect
+assert len(protect["record"]["attempts"]) == 1 and protect["record"]["asked"] == "protect", protect["record"]
 # The write scan alone sees the fill (about a page-round a page); the soft sampler the reads of
 # the hot tenth, round after round.
 assert protect["record_touches"] < 2.5 * protect["pages_seen"], protect

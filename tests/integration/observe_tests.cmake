@@ -36,4 +36,11 @@ if(TARGET tiermem-preload)
   add_test(NAME advise.own_segv_handler
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/advise_segv_test.sh $<TARGET_FILE:tiermem-cli> $<TARGET_FILE:advise_own_segv_prog>)
   set_tests_properties(advise.own_segv_handler PROPERTIES LABELS preload TIMEOUT 300)
+  # A program that aborts when a read(2) into its heap fails (as redis-server does): runs that end
+  # otherwise than the plain run, the record made again with uffd.
+  add_executable(advise_efault_prog efault_prog.c)
+  set_target_properties(advise_efault_prog PROPERTIES OUTPUT_NAME efault_prog)
+  add_test(NAME advise.run_ends_record_again
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/advise_exit_test.sh $<TARGET_FILE:tiermem-cli> $<TARGET_FILE:advise_efault_prog>)
+  set_tests_properties(advise.run_ends_record_again PROPERTIES LABELS preload TIMEOUT 300)
 endif()

@@ -22,12 +22,17 @@ struct AdviseArgs {
   double check_share = 0;    // the share the check runs at; 0: the advisor picks; <0: no check
   double check_target = 1.10;  // the check picks the share predicted nearest this slowdown (tcp)
   uint64_t log_pages = 16384;  // TIERMEM_HEAT_LOG_PAGES of the record run
-  // Where the record run's read samples come from (docs/advise.md, "The record"): "protect"
-  // (the write scan and protection sampling), "uffd" (a memd of its own and soft-eviction
-  // sampling, no write scan), "none" (the write scan alone: reads unseen).
-  std::string record_reads = "protect";
+  // Where the record run's read samples come from (docs/advise.md, "Reads in the record"):
+  // "protect" (the write scan and protection sampling), "uffd" (a memd of its own and
+  // soft-eviction sampling, no write scan), "none" (the write scan alone: reads unseen), "auto"
+  // (protect, recorded again with uffd where protect's record ended otherwise than the plain
+  // run or lost its reads to the program's own SIGSEGV handler).
+  std::string record_reads = "auto";
   uint64_t track_pages = 0;      // TIERMEM_TRACK_PAGES of the record run's write scan (0: the option's default)
   uint64_t sample_pages = 4096;  // TIERMEM_SAMPLE_PAGES of the record run (protect, uffd)
+  // A record run is stopped after this many times the plain run's time (30 s at least): a
+  // program whose server died in the record may wait for it for ever. 0: never.
+  double record_timeout = 20;
   bool json = false;
   std::string plot;          // PNG path ("" = none)
   std::string memd_capacity;  // --local-memd of the check run ("" = twice the peak)
@@ -92,12 +97,52 @@ std::vector<SharePrediction> Predict(const HeatRecord& rec, uint64_t peak_rss_by
 // memd of its own (`memd` as LocalMemd takes it); false with the reason.
 bool MeasureTcpFaultUs(const std::string& memd_binary, double* us, std::string* error);
 
+// How a run of the program ended, to set against the plain run's (docs/advise.md, "Runs that
+// end differently").
+struct RunEnd {
+  int exit_code = 0;  // the program's exit status (-1: a signal ended it)
+  int signal = 0;     // the signal that ended it (0: none)
+  // Commands whose exit report the plain run has and this run has none of: a process of theirs
+  // died, or ended without exit(3), here only (or, for a command a loop runs, was not run here).
+  std::vector<std::string> unreported;
+  int recorded_unreported = 0;  // the record's process with the largest heap, when it left no exit report
+  std::string stderr_tail;      // the program's stderr's last lines
+  double stopped_after_s = 0;   // the run was stopped at its time bound after this long (0: it ended)
+  bool as_plain = true;         // ended as the plain run did
+};
+// `run`'s end: its exit, and the commands of the plain run's exit reports (in `plain_reports`)
+// that have none in `reports` (folders of <pid>.json, the run's TIERMEM_STATS). as_plain is
+// left true: the caller judges.
+RunEnd EndOf(const RunOutcome& run, const std::string& reports, const std::string& plain_reports);
+// Whether process `pid` wrote its exit report (<pid>.json) into `reports`.
+bool Reported(const std::string& reports, int pid);
+// "status N" or "killed by SIGNAME", and the unreported commands, for a line of stderr.
+std::string DescribeEnd(const RunEnd& e);
+// "SIGTERM" for SIGTERM; the number where the signal has no name.
+std::string SignalName(int sig);
+// Says on stderr that `what` ("check run", ...) ended otherwise than the plain run, with its
+// stderr's tail.
+void SayEndedDifferently(const char* what, const RunEnd& e, const RunEnd& plain);
+
+// A record run made (the advice's is the last; docs/advise.md, "Runs that end differently").
+struct RecordAttempt {
+  std::string reads;  // its --record-reads mode
+  double seconds = 0;
+  RunEnd end;
+  bool reads_lost = false;  // the program stopped its sampler (AdviseReport::record_reads_lost)
+};
+
 struct AdviseReport {
   std::string program;
   int recorded_pid = -1;  // the process whose heat log the advice is from
   std::string recorded_command;  // its command, as its exit report names it
   double plain_seconds = 0, record_seconds = 0;
-  std::string record_reads;  // --record-reads of the record run
+  std::string record_reads;  // --record-reads of the record the advice is from
+  std::string record_reads_asked;  // --record-reads as given ("auto" by default)
+  std::string record_why;          // why the record is in that mode (a fall back's reason)
+  std::vector<RecordAttempt> record_attempts;  // every record run, the advice's last
+  RunEnd plain_end, check_end;
+  std::string error;  // why there is no advice (a run that ended otherwise than the plain run)
   // The program stopped the record's sampler (it replaced the runtime's SIGSEGV handler): with
   // record_reads "protect" the record is the write scan's alone.
   bool record_reads_lost = false;
@@ -117,6 +162,8 @@ struct AdviseReport {
 double UsPerFault(const AdviseReport& r);
 void PrintTable(const AdviseReport& r);
 std::string ReportJson(const AdviseReport& r);
+// The runs' ends and r.error, without advice: for a record or check that ended differently.
+std::string FailureJson(const AdviseReport& r);
 // Draws slowdown against DRAM share (a line per far tier) with gnuplot; false with the reason.
 bool PlotPng(const AdviseReport& r, const std::string& path, std::string* error);
 

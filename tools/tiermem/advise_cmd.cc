@@ -38,11 +38,12 @@ std::string CheckArgs(const AdviseArgs& a) {
   if (!(a.tcp_us >= 0 && std::isfinite(a.tcp_us))) return "--tcp-us: a fault's cost in microseconds (0: measured)";
   if (!(a.check_share <= 1)) return "--check-share: a share in (0, 1], 0 to let the advisor pick, or -1 for no check";
   if (!(a.check_target >= 1)) return "--check-target: a slowdown, at least 1";
-  if (a.record_reads != "protect" && a.record_reads != "uffd" && a.record_reads != "none")
-    return "--record-reads: protect, uffd or none, got '" + a.record_reads + "'";
+  if (a.record_reads != "auto" && a.record_reads != "protect" && a.record_reads != "uffd" && a.record_reads != "none")
+    return "--record-reads: auto, protect, uffd or none, got '" + a.record_reads + "'";
   if (std::string e = OptionError("--track-pages", "track_pages", a.track_pages); a.track_pages != 0 && !e.empty())
     return e + " (0: its default)";
   if (std::string e = OptionError("--sample-pages", "sample_pages", a.sample_pages); !e.empty()) return e;
+  if (!(a.record_timeout >= 0 && std::isfinite(a.record_timeout))) return "--record-timeout: a factor of the plain run's time, 0 for none";
   if (a.log_pages == 0 || a.log_pages > (uint64_t{1} << 20)) return "--log-pages: 1 to 1048576";
   if (a.plot.find_first_of("'\\") != std::string::npos) return "--plot: a path without quotes or backslashes";
   if (a.run.command.empty()) return "no program given (tiermem advise [options] -- PROG ARGS)";
@@ -99,15 +100,14 @@ uint64_t StatsCounter(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<uint64_t>() : 0;
 }
 
-// The check run's exit report of the process the advice is about: the one whose command is the
-// recorded process's (the most remote faults among several), else PROG's own.
+// The check run's exit report (in `dir`) of the process the advice is about: the one whose
+// command is the recorded process's (the most remote faults among several), else PROG's own.
 nlohmann::json CheckStats(const std::string& dir, pid_t program, const std::string& command) {
-  nlohmann::json best = ReadStats(dir + "/check." + std::to_string(program) + ".json");
+  nlohmann::json best = ReadStats(dir + "/" + std::to_string(program) + ".json");
   std::error_code ec;
   bool matched = false;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("check.", 0) != 0) continue;
+    if (e.path().extension() != ".json") continue;
     nlohmann::json j = ReadStats(e.path().string());
     if (command.empty() || j.value("command", "") != command) continue;
     if (!matched || StatsCounter(j, "remote_faults") > StatsCounter(best, "remote_faults")) best = j;
@@ -116,7 +116,21 @@ nlohmann::json CheckStats(const std::string& dir, pid_t program, const std::stri
   return best;
 }
 
-// One run of the program; false (with its status in *status) when it did not exit with 0.
+// The last lines of a run's stderr kept, to say how a run that ended differently ended.
+constexpr size_t kStderrTailLines = 6;
+
+// `run` with its exit reports in the folder `reports` (made here) and its stderr's tail kept.
+RunArgs Observed(RunArgs run, const std::string& reports) {
+  std::error_code ec;
+  std::filesystem::create_directories(reports, ec);
+  run.quiet = true;
+  run.stats = reports + "/%p.json";
+  run.stderr_tail_lines = kStderrTailLines;
+  return run;
+}
+
+// One run of the program; false (with its status in *status) when it did not exit with 0, said
+// on stderr.
 bool RunOnce(const RunArgs& run, const char* what, RunOutcome* out, int* status) {
   *status = RunCommand(run, out);
   if (*status == 0) return true;
@@ -146,23 +160,44 @@ class ScratchDir {
   std::string path_;
 };
 
+// The status a run that ended differently leaves `tiermem advise` with: the run's own where it
+// failed, else 1 (the program exited as the plain run did, a process of it did not).
+int FailedStatus(const RunEnd& e) {
+  if (e.signal != 0) return 128 + e.signal;
+  return e.exit_code != 0 ? e.exit_code : 1;
+}
+
+bool SameExit(const RunEnd& x, const RunEnd& y) { return x.exit_code == y.exit_code && x.signal == y.signal; }
+
 int Check(const AdviseArgs& a, const ScratchDir& dir, AdviseReport* r) {
   const size_t at = a.check_share > 0 ? 0 : PickCheck(r->shares, a.check_target);
   std::vector<SharePrediction> one =
       a.check_share > 0 ? Predict(r->record, r->peak_rss_bytes, {a.check_share}, r->costs, r->plain_seconds) : std::vector{r->shares[at]};
   const SharePrediction& p = one[0];
-  RunArgs run = a.run;
-  run.quiet = true;
+  const std::string reports = dir.path() + "/check";
+  RunArgs run = Observed(a.run, reports);
   run.dram_limit = std::to_string(std::max<uint64_t>(p.dram_limit_bytes, 1 << 20));
   run.local_memd = !a.memd_capacity.empty() ? a.memd_capacity
                                              : std::to_string(std::max<uint64_t>(2 * r->peak_rss_bytes, 64 << 20));
-  run.stats = dir.path() + "/check.%p.json";
   RunOutcome o;
-  int status = 0;
-  if (!RunOnce(run, "check", &o, &status)) return status;
-  const nlohmann::json stats = CheckStats(dir.path(), o.pid, r->recorded_command);
-  r->checked = true;
+  RunCommand(run, &o);
   r->check_share = p.share;
+  if (o.pid < 0) {
+    std::fprintf(stderr, "tiermem advise: the check run of %s could not start; no advice\n", r->program.c_str());
+    return 1;
+  }
+  // The check's processes leave no heat log; the one the advice is about is named by its command.
+  r->check_end = EndOf(o, reports, dir.path() + "/plain");
+  const std::vector<std::string>& gone = r->check_end.unreported;
+  r->check_end.as_plain = SameExit(r->check_end, r->plain_end) &&
+                          std::find(gone.begin(), gone.end(), r->recorded_command) == gone.end();
+  if (!r->check_end.as_plain) {
+    SayEndedDifferently("check run", r->check_end, r->plain_end);
+    r->error = "the check run ended otherwise than the plain run: " + DescribeEnd(r->check_end);
+    return FailedStatus(r->check_end);
+  }
+  const nlohmann::json stats = CheckStats(reports, o.pid, r->recorded_command);
+  r->checked = true;
   r->check_predicted_heap_only = p.tcp;
   r->check_seconds = o.seconds;
   r->check_measured = o.seconds / r->plain_seconds;
@@ -182,8 +217,8 @@ int Check(const AdviseArgs& a, const ScratchDir& dir, AdviseReport* r) {
   return 0;
 }
 
-// The heat log of the run's process with the largest heap: PROG's own, or, where PROG starts
-// others (a script that runs a server and its client), the one whose memory matters most.
+// The heat log (in `dir`) of the run's process with the largest heap: PROG's own, or, where PROG
+// starts others (a script that runs a server and its client), the one whose memory matters most.
 bool LargestRecord(const std::string& dir, pid_t program, AdviseReport* r, std::string* error) {
   const std::string own = dir + "/" + std::to_string(program) + ".heat";
   bool found = ReadHeatRecord(own, &r->record, error);
@@ -202,14 +237,13 @@ bool LargestRecord(const std::string& dir, pid_t program, AdviseReport* r, std::
   return found;
 }
 
-// The record run: no limit, its heat logged, reads sampled as --record-reads says. The write
-// scan cannot share pages with the pager's userfaultfd (CheckTrackOptions), so "uffd" runs
-// without it; protection sampling leaves out the pages the scan found written (reads remain).
-RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
-  RunArgs rec = a.run;
-  rec.quiet = true;
-  rec.stats = dir + "/record.%p.json";  // the recorded process's command, for the check
-  if (a.record_reads == "uffd") {
+// The record run in `reads` mode, its heat logs and exit reports in `dir`: no limit, reads
+// sampled as the mode says. The write scan cannot share pages with the pager's userfaultfd
+// (CheckTrackOptions), so "uffd" runs without it; protection sampling leaves out the pages the
+// scan found written (reads remain).
+RunArgs RecordRun(const AdviseArgs& a, const std::string& reads, const std::string& dir) {
+  RunArgs rec = Observed(a.run, dir);  // the exit reports: the recorded process's command, for the check
+  if (reads == "uffd") {
     // The soft sampler arms only pages the pager manages, which it does under a limit: one no
     // program reaches (1 TiB), so nothing is evicted and the memd stays empty.
     rec.local_memd = !a.memd_capacity.empty() ? a.memd_capacity : "64M";
@@ -221,32 +255,67 @@ RunArgs RecordRun(const AdviseArgs& a, const std::string& dir) {
   } else {
     rec.set.push_back("track=scan");
     if (a.track_pages != 0) rec.set.push_back("track_pages=" + std::to_string(a.track_pages));
-    if (a.record_reads == "protect") rec.set.push_back("sample_mode=protect");
+    if (reads == "protect") rec.set.push_back("sample_mode=protect");
   }
-  if (a.record_reads != "none") rec.set.push_back("sample_pages=" + std::to_string(a.sample_pages));
+  if (reads != "none") rec.set.push_back("sample_pages=" + std::to_string(a.sample_pages));
   rec.set.push_back("heat_log=" + dir + "/%p.heat");
   rec.set.push_back("heat_log_pages=" + std::to_string(a.log_pages));
   return rec;
 }
 
-// The record run: fills the report's record, its time and peak, the recorded process and
-// whether the program stopped the record's sampler (said on stderr); 0, or the status that ends
-// the advice. Where protection sampling was lost the advisor does not record again with "uffd"
-// by itself: on redis-server the soft sampler's record put fewer pages below DRAM and predicted
-// fewer faults than the write scan's alone (docs/results/NOTES.md, 2026-12-06, "the reads' weights").
-int Record(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
-  RunOutcome o;
+// A record run made, not yet judged against the plain run.
+struct RecordTry {
+  std::string reads, dir;
+  RunOutcome run;
   int status = 0;
-  if (!RunOnce(RecordRun(a, dir), "record", &o, &status)) return status;
-  r->record_reads = a.record_reads;
-  r->record_seconds = o.seconds;
-  r->peak_rss_bytes = o.peak_rss_bytes;
+};
+
+// Runs the record in `reads` mode into its own folder of `dir`, bounded by --record-timeout
+// times the plain run's time; false (said) when it could not start.
+bool RecordOnce(const AdviseArgs& a, const std::string& reads, const std::string& dir, double plain_seconds, RecordTry* t) {
+  t->reads = reads;
+  t->dir = dir + "/record-" + reads;
+  RunArgs run = RecordRun(a, reads, t->dir);
+  if (a.record_timeout > 0) run.timeout_s = std::max(30.0, a.record_timeout * plain_seconds);
+  t->status = RunCommand(run, &t->run);
+  if (t->run.pid >= 0) return true;
+  std::fprintf(stderr, "tiermem advise: the record run (--record-reads %s) of %s could not start (status %d); no advice\n",
+               reads.c_str(), a.run.command[0].c_str(), t->status);
+  return false;
+}
+
+// Judges a record against the plain run (r->plain_end) and adds it to r->record_attempts: it
+// ended as the plain run did, or it is said on stderr. The record's process with the largest
+// heap (the one advised on) that left no exit report, where a command that reported in the
+// plain run has none here, died in the record only. (Any process without a report would not do:
+// a shell ends with _exit, and a command a loop runs may run in one run and not the other.)
+bool JudgeRecord(const RecordTry& t, const std::string& dir, AdviseReport* r) {
+  RunEnd e = EndOf(t.run, t.dir, dir + "/plain");
+  AdviseReport largest;
+  std::string ignored;
+  if (!e.unreported.empty() && LargestRecord(t.dir, t.run.pid, &largest, &ignored) && !Reported(t.dir, largest.recorded_pid)) {
+    e.recorded_unreported = largest.recorded_pid;
+  }
+  e.as_plain = SameExit(e, r->plain_end) && e.recorded_unreported == 0;
+  r->record_attempts.push_back({t.reads, t.run.seconds, e});
+  if (!e.as_plain) SayEndedDifferently(("record run (--record-reads " + t.reads + ")").c_str(), e, r->plain_end);
+  return e.as_plain;
+}
+
+// The record the advice is from: the report's record, its time and peak, the recorded process
+// and whether the program stopped the record's sampler; 0, or the status that ends the advice.
+int LoadRecord(const RecordTry& t, AdviseReport* r) {
+  r->record = HeatRecord{};
+  r->recorded_pid = -1;
+  r->record_reads = t.reads;
+  r->record_seconds = t.run.seconds;
+  r->peak_rss_bytes = t.run.peak_rss_bytes;
   std::string error;
-  if (!LargestRecord(dir, o.pid, r, &error)) {
+  if (!LargestRecord(t.dir, t.run.pid, r, &error)) {
     std::fprintf(stderr, "tiermem advise: %s\n", error.c_str());
     return 1;
   }
-  const nlohmann::json stats = ReadStats(dir + "/record." + std::to_string(r->recorded_pid) + ".json");
+  const nlohmann::json stats = ReadStats(t.dir + "/" + std::to_string(r->recorded_pid) + ".json");
   r->recorded_command = stats.value("command", "");
   // The sampler is armed from one round's end to the next one's start: the rest of the period
   // (the heat log's rounds) is the round's own work, its exit report's policy_round_ns.
@@ -259,14 +328,83 @@ int Record(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
   // The sampling mode in effect at exit: a sampler that stopped (the program replaced the
   // runtime's SIGSEGV handler) leaves "faults", and the record is the write scan's alone.
   const std::string mode = stats.value("sampling_mode", "");
-  r->record_reads_lost = a.record_reads != "none" && !mode.empty() && mode != a.record_reads;
-  if (r->record_reads_lost) {
-    std::fprintf(stderr, "tiermem advise: %s stopped the record's %s sampling (it replaced tiermem's SIGSEGV handler): %s\n",
-                 r->recorded_command.empty() ? r->program.c_str() : r->recorded_command.c_str(), a.record_reads.c_str(),
-                 a.record_reads == "protect" ? "its record is the write scan's alone, reads unseen (--record-reads uffd "
-                                               "samples them without the handler)"
-                                             : "reads unseen");
+  r->record_reads_lost = t.reads != "none" && !mode.empty() && mode != t.reads;
+  r->record_attempts.back().reads_lost = r->record_reads_lost;
+  return 0;
+}
+
+// "PROG stopped the record's MODE sampling (...)": a record whose program replaced the
+// runtime's SIGSEGV handler.
+std::string ReadsLost(const AdviseReport& r) {
+  return (r.recorded_command.empty() ? r.program : r.recorded_command) + " stopped the record's " + r.record_reads +
+         " sampling (it replaced tiermem's SIGSEGV handler)";
+}
+
+// The plain run: the same preload library, no tracking, no limit: the time the slowdowns are
+// relative to, and the end every other run is judged by. 0, or the program's failing status.
+int Plain(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
+  RunOutcome o;
+  int status = 0;
+  if (!RunOnce(Observed(a.run, dir + "/plain"), "plain", &o, &status)) return status;
+  r->plain_seconds = o.seconds;
+  r->plain_end = EndOf(o, dir + "/plain", dir + "/plain");
+  return 0;
+}
+
+// Ends the advice for a run that ended otherwise than the plain run (said on stderr already):
+// with --json, the runs' ends without advice.
+int NoAdvice(const AdviseArgs& a, AdviseReport* r, const std::string& error, const std::string& hint, int status) {
+  r->error = error;
+  std::fprintf(stderr, "tiermem advise: no advice%s\n", hint.c_str());
+  if (a.json) std::printf("%s\n", FailureJson(*r).c_str());
+  return status;
+}
+
+// The plain run, then the record runs, each judged by the plain run's end and bounded by its
+// time; the record the advice is from is loaded. Under "auto" a protect record is made again
+// with uffd where it ended otherwise than the plain run (a system call given a protected page
+// failed) or where the program stopped its sampling: on redis-server uffd's record came far
+// nearer the checked faults than the write scan's alone, what protect leaves then
+// (docs/results/NOTES.md, 2026-12-07). Not where the user stopped it (a signal passed on).
+// 0, or the status that ends the advice.
+int RecordAndPlain(const AdviseArgs& a, const std::string& dir, AdviseReport* r) {
+  const bool fall_back = a.record_reads == "auto";
+  if (int s = Plain(a, dir, r); s != 0) return s;
+  RecordTry t;
+  if (!RecordOnce(a, fall_back ? "protect" : a.record_reads, dir, r->plain_seconds, &t)) return t.status;
+  r->record_why = fall_back ? "auto: protect, which ended as the plain run did and kept its reads" : "--record-reads " + a.record_reads;
+  std::string again;  // why the record is made again with uffd
+  if (!JudgeRecord(t, dir, r)) {
+    const RunEnd& failed = r->record_attempts.back().end;
+    again = "the record run (--record-reads " + t.reads + ") ended otherwise than the plain run: " + DescribeEnd(failed);
+    if (!fall_back || t.run.passed_on != 0) {
+      const bool hint = !fall_back && t.reads == "protect" && t.run.passed_on == 0;
+      return NoAdvice(a, r, again, hint ? " (--record-reads uffd or auto records without protected pages)" : "", FailedStatus(failed));
+    }
+  } else {
+    if (int s = LoadRecord(t, r); s != 0) return s;
+    if (!r->record_reads_lost) return 0;
+    if (!fall_back || t.reads != "protect") {
+      std::fprintf(stderr, "tiermem advise: %s: %s\n", ReadsLost(*r).c_str(),
+                   t.reads == "protect" ? "its record is the write scan's alone, reads unseen (--record-reads uffd or auto "
+                                          "samples them without the handler)"
+                                        : "reads unseen");
+      return 0;
+    }
+    again = ReadsLost(*r) + ": its record is the write scan's alone, reads unseen";
   }
+  // The reason is on stderr already where the record ended otherwise (SayEndedDifferently).
+  std::fprintf(stderr, "tiermem advise: %s%srecording again with --record-reads uffd (soft eviction: transparent to "
+                       "system calls, no SIGSEGV handler)\n", r->record_reads_lost ? again.c_str() : "",
+               r->record_reads_lost ? "; " : "");
+  r->record_why = again + "; recorded again with uffd";
+  if (!RecordOnce(a, "uffd", dir, r->plain_seconds, &t)) return t.status;
+  if (!JudgeRecord(t, dir, r)) {
+    return NoAdvice(a, r, "the record run (--record-reads uffd) ended otherwise than the plain run too: " +
+                              DescribeEnd(r->record_attempts.back().end), "", FailedStatus(r->record_attempts.back().end));
+  }
+  if (int s = LoadRecord(t, r); s != 0) return s;
+  if (r->record_reads_lost) std::fprintf(stderr, "tiermem advise: %s: reads unseen\n", ReadsLost(*r).c_str());
   return 0;
 }
 
@@ -285,16 +423,9 @@ int AdviseCommand(AdviseArgs a) {
   }
   AdviseReport r;
   r.program = a.run.command[0];
-  if (int s = Record(a, dir.path(), &r); s != 0) return s;
-  RunOutcome o;
-  int status = 0;
+  r.record_reads_asked = a.record_reads;
+  if (int s = RecordAndPlain(a, dir.path(), &r); s != 0) return s;
   std::string error;
-  // The plain run: the same preload library, no tracking, no limit: the time the slowdowns
-  // are relative to.
-  RunArgs plain = a.run;
-  plain.quiet = true;
-  if (!RunOnce(plain, "plain", &o, &status)) return status;
-  r.plain_seconds = o.seconds;
   r.costs = CostsFor(a);
   r.costs.tcp_us = a.tcp_us;
   if (a.tcp_us > 0) r.costs.tcp_source = "--tcp-us";
@@ -308,7 +439,7 @@ int AdviseCommand(AdviseArgs a) {
   }
   r.shares = Predict(r.record, r.peak_rss_bytes, a.shares, r.costs, r.plain_seconds);
   if (a.check_share >= 0) {
-    if (int s = Check(a, dir, &r); s != 0) return s;
+    if (int s = Check(a, dir, &r); s != 0) return r.error.empty() ? s : NoAdvice(a, &r, r.error, "", s);
   }
   if (a.json) {
     std::printf("%s\n", ReportJson(r).c_str());

@@ -14,6 +14,33 @@ namespace {
 
 double MiB(uint64_t b) { return static_cast<double>(b) / (1 << 20); }
 
+// A run's end: `status` (null where a signal ended it), `signal` (its name, "" for none),
+// `as_plain`, `no_exit_report` (commands reported in the plain run, none here), `stderr_tail`,
+// `stopped_after_s`.
+nlohmann::json EndJson(const RunEnd& e) {
+  nlohmann::json j;
+  j["status"] = e.signal != 0 ? nlohmann::json(nullptr) : nlohmann::json(e.exit_code);
+  j["signal"] = e.signal == 0 ? "" : SignalName(e.signal);
+  j["as_plain"] = e.as_plain;
+  j["no_exit_report"] = e.unreported;
+  j["stderr_tail"] = e.stderr_tail;
+  j["stopped_after_s"] = e.stopped_after_s;
+  return j;
+}
+
+// The record runs made: the mode of the one the advice is from, as asked, why, and each run's end.
+nlohmann::json RecordJson(const AdviseReport& r) {
+  nlohmann::json attempts = nlohmann::json::array();
+  for (const RecordAttempt& t : r.record_attempts) {
+    attempts.push_back({{"reads", t.reads}, {"seconds", t.seconds}, {"exit", EndJson(t.end)}, {"reads_lost", t.reads_lost}});
+  }
+  // Without advice (a record that ended otherwise), the mode of the last record made.
+  const std::string reads = r.record_reads.empty() && !r.record_attempts.empty() ? r.record_attempts.back().reads : r.record_reads;
+  nlohmann::json j = {{"reads", reads}, {"asked", r.record_reads_asked}, {"why", r.record_why}, {"attempts", attempts}};
+  if (!r.record_attempts.empty()) j["exit"] = attempts.back()["exit"];
+  return j;
+}
+
 }  // namespace
 
 double UsPerFault(const AdviseReport& r) {
@@ -28,6 +55,7 @@ void PrintTable(const AdviseReport& r) {
               "TCP %.1f us a fault (%s)\n",
               r.costs.cxl_extra_ns, r.costs.cxl_lines, r.costs.cxl_source.c_str(), r.costs.rdma_us, r.costs.tcp_us,
               r.costs.tcp_source.c_str());
+  if (r.record_attempts.size() > 1) std::printf("record: %s\n", r.record_why.c_str());
   if (r.record_reads_lost) {
     std::printf("record: the program replaced tiermem's SIGSEGV handler, which stopped %s sampling: %s\n",
                 r.record_reads.c_str(), r.record_reads == "protect" ? "the write scan's record alone, reads unseen" : "reads unseen");
@@ -65,6 +93,8 @@ std::string ReportJson(const AdviseReport& r) {
   j["record_reads"] = r.record_reads;
   j["record_reads_lost"] = r.record_reads_lost;
   j["record_armed_share"] = r.record.armed_share;
+  j["record"] = RecordJson(r);
+  j["plain_exit"] = EndJson(r.plain_end);
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["heap_peak_bytes"] = r.record.heap_peak_pages * r.record.page_size;
   j["rounds"] = r.record.rounds;
@@ -92,8 +122,20 @@ std::string ReportJson(const AdviseReport& r) {
                   {"seconds", r.check_seconds},     {"remote_faults", r.check_faults},
                   {"predicted_faults", r.check_predicted_faults}, {"runtime_own_bytes", r.check_own_bytes},
                   {"predicted_slowdown_heap_only", r.check_predicted_heap_only},
-                  {"us_per_fault", UsPerFault(r)}};
+                  {"us_per_fault", UsPerFault(r)}, {"exit", EndJson(r.check_end)}};
   }
+  return j.dump();
+}
+
+std::string FailureJson(const AdviseReport& r) {
+  nlohmann::json j;
+  j["program"] = r.program;
+  j["error"] = r.error;
+  j["plain_seconds"] = r.plain_seconds;
+  j["plain_exit"] = EndJson(r.plain_end);
+  j["record"] = RecordJson(r);
+  j["record_reads"] = j["record"]["reads"];
+  if (!r.check_end.as_plain) j["check"] = {{"share", r.check_share}, {"tier", r.check_tier}, {"exit", EndJson(r.check_end)}};
   return j.dump();
 }
 

@@ -26,11 +26,14 @@ CLI::App* AddAdvise(CLI::App& app, tiermem::tools::AdviseArgs& a) {
   c->add_option("--record-reads", a.record_reads,
                 "the record run's read samples: protect (write scan and protection sampling; a system call given a "
                 "sampled heap page fails with EFAULT), uffd (a local memd and soft eviction, transparent to system "
-                "calls; no write scan), none (write scan only, reads unseen) (default protect)");
+                "calls; no write scan), none (write scan only, reads unseen), auto (protect, recorded again with uffd "
+                "where protect's record ends otherwise than the plain run) (default auto)");
   c->add_option("--sample-pages", a.sample_pages,
                 "TIERMEM_SAMPLE_PAGES of the record run with --record-reads protect or uffd, 1-4096 (default 4096)");
   c->add_option("--track-pages", a.track_pages,
                 "TIERMEM_TRACK_PAGES of the record run's write scan: pages it reads a round (default: the option's)");
+  c->add_option("--record-timeout", a.record_timeout,
+                "stop a record run after this many times the plain run's time, 30 s at least (default 20; 0: never)");
   c->add_option("--log-pages", a.log_pages, "TIERMEM_HEAT_LOG_PAGES of the record run (default 16384)");
   c->add_flag("--json", a.json, "one JSON object instead of the table");
   c->add_option("--plot", a.plot, "a PNG of predicted slowdown against DRAM share, a line per far tier (gnuplot)");

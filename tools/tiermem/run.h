@@ -19,6 +19,14 @@ struct RunArgs {
   std::string preload_lib;           // the preload library ("" = found beside this program)
   std::string memd_binary;           // tiermem-memd ("" = found beside this program)
   bool quiet = false;                // no tier summary at exit
+  // The program's stderr passed on through a pipe and its last lines kept (RunOutcome::
+  // stderr_tail); 0: the program writes to tiermem's own stderr. A descendant that outlives the
+  // program and still writes there meets a closed pipe once the tail is taken.
+  size_t stderr_tail_lines = 0;
+  // Seconds after which the program is stopped (SIGTERM, then SIGKILL), 0: never. With a bound
+  // the program runs in a process group of its own, which the stop and every signal passed on
+  // reach whole (a script's children too).
+  double timeout_s = 0;
   std::vector<std::string> command;  // PROG ARGS
 };
 
@@ -27,6 +35,11 @@ struct RunOutcome {
   pid_t pid = -1;               // the program's process id (-1: not started)
   double seconds = 0;           // wall time from its start to its end
   uint64_t peak_rss_bytes = 0;  // its largest resident set (the process itself, not its children)
+  int exit_code = -1;           // its exit status when it exited (-1: a signal ended it, or not started)
+  int signal = 0;               // the signal that ended it (0: none)
+  std::string stderr_tail;      // the last RunArgs::stderr_tail_lines lines of its stderr
+  bool timed_out = false;       // stopped at RunArgs::timeout_s
+  int passed_on = 0;            // the last SIGINT, SIGTERM, SIGHUP or SIGQUIT tiermem was sent and passed on (0: none)
 };
 
 // Runs the program; returns its exit status (128+N when signal N ended it), or 2 when the
