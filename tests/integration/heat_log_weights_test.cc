@@ -139,7 +139,8 @@ TEST(HeatLogWeights, AReadPageSumsToOnePageRoundPerRound) {
 // stayed out of the sample for 25 confirmation times and untouched pages stayed armed, so the
 // read pages were sampled rarely and each sample weighed live / (fresh + carried) pages.
 // Prefetch off, as the advisor's record has it: a fault fetching ahead along the reader's stride
-// brings armed pages back before their touch, which the sampler then never sees.
+// brings armed pages back before their touch, which the sampler then never sees. Rounds of
+// 25 ms: a reader starved for a scheduler's slice or two still reads every page in a round.
 TEST(HeatLogWeights, SoftSamplingWithAHeatLogSamplesEveryPageAlike) {
   testing::MemdProcess memd;
   ASSERT_TRUE(memd.Start({"--capacity", "64M"})) << memd.Log();
@@ -147,7 +148,7 @@ TEST(HeatLogWeights, SoftSamplingWithAHeatLogSamplesEveryPageAlike) {
   setenv("TIERMEM_SAMPLE_MODE", "uffd", 1);  // read at the start, as a program's would be
   Options o;
   o.Set("dram_limit", "1G").Set("remote", memd.url()).Set("sample_pages", 64).Set("prefetch", "off");
-  o.Set("sample_interval_ms", 5).Set("heat_log", path);
+  o.Set("sample_interval_ms", 25).Set("heat_log", path);
   auto rt = Runtime::Start(o);
   unsetenv("TIERMEM_SAMPLE_MODE");
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
