@@ -127,9 +127,9 @@ TEST(HeatLogWeights, AReadPageSumsToOnePageRoundPerRound) {
   // Page-rounds per read page per round: 1 when the weights stand for the pages they could
   // have been drawn from. A loaded machine can starve the worker in a round (fewer pages seen
   // written, fewer reads): rounds of 25 ms make that rarer, and the bounds allow it, not a
-  // weight twice its due.
+  // weight twice or half its due (beside two busy loops and other builds: 0.73-1.00).
   std::printf("protect: %.3f sampled page-rounds a read page a round over %zu rounds\n", per_page_round, rounds);
-  EXPECT_GT(per_page_round, 0.7) << rounds << " rounds";
+  EXPECT_GT(per_page_round, 0.6) << rounds << " rounds";
   EXPECT_LT(per_page_round, 1.3) << rounds << " rounds";
 }
 
@@ -172,7 +172,7 @@ TEST(HeatLogWeights, SoftSamplingWithAHeatLogSamplesEveryPageAlike) {
   std::remove(path.c_str());
   ASSERT_GE(rounds, 20u);
   std::printf("uffd: %.3f sampled page-rounds a read page a round over %zu rounds\n", per_page_round, rounds);
-  EXPECT_GT(per_page_round, 0.7) << rounds << " rounds";
+  EXPECT_GT(per_page_round, 0.6) << rounds << " rounds";
   EXPECT_LT(per_page_round, 1.3) << rounds << " rounds";
 }
 
