@@ -127,7 +127,7 @@ TEST(HeatLogWeights, AReadPageSumsToOnePageRoundPerRound) {
   // Page-rounds per read page per round: 1 when the weights stand for the pages they could
   // have been drawn from. A loaded machine can starve the worker in a round (fewer pages seen
   // written, fewer reads): rounds of 25 ms make that rarer, and the bounds allow it, not a
-  // weight twice or half its due (beside two busy loops and other builds: 0.73-1.00).
+  // weight twice or half its due.
   std::printf("protect: %.3f sampled page-rounds a read page a round over %zu rounds\n", per_page_round, rounds);
   EXPECT_GT(per_page_round, 0.6) << rounds << " rounds";
   EXPECT_LT(per_page_round, 1.3) << rounds << " rounds";
