@@ -249,7 +249,7 @@ void HeapCore::TakeListed(Central& c, int cls, uint32_t n, ThreadCache* tc, void
         // by the threads it passed them to. At most 3 objects are skipped (sizes are multiples
         // of 16); they are never handed out, and the span still empties (used counts).
         while (s->carved < s->capacity && s->carved * s->obj_size % kLineBytes != 0) ++s->carved;
-        s->owner.store(tc, std::memory_order_relaxed);
+        SetOwner(s, tc);
         tc->carving[cls] = s;
       }
     }
@@ -275,7 +275,7 @@ void HeapCore::TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void
       ++c.empty_spans;
       if (tc != nullptr) {
         s->carving = true;
-        s->owner.store(tc, std::memory_order_relaxed);
+        SetOwner(s, tc);
         tc->carving[cls] = s;
       } else {  // an exiting thread: the rest is for whoever comes next
         s->orphan = true;
@@ -289,12 +289,34 @@ void HeapCore::TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void
   }
 }
 
+// Span::aligned is read here and set (MarkAligned) under the class lock, so a span that handed out
+// an aligned block never gets a local_list again: the primary fast path would push a pointer
+// inside such a block as it is.
+void HeapCore::SetOwner(Span* s, ThreadCache* owner) {
+  s->owner.store(owner, std::memory_order_relaxed);
+  ClassCache* list = nullptr;
+  if (primary_ && !s->aligned.load(std::memory_order_relaxed)) {
+    list = owner == NoOwner() ? NoOwnerList() : &owner->cls[s->cls];
+  }
+  s->local_list.store(list, std::memory_order_relaxed);
+}
+
+// Threads: local_list is cleared before `aligned` is published (release), so a thread that
+// finds `aligned` set already (acquire) and hands out its block without the lock has seen the
+// clear, and so has every thread it passes the block to.
+void HeapCore::MarkAligned(Span* span) {
+  if (span->aligned.load(std::memory_order_acquire)) return;  // set once, never cleared
+  std::lock_guard<std::mutex> lock(central_[span->cls].mu);
+  span->local_list.store(nullptr, std::memory_order_relaxed);
+  span->aligned.store(true, std::memory_order_release);
+}
+
 void HeapCore::Orphan(Central& c, ThreadCache* tc, int cls) {
   Span* s = tc->carving[cls];
   if (s == nullptr) return;
   tc->carving[cls] = nullptr;
   s->carving = false;
-  s->owner.store(NoOwner(), std::memory_order_relaxed);
+  SetOwner(s, NoOwner());
   if (s->carved == s->capacity) return;
   s->orphan = true;
   if (!s->listed) {
@@ -413,7 +435,7 @@ void* HeapCore::Memalign(size_t align, size_t size) {
         if (p == nullptr) {
           errno = ENOMEM;
         } else {
-          GlobalSpanMap().Lookup(p)->MarkAligned();  // its frees round to the object start
+          MarkAligned(GlobalSpanMap().Lookup(p));  // its frees round to the object start
         }
         return p;
       }

@@ -48,8 +48,13 @@ struct ThreadCache;
 
 inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cache slots)
 
+struct ClassCache;
+
 // Span::owner of a span no thread carves: an address no ThreadCache has.
 inline ThreadCache* NoOwner() { return reinterpret_cast<ThreadCache*>(alignof(void*)); }
+// Span::local_list of a primary heap's span without an owner: not null (its frees may take a
+// remote list) and no address inside a ThreadCache (no free keeps its blocks).
+inline ClassCache* NoOwnerList() { return reinterpret_cast<ClassCache*>(alignof(void*)); }
 
 struct Span {
   // Set before the span is published in the span map; constant while it is live.
@@ -62,17 +67,22 @@ struct Span {
   HeapCore* heap = nullptr;
   int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
   uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
-  // The preload library's free pushes a block straight onto the primary heap's thread cache
-  // (HeapCore::TryFreePrimary) while this is >= 0: for a span of the primary heap that has
-  // handed out no aligned block, the byte offset of its class's list in a ThreadCache
-  // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
-  std::atomic<intptr_t> primary_off{-1};
+  // The preload library's free pushes a block straight onto this list while the freeing thread
+  // is the span's owner (HeapCore::TryFreePrimary: one load and one compare, where a test of
+  // primary_off and a compare of `owner` were two loads and two branches). For a span of the
+  // primary heap that has handed out no aligned block: its owner's list of its class
+  // (&owner->cls[cls]), or NoOwnerList() while it has no owner (NoOwner()); nullptr for any other
+  // span, whose frees take the slow path. Set by AllocSpan before the span is published, then
+  // written only under the class lock, with `owner` (HeapCore::SetOwner) and by MarkAligned.
+  // Threads: read without the lock on free, which pushes onto it only when it lies inside the
+  // freeing thread's own cache, so no thread ever writes another's list; a stale value (the
+  // owner changed since) keeps or passes on one block as a stale `owner` would.
+  std::atomic<ClassCache*> local_list{nullptr};
   // The thread cache whose thread carves this span's fresh objects (ThreadCache::carving), or
-  // NoOwner() once that thread left (never nullptr: owner == the thread's cache then implies a
-  // cache, one test fewer on free's fast path). A free by another thread does not keep the block
-  // in its own cache (it would hand it out next, beside the owner's live objects: false sharing)
-  // but gathers it on its class's remote list, which goes back to the central list in whole
-  // batches.
+  // NoOwner() once that thread left (never nullptr). A free by another thread does not keep the
+  // block in its own cache (it would hand it out next, beside the owner's live objects: false
+  // sharing) but gathers it on its class's remote list, which goes back to the central list in
+  // whole batches.
   // Written under the class lock; read without it on free: a stale value only sends one block
   // to the other of two lists, both correct (any block may be in any thread's lists).
   std::atomic<ThreadCache*> owner{NoOwner()};
@@ -92,10 +102,6 @@ struct Span {
   bool carving = false;  // some ThreadCache::carving holds it: never freed while so
   bool orphan = false;   // uncarved objects left by an exited thread: listed, any thread adopts it
 
-  void MarkAligned() {
-    aligned.store(true, std::memory_order_relaxed);
-    primary_off.store(-1, std::memory_order_relaxed);
-  }
   char* ObjectStart(const void* p) const {
     const uint64_t off = static_cast<uint64_t>(static_cast<const char*>(p) - start);
     return start + ((off * div_magic) >> 40) * obj_size;
@@ -191,7 +197,7 @@ struct ThreadCache {
   Span* carving[kNumClasses];
   RemoteList remote[kNumClasses];
 };
-// Span::primary_off of a class.
+// The byte offset of a class's list in a ThreadCache.
 inline constexpr intptr_t PrimaryOffset(int cls) {
   return static_cast<intptr_t>(offsetof(ThreadCache, cls) + sizeof(ClassCache) * cls);
 }
@@ -282,13 +288,16 @@ class HeapCore {
   }
   static bool TryFreePrimary(Span* span, void* p) {
     ThreadCache* tc = t_thread.primary;
-    const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
-    if (__builtin_expect(off < 0, 0)) return false;
-    if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
-      Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+    ClassCache* cc = span->local_list.load(std::memory_order_relaxed);
+    // One unsigned compare: cc lies inside tc only when it is tc's list of the span's class
+    // (local_list is &owner->cls[cls], and thread caches do not overlap), i.e. tc owns the span.
+    // A null tc, a span without an owner (NoOwnerList) or off the fast path (nullptr) fails it.
+    if (__builtin_expect(reinterpret_cast<uintptr_t>(cc) - reinterpret_cast<uintptr_t>(tc) <
+                             sizeof(ThreadCache), 1)) {
+      Push(span, cc, p);
       return true;
     }
-    if (__builtin_expect(tc == nullptr, 0)) return false;
+    if (__builtin_expect(cc == nullptr || tc == nullptr, 0)) return false;
     PushRemote(tc, span->cls, p);
     return true;
   }
@@ -306,6 +315,9 @@ class HeapCore {
 
   // The thread's leaving its last bypass scope: `primary` again when the cache is current.
   static void ResumePrimary();
+  // Once Memalign hands out a block of `span`: frees of its blocks round the pointer down to the
+  // object start from now on (Span::aligned), so they leave the primary fast path.
+  void MarkAligned(Span* span);
 
  private:
   // Whether a free by the thread of `tc` keeps the block: the span is its own. A block of a span
@@ -387,6 +399,8 @@ class HeapCore {
   // Under the class lock: fresh objects from tc's carving span (a new one when it has none left).
   void TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head, uint32_t* got,
                   uint32_t* carve_left);
+  // Under the class lock of the span's class: `owner` (a cache, or NoOwner()) and local_list.
+  void SetOwner(Span* s, ThreadCache* owner);
   // Under the class lock: tc's carving span of cls given up (thread exit): an orphan.
   void Orphan(Central& c, ThreadCache* tc, int cls);
   // tc's remote list of cls (a whole batch, or what is there at exit) to the central list: one

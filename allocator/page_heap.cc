@@ -109,7 +109,7 @@ Span* HeapCore::AllocSpan(int cls) {
       s->heap = this;
       s->heap_slot = slot_;
       s->heap_gen = gen_;
-      s->primary_off.store(primary_ ? PrimaryOffset(cls) : -1, std::memory_order_relaxed);
+      s->local_list.store(primary_ ? NoOwnerList() : nullptr, std::memory_order_relaxed);
       s->segment = seg;
       s->first_granule = g;
       if (!GlobalSpanMap().Set(s->start, k, s)) {
