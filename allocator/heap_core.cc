@@ -15,7 +15,8 @@
 
 namespace tiermem::alloc {
 
-constinit thread_local ThreadState t_thread TM_TLS;
+constinit ThreadCache g_no_cache{};
+constinit thread_local ThreadState t_thread TM_TLS{&g_no_cache, {}, 0, 0, 0};
 constinit pthread_rwlock_t g_gate = PTHREAD_RWLOCK_INITIALIZER;
 constinit HeapRegistry g_reg{};
 

@@ -50,6 +50,13 @@ inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cach
 
 struct ClassCache;
 
+// ThreadState::primary of a thread without a usable primary cache: a cache whose lists are all
+// empty and which nothing writes (a pop finds nothing and takes the slow path; no span's
+// local_list points into it; the slow paths compare with it), so that malloc's fast path needs
+// no test for a missing cache.
+extern ThreadCache g_no_cache;
+inline ThreadCache* NoCache() { return &g_no_cache; }
+
 // Span::owner of a span no thread carves: an address no ThreadCache has.
 inline ThreadCache* NoOwner() { return reinterpret_cast<ThreadCache*>(alignof(void*)); }
 // Span::local_list of a primary heap's span without an owner: not null (its frees may take a
@@ -138,12 +145,12 @@ struct HeapFootprint {
 #define TM_TLS
 #endif
 
-// Per-thread heap state, one zero-initialised thread-local (no TLS constructor, usable inside
-// malloc): the fast paths read `primary`, `cache` and `bypass` from the same few cache lines.
+// Per-thread heap state, one constant-initialised thread-local (no TLS constructor, usable
+// inside malloc): the fast paths read `primary`, `cache` and `bypass` from the same few lines.
 struct ThreadState {
   // This thread's cache of the primary heap (HeapCore::CreatePrimary) while the thread may use
-  // it without further checks; nullptr before the cache exists, while bypass > 0, and once the
-  // thread is exiting. The preload library's malloc and free test only this.
+  // it without further checks; NoCache() before the cache exists, while bypass > 0, and once the
+  // thread is exiting. The preload library's malloc and free read only this.
   ThreadCache* primary;
   ThreadCache* cache[kMaxHeaps];
   // > 0 while this thread must not enter the heap: inside a runtime call made by the heap, and
@@ -276,8 +283,7 @@ class HeapCore {
   // small; an empty list; a span of another heap or one that handed out aligned blocks); the
   // caller then calls Malloc / FreeInSpan, after checking InRuntimeCall().
   static void* TryMallocPrimary(size_t size) {
-    ThreadCache* tc = t_thread.primary;
-    if (__builtin_expect(tc == nullptr, 0)) return nullptr;
+    ThreadCache* tc = t_thread.primary;  // NoCache()'s lists are empty: no test for it
     if (__builtin_expect(size <= kClassTableMax, 1)) {
       // The list's byte offset straight from the table: no index arithmetic on the common path.
       return Pop(reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) +
@@ -291,13 +297,13 @@ class HeapCore {
     ClassCache* cc = span->local_list.load(std::memory_order_relaxed);
     // One unsigned compare: cc lies inside tc only when it is tc's list of the span's class
     // (local_list is &owner->cls[cls], and thread caches do not overlap), i.e. tc owns the span.
-    // A null tc, a span without an owner (NoOwnerList) or off the fast path (nullptr) fails it.
+    // NoCache(), a span without an owner (NoOwnerList) or off the fast path (nullptr) fails it.
     if (__builtin_expect(reinterpret_cast<uintptr_t>(cc) - reinterpret_cast<uintptr_t>(tc) <
                              sizeof(ThreadCache), 1)) {
       Push(span, cc, p);
       return true;
     }
-    if (__builtin_expect(cc == nullptr || tc == nullptr, 0)) return false;
+    if (__builtin_expect(cc == nullptr || tc == NoCache(), 0)) return false;
     PushRemote(tc, span->cls, p);
     return true;
   }
@@ -472,7 +478,7 @@ class HeapCore {
 // Enter and leave a scope in which this thread must not enter the heap (ThreadState::bypass).
 inline void EnterBypass() {
   ++t_thread.bypass;
-  t_thread.primary = nullptr;
+  t_thread.primary = NoCache();
 }
 inline void LeaveBypass() {
   if (--t_thread.bypass == 0) HeapCore::ResumePrimary();

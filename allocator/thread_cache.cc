@@ -171,7 +171,7 @@ bool HeapCore::Park(ThreadCache* tc) {
 }
 
 void HeapCore::FlushThreadCaches() {
-  t_thread.primary = nullptr;  // SlowCache sets it again (not once the thread is exiting)
+  t_thread.primary = NoCache();  // SlowCache sets it again (not once the thread is exiting)
   for (int s = 0; s < kMaxHeaps; ++s) {
     ThreadCache* tc = t_thread.cache[s];
     if (tc == nullptr) continue;

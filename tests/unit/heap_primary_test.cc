@@ -5,6 +5,7 @@
 // runtime) live for the rest of the process.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -49,7 +50,7 @@ TEST_F(PrimaryHeapTest, OnlyOnePrimaryHeap) {
 TEST_F(PrimaryHeapTest, FastPathsPopAndPushTheThreadsPrimaryCache) {
   void* p = heap_->Malloc(100);  // creates this thread's cache
   ASSERT_NE(p, nullptr);
-  ASSERT_NE(t_thread.primary, nullptr);
+  ASSERT_NE(t_thread.primary, alloc::NoCache());
   Span* span = SpanOf(p);
   ASSERT_NE(span, nullptr);
   EXPECT_EQ(span->local_list.load(), &t_thread.primary->cls[alloc::SizeClass(100)]);
@@ -63,17 +64,21 @@ TEST_F(PrimaryHeapTest, ABypassedThreadHasNoPrimaryCacheUntilItsLastScopeEnds) {
   void* p = heap_->Malloc(48);
   ASSERT_NE(p, nullptr);
   alloc::ThreadCache* tc = t_thread.primary;
-  ASSERT_NE(tc, nullptr);
+  ASSERT_NE(tc, alloc::NoCache());
   alloc::EnterBypass();
   alloc::EnterBypass();
-  EXPECT_EQ(t_thread.primary, nullptr);
+  EXPECT_EQ(t_thread.primary, alloc::NoCache());
   EXPECT_EQ(HeapCore::TryMallocPrimary(48), nullptr);
+  EXPECT_EQ(HeapCore::TryMallocPrimary(5000), nullptr);  // past the class table
   EXPECT_FALSE(HeapCore::TryFreePrimary(SpanOf(p), p));
   alloc::LeaveBypass();
-  EXPECT_EQ(t_thread.primary, nullptr);  // still inside the outer scope
+  EXPECT_EQ(t_thread.primary, alloc::NoCache());  // still inside the outer scope
   alloc::LeaveBypass();
   EXPECT_EQ(t_thread.primary, tc);
   heap_->Free(p);
+  // The stand-in cache of bypassed threads was read, never written: all its lists still empty.
+  static const alloc::ThreadCache kZero{};
+  EXPECT_EQ(memcmp(alloc::NoCache(), &kZero, sizeof(kZero)), 0);
 }
 
 TEST_F(PrimaryHeapTest, ASpanThatHandedOutAnAlignedBlockLeavesTheFastPath) {
@@ -139,14 +144,14 @@ TEST_F(PrimaryHeapTest, FreesPastTheCacheLimitGoBackInBatches) {
 
 TEST_F(PrimaryHeapTest, AThreadLosesItsPrimaryCacheWhenItFlushesOrExits) {
   std::thread([] {
-    EXPECT_EQ(t_thread.primary, nullptr);
+    EXPECT_EQ(t_thread.primary, alloc::NoCache());
     void* p = heap_->Malloc(64);
     ASSERT_NE(p, nullptr);
-    EXPECT_NE(t_thread.primary, nullptr);
+    EXPECT_NE(t_thread.primary, alloc::NoCache());
     HeapCore::FlushThreadCaches();
-    EXPECT_EQ(t_thread.primary, nullptr);
+    EXPECT_EQ(t_thread.primary, alloc::NoCache());
     heap_->Free(p);  // a new cache
-    EXPECT_NE(t_thread.primary, nullptr);
+    EXPECT_NE(t_thread.primary, alloc::NoCache());
   }).join();
 }
 
