@@ -290,28 +290,6 @@ void HeapCore::TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void
   }
 }
 
-// Span::aligned is read here and set (MarkAligned) under the class lock, so a span that handed out
-// an aligned block never gets a local_list again: the primary fast path would push a pointer
-// inside such a block as it is.
-void HeapCore::SetOwner(Span* s, ThreadCache* owner) {
-  s->owner.store(owner, std::memory_order_relaxed);
-  ClassCache* list = nullptr;
-  if (primary_ && !s->aligned.load(std::memory_order_relaxed)) {
-    list = owner == NoOwner() ? NoOwnerList() : &owner->cls[s->cls];
-  }
-  s->local_list.store(list, std::memory_order_relaxed);
-}
-
-// Threads: local_list is cleared before `aligned` is published (release), so a thread that
-// finds `aligned` set already (acquire) and hands out its block without the lock has seen the
-// clear, and so has every thread it passes the block to.
-void HeapCore::MarkAligned(Span* span) {
-  if (span->aligned.load(std::memory_order_acquire)) return;  // set once, never cleared
-  std::lock_guard<std::mutex> lock(central_[span->cls].mu);
-  span->local_list.store(nullptr, std::memory_order_relaxed);
-  span->aligned.store(true, std::memory_order_release);
-}
-
 void HeapCore::Orphan(Central& c, ThreadCache* tc, int cls) {
   Span* s = tc->carving[cls];
   if (s == nullptr) return;
