@@ -15,7 +15,8 @@
 
 namespace tiermem::alloc {
 
-constinit thread_local ThreadState t_thread TM_TLS;
+constinit ThreadCache g_no_cache{};
+constinit thread_local ThreadState t_thread TM_TLS{&g_no_cache, {}, 0, 0, 0};
 constinit pthread_rwlock_t g_gate = PTHREAD_RWLOCK_INITIALIZER;
 constinit HeapRegistry g_reg{};
 
@@ -249,7 +250,7 @@ void HeapCore::TakeListed(Central& c, int cls, uint32_t n, ThreadCache* tc, void
         // by the threads it passed them to. At most 3 objects are skipped (sizes are multiples
         // of 16); they are never handed out, and the span still empties (used counts).
         while (s->carved < s->capacity && s->carved * s->obj_size % kLineBytes != 0) ++s->carved;
-        s->owner.store(tc, std::memory_order_relaxed);
+        SetOwner(s, tc);
         tc->carving[cls] = s;
       }
     }
@@ -275,7 +276,7 @@ void HeapCore::TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void
       ++c.empty_spans;
       if (tc != nullptr) {
         s->carving = true;
-        s->owner.store(tc, std::memory_order_relaxed);
+        SetOwner(s, tc);
         tc->carving[cls] = s;
       } else {  // an exiting thread: the rest is for whoever comes next
         s->orphan = true;
@@ -294,7 +295,7 @@ void HeapCore::Orphan(Central& c, ThreadCache* tc, int cls) {
   if (s == nullptr) return;
   tc->carving[cls] = nullptr;
   s->carving = false;
-  s->owner.store(NoOwner(), std::memory_order_relaxed);
+  SetOwner(s, NoOwner());
   if (s->carved == s->capacity) return;
   s->orphan = true;
   if (!s->listed) {
@@ -413,7 +414,7 @@ void* HeapCore::Memalign(size_t align, size_t size) {
         if (p == nullptr) {
           errno = ENOMEM;
         } else {
-          GlobalSpanMap().Lookup(p)->MarkAligned();  // its frees round to the object start
+          MarkAligned(GlobalSpanMap().Lookup(p));  // its frees round to the object start
         }
         return p;
       }

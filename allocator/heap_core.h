@@ -48,8 +48,20 @@ struct ThreadCache;
 
 inline constexpr int kMaxHeaps = 16;  // live HeapCores per process (thread-cache slots)
 
+struct ClassCache;
+
+// ThreadState::primary of a thread without a usable primary cache: a cache whose lists are all
+// empty and which nothing writes (a pop finds nothing and takes the slow path; no span's
+// local_list points into it; the slow paths compare with it), so that malloc's fast path needs
+// no test for a missing cache.
+extern ThreadCache g_no_cache;
+inline ThreadCache* NoCache() { return &g_no_cache; }
+
 // Span::owner of a span no thread carves: an address no ThreadCache has.
 inline ThreadCache* NoOwner() { return reinterpret_cast<ThreadCache*>(alignof(void*)); }
+// Span::local_list of a primary heap's span without an owner: not null (its frees may take a
+// remote list) and no address inside a ThreadCache (no free keeps its blocks).
+inline ClassCache* NoOwnerList() { return reinterpret_cast<ClassCache*>(alignof(void*)); }
 
 struct Span {
   // Set before the span is published in the span map; constant while it is live.
@@ -62,17 +74,22 @@ struct Span {
   HeapCore* heap = nullptr;
   int heap_slot = 0;      // heap->slot_ and heap->gen_, here so that free's fast path finds the
   uint32_t heap_gen = 0;  // thread cache without reading the HeapCore
-  // The preload library's free pushes a block straight onto the primary heap's thread cache
-  // (HeapCore::TryFreePrimary) while this is >= 0: for a span of the primary heap that has
-  // handed out no aligned block, the byte offset of its class's list in a ThreadCache
-  // (PrimaryOffset); -1 otherwise (set by AllocSpan, cleared by MarkAligned).
-  std::atomic<intptr_t> primary_off{-1};
+  // The preload library's free pushes a block straight onto this list while the freeing thread
+  // is the span's owner (HeapCore::TryFreePrimary: one load and one compare, where a test of
+  // primary_off and a compare of `owner` were two loads and two branches). For a span of the
+  // primary heap that has handed out no aligned block: its owner's list of its class
+  // (&owner->cls[cls]), or NoOwnerList() while it has no owner (NoOwner()); nullptr for any other
+  // span, whose frees take the slow path. Set by AllocSpan before the span is published, then
+  // written only under the class lock, with `owner` (HeapCore::SetOwner) and by MarkAligned.
+  // Threads: read without the lock on free, which pushes onto it only when it lies inside the
+  // freeing thread's own cache, so no thread ever writes another's list; a stale value (the
+  // owner changed since) keeps or passes on one block as a stale `owner` would.
+  std::atomic<ClassCache*> local_list{nullptr};
   // The thread cache whose thread carves this span's fresh objects (ThreadCache::carving), or
-  // NoOwner() once that thread left (never nullptr: owner == the thread's cache then implies a
-  // cache, one test fewer on free's fast path). A free by another thread does not keep the block
-  // in its own cache (it would hand it out next, beside the owner's live objects: false sharing)
-  // but gathers it on its class's remote list, which goes back to the central list in whole
-  // batches.
+  // NoOwner() once that thread left (never nullptr). A free by another thread does not keep the
+  // block in its own cache (it would hand it out next, beside the owner's live objects: false
+  // sharing) but gathers it on its class's remote list, which goes back to the central list in
+  // whole batches.
   // Written under the class lock; read without it on free: a stale value only sends one block
   // to the other of two lists, both correct (any block may be in any thread's lists).
   std::atomic<ThreadCache*> owner{NoOwner()};
@@ -92,10 +109,6 @@ struct Span {
   bool carving = false;  // some ThreadCache::carving holds it: never freed while so
   bool orphan = false;   // uncarved objects left by an exited thread: listed, any thread adopts it
 
-  void MarkAligned() {
-    aligned.store(true, std::memory_order_relaxed);
-    primary_off.store(-1, std::memory_order_relaxed);
-  }
   char* ObjectStart(const void* p) const {
     const uint64_t off = static_cast<uint64_t>(static_cast<const char*>(p) - start);
     return start + ((off * div_magic) >> 40) * obj_size;
@@ -132,12 +145,12 @@ struct HeapFootprint {
 #define TM_TLS
 #endif
 
-// Per-thread heap state, one zero-initialised thread-local (no TLS constructor, usable inside
-// malloc): the fast paths read `primary`, `cache` and `bypass` from the same few cache lines.
+// Per-thread heap state, one constant-initialised thread-local (no TLS constructor, usable
+// inside malloc): the fast paths read `primary`, `cache` and `bypass` from the same few lines.
 struct ThreadState {
   // This thread's cache of the primary heap (HeapCore::CreatePrimary) while the thread may use
-  // it without further checks; nullptr before the cache exists, while bypass > 0, and once the
-  // thread is exiting. The preload library's malloc and free test only this.
+  // it without further checks; NoCache() before the cache exists, while bypass > 0, and once the
+  // thread is exiting. The preload library's malloc and free read only this.
   ThreadCache* primary;
   ThreadCache* cache[kMaxHeaps];
   // > 0 while this thread must not enter the heap: inside a runtime call made by the heap, and
@@ -191,7 +204,7 @@ struct ThreadCache {
   Span* carving[kNumClasses];
   RemoteList remote[kNumClasses];
 };
-// Span::primary_off of a class.
+// The byte offset of a class's list in a ThreadCache.
 inline constexpr intptr_t PrimaryOffset(int cls) {
   return static_cast<intptr_t>(offsetof(ThreadCache, cls) + sizeof(ClassCache) * cls);
 }
@@ -270,8 +283,7 @@ class HeapCore {
   // small; an empty list; a span of another heap or one that handed out aligned blocks); the
   // caller then calls Malloc / FreeInSpan, after checking InRuntimeCall().
   static void* TryMallocPrimary(size_t size) {
-    ThreadCache* tc = t_thread.primary;
-    if (__builtin_expect(tc == nullptr, 0)) return nullptr;
+    ThreadCache* tc = t_thread.primary;  // NoCache()'s lists are empty: no test for it
     if (__builtin_expect(size <= kClassTableMax, 1)) {
       // The list's byte offset straight from the table: no index arithmetic on the common path.
       return Pop(reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) +
@@ -282,13 +294,16 @@ class HeapCore {
   }
   static bool TryFreePrimary(Span* span, void* p) {
     ThreadCache* tc = t_thread.primary;
-    const intptr_t off = span->primary_off.load(std::memory_order_relaxed);
-    if (__builtin_expect(off < 0, 0)) return false;
-    if (__builtin_expect(Local(span, tc), 1)) {  // owner is never nullptr: tc is a cache
-      Push(span, reinterpret_cast<ClassCache*>(reinterpret_cast<char*>(tc) + off), p);
+    ClassCache* cc = span->local_list.load(std::memory_order_relaxed);
+    // One unsigned compare: cc lies inside tc only when it is tc's list of the span's class
+    // (local_list is &owner->cls[cls], and thread caches do not overlap), i.e. tc owns the span.
+    // NoCache(), a span without an owner (NoOwnerList) or off the fast path (nullptr) fails it.
+    if (__builtin_expect(reinterpret_cast<uintptr_t>(cc) - reinterpret_cast<uintptr_t>(tc) <
+                             sizeof(ThreadCache), 1)) {
+      Push(span, cc, p);
       return true;
     }
-    if (__builtin_expect(tc == nullptr, 0)) return false;
+    if (__builtin_expect(cc == nullptr || tc == NoCache(), 0)) return false;
     PushRemote(tc, span->cls, p);
     return true;
   }
@@ -306,6 +321,9 @@ class HeapCore {
 
   // The thread's leaving its last bypass scope: `primary` again when the cache is current.
   static void ResumePrimary();
+  // Once Memalign hands out a block of `span`: frees of its blocks round the pointer down to the
+  // object start from now on (Span::aligned), so they leave the primary fast path.
+  void MarkAligned(Span* span);
 
  private:
   // Whether a free by the thread of `tc` keeps the block: the span is its own. A block of a span
@@ -387,6 +405,8 @@ class HeapCore {
   // Under the class lock: fresh objects from tc's carving span (a new one when it has none left).
   void TakeCarved(Central& c, int cls, uint32_t n, ThreadCache* tc, void** head, uint32_t* got,
                   uint32_t* carve_left);
+  // Under the class lock of the span's class: `owner` (a cache, or NoOwner()) and local_list.
+  void SetOwner(Span* s, ThreadCache* owner);
   // Under the class lock: tc's carving span of cls given up (thread exit): an orphan.
   void Orphan(Central& c, ThreadCache* tc, int cls);
   // tc's remote list of cls (a whole batch, or what is there at exit) to the central list: one
@@ -458,7 +478,7 @@ class HeapCore {
 // Enter and leave a scope in which this thread must not enter the heap (ThreadState::bypass).
 inline void EnterBypass() {
   ++t_thread.bypass;
-  t_thread.primary = nullptr;
+  t_thread.primary = NoCache();
 }
 inline void LeaveBypass() {
   if (--t_thread.bypass == 0) HeapCore::ResumePrimary();

@@ -109,7 +109,7 @@ Span* HeapCore::AllocSpan(int cls) {
       s->heap = this;
       s->heap_slot = slot_;
       s->heap_gen = gen_;
-      s->primary_off.store(primary_ ? PrimaryOffset(cls) : -1, std::memory_order_relaxed);
+      s->local_list.store(primary_ ? NoOwnerList() : nullptr, std::memory_order_relaxed);
       s->segment = seg;
       s->first_granule = g;
       if (!GlobalSpanMap().Set(s->start, k, s)) {
@@ -324,7 +324,7 @@ void HeapCore::FreeLarge(void* p, HeapRuntime* rt) {
 // per thread serve most such requests without either (mixed: 78% of them).
 bool HeapCore::KeepLocal(HeapRuntime* rt, char* start, uint64_t pages, uint8_t tier) {
   ThreadCache* tc = t_thread.primary;
-  if (tc == nullptr) return false;
+  if (tc == NoCache()) return false;
   const HeapCore* h = g_primary.load(std::memory_order_relaxed);
   LocalRuns& lr = tc->runs;
   const uint64_t page = rt->page_size();
@@ -345,7 +345,7 @@ bool HeapCore::KeepLocal(HeapRuntime* rt, char* start, uint64_t pages, uint8_t t
 
 char* HeapCore::TakeLocal(uint64_t lo, uint64_t hi, bool largest, uint64_t* pages) {
   ThreadCache* tc = t_thread.primary;
-  if (tc == nullptr) return nullptr;
+  if (tc == NoCache()) return nullptr;
   LocalRuns& lr = tc->runs;
   int best = -1;
   for (uint32_t i = 0; i < lr.n; ++i) {
@@ -364,7 +364,7 @@ char* HeapCore::TakeLocal(uint64_t lo, uint64_t hi, bool largest, uint64_t* page
 }
 
 void HeapCore::FlushLocalRuns(ThreadCache* tc) {
-  // t_thread.primary is null now (thread exit), so FreeLarge does not keep them again.
+  // t_thread.primary is NoCache() now (thread exit), so FreeLarge does not keep them again.
   while (tc->runs.n > 0) FreeLarge(tc->runs.start[--tc->runs.n], rt_);
   tc->runs.total_pages = 0;
 }

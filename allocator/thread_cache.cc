@@ -1,6 +1,6 @@
-// The tiered heap's thread caches: creation, the primary heap's fast-path pointer
-// (ThreadState::primary), refills from and flushes to the central lists (remote batches with
-// their owner), thread exit.
+// The tiered heap's thread caches: creation, the primary heap's fast-path pointers
+// (ThreadState::primary, Span::local_list), refills from and flushes to the central lists (remote
+// batches with their owner), thread exit.
 #include <pthread.h>
 
 #include <algorithm>
@@ -91,6 +91,28 @@ void HeapCore::ResumePrimary() {
   if (tc != nullptr && tc->gen == h->gen_) t_thread.primary = tc;
 }
 
+// Span::aligned is read here and set (MarkAligned) under the class lock, so a span that handed out
+// an aligned block never gets a local_list again: the primary fast path would push a pointer
+// inside such a block as it is.
+void HeapCore::SetOwner(Span* s, ThreadCache* owner) {
+  s->owner.store(owner, std::memory_order_relaxed);
+  ClassCache* list = nullptr;
+  if (primary_ && !s->aligned.load(std::memory_order_relaxed)) {
+    list = owner == NoOwner() ? NoOwnerList() : &owner->cls[s->cls];
+  }
+  s->local_list.store(list, std::memory_order_relaxed);
+}
+
+// Threads: local_list is cleared before `aligned` is published (release), so a thread that
+// finds `aligned` set already (acquire) and hands out its block without the lock has seen the
+// clear, and so has every thread it passes the block to.
+void HeapCore::MarkAligned(Span* span) {
+  if (span->aligned.load(std::memory_order_acquire)) return;  // set once, never cleared
+  std::lock_guard<std::mutex> lock(central_[span->cls].mu);
+  span->local_list.store(nullptr, std::memory_order_relaxed);
+  span->aligned.store(true, std::memory_order_release);
+}
+
 void HeapCore::FlushClass(ClassCache* cc, int cls, uint32_t n) {
   if (n > cc->count()) n = cc->count();
   if (n == 0) return;
@@ -171,7 +193,7 @@ bool HeapCore::Park(ThreadCache* tc) {
 }
 
 void HeapCore::FlushThreadCaches() {
-  t_thread.primary = nullptr;  // SlowCache sets it again (not once the thread is exiting)
+  t_thread.primary = NoCache();  // SlowCache sets it again (not once the thread is exiting)
   for (int s = 0; s < kMaxHeaps; ++s) {
     ThreadCache* tc = t_thread.cache[s];
     if (tc == nullptr) continue;

@@ -386,7 +386,8 @@ Subcommand AddMalloc(CLI::App& bench) {
       "false_share (per-thread small objects written over and over, one thread then two), "
       "small_churn (one thread: trees of small nodes and numbers of many sizes), "
       "thread_loop (2 threads replacing random blocks of 4 B-32 KiB, glibc's threaded "
-      "benchmark in kind).");
+      "benchmark in kind). Only by name: thread_loop_bare (thread_loop without touching the "
+      "blocks: the allocator's own cost on that pattern).");
   AddSwitch(app, "--json", a->json, "print one JSON object instead of a line per workload");
   app.add_option("--runs", a->runs, "runs per workload and allocator (interleaved)")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()).description(""))
@@ -399,7 +400,7 @@ Subcommand AddMalloc(CLI::App& bench) {
   app.add_option("--workloads", a->workload_list, "workloads to run, in this order")
       ->check(ListOf({"small", "prodcons", "larson", "realloc", "mixed", "fanin", "large_touch",
                      "thread_churn", "small_loop", "factor", "remote_free", "false_share",
-                     "small_churn", "thread_loop"},
+                     "small_churn", "thread_loop", "thread_loop_bare"},
                     true))
       ->capture_default_str();
   app.add_option("--limits", a->limit_list,

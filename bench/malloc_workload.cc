@@ -24,6 +24,8 @@
 //   small_churn  one thread: trees of small nodes built and freed, numbers of 1..64 limbs
 //   thread_loop  2 threads, each replacing random blocks of a working set of 1024 (4 B..32 KiB,
 //                small sizes far more likely), after glibc's threaded malloc benchmark
+// and, not run by default, thread_loop_bare: thread_loop without touching the blocks (the
+// allocator's own cost on that pattern).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -179,6 +181,7 @@ int main(int argc, char** argv) {
       {"small_loop", w::SmallLoop},   {"factor", w::Factor},
       {"remote_free", w::RemoteFree}, {"false_share", w::FalseShare},
       {"small_churn", w::SmallChurn}, {"thread_loop", w::ThreadLoop},
+      {"thread_loop_bare", w::ThreadLoopBare},
   };
   const Workload* workload = nullptr;
   for (const Workload& k : kWorkloads) {

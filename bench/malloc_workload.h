@@ -36,5 +36,6 @@ uint64_t RemoteFree(uint64_t scale);
 uint64_t FalseShare(uint64_t scale);
 uint64_t SmallChurn(uint64_t scale);
 uint64_t ThreadLoop(uint64_t scale);
+uint64_t ThreadLoopBare(uint64_t scale);  // not in tiermem-bench malloc's default set
 
 }  // namespace tiermem::bench::workload

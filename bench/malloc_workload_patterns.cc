@@ -193,10 +193,15 @@ uint64_t SmallChurn(uint64_t scale) {
   return ops;
 }
 
+namespace {
+
 // glibc's threaded malloc benchmark (bench-malloc-thread) in kind: each of 2 threads replaces a
 // random block of its working set of 1024, sizes 4 bytes to 32 KiB with small sizes far more
-// likely (the chance falls with the square of the size), writing and checking the first 16 bytes.
-uint64_t ThreadLoop(uint64_t scale) {
+// likely (the chance falls with the square of the size), writing and checking the first 16 bytes
+// (kTouch), or with no access to the blocks at all (thread_loop_bare: the allocator's own cost
+// on this pattern, which the writes, checks and their cache misses otherwise hide).
+template <bool kTouch>
+uint64_t ThreadLoopRun(uint64_t scale) {
   constexpr int kThreads = 2;
   constexpr size_t kWorkingSet = 1024, kMin = 4, kMax = 32768, kHead = 16;
   const uint64_t per_thread = 3000000 * scale;
@@ -207,7 +212,7 @@ uint64_t ThreadLoop(uint64_t scale) {
     for (uint64_t i = 0; i < per_thread; ++i) {
       const size_t k = r.Next() % kWorkingSet;
       if (set[k] != nullptr) {
-        Check("thread_loop", set[k], sizes[k] < kHead ? sizes[k] : kHead, sizes[k]);
+        if (kTouch) Check("thread_loop", set[k], sizes[k] < kHead ? sizes[k] : kHead, sizes[k]);
         free(set[k]);
       }
       // Inverse-square: size = kMin / u for u uniform in (kMin / kMax, 1].
@@ -216,11 +221,11 @@ uint64_t ThreadLoop(uint64_t scale) {
       if (size > kMax) size = kMax;
       set[k] = malloc(size);
       sizes[k] = size;
-      Fill(set[k], size < kHead ? size : kHead, size);
+      if (kTouch) Fill(set[k], size < kHead ? size : kHead, size);
     }
     for (size_t k = 0; k < kWorkingSet; ++k) {
       if (set[k] == nullptr) continue;
-      Check("thread_loop", set[k], sizes[k] < kHead ? sizes[k] : kHead, sizes[k]);
+      if (kTouch) Check("thread_loop", set[k], sizes[k] < kHead ? sizes[k] : kHead, sizes[k]);
       free(set[k]);
     }
   };
@@ -229,5 +234,10 @@ uint64_t ThreadLoop(uint64_t scale) {
   for (auto& x : th) x.join();
   return per_thread * kThreads;
 }
+
+}  // namespace
+
+uint64_t ThreadLoop(uint64_t scale) { return ThreadLoopRun<true>(scale); }
+uint64_t ThreadLoopBare(uint64_t scale) { return ThreadLoopRun<false>(scale); }
 
 }  // namespace tiermem::bench::workload

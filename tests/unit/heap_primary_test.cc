@@ -5,6 +5,7 @@
 // runtime) live for the rest of the process.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -49,10 +50,10 @@ TEST_F(PrimaryHeapTest, OnlyOnePrimaryHeap) {
 TEST_F(PrimaryHeapTest, FastPathsPopAndPushTheThreadsPrimaryCache) {
   void* p = heap_->Malloc(100);  // creates this thread's cache
   ASSERT_NE(p, nullptr);
-  ASSERT_NE(t_thread.primary, nullptr);
+  ASSERT_NE(t_thread.primary, alloc::NoCache());
   Span* span = SpanOf(p);
   ASSERT_NE(span, nullptr);
-  EXPECT_EQ(span->primary_off.load(), alloc::PrimaryOffset(alloc::SizeClass(100)));
+  EXPECT_EQ(span->local_list.load(), &t_thread.primary->cls[alloc::SizeClass(100)]);
   ASSERT_TRUE(HeapCore::TryFreePrimary(span, p));
   EXPECT_EQ(HeapCore::TryMallocPrimary(100), p);  // last in, first out
   EXPECT_EQ(HeapCore::TryMallocPrimary(alloc::kMaxSmall + 1), nullptr);  // not small
@@ -63,17 +64,21 @@ TEST_F(PrimaryHeapTest, ABypassedThreadHasNoPrimaryCacheUntilItsLastScopeEnds) {
   void* p = heap_->Malloc(48);
   ASSERT_NE(p, nullptr);
   alloc::ThreadCache* tc = t_thread.primary;
-  ASSERT_NE(tc, nullptr);
+  ASSERT_NE(tc, alloc::NoCache());
   alloc::EnterBypass();
   alloc::EnterBypass();
-  EXPECT_EQ(t_thread.primary, nullptr);
+  EXPECT_EQ(t_thread.primary, alloc::NoCache());
   EXPECT_EQ(HeapCore::TryMallocPrimary(48), nullptr);
+  EXPECT_EQ(HeapCore::TryMallocPrimary(5000), nullptr);  // past the class table
   EXPECT_FALSE(HeapCore::TryFreePrimary(SpanOf(p), p));
   alloc::LeaveBypass();
-  EXPECT_EQ(t_thread.primary, nullptr);  // still inside the outer scope
+  EXPECT_EQ(t_thread.primary, alloc::NoCache());  // still inside the outer scope
   alloc::LeaveBypass();
   EXPECT_EQ(t_thread.primary, tc);
   heap_->Free(p);
+  // The stand-in cache of bypassed threads was read, never written: all its lists still empty.
+  static const alloc::ThreadCache kZero{};
+  EXPECT_EQ(memcmp(alloc::NoCache(), &kZero, sizeof(kZero)), 0);
 }
 
 TEST_F(PrimaryHeapTest, ASpanThatHandedOutAnAlignedBlockLeavesTheFastPath) {
@@ -82,12 +87,45 @@ TEST_F(PrimaryHeapTest, ASpanThatHandedOutAnAlignedBlockLeavesTheFastPath) {
   Span* span = SpanOf(a);
   ASSERT_NE(span, nullptr);
   EXPECT_TRUE(span->aligned.load());
-  EXPECT_EQ(span->primary_off.load(), -1);
+  EXPECT_EQ(span->local_list.load(), nullptr);
   char* inside = static_cast<char*>(a) + 300;
   EXPECT_FALSE(HeapCore::TryFreePrimary(span, inside));
   HeapCore::FreeInSpan(span, inside);  // the preload library's slow path: rounds down
   EXPECT_EQ(heap_->Memalign(512, 500), a);
   heap_->Free(a);
+}
+
+// Span::local_list is rewritten whenever the span's owner changes (SetOwner); a span that handed
+// out an aligned block must stay off the fast path through that: an orphan adopted by a thread.
+TEST_F(PrimaryHeapTest, AnAlignedSpanStaysOffTheFastPathWhenAThreadAdoptsIt) {
+  std::thread([] {
+    constexpr size_t kAlign = 2048, kSize = 1800;  // class 2048, which no other test here uses
+    char* a = static_cast<char*>(heap_->Memalign(kAlign, kSize));
+    ASSERT_NE(a, nullptr);
+    Span* span = SpanOf(a);
+    ASSERT_NE(span, nullptr);
+    ASSERT_EQ(span->owner.load(), t_thread.primary);  // the thread's carving span
+    EXPECT_EQ(span->local_list.load(), nullptr);
+    heap_->Free(a);
+    HeapCore::FlushThreadCaches();  // the carving span becomes an orphan
+    EXPECT_EQ(span->owner.load(), alloc::NoOwner());
+    EXPECT_EQ(span->local_list.load(), nullptr);
+    // Refills: the flushed blocks first, then the orphan, which this thread's new cache adopts.
+    std::vector<void*> got;
+    while (span->owner.load() == alloc::NoOwner() && got.size() < 64) {
+      got.push_back(heap_->Malloc(kSize));
+      ASSERT_NE(got.back(), nullptr);
+    }
+    ASSERT_EQ(span->owner.load(), t_thread.primary);
+    EXPECT_EQ(span->local_list.load(), nullptr);
+    void* b = nullptr;
+    for (void* p : got) {
+      if (SpanOf(p) == span) b = p;
+    }
+    ASSERT_NE(b, nullptr);
+    EXPECT_FALSE(HeapCore::TryFreePrimary(span, static_cast<char*>(b) + 100));
+    for (void* p : got) heap_->Free(p);
+  }).join();
 }
 
 TEST_F(PrimaryHeapTest, FreesPastTheCacheLimitGoBackInBatches) {
@@ -106,14 +144,14 @@ TEST_F(PrimaryHeapTest, FreesPastTheCacheLimitGoBackInBatches) {
 
 TEST_F(PrimaryHeapTest, AThreadLosesItsPrimaryCacheWhenItFlushesOrExits) {
   std::thread([] {
-    EXPECT_EQ(t_thread.primary, nullptr);
+    EXPECT_EQ(t_thread.primary, alloc::NoCache());
     void* p = heap_->Malloc(64);
     ASSERT_NE(p, nullptr);
-    EXPECT_NE(t_thread.primary, nullptr);
+    EXPECT_NE(t_thread.primary, alloc::NoCache());
     HeapCore::FlushThreadCaches();
-    EXPECT_EQ(t_thread.primary, nullptr);
+    EXPECT_EQ(t_thread.primary, alloc::NoCache());
     heap_->Free(p);  // a new cache
-    EXPECT_NE(t_thread.primary, nullptr);
+    EXPECT_NE(t_thread.primary, alloc::NoCache());
   }).join();
 }
 

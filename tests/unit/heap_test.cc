@@ -175,7 +175,7 @@ TEST_F(HeapTest, OnlySpansThatHandedOutAlignedBlocksRoundAFreedPointer) {
   alloc::Span* span = alloc::GlobalSpanMap().Lookup(plain);
   ASSERT_NE(span, nullptr);
   EXPECT_FALSE(span->aligned.load());
-  EXPECT_EQ(span->primary_off.load(), -1);  // not the primary heap: no primary fast path
+  EXPECT_EQ(span->local_list.load(), nullptr);  // not the primary heap: no primary fast path
   heap_->Free(plain);
   EXPECT_EQ(heap_->Allocate(3000), plain);  // freed as it was, handed out again
   heap_->Free(plain);
