@@ -77,6 +77,7 @@
   X(heap, heap_free_dropped_pages, heap_free_dropped_pages, counter, "pages", "tiermem_heap_free_dropped_pages_total", "Pages the heap freed under a DRAM limit, dropped: counted nowhere, never evicted.") \
   X(policy, dram_free_held_bytes, dram_free_held_bytes, gauge, "bytes", "tiermem_dram_free_held_bytes", "Of DRAM's count, resident pages the heap keeps free (as of the latest resident count).") \
   X(policy, dram_untouched_bytes, dram_untouched_bytes, gauge, "bytes", "tiermem_dram_untouched_bytes", "Allocated DRAM pages not resident, out of DRAM's count (as of the latest resident count).") \
+  X(policy, dram_unseen_bytes, dram_unseen_bytes, gauge, "bytes", "tiermem_dram_unseen_bytes", "Of DRAM's count, pages counted when allocated and likely never touched, left out of the limit until the next resident count (as of the latest policy round).") \
   X(policy, resident_counts, resident_counts, counter, "counts", "tiermem_resident_counts_total", "Passes that counted DRAM's resident pages (mincore).") \
   X(policy, resident_count_ns, resident_count_ns, counter, "ns", "tiermem_resident_count_seconds_total", "Time spent counting DRAM's resident pages.")
 // clang-format on

@@ -182,6 +182,7 @@ void Runtime::Impl::CountResident(CountWhen when) {
   const uint64_t limit = tier_limit_[kDramTier];
   resident_slack_ = limit == 0 ? 0 : std::max(DramRoom(), limit / 32);
   resident_rss_ = os::ProcessResidentBytes();
+  dram_after_count_.store(TierPages(Tier::kDram), std::memory_order_relaxed);
   ProcessCounters& c = sb_->counters;
   c.dram_free_held_bytes.store(held * page_size_, std::memory_order_relaxed);
   c.dram_untouched_bytes.store(untouched * page_size_, std::memory_order_relaxed);

@@ -9,6 +9,7 @@
 // include/tiermem/tiermem.hpp.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <functional>
@@ -99,8 +100,15 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   // at most once per kResidentCostShare times its own last duration; before an eviction, once
   // per kEvictionCountShare times it.
   void CountResident(CountWhen when) override;
+  // The pages counted at allocation since the last count, times the share of such pages the
+  // last sampled count found untouched; at most what DRAM's count grew since that count ended
+  // (a page counted at allocation and freed, or evicted, before the next count left the count,
+  // and leaving it in the estimate would let DRAM's count fall short of what it holds).
   uint64_t UnseenPages() const override {
-    return unseen_pages_.load(std::memory_order_relaxed) * unseen_untouched_.load(std::memory_order_relaxed) / 1024;
+    const uint64_t estimate =
+        unseen_pages_.load(std::memory_order_relaxed) * unseen_untouched_.load(std::memory_order_relaxed) / 1024;
+    const uint64_t now = TierPages(Tier::kDram), base = dram_after_count_.load(std::memory_order_relaxed);
+    return std::min(estimate, now > base ? now - base : 0);
   }
   // The tier a NUMA node belongs to (kDram or kCxl), or kAuto when the node is in no tier.
   Tier TierOfNode(int node) const;
@@ -241,6 +249,7 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   // the limit as pages count when handed out; most, for one that touches a page of each block.
   std::atomic<uint64_t> unseen_pages_{0};
   std::atomic<uint32_t> unseen_untouched_{0};
+  std::atomic<uint64_t> dram_after_count_{0};  // DRAM's count (pages) when the last count ended
   static constexpr uint64_t kUnseenSample = 256;
   std::unique_ptr<Migrator> migrator_;  // automatic tiering
   std::unique_ptr<Pager> pager_;        // the remote tier

@@ -448,6 +448,7 @@ void Migrator::CountRound(const RoundReport& r, const RoundScan& scan) {
   add(c.migrate_calls, r.ex.calls);
   add(c.migrate_ns, r.ex.migrate_ns);
   if (sampling_) c.pages_armed.store(sampler_->counters().armed, std::memory_order_relaxed);
+  c.dram_unseen_bytes.store(mover_->UnseenPages() * config_.page_size, std::memory_order_relaxed);
   if (!scan.whole) {
     add(c.policy_window_rounds, 1);
     if (scan.window_listed > c.policy_window_listed_max.load(std::memory_order_relaxed)) {
