@@ -12,8 +12,9 @@
 //
 // Signal safety: the handler reads a fixed, statically allocated open-addressing table of
 // sampled pages (atomics only), calls mprotect (a bare system call) and stores an atomic. It
-// never allocates, locks or logs. A fault that is not on a sampled page goes to the handler that
-// was installed before ours (or to the default action, which ends the process as it would have).
+// never allocates, locks or logs. A fault that is not on a sampled page goes to the program's
+// handler (os::ChainSegv: the one installed before ours, or, under the preload library, the one
+// the program set since; or the default action, which ends the process as it would have).
 // A page leaves the table only one round after its protection was lifted, so a fault already on
 // its way when the round ended still finds it; a fault on a page in neither table is retried once
 // (its protection may have been lifted while the thread waited to run) and passed on only when it
@@ -47,7 +48,8 @@ class ProtectTracker final : public AccessSampler {
   // The process's tracker. Install() the handler once before the first Arm.
   static ProtectTracker& Get();
   Status Install();
-  // True while our handler is still the SIGSEGV handler (a program may replace it).
+  // True while our handler is still the SIGSEGV handler (a program may replace it: without the
+  // preload library, or with the raw system call).
   bool HandlerInstalled() const;
 
   // AccessSampler (runtime/pages/sampler.h). Collect lifts protection from every page still
