@@ -25,6 +25,10 @@ using SegvHandler = void (*)(int, siginfo_t*, void*);
 int InstallSegvHandler(SegvHandler handler);
 // The handler the kernel has for SIGSEGV (nullptr when it is not an SA_SIGINFO handler).
 SegvHandler CurrentSegvHandler();
+// True once the program has set a SIGSEGV handler function of its own (not SIG_DFL or SIG_IGN)
+// through ProgramSigaction while tiermem's handler was installed in this process; it stays true
+// (the tracker stops protection sampling for good: runtime/tiering/tracker.h). Async-signal-safe.
+bool ProgramSetSegvHandler();
 // Passes a fault that is not ours to the program's action as the kernel would have delivered it
 // (its sa_mask and SIGSEGV unless SA_NODEFER blocked, SA_RESETHAND honoured), or, for SIG_DFL
 // and SIG_IGN, to the default action (restored in the kernel, so the faulting instruction ends

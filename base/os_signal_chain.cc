@@ -52,6 +52,8 @@ struct HandOver {
 // library's static constructors run, which would reset a dynamically initialized state.
 constinit HandOver g_state{};
 constinit std::atomic<int> g_lock{0};
+// Set (never cleared) when the program records a handler function under the hand-over.
+constinit std::atomic<bool> g_program_handler{false};
 
 class Locked {
  public:
@@ -153,6 +155,8 @@ SegvHandler CurrentSegvHandler() {
   return cur.sa_sigaction;
 }
 
+bool ProgramSetSegvHandler() { return g_program_handler.load(std::memory_order_acquire); }
+
 int ProgramSigaction(int sig, const struct sigaction* act, struct sigaction* oldact) {
   UseLibcSigaction();
   if (sig != SIGSEGV) return RealSigaction(sig, act, oldact);
@@ -167,7 +171,10 @@ int ProgramSigaction(int sig, const struct sigaction* act, struct sigaction* old
     }
     if (g_state.ours != nullptr && g_state.pid == me) {
       had = g_state.program;
-      if (act != nullptr) Record(want);
+      if (act != nullptr) {
+        Record(want);
+        if (!IsDefault(g_state.program)) g_program_handler.store(true, std::memory_order_release);
+      }
     } else {
       rc = RealSigaction(SIGSEGV, act != nullptr ? &want : nullptr, &had);
     }

@@ -105,6 +105,8 @@ bool ProtectTracker::HandlerInstalled() const {
   return g_installed.load(std::memory_order_acquire) && os::CurrentSegvHandler() == &SegvHandler;
 }
 
+bool ProtectTracker::ProgramHandlerFree() const { return HandlerInstalled() && !os::ProgramSetSegvHandler(); }
+
 void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out,
                              std::vector<uint64_t>* untouched,
                              const std::function<bool(uint64_t)>& keep) {

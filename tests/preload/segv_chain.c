@@ -2,10 +2,12 @@
  * (run by segv_chain.sh under the preload library, as redis-server is): it churns 32 MiB of heap
  * blocks until GO_FILE exists, then sets its handler twice (with sigaction, or with signal), each
  * time checking what the call returns as the previous action: first SIG_DFL (what was there
- * before tiermem), then its own first handler, never tiermem's. It churns on until STOP_FILE
- * exists, then faults once on a page of its own (mmap, PROT_NONE), which must reach its handler
- * (with that address, where the handler sees one); a SIGSEGV at any other time (a page tiermem
- * sampled) ends it with status 139. Checks its heap, prints "ok" and exits 0.
+ * before tiermem), then its own first handler, never tiermem's. Right after, it reads every page
+ * of its heap once, so that the pages tiermem armed before the hand-over are touched before the
+ * runtime can lift them. It churns on until STOP_FILE exists, then faults once on a page of its
+ * own (mmap, PROT_NONE), which must reach its handler (with that address, where the handler sees
+ * one); a SIGSEGV at any other time (a page tiermem sampled) ends it with status 139. Checks its
+ * heap, prints "ok" and exits 0.
  *   segv_chain sigaction|signal GO_FILE STOP_FILE */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -72,6 +74,18 @@ static void Churn(const char* file, uint64_t* x) {
   }
 }
 
+/* Reads every page of every block once (a page tiermem armed faults on the read). */
+static void Sweep(void) {
+  for (int b = 0; b < kBlocks; ++b) {
+    /* A word every page, and the last (a block need not start on a page). */
+    for (size_t i = 0; i < kBlockBytes / 8; i += kPage / 8) {
+      if (g_blocks[b][i] != g_seed[b] + i) Die("segv_chain: heap data lost\n");
+    }
+    const size_t last = kBlockBytes / 8 - 1;
+    if (g_blocks[b][last] != g_seed[b] + last) Die("segv_chain: heap data lost\n");
+  }
+}
+
 static int SameAction(const struct sigaction* a, void (*handler)(int), int siginfo) {
   return a->sa_handler == handler && ((a->sa_flags & SA_SIGINFO) != 0) == siginfo;
 }
@@ -116,6 +130,7 @@ int main(int argc, char** argv) {
   } else {
     InstallWithSignal();
   }
+  Sweep();
   Churn(argv[3], &x);
   /* A genuine fault of the program's own. */
   g_own_page = mmap(NULL, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

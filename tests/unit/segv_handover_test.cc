@@ -1,7 +1,8 @@
 // SIGSEGV's hand-over (base/os_signal.h): while the tracker's handler is installed, the actions a
 // program sets through os::ProgramSigaction (the preload library's sigaction) are recorded, not
 // installed; the tracker's handler stays and passes the program's own faults to them as the
-// kernel would have (sa_mask, SA_NODEFER, SA_RESETHAND), also while another thread swaps them.
+// kernel would have (sa_mask, SA_NODEFER, SA_RESETHAND), also while another thread swaps them;
+// a handler function of the program's own makes the tracker unusable (sampling stops).
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -67,10 +68,22 @@ TEST(SegvHandOver, ProgramActionsAreChainedToAsTheKernelWouldDeliverThem) {
   InstallTracker();
   struct sigaction first = Action(&First, 0), old, now;
   sigaddset(&first.sa_mask, SIGUSR1);
+  // SIG_IGN and SIG_DFL are no handler of the program's own: sampling may go on.
+  struct sigaction ignore;
+  memset(&ignore, 0, sizeof(ignore));
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ASSERT_EQ(os::ProgramSigaction(SIGSEGV, &ignore, nullptr), 0);
+  ignore.sa_handler = SIG_DFL;
+  ASSERT_EQ(os::ProgramSigaction(SIGSEGV, &ignore, nullptr), 0);
+  EXPECT_TRUE(ProtectTracker::Get().usable());
   ASSERT_EQ(os::ProgramSigaction(SIGSEGV, &first, &old), 0);
   EXPECT_FALSE(old.sa_flags & SA_SIGINFO) << "oldact is tiermem's handler";
   EXPECT_EQ(old.sa_handler, SIG_DFL);
   EXPECT_TRUE(ProtectTracker::Get().HandlerInstalled()) << "the program's action reached the kernel";
+  // A handler of the program's own stops protection sampling (tracker.h says why), though
+  // tiermem's handler stays installed and chains to it.
+  EXPECT_FALSE(ProtectTracker::Get().usable());
   ASSERT_EQ(os::ProgramSigaction(SIGSEGV, nullptr, &now), 0);
   EXPECT_EQ(now.sa_sigaction, &First);
   EXPECT_TRUE(sigismember(&now.sa_mask, SIGUSR1));
