@@ -27,6 +27,7 @@
 #include "allocator/span_map.h"
 #include "base/os.h"
 #include "base/log.h"
+#include "base/os_signal.h"
 #include "base/runtime_thread.h"
 #include "runtime/core/heap_runtime.h"
 
@@ -75,6 +76,8 @@ void Start() {
     Starting() { alloc::EnterBypass(); }
     ~Starting() { alloc::LeaveBypass(); }
   } starting;
+  // The runtime's own sigaction calls go to glibc's, past signals.cc's.
+  os::UseLibcSigaction();
   SetRuntimeThreadHook(&MarkRuntimeThread);
   SetRuntimeCallHooks(&EnterRuntimeCall, &LeaveRuntimeCall);
   StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Start();

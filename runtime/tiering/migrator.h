@@ -353,7 +353,8 @@ class Migrator {
                          const std::unordered_set<uint64_t>& moved_now);
 
   // ArmNextSample's steps (migrator_sample.cc). StopSamplingIfHandlerLost: the program replaced
-  // the SIGSEGV handler: protection sampling ends, its pages lifted. SampleSharesFor: the pages
+  // tiermem's SIGSEGV handler or set one of its own (the tracker is no longer usable):
+  // protection sampling ends, its pages lifted. SampleSharesFor: the pages
   // the next sample arms in all, and how many of them check DRAM's next victims. PickVictims:
   // whole blocks around the coldest DRAM pages of a rotating window of the candidates.
   // PickRotating: the rest, rotating over the CXL tier's candidates (all of them without CXL).

@@ -66,11 +66,13 @@ uint64_t Migrator::ArmablePopulation(const std::vector<char*>& candidates, uint6
 
 void Migrator::StopSamplingIfHandlerLost() {
   if (std::string(sampler_->name()) != "protect") return;
-  TM_LOG_WARN("tiering: the program replaced tiermem's SIGSEGV handler; access sampling "
+  // Either way round (its handler chained to under the preload library, or ours replaced):
+  // sampling by protection in a program that handles its own faults stops (tracker.h says why).
+  TM_LOG_WARN("tiering: the program installed its own SIGSEGV handler; access sampling "
               "stops (remote faults still count)");
   // Pages still protected (carried from the last round) are lifted now: once sampling is off
   // nothing else would (Stop, frees and this loop go by sampling_), and their next touch would
-  // reach the program's handler.
+  // reach the program's handler where it replaced ours.
   sampler_->DisarmAll();
   policy_->WatchEnded();
   sampling_ = false;

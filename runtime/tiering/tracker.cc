@@ -25,7 +25,6 @@ struct Slot {
 // Two tables: the current round's, and the previous round's (kept one round so late faults on
 // pages whose protection was just lifted still find their page).
 Slot g_tables[2][kTableSize];
-struct sigaction g_old_action;
 std::atomic<bool> g_installed{false};
 
 size_t Hash(uintptr_t page) {
@@ -82,7 +81,7 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
     tls_unknown_page = 0;
   }
   errno = saved_errno;
-  os::ChainSegv(g_old_action, sig, info, uctx);
+  os::ChainSegv(sig, info, uctx);
 }
 
 }  // namespace
@@ -95,7 +94,7 @@ ProtectTracker& ProtectTracker::Get() {
 Status ProtectTracker::Install() {
   std::lock_guard<std::mutex> lock(mu_);
   if (installed_) return Status::Ok();
-  int rc = os::InstallSegvHandler(&SegvHandler, &g_old_action);
+  int rc = os::InstallSegvHandler(&SegvHandler);
   if (rc != 0) return ErrnoToStatus(-rc, "installing the tracker's SIGSEGV handler");
   installed_ = true;
   g_installed.store(true, std::memory_order_release);
@@ -105,6 +104,8 @@ Status ProtectTracker::Install() {
 bool ProtectTracker::HandlerInstalled() const {
   return g_installed.load(std::memory_order_acquire) && os::CurrentSegvHandler() == &SegvHandler;
 }
+
+bool ProtectTracker::ProgramHandlerFree() const { return HandlerInstalled() && !os::ProgramSetSegvHandler(); }
 
 void ProtectTracker::Collect(uint64_t now_ns, std::vector<AccessSample>* out,
                              std::vector<uint64_t>* untouched,

@@ -12,8 +12,9 @@
 //
 // Signal safety: the handler reads a fixed, statically allocated open-addressing table of
 // sampled pages (atomics only), calls mprotect (a bare system call) and stores an atomic. It
-// never allocates, locks or logs. A fault that is not on a sampled page goes to the handler that
-// was installed before ours (or to the default action, which ends the process as it would have).
+// never allocates, locks or logs. A fault that is not on a sampled page goes to the program's
+// handler (os::ChainSegv: the one installed before ours, or, under the preload library, the one
+// the program set since; or the default action, which ends the process as it would have).
 // A page leaves the table only one round after its protection was lifted, so a fault already on
 // its way when the round ended still finds it; a fault on a page in neither table is retried once
 // (its protection may have been lifted while the thread waited to run) and passed on only when it
@@ -47,15 +48,23 @@ class ProtectTracker final : public AccessSampler {
   // The process's tracker. Install() the handler once before the first Arm.
   static ProtectTracker& Get();
   Status Install();
-  // True while our handler is still the SIGSEGV handler (a program may replace it).
+  // True while our handler is still the SIGSEGV handler (a program may replace it: without the
+  // preload library, or with the raw system call).
   bool HandlerInstalled() const;
+  // True while sampling may go on: our handler installed, and the program has set no SIGSEGV
+  // handler of its own. Under the preload library a program's handler does not replace ours
+  // (os::ProgramSigaction records it and ours chains to it), but sampling still stops: a program
+  // that handles its own faults is one whose system calls on heap buffers would meet sampled
+  // pages and fail with EFAULT (redis-server's epoll_wait), so the migrator disarms every page
+  // and the mode becomes "faults". Pages still armed until then are lifted by our handler.
+  bool ProgramHandlerFree() const;
 
   // AccessSampler (runtime/pages/sampler.h). Collect lifts protection from every page still
   // armed (kept ones stay protected); Release lifts it before a page is evicted, freed or passed
   // to a system call.
   const char* name() const override { return "protect"; }
   size_t max_armed() const override { return kMaxArmed; }
-  bool usable() const override { return HandlerInstalled(); }
+  bool usable() const override { return ProgramHandlerFree(); }
   void Collect(uint64_t now_ns, std::vector<AccessSample>* out, std::vector<uint64_t>* untouched = nullptr,
                const std::function<bool(uint64_t)>& keep = {}) override;
   size_t Arm(const std::vector<char*>& pages, const ArmFilter& armable = {}) override;

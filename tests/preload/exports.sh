@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # libtiermem-preload.so exports exactly the allocation API listed in exports.map (the malloc
-# family, operator new/delete and jemalloc's own API; nothing of the runtime, the heap or the
-# libstdc++ templates it instantiates leaks into the program's symbol namespace), and it is
-# self-contained: it does not load libtiermem.so.
+# family, operator new/delete, jemalloc's own API) and the calls that set a signal's action:
+# nothing of the runtime, the heap or the libstdc++ templates it instantiates leaks into the
+# program's symbol namespace; and it is self-contained: it does not load libtiermem.so.
 # usage: exports.sh LIBRARY EXPORTS_MAP
 set -euo pipefail
 lib=$1 map=$2

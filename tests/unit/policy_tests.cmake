@@ -23,3 +23,7 @@ tiermem_add_gtest(NAME clock_unit_test LABEL unit SOURCES
 # The heat log (TIERMEM_HEAT_LOG) and `tiermem advise`'s reader and model of it.
 tiermem_add_gtest(NAME heat_log_unit_test LABEL unit SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/heat_log_test.cc ${PROJECT_SOURCE_DIR}/tools/tiermem/advise_model.cc)
+# SIGSEGV's hand-over between the tracker's handler and the program's (base/os_signal.h): its own
+# process, as the handler is process-wide.
+tiermem_add_gtest(NAME segv_handover_unit_test LABEL unit SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/segv_handover_test.cc)

@@ -143,7 +143,7 @@ struct AdviseReport {
   std::vector<RecordAttempt> record_attempts;  // every record run, the advice's last
   RunEnd plain_end, check_end;
   std::string error;  // why there is no advice (a run that ended otherwise than the plain run)
-  // The program stopped the record's sampler (it replaced the runtime's SIGSEGV handler): with
+  // The program stopped the record's sampler (it installed a SIGSEGV handler of its own): with
   // record_reads "protect" the record is the write scan's alone.
   bool record_reads_lost = false;
   uint64_t peak_rss_bytes = 0;

@@ -325,19 +325,19 @@ int LoadRecord(const RecordTry& t, AdviseReport* r) {
     const double work = static_cast<double>(StatsCounter(stats, "policy_round_ns")) * 1e-9 / static_cast<double>(rounds);
     r->record.armed_share = std::clamp(1 - work / period, 0.05, 1.0);
   }
-  // The sampling mode in effect at exit: a sampler that stopped (the program replaced the
-  // runtime's SIGSEGV handler) leaves "faults", and the record is the write scan's alone.
+  // The sampling mode in effect at exit: a sampler that stopped (the program installed a
+  // SIGSEGV handler of its own) leaves "faults", and the record is the write scan's alone.
   const std::string mode = stats.value("sampling_mode", "");
   r->record_reads_lost = t.reads != "none" && !mode.empty() && mode != t.reads;
   r->record_attempts.back().reads_lost = r->record_reads_lost;
   return 0;
 }
 
-// "PROG stopped the record's MODE sampling (...)": a record whose program replaced the
-// runtime's SIGSEGV handler.
+// "PROG stopped the record's MODE sampling (...)": a record whose program installed a
+// SIGSEGV handler of its own.
 std::string ReadsLost(const AdviseReport& r) {
   return (r.recorded_command.empty() ? r.program : r.recorded_command) + " stopped the record's " + r.record_reads +
-         " sampling (it replaced tiermem's SIGSEGV handler)";
+         " sampling (it installed a SIGSEGV handler of its own)";
 }
 
 // The plain run: the same preload library, no tracking, no limit: the time the slowdowns are

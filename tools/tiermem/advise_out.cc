@@ -57,7 +57,7 @@ void PrintTable(const AdviseReport& r) {
               r.costs.tcp_source.c_str());
   if (r.record_attempts.size() > 1) std::printf("record: %s\n", r.record_why.c_str());
   if (r.record_reads_lost) {
-    std::printf("record: the program replaced tiermem's SIGSEGV handler, which stopped %s sampling: %s\n",
+    std::printf("record: the program installed a SIGSEGV handler of its own, which stopped %s sampling: %s\n",
                 r.record_reads.c_str(), r.record_reads == "protect" ? "the write scan's record alone, reads unseen" : "reads unseen");
   }
   const bool cal = r.costs.tcp_us_check > 0;
