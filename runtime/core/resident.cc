@@ -125,8 +125,11 @@ void Runtime::Impl::CountResident(CountWhen when) {
   // count) tells: grown by more than DRAM's room at the last count, it is counted now.
   if (!for_eviction && t0 < resident_next_ns_ && !ResidentGrewPastSlack()) return;
   // From here every page counted at allocation is looked at (one allocated during the pass, in
-  // a part already read, adds itself after this exchange: it stays unseen, never lost).
-  const uint64_t unseen = unseen_pages_.exchange(0, std::memory_order_relaxed);
+  // a part already read, adds itself after this read: it stays unseen, never lost). They leave
+  // unseen_pages_ only when the pass ends: taken out at its start, an allocation during a long
+  // pass (the policy thread descheduled halfway) found DRAM's count still full and no unseen
+  // pages to stand against it (UnseenRoom), and went to the remote tier for room DRAM had.
+  const uint64_t unseen = unseen_pages_.load(std::memory_order_relaxed);
   uint64_t out_all = 0;  // pages this pass took out of DRAM's count
   constexpr size_t kChunk = 512;  // pages per mincore call: the vector stays on the stack
   unsigned char vec[kChunk];
@@ -183,6 +186,7 @@ void Runtime::Impl::CountResident(CountWhen when) {
   resident_slack_ = limit == 0 ? 0 : std::max(DramRoom(), limit / 32);
   resident_rss_ = os::ProcessResidentBytes();
   dram_after_count_.store(TierPages(Tier::kDram), std::memory_order_relaxed);
+  unseen_pages_.fetch_sub(unseen, std::memory_order_relaxed);  // only allocations add: never below zero
   ProcessCounters& c = sb_->counters;
   c.dram_free_held_bytes.store(held * page_size_, std::memory_order_relaxed);
   c.dram_untouched_bytes.store(untouched * page_size_, std::memory_order_relaxed);

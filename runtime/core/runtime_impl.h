@@ -243,7 +243,8 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   bool ResidentGrewPastSlack() const;
   static constexpr uint64_t kResidentCostShare = 20, kEvictionCountShare = 4;
   // DRAM pages Allocate counted at once (a run that fit DRAM's count) since the last count
-  // began: allocating threads add, a count takes them as it starts. UnseenPages weighs them by
+  // began: allocating threads add, a count reads them as it starts and takes them out as it
+  // ends (only the policy thread counts, so no two counts take the same pages). UnseenPages weighs them by
   // the share (of 1024) of such pages the last count that looked at kUnseenSample or more of
   // them found untouched: none at first, so that a program that writes what it asks for keeps
   // the limit as pages count when handed out; most, for one that touches a page of each block.
