@@ -124,11 +124,7 @@ void Runtime::Impl::CountResident(CountWhen when) {
   // run past the limit until then. The process's resident memory (one read of the kernel's
   // count) tells: grown by more than DRAM's room at the last count, it is counted now.
   if (!for_eviction && t0 < resident_next_ns_ && !ResidentGrewPastSlack()) return;
-  // From here every page counted at allocation is looked at (one allocated during the pass, in
-  // a part already read, adds itself after this read: it stays unseen, never lost). They leave
-  // unseen_pages_ only when the pass ends: taken out at its start, an allocation during a long
-  // pass (the policy thread descheduled halfway) found DRAM's count still full and no unseen
-  // pages to stand against it (UnseenRoom), and went to the remote tier for room DRAM had.
+  // Out of unseen_pages_ as the pass ends: UnseenRoom sees them while DRAM's count holds them.
   const uint64_t unseen = unseen_pages_.load(std::memory_order_relaxed);
   uint64_t out_all = 0;  // pages this pass took out of DRAM's count
   constexpr size_t kChunk = 512;  // pages per mincore call: the vector stays on the stack
