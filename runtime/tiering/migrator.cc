@@ -298,8 +298,7 @@ void Migrator::RefreshBudget() {
   // is compared with it. A round whose plan would demote (DRAM and the runtime's own pages above
   // the policy's high watermark) counts as relief does before it evicts: DRAM's count may be
   // over by pages allocated and never looked at (PageMover::UnseenPages).
-  const double high = policy_->config().high_watermark * static_cast<double>(dram_budget_);
-  const bool demoting = static_cast<double>(mover_->TierPages(Tier::kDram) + own_pages_) > high;
+  const bool demoting = policy_->AboveHighWatermark(Tier::kDram, mover_->TierPages(Tier::kDram) + own_pages_);
   mover_->CountResident(demoting ? PageMover::CountWhen::kBeforeEviction : PageMover::CountWhen::kDue);
   // At most half the limit: a runtime that somehow held more would otherwise leave the program
   // no DRAM at all; the rest shows as DRAM over its limit.

@@ -274,9 +274,7 @@ uint64_t Policy::LimitAt(int t, double share) const {
 void Policy::PlanDemotions(const TierPageCounts& unlisted, PlanState& s) {
   for (int t = kNumTiers - 2; t >= 0; --t) {
     if (!config_.present[t] || config_.budget_pages[t] == 0) continue;
-    if (static_cast<double>(s.usage[t]) <= config_.high_watermark * static_cast<double>(config_.budget_pages[t])) {
-      continue;
-    }
+    if (!AboveHighWatermark(static_cast<Tier>(t), s.usage[t])) continue;
     uint64_t need = s.usage[t] - std::min(s.usage[t], LimitAt(t, config_.low_watermark));
     // How many go to each tier below, nearest first.
     std::array<uint64_t, kNumTiers> share{};

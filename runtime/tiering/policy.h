@@ -292,6 +292,9 @@ class Policy {
   // Whether `pages` more fit on `tier` (holding `usage` pages) below its low watermark; a tier
   // without a budget always has room, an absent one never.
   bool RoomBelowLowWatermark(Tier tier, uint64_t usage, uint64_t pages) const;
+  // Whether `tier`, holding `usage` pages, is above its high watermark: the plan demotes from it.
+  // A tier without a budget never is.
+  bool AboveHighWatermark(Tier tier, uint64_t usage) const;
 
   // A page and its heat now, as Plan ranks them.
   struct Candidate {

@@ -86,6 +86,12 @@ bool Policy::RoomBelowLowWatermark(Tier tier, uint64_t usage, uint64_t pages) co
   return static_cast<double>(usage + pages) <= config_.low_watermark * static_cast<double>(config_.budget_pages[t]);
 }
 
+bool Policy::AboveHighWatermark(Tier tier, uint64_t usage) const {
+  const int t = Idx(tier);
+  if (t < 0 || t >= kNumTiers || config_.budget_pages[t] == 0) return false;
+  return static_cast<double>(usage) > config_.high_watermark * static_cast<double>(config_.budget_pages[t]);
+}
+
 std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, PlanStats* stats) {
   uint64_t dram_pages = 0, lower_pages = 0;
   for (const PageView& v : in.views) (v.tier == Tier::kDram ? dram_pages : lower_pages)++;
@@ -97,9 +103,8 @@ std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, P
   // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
   // demotion is due and nothing can be promoted): the plan is skipped, so a runtime whose data
   // fits costs one scan per idle round.
-  const uint64_t budget = config_.budget_pages[Idx(Tier::kDram)];
-  const bool idle = lower_pages == 0 && in.samples == 0 && budget != 0 &&
-                    static_cast<double>(dram_pages) <= config_.high_watermark * static_cast<double>(budget);
+  const bool idle = lower_pages == 0 && in.samples == 0 && config_.budget_pages[Idx(Tier::kDram)] != 0 &&
+                    !AboveHighWatermark(Tier::kDram, dram_pages);
   std::vector<PlannedMove> plan;
   if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps, in.reserved, in.unseen);
   if (in.sampling && in.lookup != nullptr) ps.held = ConfirmVictims(&plan, *in.lookup, dram_pages, now_ns);

@@ -377,5 +377,26 @@ TEST(PolicyRoundTest, RoomBelowLowWatermark) {
   EXPECT_FALSE(q.RoomBelowLowWatermark(Tier::kCxl, 0, 1));  // absent
 }
 
+// The one test of "the plan demotes from this tier", shared by the plan (idle rounds, demotions)
+// and the migrator (a round that will demote counts DRAM's resident pages first).
+TEST(PolicyRoundTest, AboveHighWatermark) {
+  PolicyConfig c = Config(100, 100, true);
+  c.high_watermark = 0.9;
+  Policy p(c);
+  EXPECT_FALSE(p.AboveHighWatermark(Tier::kDram, 90));
+  EXPECT_TRUE(p.AboveHighWatermark(Tier::kDram, 91));
+  EXPECT_TRUE(p.AboveHighWatermark(Tier::kCxl, 91));
+  EXPECT_FALSE(p.AboveHighWatermark(Tier::kRemote, 1u << 30));  // no budget: never
+  // The plan demotes exactly when DRAM is above it (the test config's watermark is the budget):
+  // 101 DRAM pages give up some, 100 none.
+  Policy q(Config(100, 0, false));
+  for (uint64_t held : {100u, 101u}) {
+    Pages pages;
+    for (uint64_t k = 1; k <= held; ++k) pages.Add(k * 100, 1, Tier::kDram);  // (no blocks)
+    const auto moves = q.PlanRound(pages.Input(false), 1000 * kMs, nullptr);
+    EXPECT_EQ(!Demoted(moves, Tier::kRemote).empty(), q.AboveHighWatermark(Tier::kDram, held)) << held << " pages";
+  }
+}
+
 }  // namespace
 }  // namespace tiermem
