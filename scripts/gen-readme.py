@@ -283,7 +283,7 @@ def programs_rows(r):
     and the kernel's swap, the smallest share at 0.9x plain, and how many tiermem runs checked."""
     def speed(run):
         if run.get("relative_speed"):
-            return f"{run['relative_speed']:.2f}"
+            return f"{run['relative_speed']:.2f}" + ("^" if run.get("limit_kept") is False else "")
         return "OOM" if run.get("oom_kills") else "timeout" if "timed out" in (run.get("error") or "") else "failed"
 
     def share(v):
@@ -306,7 +306,8 @@ def programs_rows(r):
     if not parts:
         return []
     return [("programs: speed vs plain at " + "/".join(f"{x:g}" for x in shares)
-             + " of the plain peak RSS, tiermem vs the kernel's swap; smallest share at 0.9x; tiermem runs checked right",
+             + " of the plain peak RSS, tiermem vs the kernel's swap (^: peak RSS over the limit by more than"
+             " a quarter of the plain peak); smallest share at 0.9x with its limit kept; tiermem runs checked right",
              "; ".join(parts))]
 
 

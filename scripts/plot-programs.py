@@ -2,8 +2,9 @@
 """Draws `tiermem-bench programs --json` with gnuplot: one panel per program, its slowdown
 (plain's speed over the run's: 1 = as fast as plain) against the DRAM limit as a share of its
 plain peak RSS, for tiermem and for the kernel's swap. A run that did not finish (the cgroup's OOM
-killer, a timeout) is drawn as a cross on the panel's top edge; the dashed line is 1/0.9, the
-slowdown that dram_share_at_0_9 keeps under.
+killer, a timeout) is drawn as a cross on the panel's top edge, and one whose peak RSS went over
+its limit (limit_kept false) as an open circle; the dashed line is 1/0.9, the slowdown that
+dram_share_at_0_9 keeps under.
 
   scripts/plot-programs.py RESULT.json -o OUT.png|OUT.svg
 """
@@ -33,6 +34,14 @@ def panel(program, data_dir, index):
             f.writelines(f"{x} {y}\n" for x, y in pts)
         if pts:
             plots.append(f"'{ok_file}' using 1:2 with linespoints lc {colour} pt 7 title '{title}'")
+        over = sorted((r["dram_share"], 1 / r["relative_speed"]) for r in runs
+                      if r["setup"] == setup and r.get("relative_speed") and r.get("limit_kept") is False)
+        if over:
+            over_file = os.path.join(data_dir, f"p{index}-{setup}-over.dat")
+            with open(over_file, "w") as f:
+                f.writelines(f"{x} {y}\n" for x, y in over)
+            plots.append(f"'{over_file}' using 1:2 with points lc {colour} pt 6 ps 2.5 "
+                         f"title '{title}: over its limit'")
         if failed:
             fail_file = os.path.join(data_dir, f"p{index}-{setup}-failed.dat")
             with open(fail_file, "w") as f:
