@@ -13,6 +13,9 @@
 #include <errno.h>
 #include <signal.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "base/os_signal.h"
 
 #define TM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -20,8 +23,13 @@
 namespace tiermem::preload {
 namespace {
 
-// Signals siginterrupt(sig, 1) asked to interrupt system calls (glibc's _sigintr).
-sigset_t g_interrupting;
+// Signals siginterrupt(sig, 1) asked to interrupt system calls (glibc's _sigintr), bit sig - 1.
+// An atomic word, not a sigset_t: two threads calling siginterrupt at once each keep their bit
+// (sigaddset's read-modify-write would lose one), with no lock a signal handler could wait on.
+static_assert(NSIG - 1 <= 64, "one bit per signal");
+constinit std::atomic<uint64_t> g_interrupting{0};
+
+uint64_t SignalBit(int sig) { return uint64_t{1} << (sig - 1); }
 
 int SetAction(int sig, const struct sigaction* act, struct sigaction* oldact) {
   const int rc = os::ProgramSigaction(sig, act, oldact);
@@ -52,7 +60,7 @@ sighandler_t SetHandler(int sig, sighandler_t handler, int flags, bool mask_self
 // BSD semantics: the signal blocked in its handler, system calls restarted unless siginterrupt.
 sighandler_t BsdSignal(int sig, sighandler_t handler) {
   if (BadSignal(sig, handler)) return SIG_ERR;
-  const bool interrupt = sigismember(&g_interrupting, sig) == 1;
+  const bool interrupt = (g_interrupting.load(std::memory_order_relaxed) & SignalBit(sig)) != 0;
   return SetHandler(sig, handler, interrupt ? 0 : SA_RESTART, true);
 }
 
@@ -107,13 +115,15 @@ TM_EXPORT sighandler_t sigset(int sig, sighandler_t disp) noexcept {
 }
 
 TM_EXPORT int siginterrupt(int sig, int interrupt) noexcept {
+  using tiermem::preload::g_interrupting;
+  using tiermem::preload::SignalBit;
   struct sigaction act;
-  if (SetAction(sig, nullptr, &act) < 0) return -1;
+  if (SetAction(sig, nullptr, &act) < 0) return -1;  // (EINVAL for a bad sig: before the bit)
   if (interrupt) {
-    sigaddset(&tiermem::preload::g_interrupting, sig);
+    g_interrupting.fetch_or(SignalBit(sig), std::memory_order_relaxed);
     act.sa_flags &= ~SA_RESTART;
   } else {
-    sigdelset(&tiermem::preload::g_interrupting, sig);
+    g_interrupting.fetch_and(~SignalBit(sig), std::memory_order_relaxed);
     act.sa_flags |= SA_RESTART;
   }
   return SetAction(sig, &act, nullptr) < 0 ? -1 : 0;
