@@ -33,9 +33,19 @@ namespace {
 
 constinit std::atomic<bool> g_libc_direct{false};
 
+// Under ThreadSanitizer or AddressSanitizer every call goes to `sigaction`, the sanitizer's
+// interceptor: it keeps the handlers it is given and puts its own wrapper in the kernel, so
+// glibc's __sigaction would read back the wrapper, not tiermem's handler. (The preload library's
+// `sigaction` is never reached there: the sanitizer's runtime comes first.)
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitizerIntercepts = true;
+#else
+constexpr bool kSanitizerIntercepts = false;
+#endif
+
 int RealSigaction(int sig, const struct sigaction* act, struct sigaction* oldact) {
-  const int rc = g_libc_direct.load(std::memory_order_relaxed) ? __sigaction(sig, act, oldact)
-                                                               : sigaction(sig, act, oldact);
+  const bool direct = !kSanitizerIntercepts && g_libc_direct.load(std::memory_order_relaxed);
+  const int rc = direct ? __sigaction(sig, act, oldact) : sigaction(sig, act, oldact);
   return rc == 0 ? 0 : -errno;
 }
 
