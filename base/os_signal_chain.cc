@@ -23,6 +23,7 @@
 
 #include "base/os.h"
 #include "base/os_signal.h"
+#include "base/tsan.h"
 
 // glibc's sigaction under its second exported name (GLIBC_2.2.5): the preload library exports
 // `sigaction` itself, and tiermem's own calls must not come back through it.
@@ -33,18 +34,12 @@ namespace {
 
 constinit std::atomic<bool> g_libc_direct{false};
 
-// Under ThreadSanitizer or AddressSanitizer every call goes to `sigaction`, the sanitizer's
-// interceptor: it keeps the handlers it is given and puts its own wrapper in the kernel, so
-// glibc's __sigaction would read back the wrapper, not tiermem's handler. (The preload library's
-// `sigaction` is never reached there: the sanitizer's runtime comes first.)
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizerIntercepts = true;
-#else
-constexpr bool kSanitizerIntercepts = false;
-#endif
-
+// Under a sanitizer every call goes to `sigaction`, the sanitizer's interceptor: it keeps the
+// handlers it is given and puts its own wrapper in the kernel, so glibc's __sigaction would read
+// back the wrapper, not tiermem's handler. (The preload library's `sigaction` is never reached
+// there: the sanitizer's runtime comes first.)
 int RealSigaction(int sig, const struct sigaction* act, struct sigaction* oldact) {
-  const bool direct = !kSanitizerIntercepts && g_libc_direct.load(std::memory_order_relaxed);
+  const bool direct = !kSanitizedBuild && g_libc_direct.load(std::memory_order_relaxed);
   const int rc = direct ? __sigaction(sig, act, oldact) : sigaction(sig, act, oldact);
   return rc == 0 ? 0 : -errno;
 }

@@ -17,6 +17,14 @@ extern "C" void __tsan_ignore_thread_end();
 
 namespace tiermem {
 
+// A ThreadSanitizer or AddressSanitizer build: the sanitizer intercepts sigaction, and its
+// shadow memory counts in the process's resident memory.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
 class TsanIgnoreAccesses {
  public:
 #if defined(__SANITIZE_THREAD__)

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/tsan.h"
 #include "runtime/core/runtime_impl.h"
 #include "tests/integration/remote_memd_fixture.h"
 #include "tests/integration/test_util.h"
@@ -164,11 +165,9 @@ TEST_F(Resident, ChurnUnderThreeTimesTheLiveSetMakesNoRemoteFault) {
 // Neither relief nor the plan may evict for pages nobody looked at: the count is taken first
 // (UnseenPages), and nothing is evicted nor faulted back.
 TEST_F(Resident, LargeBlocksTouchedOnOnePageEvictNothing) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   // Room for a fresh run beyond DRAM's count is checked against the process's resident memory
   // (UnseenRoom), which a sanitizer's shadow memory puts past this test's 16M on its own.
-  GTEST_SKIP() << "the process's resident memory includes the sanitizer's shadow memory";
-#endif
+  if (kSanitizedBuild) GTEST_SKIP() << "the process's resident memory includes the sanitizer's shadow memory";
   ASSERT_NO_FATAL_FAILURE(Start("16M"));
   auto h = Heap::Create(*rt_, Tier::kAuto);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
