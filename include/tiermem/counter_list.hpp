@@ -56,6 +56,7 @@
   X(policy, migrate_calls, migrate_calls, counter, "calls", "tiermem_migrate_calls_total", "Placement calls the policy made (one per run of adjacent pages).") \
   X(policy, migrate_ns, migrate_ns, counter, "ns", "tiermem_migrate_seconds_total", "Time spent in the policy's placement calls.") \
   X(policy, policy_window_rounds, policy_window_rounds, counter, "rounds", "tiermem_policy_window_rounds_total", "Policy rounds that read a window of the page records, not all.") \
+  X(policy, policy_records_read, policy_records_read, counter, "records", "tiermem_policy_records_read_total", "Page records policy rounds read; a 2 MiB chunk of free or untouched pages passed over counts one.") \
   X(policy, policy_window_listed_max, policy_window_listed_max, gauge, "pages", "tiermem_policy_window_listed_max", "The most pages one windowed round listed.") \
   X(policy, track_pages_scanned, track_pages_scanned, counter, "pages", "tiermem_track_pages_scanned_total", "Pages the write scan read (TIERMEM_TRACK=scan).") \
   X(policy, track_scan_ns, track_scan_ns, counter, "ns", "tiermem_track_scan_seconds_total", "Time spent in the write scan.") \

@@ -88,6 +88,7 @@ void Runtime::Impl::ReuseFree(void* p, size_t bytes, Tier tier) {
     rec.flags.fetch_and(uint8_t(~kPageHeapFree), std::memory_order_relaxed);
   }
   if (now) allocated_[to].fetch_add(counted * page_size_, std::memory_order_relaxed);
+  region->ClearQuiet(first, n);  // on DRAM's count now, or held free no more: listed again
 }
 
 uint64_t Runtime::Impl::DramRoom() const {
@@ -107,6 +108,28 @@ bool Runtime::Impl::UnseenRoom(uint64_t bytes) const {
 bool Runtime::Impl::ResidentGrewPastSlack() const {
   const uint64_t rss = os::ProcessResidentBytes();
   return rss > resident_rss_ + resident_slack_;
+}
+
+// The chunk's quiet bit (Region::Quiet), after this pass's changes to its pages: set, then the
+// records read again and the bit taken back if one is no longer quiet (region.h says why a set
+// bit then never hides a page the policy's scan would list). Pages past `m` are past the
+// region's high-water mark: free, and an allocation there clears the bit.
+void Runtime::Impl::MarkQuietChunk(Region& r, uint64_t first, uint64_t m) {
+  const uint64_t chunk = first / Region::kChunkPages;
+  auto all_quiet = [&] {
+    for (uint64_t j = 0; j < m; ++j) {
+      if (!r.PageQuiet(first + j)) return false;
+    }
+    return true;
+  };
+  if (!all_quiet()) {
+    if (r.Quiet(chunk)) r.UnmarkQuiet(chunk);
+    return;
+  }
+  if (r.Quiet(chunk)) return;
+  r.MarkQuiet(chunk);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!all_quiet()) r.UnmarkQuiet(chunk);
 }
 
 void Runtime::Impl::CountResident(CountWhen when) {
@@ -165,9 +188,9 @@ void Runtime::Impl::CountResident(CountWhen when) {
           untouched += rec.tier.load(std::memory_order_relaxed) == kUntouchedTier;
         }
       }
-      if (in > 0) allocated_[kDramTier].fetch_add(in * page_size_, std::memory_order_relaxed);
-      if (out > 0) allocated_[kDramTier].fetch_sub(out * page_size_, std::memory_order_relaxed);
+      if (in != out) allocated_[kDramTier].fetch_add((in - out) * page_size_, std::memory_order_relaxed);
       out_all += out;
+      MarkQuietChunk(r, i, m);
     }
   }
   const uint64_t t1 = os::MonotonicNanos();

@@ -132,6 +132,7 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
 
  private:
   static int Index(Tier t) { return static_cast<int>(t); }
+  void MarkQuietChunk(Region& r, uint64_t first, uint64_t m);  // CountResident's, per chunk
   Status ResolveTiers();
   PagerConfig MakePagerConfig();  // Init's remote tier (runtime.cc)
   friend struct RuntimeAccess;

@@ -27,7 +27,8 @@ Status Region::Init(size_t bytes) {
   int err = 0;
   void* base = os::ReserveAligned(npages * page_size_, kHugePageBytes, &err);
   if (base == nullptr) return ErrnoToStatus(-err, "mmap(managed region)");
-  size_t meta = npages * (sizeof(PageRecord) + sizeof(Link));
+  const uint64_t quiet_words = ((npages + kChunkPages - 1) / kChunkPages + 63) / 64;
+  size_t meta = npages * (sizeof(PageRecord) + sizeof(Link)) + quiet_words * sizeof(uint64_t);
   meta = (meta + page_size_ - 1) / page_size_ * page_size_;
   void* m = os::Reserve(meta, &err);
   if (m == nullptr) {
@@ -42,6 +43,8 @@ Status Region::Init(size_t bytes) {
   // Zeroed anonymous memory is a valid all-free PageRecord array (std::atomic<uint8_t> of 0).
   records_ = static_cast<PageRecord*>(m);
   links_ = reinterpret_cast<Link*>(records_ + npages);
+  // After the links (12 bytes each: npages is a multiple of 512, so the words are aligned).
+  quiet_ = reinterpret_cast<std::atomic<uint64_t>*>(links_ + npages);
   for (uint32_t& h : heads_) h = kNil;
   free_pages_ = 0;
   high_water_.store(0, std::memory_order_relaxed);
@@ -128,7 +131,24 @@ uint64_t Region::AllocRun(uint64_t npages, PageState initial) {
     r.state.store(static_cast<uint8_t>(initial), std::memory_order_release);
   }
   records_[found].flags.store(kPageRunHead, std::memory_order_release);
+  ClearQuiet(found, npages);
   return found;
+}
+
+void Region::ClearQuiet(uint64_t first, uint64_t npages) {
+  if (npages == 0) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (uint64_t c = first / kChunkPages; c <= (first + npages - 1) / kChunkPages; ++c) {
+    if (Quiet(c)) UnmarkQuiet(c);
+  }
+}
+
+bool Region::PageQuiet(uint64_t index) const {
+  const PageRecord& r = records_[index];
+  const uint8_t st = r.state.load(std::memory_order_acquire);
+  if (st == static_cast<uint8_t>(PageState::kFree)) return true;
+  return st == static_cast<uint8_t>(PageState::kLocal) && r.tier.load(std::memory_order_relaxed) == kUntouchedTier &&
+         (r.flags.load(std::memory_order_relaxed) & kPageHeapFree) == 0;
 }
 
 uint64_t Region::RunLength(uint64_t first) const {

@@ -67,6 +67,37 @@ class Region {
   // The head of the live run containing page `index`, or kNoRun.
   uint64_t RunHeadOf(uint64_t index) const;
 
+  // Quiet chunks: the region's pages in aligned chunks of kChunkPages (2 MiB of 4 KiB pages),
+  // and for each a bit that says "every page here is free, or allocated and counted nowhere
+  // because nobody has touched it" (kLocal with kUntouchedTier and no kPageHeapFree): a page
+  // the policy's scan would read and pass over. A program's large buffer that it touches at
+  // its ends only (GNU sort sizes its buffer by the machine's memory) is millions of such
+  // records, and the scan skips each quiet chunk whole (Migrator::ScanWindow).
+  //
+  // The bits are set by the resident count alone (Runtime::Impl::CountResident, the policy
+  // thread: MarkQuiet, then it reads the chunk's records again and takes the bit back if one
+  // is no longer quiet); every other way a page leaves the quiet states starts from a state the
+  // scan passes over too, and ends in AllocRun (free pages handed out) or ReuseFree (the heap's
+  // dropped pages handed out again), which clear the bits of their pages after they write the
+  // records (ClearQuiet). Both sides put a sequentially consistent fence between the bit and
+  // the records, so either the count's second reading sees the new records, or the clear comes
+  // after its set: a set bit never hides a page the scan would list. The count's own moves from
+  // "untouched" to DRAM are made before it decides the chunk's bit.
+  static constexpr uint64_t kChunkPages = 512;
+  bool Quiet(uint64_t chunk) const {
+    return (quiet_[chunk / 64].load(std::memory_order_relaxed) >> (chunk % 64)) & 1;
+  }
+  void MarkQuiet(uint64_t chunk) {
+    quiet_[chunk / 64].fetch_or(uint64_t{1} << (chunk % 64), std::memory_order_seq_cst);
+  }
+  void UnmarkQuiet(uint64_t chunk) {
+    quiet_[chunk / 64].fetch_and(~(uint64_t{1} << (chunk % 64)), std::memory_order_seq_cst);
+  }
+  // Clears the bits of the chunks [first, first+npages) touches, after a fence.
+  void ClearQuiet(uint64_t first, uint64_t npages);
+  // Whether the scan passes over the page without counting it (the quiet states above).
+  bool PageQuiet(uint64_t index) const;
+
   // One past the highest page ever handed out: pages at or beyond it were never allocated.
   uint64_t high_water() const { return high_water_.load(std::memory_order_acquire); }
   // fork(): the runtime's atfork handlers hold every region's lock across the fork, so the child
@@ -89,7 +120,7 @@ class Region {
   char* base_ = nullptr;
   uint64_t npages_ = 0;
   size_t page_size_ = 4096;
-  // Metadata mapping: records_[npages_], then links_[npages_].
+  // Metadata mapping: records_[npages_], then links_[npages_], then quiet_ (a bit per chunk).
   void* meta_ = nullptr;
   size_t meta_bytes_ = 0;
   int meta_watch_ = -1;  // WatchRange's handle: the metadata counts as the runtime's own DRAM
@@ -104,6 +135,7 @@ class Region {
     uint32_t prev;
   };
   Link* links_ = nullptr;
+  std::atomic<uint64_t>* quiet_ = nullptr;
   uint32_t heads_[kBuckets];
   uint64_t free_pages_ = 0;
   std::atomic<uint64_t> high_water_{0};

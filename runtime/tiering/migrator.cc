@@ -446,6 +446,7 @@ void Migrator::CountRound(const RoundReport& r, const RoundScan& scan) {
   add(c.moves_deferred, r.ps.deferred);
   add(c.migrate_calls, r.ex.calls);
   add(c.migrate_ns, r.ex.migrate_ns);
+  add(c.policy_records_read, scan.records_read);
   if (sampling_) c.pages_armed.store(sampler_->counters().armed, std::memory_order_relaxed);
   c.dram_unseen_bytes.store(mover_->UnseenPages() * config_.page_size, std::memory_order_relaxed);
   if (!scan.whole) {

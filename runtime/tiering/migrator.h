@@ -80,14 +80,17 @@ struct MigratorStats {
   std::string last_error;  // the latest refusal of a planned move, for diagnosis
 };
 
-// Page key -> position in a round's page views (resident pages only): dense over each window of
-// page records the round read (a round looks up pages often several times; a hash map of them
-// was a good part of the policy thread's time), and a small map for the pages listed outside
-// them (sampled pages; migrator_scan.cc).
+// Page key -> position in a round's page views (resident pages only): over each window of page
+// records the round read, a directory with an entry per block of kBlock pages and a block of
+// positions for each block that holds a listed page (a round looks up pages often several times;
+// a hash map of them was a good part of the policy thread's time, and a dense array over the
+// window cost 4 bytes for every page of a large buffer the program never touched); and a small
+// map for the pages listed outside them (sampled pages; migrator_scan.cc).
 class ViewIndex {
  public:
   void Clear() {
     nspans_ = 0;
+    pool_.clear();
     extra_.clear();
   }
   // A window [first_key, first_key + pages) of `region`, whose page 0 has key `region_key`;
@@ -98,20 +101,31 @@ class ViewIndex {
     s.region = region;
     s.region_key = region_key;
     s.first = first_key;
-    s.at.assign(pages, kNone);
+    s.pages = pages;
+    s.dir.assign((pages + kBlock - 1) / kBlock, kNone);
     return nspans_++;
   }
-  void Set(size_t span, uint64_t key, uint32_t view) { spans_[span].at[key - spans_[span].first] = view; }
+  // Sets the position of a page inside the span's window (at most once per page).
+  void Set(size_t span, uint64_t key, uint32_t view) {
+    Span& s = spans_[span];
+    const uint64_t off = key - s.first;
+    uint32_t& block = s.dir[off / kBlock];
+    if (block == kNone) {
+      block = static_cast<uint32_t>(pool_.size() / kBlock);
+      pool_.resize(pool_.size() + kBlock, kNone);
+    }
+    pool_[static_cast<size_t>(block) * kBlock + off % kBlock] = view;
+  }
   // The window ends after `pages` (the round stopped reading there).
-  void Trim(size_t span, uint64_t pages) { spans_[span].at.resize(pages); }
+  void Trim(size_t span, uint64_t pages) { spans_[span].pages = pages; }
   uint64_t SpanFirst(size_t span) const { return spans_[span].first; }
-  uint64_t SpanPages(size_t span) const { return spans_[span].at.size(); }
+  uint64_t SpanPages(size_t span) const { return spans_[span].pages; }
   // A page listed outside every window.
   void SetExtra(uint64_t key, uint32_t view) { extra_[key] = view; }
   // Whether the round read `key`'s record in one of its windows.
   bool InWindow(uint64_t key) const {
     for (size_t i = 0; i < nspans_; ++i) {
-      if (key >= spans_[i].first && key - spans_[i].first < spans_[i].at.size()) return true;
+      if (key >= spans_[i].first && key - spans_[i].first < spans_[i].pages) return true;
     }
     return false;
   }
@@ -128,8 +142,11 @@ class ViewIndex {
   const uint32_t* Find(uint64_t key) const {
     for (size_t i = 0; i < nspans_; ++i) {
       const Span& s = spans_[i];
-      if (key >= s.first && key - s.first < s.at.size()) {
-        const uint32_t* v = &s.at[key - s.first];
+      if (key >= s.first && key - s.first < s.pages) {
+        const uint64_t off = key - s.first;
+        const uint32_t block = s.dir[off / kBlock];
+        if (block == kNone) return nullptr;
+        const uint32_t* v = &pool_[static_cast<size_t>(block) * kBlock + off % kBlock];
         return *v == kNone ? nullptr : v;
       }
     }
@@ -140,11 +157,13 @@ class ViewIndex {
 
  private:
   static constexpr uint32_t kNone = ~0u;
+  static constexpr uint64_t kBlock = 256;
   struct Span {
     const Region* region = nullptr;
     uint64_t region_key = 0;  // key of the region's page 0
     uint64_t first = 0;       // key of the window's first page
-    std::vector<uint32_t> at;
+    uint64_t pages = 0;
+    std::vector<uint32_t> dir;  // per block of the window: its block in pool_, or kNone
   };
   const Span* RegionSpan(uint64_t key) const {
     for (size_t i = 0; i < nspans_; ++i) {
@@ -155,6 +174,7 @@ class ViewIndex {
   }
   std::vector<Span> spans_;
   size_t nspans_ = 0;
+  std::vector<uint32_t> pool_;  // blocks of kBlock positions (kNone: not listed)
   std::unordered_map<uint64_t, uint32_t> extra_;
 };
 
@@ -289,6 +309,7 @@ class Migrator {
     Policy::TierPageCounts unlisted{};  // live pages not listed, per tier
     uint64_t population = 0;  // resident unpinned pages the candidates were drawn from, over time
     uint64_t window_listed = 0;  // pages listed from the records read (not the named ones)
+    uint64_t records_read = 0;   // page records read (a quiet chunk passed over counts one)
     bool whole = true;        // every live page was read (no window)
   };
   // Reads the page records: every live page's when they fit TIERMEM_SCAN_PAGES (or it is 0),

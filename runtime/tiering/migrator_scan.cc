@@ -49,13 +49,20 @@ uint64_t Migrator::ScanWindow(Region* r, uint64_t from, uint64_t end, uint64_t* 
                               RoundScan* out) {
   const size_t page = config_.page_size;
   const uint64_t region_key = reinterpret_cast<uintptr_t>(r->PageAddress(0)) / page;
-  const uint64_t cap = read_left != nullptr ? std::min(end - from, *read_left) : end - from;
-  const size_t span = index_.AddSpan(r, region_key, region_key + from, cap);
+  // A quiet chunk (Region::Quiet: every page free or untouched) is passed over whole and costs
+  // the read budget one record.
+  const uint64_t budget = read_left != nullptr ? *read_left : UINT64_MAX;
+  uint64_t read = 0;
+  const size_t span = index_.AddSpan(r, region_key, region_key + from, end - from);
   std::vector<PageView>& views = out->views;
   const size_t begin = views.size();
   uint64_t i = from;
-  for (; i < from + cap; ++i) {
+  for (; i < end && read < budget; ++i, ++read) {
     if (list_left != nullptr && *list_left == 0) break;
+    if (i % Region::kChunkPages == 0 && end - i >= Region::kChunkPages && r->Quiet(i / Region::kChunkPages)) {
+      i += Region::kChunkPages - 1;
+      continue;
+    }
     if ((i & 0xffff) == 0xffff) MaybeRelieve();  // a long scan does not hold relief back
     const PageRecord& rec = r->record(i);
     const uint8_t st = rec.state.load(std::memory_order_acquire);
@@ -87,7 +94,8 @@ uint64_t Migrator::ScanWindow(Region* r, uint64_t from, uint64_t end, uint64_t* 
     views.push_back({key, tier, pinned});
     if (list_left != nullptr) --*list_left;
   }
-  if (read_left != nullptr) *read_left -= i - from;
+  if (read_left != nullptr) *read_left -= read;
+  out->records_read += read;
   index_.Trim(span, i - from);
   scan_windows_.push_back({span, begin, views.size()});
   return i;
@@ -99,6 +107,7 @@ void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
   out->views.clear();  // (cleared, not replaced: the vectors keep their capacity)
   out->candidates.clear();
   out->dram_pages = out->lower_pages = out->cxl_pages = 0;
+  out->records_read = 0;
   out->unlisted = {};
   named_scratch_.clear();
   size_t nregions = 0;

@@ -22,13 +22,13 @@ constexpr size_t kPage = 4096;
 
 class Resident : public ::testing::Test {
  protected:
-  // A runtime with `limit` of DRAM and the memd as its remote tier; no access sampling, so only
-  // budget relief and the policy's plan move pages.
-  void Start(const char* limit) {
+  // A runtime with `limit` of DRAM and the memd as its remote tier; no access sampling (by
+  // default), so only budget relief moves pages.
+  void Start(const char* limit, const char* sample_mode = "off") {
     ASSERT_TRUE(memd_.Start({"--capacity", "256M", "--no-rdma"}));
     Options o;
     o.Set("remote", memd_.url()).Set("remote_timeout_ms", 5000).Set("dram_limit", limit);
-    o.Set("log", "warn").Set("sample_mode", "off");
+    o.Set("log", "warn").Set("sample_mode", sample_mode);
     auto rt = Runtime::Start(o);
     ASSERT_TRUE(rt.ok()) << rt.status().ToString();
     rt_ = std::move(*rt);
@@ -258,6 +258,39 @@ TEST_F(Resident, ARunPastTheLimitGoesToDramUntouchedAndIsKeptWithinItOnceWritten
     wrong += b[off] != want || b[off + kPage - 1] != want;
   }
   EXPECT_EQ(wrong, 0u) << "pages read back wrong";
+  ASSERT_TRUE(rt_->Free(b).ok());
+}
+
+// A large run the program touches in part: once a resident count has found a 2 MiB chunk with
+// no page touched (Region::Quiet), the policy's rounds pass over it whole instead of reading
+// its 512 records; a chunk written later is read, and listed, again after the next count.
+TEST_F(Resident, RoundsPassOverChunksNobodyTouched) {
+  ASSERT_NO_FATAL_FAILURE(Start("24M", "faults"));  // policy rounds (remote faults their only samples)
+  constexpr size_t kBytes = 64u << 20, kWritten = 19u << 20, kChunk = 2u << 20;
+  constexpr uint64_t kRunPages = kBytes / kPage;
+  auto p = rt_->Allocate(kBytes, Tier::kAuto);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto* b = static_cast<char*>(*p);
+  memset(b, 7, kWritten);  // above three quarters of the budget: the rounds do not idle
+  // Records read per round, over rounds that began after two more counts.
+  auto per_round = [&](const char* when) -> double {
+    const uint64_t counts0 = rt_->Counters().resident_counts;
+    EXPECT_TRUE(testing::WaitFor([&] { return rt_->Counters().resident_counts >= counts0 + 2; }, 60))
+        << "no resident count " << when;
+    const RuntimeCounters c0 = rt_->Counters();
+    EXPECT_TRUE(testing::WaitFor([&] { return rt_->Counters().policy_rounds >= c0.policy_rounds + 5; }, 60))
+        << "no policy round " << when;
+    const RuntimeCounters c1 = rt_->Counters();
+    return double(c1.policy_records_read - c0.policy_records_read) / double(c1.policy_rounds - c0.policy_rounds);
+  };
+  const double part = per_round("after the first write");
+  // 10 chunks hold written pages (5,120 records), 22 are quiet (a record each).
+  EXPECT_LT(part, kRunPages / 2.0) << "the rounds read the untouched chunks page by page";
+  EXPECT_GE(part, kWritten / kPage) << "the rounds did not read the written pages";
+  memset(b + 20 * kChunk, 9, kChunk);  // a quiet chunk written: its pages are the program's now
+  const double more = per_round("after the second write");
+  EXPECT_GE(more, part + 0.75 * (kChunk / kPage)) << "the chunk written later is still passed over";
+  EXPECT_EQ(rt_->Counters().remote_faults, 0u);
   ASSERT_TRUE(rt_->Free(b).ok());
 }
 

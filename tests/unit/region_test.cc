@@ -78,6 +78,38 @@ TEST(Region, DataIsWholeHugePages) {
   EXPECT_EQ(r.AllocRun(r.pages()), 0u);
 }
 
+// A quiet chunk (region.h) is passed over by the policy's scan; whatever hands its pages out
+// again clears the bit, and only free or untouched pages are quiet.
+TEST(Region, AllocationClearsTheQuietBitsOfItsChunks) {
+  Region r;
+  ASSERT_TRUE(r.Init(8 * Region::kChunkPages * 4096).ok());
+  for (uint64_t c = 0; c < 8; ++c) {
+    EXPECT_FALSE(r.Quiet(c));
+    r.MarkQuiet(c);
+    EXPECT_TRUE(r.Quiet(c));
+  }
+  // Pages 100..1100: chunks 0, 1 and 2.
+  const uint64_t a = r.AllocRun(100), b = r.AllocRun(1000);
+  ASSERT_EQ(a, 0u);
+  ASSERT_EQ(b, 100u);
+  for (uint64_t c = 0; c < 3; ++c) EXPECT_FALSE(r.Quiet(c)) << "chunk " << c;
+  for (uint64_t c = 3; c < 8; ++c) EXPECT_TRUE(r.Quiet(c)) << "chunk " << c;
+  // A run just allocated has no tier yet: not quiet. Untouched (and not held free by the heap)
+  // it is; a free page is.
+  EXPECT_FALSE(r.PageQuiet(b));
+  r.record(b).tier.store(kUntouchedTier);
+  EXPECT_TRUE(r.PageQuiet(b));
+  r.record(b).flags.fetch_or(kPageHeapFree);
+  EXPECT_FALSE(r.PageQuiet(b));
+  r.record(b + 1).tier.store(0);  // on DRAM's count
+  EXPECT_FALSE(r.PageQuiet(b + 1));
+  EXPECT_TRUE(r.PageQuiet(3 * Region::kChunkPages));
+  r.MarkQuiet(1);
+  r.ClearQuiet(Region::kChunkPages - 1, 2);  // the last page of chunk 0 and the first of 1
+  EXPECT_FALSE(r.Quiet(1));
+  EXPECT_TRUE(r.Quiet(3));
+}
+
 TEST(Region, RejectsBadSizes) {
   Region r;
   EXPECT_FALSE(r.Init(0).ok());
