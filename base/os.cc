@@ -384,11 +384,12 @@ void EventFdClear(int fd) {
   (void)!read(fd, &count, sizeof(count));  // non-blocking: EAGAIN when it was not signalled
 }
 
-StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns) {
+StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns, bool* slept) {
   const uint64_t spin_end = spin_ns > 0 ? MonotonicNanos() + spin_ns : 0;
   for (;;) {
     pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
     const bool spinning = spin_end != 0 && MonotonicNanos() < spin_end;
+    if (slept != nullptr) *slept = !spinning;
     int rc = poll(fds, 2, spinning ? 0 : -1);
     if (rc == 0 && spinning) continue;
     if (rc < 0) {

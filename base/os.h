@@ -202,8 +202,9 @@ void EventFdSignal(int fd);
 void EventFdClear(int fd);
 // Waits until `fd` (returns 0) or `stop_fd` (returns 1) is readable. EINTR is retried. With
 // `spin_ns`, polls without sleeping for that long first (a thread that sleeps is woken across
-// CPUs, tens of microseconds on these VMs), then sleeps.
-StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns = 0);
+// CPUs, tens of microseconds on these VMs), then sleeps; *slept (when given) says whether it
+// came to that.
+StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns = 0, bool* slept = nullptr);
 // Waits up to timeout_ms (-1: no limit) until one of the `n` (at most 65) descriptors is
 // readable, or writable where writable[i] is nonzero (writable may be null: none), or has an
 // error or hang-up to report: the lowest index of those, -1 on timeout. EINTR is retried.

@@ -134,14 +134,26 @@ void Pager::FaultLoop() {
   // CPU: spinning takes memd's CPU where the two share few cores, TCP on loopback), which saves
   // the faulting thread's wake-up of a sleeping handler on its next fault (docs/protocol.md,
   // "Where a fault's time goes").
+  // The spin after sampled faults adapts: one that met no fault (the program was not sweeping,
+  // or had no CPU to fault on while this thread held one) doubles the number of sampled
+  // batches after which the handler sleeps at once, up to kSampledSpinSkipMax; one that met a
+  // fault resets it.
   constexpr uint64_t kSampledSpinNs = 50'000;
+  constexpr uint32_t kSampledSpinSkipMax = 64;
+  uint32_t spin_skip = 0, spin_skipped = 0;
   bool sampled_only = false, read_remote = false;
   for (;;) {
     if (backlog.empty()) {
-      const uint64_t spin = sampled_only ? kSampledSpinNs : read_remote ? fault_spin_ns_ : 0;
-      auto ready = os::WaitReadable(uffd_, stop_fd_, spin);
+      const bool sampled_spin = sampled_only && spin_skipped++ >= spin_skip;
+      const uint64_t spin = sampled_spin ? kSampledSpinNs : read_remote ? fault_spin_ns_ : 0;
+      bool slept = false;
+      auto ready = os::WaitReadable(uffd_, stop_fd_, spin, &slept);
       if (!ready.ok()) HandlerFails(ready.status());
       if (*ready == 1) break;  // stop
+      if (sampled_spin) {
+        spin_skip = slept ? std::min(kSampledSpinSkipMax, std::max(1u, spin_skip * 2)) : 0;
+        spin_skipped = 0;
+      }
     }
     b.sampled = b.posted = 0;
     b.zeroed = false;
