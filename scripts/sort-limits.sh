@@ -24,12 +24,10 @@ for f in "$preload" "$memd" "$input"; do
 done
 work=$(mktemp -d)
 memd_pid=""
-cg=""
-swapfile=""
+. "$(cd "$(dirname "$0")" && pwd)/kernel-swap.sh"
 cleanup() {
   [ -n "$memd_pid" ] && kill "$memd_pid" 2>/dev/null && wait "$memd_pid" 2>/dev/null
-  [ -n "$swapfile" ] && swapoff "$swapfile" 2>/dev/null; [ -n "$swapfile" ] && rm -f "$swapfile"
-  [ -n "$cg" ] && rmdir "$cg" 2>/dev/null
+  kernel_swap_cleanup
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -63,13 +61,13 @@ print(c.get("remote_faults", 0), c.get("pages_evicted", 0))' "$work/stats")
 # kernel NAME LIMIT: plain sort in a memory cgroup of LIMIT with a swap file of its own.
 kernel() {
   local before after
-  before=$(awk '$1 == "pgmajfault" {print $2}' "$cg/memory.stat")
+  before=$(kernel_swap_majfaults)
   local s e
   s=$(date +%s%N)
-  bash -c 'echo $$ > "$1/cgroup.procs"; exec env LC_ALL=C sort -o "$2" "$3"' _ "$cg" "$work/out" "$input"
+  kernel_swap_exec env LC_ALL=C sort -o "$work/out" "$input"
   e=$(date +%s%N)
   LC_ALL=C sort -c "$work/out" || { echo "sort-limits: kernel: output not in order" >&2; exit 1; }
-  after=$(awk '$1 == "pgmajfault" {print $2}' "$cg/memory.stat")
+  after=$(kernel_swap_majfaults)
   echo "kernel_swap $(( (e - s) / 1000 )) $((after - before)) 0 0" >> "$work/runs"
 }
 
@@ -79,32 +77,8 @@ peak_kb=$(awk '{print $5}' "$work/runs")
 : > "$work/runs"
 kernel_note="not asked (no KERNEL_LIMIT)"
 if [ -n "$kernel_limit" ]; then
-  kernel_note=""
-  # cgroup v2: memory.max, swap unlimited; v1: a child of this process's memory cgroup,
-  # memory.limit_in_bytes (swap unlimited where memsw is not set).
-  v1=$(awk -F: '$2 == "memory" {print $3}' /proc/self/cgroup)
-  if [ "$(id -u)" != 0 ]; then
-    kernel_note="needs root"
-  elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
-    cg=/sys/fs/cgroup/tiermem-sort-limits-$$
-    limit_file=memory.max
-  elif [ -n "$v1" ] && [ -d "/sys/fs/cgroup/memory$v1" ]; then
-    cg=/sys/fs/cgroup/memory${v1%/}/tiermem-sort-limits-$$
-    limit_file=memory.limit_in_bytes
-  else
-    kernel_note="no memory cgroup found"
-  fi
-  if [ -z "$kernel_note" ]; then
-    swapfile="$swap_dir/tiermem-sort-limits-$$.swap"
-    if mkdir "$cg" 2>/dev/null && echo "$(numfmt --from=iec "$kernel_limit")" > "$cg/$limit_file" &&
-       { [ "$limit_file" = memory.limit_in_bytes ] || echo max > "$cg/memory.swap.max"; } &&
-       fallocate -l $((peak_kb * 2048)) "$swapfile" && chmod 600 "$swapfile" && mkswap -q "$swapfile" >/dev/null &&
-       swapon "$swapfile"; then
-      kernel_note=""
-    else
-      kernel_note="the cgroup or the swap file could not be made"
-    fi
-  fi
+  kernel_swap_setup tiermem-sort-limits "$kernel_limit" "$swap_dir/tiermem-sort-limits-$$.swap" $((peak_kb * 2048))
+  kernel_note=$KS_WHY
 fi
 for r in $(seq 1 "$rounds"); do
   run unlimited LD_PRELOAD="$preload" TIERMEM_STATS="$work/stats"

@@ -15,6 +15,7 @@
 #include "base/os.h"
 #include "base/own_memory.h"
 #include "base/runtime_thread.h"
+#include "base/tsan.h"
 #include "remote_memd_fixture.h"
 #include "test_util.h"
 #include "tiermem/tiermem.hpp"
@@ -115,9 +116,7 @@ FillRun Fill(bool preloaded) {
 }
 
 TEST(OwnDram, ThePreloadLibrarysRuntimeCountsItsOwnHeapInTheDramLimit) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "the sanitizer's allocator serves malloc, so glibc's heap (mallinfo2) holds nothing";
-#endif
+  if (kSanitizedBuild) GTEST_SKIP() << "the sanitizer's allocator serves malloc, so glibc's heap (mallinfo2) holds nothing";
   const FillRun r = Fill(true);
   ASSERT_TRUE(r.started);
   EXPECT_GE(r.own_bytes, 24 * kMiB) << "the held heap was not counted";

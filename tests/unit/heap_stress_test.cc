@@ -15,16 +15,13 @@
 
 #include "allocator/entry_points.h"
 #include "allocator/heap_internal.h"
+#include "base/tsan.h"
 #include "tiermem/heap.hpp"
 
 namespace tiermem {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr uint64_t kDefaultOps = 200000;
-#else
-constexpr uint64_t kDefaultOps = 10000000;
-#endif
+constexpr uint64_t kDefaultOps = kSanitizedBuild ? 200000 : 10000000;
 constexpr int kThreads = 8;
 constexpr int kSlots = 2048;
 
