@@ -330,7 +330,13 @@ TEST(TieringTest, PrefetchedPagesNobodyTouchedLeaveBeforePagesThatWereUsed) {
   for (auto& l : *loc) kept += l.tier == Tier::kDram && l.resident;
   EXPECT_GT(c.pages_prefetched - prefetched_before, 4096u) << "the read was fetched ahead";
   EXPECT_GT(c.budget_relief_pages, 0u);
-  EXPECT_GE(kept, used_n * 9 / 10) << "of the " << used_n << " pages used before the read, " << kept
+  // Relief's order: pages fetched ahead and never touched, then the oldest. The used set is
+  // older than the pages the read faulted in itself, so beyond 1024 of those (a machine where
+  // the pager runs slowly against the read: a sanitizer's, or a loaded one) the excess comes
+  // out of the used set, rightly; what relief keeps of it is checked against what is left.
+  const uint64_t read_faults = c.remote_faults - faults_before;
+  const size_t room = read_faults >= 1536 ? 0 : std::min<size_t>(used_n, 1536 - read_faults);
+  EXPECT_GE(kept, room * 9 / 10) << "of the " << used_n << " pages used before the read, " << kept
                                    << " are still in DRAM; relief " << c.budget_relief_pages
                                    << " pages; the read faulted " << c.remote_faults - faults_before
                                    << " pages in itself";
