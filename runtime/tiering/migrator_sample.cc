@@ -22,27 +22,26 @@ uint64_t Migrator::ArmNextSample(uint64_t now, const std::vector<PageView>& view
                                  const std::unordered_set<uint64_t>& moved_now) {
   AccessSampler* tracker = sampler_;
   uint64_t armed = 0;
-  if (sampling_ && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
-    if (!tracker->usable()) {
-      StopSamplingIfHandlerLost();
-    } else {
-      // Half the sample checks the next demotion victims (the coldest DRAM pages: a hot page
-      // among them is caught before it is evicted, like CLOCK's second chance); half rotates
-      // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
-      const SampleShares shares = SampleSharesFor(sample_candidates.size(), dram_pages, fault_samples);
-      std::vector<char*> next;
-      if (dram_budget_ != 0 && dram_pages * 4 >= Budget() * 3) {
-        PickVictims(now, views, sample_candidates, shares.victims, moved_now, &next);
-      }
-      PickRotating(views, sample_candidates, shares.total, moved_now, &next);
-      armed = ArmAndWatch(next, views);
-      last_candidates_ = ArmablePopulation(sample_candidates, population);
-      // The tracker is in a round now, whatever it armed: the next round collects it. (A sample
-      // that armed nothing, every candidate a page never touched, was taken as no round, and a
-      // tracker left mid-round refuses every later Arm: sampling stopped for good.)
-      armed_ = true;
-      last_armed_ = armed;
+  // A lost handler is noticed every round, whether or not this one wants a sample.
+  const bool usable = !sampling_ || tracker->usable();
+  if (!usable) StopSamplingIfHandlerLost();
+  if (sampling_ && usable && !sample_candidates.empty() && SamplingWanted(dram_pages, lower_pages)) {
+    // Half the sample checks the next demotion victims (the coldest DRAM pages: a hot page
+    // among them is caught before it is evicted, like CLOCK's second chance); half rotates
+    // over every resident page, so heat is learned everywhere (and hot CXL pages are found).
+    const SampleShares shares = SampleSharesFor(sample_candidates.size(), dram_pages, fault_samples);
+    std::vector<char*> next;
+    if (dram_budget_ != 0 && dram_pages * 4 >= Budget() * 3) {
+      PickVictims(now, views, sample_candidates, shares.victims, moved_now, &next);
     }
+    PickRotating(views, sample_candidates, shares.total, moved_now, &next);
+    armed = ArmAndWatch(next, views);
+    last_candidates_ = ArmablePopulation(sample_candidates, population);
+    // The tracker is in a round now, whatever it armed: the next round collects it. (A sample
+    // that armed nothing, every candidate a page never touched, was taken as no round, and a
+    // tracker left mid-round refuses every later Arm: sampling stopped for good.)
+    armed_ = true;
+    last_armed_ = armed;
   }
   if (sampling_ && armed == 0 && tracker->carried() > 0) {
     // No round armed: pages still carried from the last one are lifted, the watch ends.
