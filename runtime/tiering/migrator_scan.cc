@@ -33,7 +33,8 @@ constexpr uint8_t kStateInFlight = static_cast<uint8_t>(PageState::kInFlight);
 constexpr uint64_t kReadFactor = 4;  // records read per page listed, at most
 
 // The tier a record's page is resident on and counts against, or false when it is not resident
-// (remote, in flight, being freed). A page the soft sampler holds is resident on its tier (its
+// (remote, in flight, being freed). A page Region::PageQuiet calls quiet (free, or untouched:
+// no tier) must stay one this passes over, or the quiet chunks ScanWindow skips would hide it. A page the soft sampler holds is resident on its tier (its
 // bytes wait in a copy); a remote page faulted back in is in DRAM.
 bool ResidentTier(const PageRecord& rec, uint8_t st, uint8_t flags, Tier* tier) {
   if (st != kStateLocal && !(st == kStateInFlight && (flags & kPageSampled))) return false;
