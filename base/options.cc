@@ -55,9 +55,9 @@ const OptionSpec kTable[] = {
            .check = CheckPrefetch,
            .accepts = "auto, off or a number of pages up to 128"),
     TM_OPT("TIERMEM_FAULT_SPIN_US", OptionKind::kString, "auto", fault_spin_us,
-           "after serving remote faults, the fault handler polls for the next fault this many "
-           "microseconds before it sleeps (a core busy meanwhile; a thread faulting again soon "
-           "finds the handler awake): auto (200 when every memory server is rdma://, else 0: a "
+           "the fault handler polls this many microseconds before it sleeps, for a fault's reply "
+           "and, after serving remote faults, for the next fault (a core busy meanwhile; a reply or "
+           "a thread faulting again soon finds the handler awake): auto (200 when every memory server is rdma://, else 0: a "
            "memd on the same cores needs them over TCP) or N (at most 10000)",
            .check = CheckFaultSpin,
            .accepts = "auto or a number of microseconds up to 10000"),

@@ -91,7 +91,10 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     // holds unsent writes would leave that server idle: replicas' writes go out together.
     const size_t nfds = BusyFds(fault_conn, outstanding, intake_fd, fds, want_out);
     // Past the timeout with no reply, the next Poll(.., 0) fails the silent connection.
-    auto ready = os::WaitAnyReady(fds, want_out, nfds, static_cast<int>(config_.timeout_ms) + 1);
+    // The fault handler (intake_fd: its userfaultfd) polls first for TIERMEM_FAULT_SPIN_US, as
+    // it does for the next fault (pager_fault.cc): a reply taken awake saves its wake-up.
+    auto ready = os::WaitAnyReady(fds, want_out, nfds, static_cast<int>(config_.timeout_ms) + 1,
+                                  intake_fd >= 0 ? fault_spin_ns_ : 0);
     if (!ready.ok()) {
       *err = CollectError{first_busy, 0, ready.status()};
       return false;

@@ -1,6 +1,7 @@
 // base/os_fd.cc: the runtime's descriptors live at or above KeepHighFloor, where a program's
 // double close of a low number cannot reach them; the /proc/self files read round after round
 // are opened once per process, read afresh at each call, and a forked child opens its own.
+// WaitAnyReady (base/os.cc) with a spin: what it returns and that its timeout still holds.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -9,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "base/os.h"
@@ -114,6 +116,39 @@ TEST(ProcSelfFile, AForkedChildReadsItsOwnStatm) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child read its parent's statm";
   EXPECT_EQ(os::ProcSelfFile(os::ProcSelf::kStatm), parent_fd);
+}
+
+TEST(WaitAnyReady, ASpinReturnsTheReadyDescriptorAsASleepWould) {
+  auto a = os::EventFd(), b = os::EventFd();
+  ASSERT_TRUE(a.ok() && b.ok());
+  const int fds[2] = {*a, *b};
+  os::EventFdSignal(*b);
+  for (uint64_t spin : {uint64_t{0}, uint64_t{50'000'000}}) {
+    auto got = os::WaitAnyReady(fds, nullptr, 2, -1, spin);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(*got, 1) << "spin " << spin;
+  }
+  // Signalled by another thread while the waiter spins (or, past the spin, sleeps).
+  os::EventFdClear(*b);
+  std::thread signaller([&] { os::EventFdSignal(*a); });
+  auto got = os::WaitAnyReady(fds, nullptr, 2, -1, 1'000'000);
+  signaller.join();
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 0);
+  close(*a);
+  close(*b);
+}
+
+TEST(WaitAnyReady, TheTimeoutEndsASpinLongerThanIt) {
+  auto a = os::EventFd();
+  ASSERT_TRUE(a.ok());
+  const int fds[1] = {*a};
+  // A spin of ten minutes under a timeout of 5 ms: nothing ready, so -1 once the timeout passes
+  // (a spin that ignored the timeout would hold the test past its ctest limit).
+  auto got = os::WaitAnyReady(fds, nullptr, 1, 5, 600'000'000'000ull);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, -1);
+  close(*a);
 }
 
 }  // namespace
