@@ -182,6 +182,13 @@ void UffdWake(int uffd, void* addr, size_t bytes);
 // otherwise (a copy that fails installs a zero page instead, so no touch waits forever).
 // Allocates the result; starts and joins one thread.
 StatusOr<std::vector<uint64_t>> UffdFaultFloor(size_t faults);
+// The same touches served with no handler thread: the range's userfaultfd has
+// UFFD_FEATURE_SIGBUS, so each missing fault raises SIGBUS on the touching thread itself, whose
+// handler installs the page with one UFFDIO_COPY and returns (the touch runs again). The floor of
+// a fault path in which the faulting thread fetches its own page. SIGBUS's action is ours while
+// it runs (a SIGBUS outside the range goes to the action before) and is put back before it
+// returns. NotSupported where the kernel lacks the feature; one measurement at a time.
+StatusOr<std::vector<uint64_t>> UffdSignalFloor(size_t faults);
 struct UffdFault {
   uintptr_t address = 0;  // the faulting address (not page aligned)
   bool write = false;     // a write access

@@ -10,8 +10,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <signal.h>
 #include <cerrno>
+#include <atomic>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -358,38 +361,53 @@ void FloorHandler(int fd, const char* src, size_t faults, int* err) {
   }
 }
 
-}  // namespace
+// A floor's range: a blocking userfaultfd with `features` (as a bare handler has it), `faults`
+// fresh private pages registered for missing faults, then one page filled as the copies' source.
+struct FloorRange {
+  int fd = -1;
+  char* base = nullptr;
+  size_t page = 0, bytes = 0;
+  const char* src() const { return base + bytes - page; }
+  static StatusOr<FloorRange> Open(size_t faults, uint64_t features, const char* what) {
+    FloorRange r;
+    r.page = PageSize();
+    r.bytes = (faults + 1) * r.page;
+    r.fd = UffdCreate(O_CLOEXEC);
+    if (r.fd < 0) return ErrnoToStatus(-r.fd, std::string("userfaultfd (") + what + ")");
+    if (const int rc = UffdApi(r.fd, features); rc != 0) {
+      close(r.fd);
+      if (rc == -EINVAL && features != 0) return NotSupported(std::string("userfaultfd features missing (") + what + ")");
+      return ErrnoToStatus(-rc, std::string("userfaultfd API handshake (") + what + ")");
+    }
+    void* mem = mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      const int e = errno;
+      close(r.fd);
+      return ErrnoToStatus(e, std::string("mmap (") + what + ")");
+    }
+    (void)madvise(mem, r.bytes, MADV_NOHUGEPAGE);  // one fault per page, as the pager's ranges
+    r.base = static_cast<char*>(mem);
+    for (size_t i = 0; i < r.page; ++i) r.base[faults * r.page + i] = char(i);
+    uffdio_register reg{};
+    reg.range = {reinterpret_cast<uintptr_t>(r.base), faults * r.page};
+    reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+    if (faults > 0 && ioctl(r.fd, UFFDIO_REGISTER, &reg) != 0) {
+      const int e = errno;
+      r.Close();
+      return ErrnoToStatus(e, std::string("userfaultfd register (") + what + ")");
+    }
+    return r;
+  }
+  void Close() {
+    if (base != nullptr) munmap(base, bytes);
+    if (fd >= 0) close(fd);
+    base = nullptr;
+    fd = -1;
+  }
+};
 
-StatusOr<std::vector<uint64_t>> UffdFaultFloor(size_t faults) {
-  const size_t page = PageSize();
-  const int fd = UffdCreate(O_CLOEXEC);  // blocking reads, as a bare handler has them
-  if (fd < 0) return ErrnoToStatus(-fd, "userfaultfd (fault floor)");
-  if (const int rc = UffdApi(fd, 0); rc != 0) {
-    close(fd);
-    return ErrnoToStatus(-rc, "userfaultfd API handshake (fault floor)");
-  }
-  const size_t bytes = (faults + 1) * page;  // the touched pages, then the copies' source page
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    const int e = errno;
-    close(fd);
-    return ErrnoToStatus(e, "mmap (fault floor)");
-  }
-  (void)madvise(mem, bytes, MADV_NOHUGEPAGE);  // one fault per page, as the pager's ranges
-  char* base = static_cast<char*>(mem);
-  char* src = base + faults * page;
-  for (size_t i = 0; i < page; ++i) src[i] = char(i);
-  uffdio_register r{};
-  r.range = {reinterpret_cast<uintptr_t>(base), faults * page};
-  r.mode = UFFDIO_REGISTER_MODE_MISSING;
-  if (faults > 0 && ioctl(fd, UFFDIO_REGISTER, &r) != 0) {
-    const int e = errno;
-    munmap(mem, bytes);
-    close(fd);
-    return ErrnoToStatus(e, "userfaultfd register (fault floor)");
-  }
-  int err = 0;
-  std::thread handler(FloorHandler, fd, src, faults, &err);
+// Touches each of `faults` pages at `base` once, in order, timing each.
+std::vector<uint64_t> TouchEach(char* base, size_t faults, size_t page) {
   std::vector<uint64_t> ns(faults);
   for (size_t i = 0; i < faults; ++i) {
     volatile const char* p = base + i * page;
@@ -397,10 +415,97 @@ StatusOr<std::vector<uint64_t>> UffdFaultFloor(size_t faults) {
     (void)*p;
     ns[i] = MonotonicNanos() - t0;
   }
+  return ns;
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint64_t>> UffdFaultFloor(size_t faults) {
+  TIERMEM_ASSIGN_OR_RETURN(FloorRange range, FloorRange::Open(faults, 0, "fault floor"));
+  int err = 0;
+  std::thread handler(FloorHandler, range.fd, range.src(), faults, &err);
+  std::vector<uint64_t> ns = TouchEach(range.base, faults, range.page);
   handler.join();
-  munmap(mem, bytes);
-  close(fd);
+  range.Close();
   if (err != 0) return ErrnoToStatus(err, "UFFDIO_COPY (fault floor)");
+  return ns;
+}
+
+namespace {
+
+// The signal floor's state, read by its SIGBUS handler on the touching thread: set before the
+// handler is installed, cleared after the action before it is put back. One measurement at a
+// time (g_sig_busy).
+std::atomic<bool> g_sig_busy{false};
+std::atomic<int> g_sig_fd{-1};
+std::atomic<uintptr_t> g_sig_lo{0}, g_sig_hi{0}, g_sig_src{0}, g_sig_page{0};
+std::atomic<int> g_sig_err{0};
+struct sigaction g_sig_old;
+
+// On the touching thread, for a missing fault of the registered range (UFFD_FEATURE_SIGBUS): one
+// UFFDIO_COPY, and the touch runs again on return. System calls and atomics only. A SIGBUS that
+// is not ours goes to the action before ours: its handler, or (default or ignored) that action
+// put back, so the bus error comes again on return and ends the process as it would have.
+void SignalFloorHandler(int sig, siginfo_t* si, void* ctx) {
+  const int saved = errno;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(si->si_addr);
+  const int fd = g_sig_fd.load(std::memory_order_acquire);
+  if (fd < 0 || a < g_sig_lo.load(std::memory_order_relaxed) || a >= g_sig_hi.load(std::memory_order_relaxed)) {
+    if ((g_sig_old.sa_flags & SA_SIGINFO) != 0 && g_sig_old.sa_sigaction != nullptr) {
+      g_sig_old.sa_sigaction(sig, si, ctx);
+    } else if (g_sig_old.sa_handler != SIG_DFL && g_sig_old.sa_handler != SIG_IGN) {
+      g_sig_old.sa_handler(sig);
+    } else {
+      (void)sigaction(SIGBUS, &g_sig_old, nullptr);
+    }
+    errno = saved;
+    return;
+  }
+  const uintptr_t page = g_sig_page.load(std::memory_order_relaxed);
+  uffdio_copy c{};
+  c.dst = a & ~(page - 1);
+  c.src = g_sig_src.load(std::memory_order_relaxed);
+  c.len = page;
+  if (ioctl(fd, UFFDIO_COPY, &c) != 0 && errno != EEXIST) {
+    int none = 0;
+    (void)g_sig_err.compare_exchange_strong(none, errno);
+    uffdio_zeropage z{};
+    z.range = {c.dst, page};
+    (void)ioctl(fd, UFFDIO_ZEROPAGE, &z);
+  }
+  errno = saved;
+}
+
+
+}  // namespace
+
+StatusOr<std::vector<uint64_t>> UffdSignalFloor(size_t faults) {
+  if (g_sig_busy.exchange(true)) return Unavailable("a signal-floor measurement is already running");
+  struct Done {
+    ~Done() { g_sig_busy.store(false); }
+  } done;
+  TIERMEM_ASSIGN_OR_RETURN(FloorRange range, FloorRange::Open(faults, UFFD_FEATURE_SIGBUS, "signal floor"));
+  g_sig_lo.store(reinterpret_cast<uintptr_t>(range.base), std::memory_order_relaxed);
+  g_sig_hi.store(reinterpret_cast<uintptr_t>(range.base) + faults * range.page, std::memory_order_relaxed);
+  g_sig_src.store(reinterpret_cast<uintptr_t>(range.src()), std::memory_order_relaxed);
+  g_sig_page.store(range.page, std::memory_order_relaxed);
+  g_sig_err.store(0, std::memory_order_relaxed);
+  g_sig_fd.store(range.fd, std::memory_order_release);
+  struct sigaction sa{};
+  sa.sa_sigaction = SignalFloorHandler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGBUS, &sa, &g_sig_old) != 0) {
+    const int e = errno;
+    g_sig_fd.store(-1, std::memory_order_release);
+    range.Close();
+    return ErrnoToStatus(e, "sigaction SIGBUS (signal floor)");
+  }
+  std::vector<uint64_t> ns = TouchEach(range.base, faults, range.page);
+  (void)sigaction(SIGBUS, &g_sig_old, nullptr);
+  g_sig_fd.store(-1, std::memory_order_release);
+  range.Close();
+  if (const int e = g_sig_err.load(); e != 0) return ErrnoToStatus(e, "UFFDIO_COPY (signal floor)");
   return ns;
 }
 

@@ -118,6 +118,7 @@ struct Tiered {
   // The floor beside it (MeasureFaultFloor: a bare handler thread and UFFDIO_COPY), measured
   // right after the zero faults, with this pass's runtime still up.
   double floor_p50_us = 0, floor_p99_us = 0;
+  double signal_floor_p50_us = -1;  // MeasureSignalFaultFloor's p50; -1: the kernel lacks it
 };
 
 // Times first touches of fresh remote-tier pages: each a zero-page fault served by the handler
@@ -266,6 +267,14 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
     for (double& v : floor_us) v /= 1e3;
     out->floor_p50_us = Percentile(floor_us, 0.5);
     out->floor_p99_us = Percentile(floor_us, 0.99);
+    auto signal_ns = MeasureSignalFaultFloor(std::clamp<size_t>(pages, 1000, 20000));
+    if (signal_ns.ok()) {
+      std::vector<double> signal_us(signal_ns->begin(), signal_ns->end());
+      for (double& v : signal_us) v /= 1e3;
+      out->signal_floor_p50_us = Percentile(signal_us, 0.5);
+    } else if (signal_ns.status().code() != StatusCode::kNotSupported) {
+      return signal_ns.status();
+    }
   }
   out->evict_rate = double(pages) / evict_s;
   if (watcher.joinable()) {
@@ -453,6 +462,15 @@ int RunRemoteFault(Args args, const std::string&) {
            "\"zero_fault_vs_floor\":%.3f,\"fault_p50_vs_raw_roundtrip\":%.3f,\"fault_p99_vs_raw_roundtrip\":%.3f",
            raw.roundtrip_p99_us, t.floor_p50_us, t.floor_p99_us, ratio(t.zero_fault_p50_us, t.floor_p50_us),
            ratio(p50, raw.roundtrip_p50_us), ratio(p99, raw.roundtrip_p99_us));
+    // What each fault path would cost at its floor: the round trip plus the floor's hand-offs.
+    const double rt50 = raw.roundtrip_p50_us;
+    printf(",\"projected_handler_path_vs_raw_roundtrip\":%.3f", ratio(rt50 + t.floor_p50_us, rt50));
+    if (t.signal_floor_p50_us < 0) {
+      printf(",\"signal_floor_fault_p50_us\":null,\"projected_signal_path_vs_raw_roundtrip\":null");
+    } else {
+      printf(",\"signal_floor_fault_p50_us\":%.2f,\"projected_signal_path_vs_raw_roundtrip\":%.3f",
+             t.signal_floor_p50_us, ratio(rt50 + t.signal_floor_p50_us, rt50));
+    }
     if (raw_threads.empty()) {
       printf(",\"raw_roundtrip_threads_p50_us\":null,\"fault_p50_vs_raw_roundtrip_threads\":null");
     } else {
@@ -497,6 +515,10 @@ int RunRemoteFault(Args args, const std::string&) {
            t.touch_mean_us, t.handler_mean_us, t.read_mean_us, t.zero_fault_p50_us);
     printf("  fault floor     p50 %8.2f us   p99 %8.2f us   (bare handler + UFFDIO_COPY; zero fault %.2fx it)\n",
            t.floor_p50_us, t.floor_p99_us, t.floor_p50_us > 0 ? t.zero_fault_p50_us / t.floor_p50_us : 0.0);
+    if (t.signal_floor_p50_us >= 0) {
+      printf("  signal floor    p50 %8.2f us   (the faulting thread installs its own page on SIGBUS)\n",
+             t.signal_floor_p50_us);
+    }
     printf("  eviction        %10.0f pages/s   (%.0f%% of the raw write stream, %.0f pages/s)\n", evict_rate,
            100.0 * evict_rate / raw.write_pages_per_s, raw.write_pages_per_s);
     printf("  eviction CPU    %.2f us per page here, %.2f us in the memds started here\n", t.evict_client_cpu_us,
@@ -580,6 +602,10 @@ Subcommand AddRemoteFault(CLI::App& bench) {
       "  the userfaultfd round trip with no server); raw_roundtrip_p99_us; floor_fault_p50_us and\n"
       "  floor_fault_p99_us (the kernel's floor in the same run: a bare handler thread blocked in poll,\n"
       "  UFFDIO_COPY); zero_fault_vs_floor, fault_p50_vs_raw_roundtrip, fault_p99_vs_raw_roundtrip;\n"
+      "  signal_floor_fault_p50_us (no handler thread: the faulting thread installs its page on\n"
+      "  SIGBUS, UFFD_FEATURE_SIGBUS; null where the kernel lacks it); projected_handler_path_vs_raw_roundtrip\n"
+      "  and projected_signal_path_vs_raw_roundtrip ((raw p50 + that floor's p50) / raw p50: each\n"
+      "  design's fault at its floor);\n"
       "  with --threads > 1 raw_roundtrip_threads_p50_us and _p99_us (the bare round trip from as many\n"
       "  threads, each its own connection, at once) and fault_p50_vs_raw_roundtrip_threads (null with\n"
       "  one thread); with --kill-one rereplication_s (kill to every page with its replicas\n"

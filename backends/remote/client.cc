@@ -95,5 +95,6 @@ StatusOr<RemoteServerClients> RemoteClient::ListClients() {
 std::string RemoteClient::name() const { return impl_->transport->name(); }
 
 StatusOr<std::vector<uint64_t>> MeasureFaultFloor(size_t faults) { return os::UffdFaultFloor(faults); }
+StatusOr<std::vector<uint64_t>> MeasureSignalFaultFloor(size_t faults) { return os::UffdSignalFloor(faults); }
 
 }  // namespace tiermem

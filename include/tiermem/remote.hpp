@@ -101,5 +101,11 @@ class RemoteClient {
 // Returns each touch's time in nanoseconds, in touch order. PermissionDenied or NotSupported
 // where no userfaultfd can be opened. Starts and joins one thread; safe beside a Runtime.
 StatusOr<std::vector<uint64_t>> MeasureFaultFloor(size_t faults);
+// The floor of a fault path with no handler thread, measured the same way: each missing fault
+// raises SIGBUS on the touching thread (UFFD_FEATURE_SIGBUS), whose handler installs the page
+// with one UFFDIO_COPY. SIGBUS's action is borrowed while it runs and put back before it
+// returns (a SIGBUS elsewhere goes to the action before). NotSupported where the kernel lacks
+// the feature; Unavailable while another such measurement runs.
+StatusOr<std::vector<uint64_t>> MeasureSignalFaultFloor(size_t faults);
 
 }  // namespace tiermem

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "tests/integration/remote_memd_fixture.h"
 #include "tiermem/options.hpp"
@@ -230,6 +231,27 @@ TEST(PublicRemote, FaultFloorTimesEveryTouch) {
   ASSERT_TRUE(ns.ok()) << ns.status().ToString();
   ASSERT_EQ(ns->size(), kFaults);
   EXPECT_EQ(std::count(ns->begin(), ns->end(), uint64_t{0}), 0) << "a fault takes a system call's time at least";
+}
+
+
+TEST(PublicRemote, SignalFloorTimesEveryTouchAndGivesSigbusBack) {
+  // The signal path's floor: every touch served on the touching thread (a touch it never served
+  // would die of SIGBUS here), and SIGBUS's action the one before it afterwards.
+  struct sigaction before{};
+  ASSERT_EQ(sigaction(SIGBUS, nullptr, &before), 0);
+  constexpr size_t kFaults = 300;
+  auto ns = MeasureSignalFaultFloor(kFaults);
+  if (!ns.ok() && (ns.status().code() == StatusCode::kPermissionDenied ||
+                   ns.status().code() == StatusCode::kNotSupported)) {
+    GTEST_SKIP() << "no userfaultfd with UFFD_FEATURE_SIGBUS here: " << ns.status().ToString();
+  }
+  ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+  ASSERT_EQ(ns->size(), kFaults);
+  EXPECT_EQ(std::count(ns->begin(), ns->end(), uint64_t{0}), 0) << "a fault takes a system call's time at least";
+  struct sigaction after{};
+  ASSERT_EQ(sigaction(SIGBUS, nullptr, &after), 0);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+  EXPECT_EQ(after.sa_flags & SA_SIGINFO, before.sa_flags & SA_SIGINFO);
 }
 
 }  // namespace
