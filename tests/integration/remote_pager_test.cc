@@ -1,6 +1,7 @@
 // The remote tier through the public API: pages evicted to a tiermem-memd on loopback (TCP) and
-// faulted back by userfaultfd, by one thread and by eight at once; clean pages not rewritten;
-// writes during eviction kept; a dead server ends the process with a clear line.
+// faulted back by userfaultfd, by one thread and by eight at once (and with the handler
+// spinning); clean pages not rewritten; writes during eviction kept; a dead server ends the
+// process with a clear line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,11 +40,24 @@ void ExpectAllRemote(Runtime& rt, void* p, size_t bytes) {
 
 // 1 GiB evicted and read back; `threads` threads fault at once, each on its share in random
 // order, and all of them also on one shared set of pages (concurrent faults on one page).
-void EvictAndFaultBack(int threads) {
+// `spin_us`: TIERMEM_FAULT_SPIN_US (the handler polls for replies and faults before it sleeps).
+void EvictAndFaultBack(int threads, const char* spin_us = nullptr) {
   MemdProcess memd;
   const size_t kPages = MemdProcess::DataMiB() * 256;
   ASSERT_TRUE(memd.Start({"--capacity", std::to_string(MemdProcess::DataMiB() + 176) + "M", "--no-rdma"}, "tok"));
-  auto rt = StartWith(memd, "tok");
+  std::unique_ptr<Runtime> rt;
+  if (spin_us == nullptr) {
+    rt = StartWith(memd, "tok");
+  } else {
+    Options o;
+    o.Set("remote", memd.url());
+    o.Set("token", "tok");
+    o.Set("remote_timeout_ms", 3000);
+    o.Set("fault_spin_us", spin_us);
+    auto started = RuntimeAccess::Start(o, &SystemClock());
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    rt = std::move(*started);
+  }
   ASSERT_NE(rt, nullptr);
   auto p = rt->Allocate(kPages * kPage, Tier::kDram);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -86,6 +100,9 @@ void EvictAndFaultBack(int threads) {
 
 TEST(RemotePager, OneGiBEvictedAndFaultedBackByOneThread) { EvictAndFaultBack(1); }
 TEST(RemotePager, OneGiBEvictedAndFaultedBackByEightThreads) { EvictAndFaultBack(8); }
+// The handler spinning over TCP (an option there): every reply taken while it polls, the same
+// pages, each fetched once.
+TEST(RemotePager, FaultedBackByEightThreadsWhileTheHandlerSpins) { EvictAndFaultBack(8, "200"); }
 
 TEST(RemotePager, CleanPagesAreNotWrittenAgain) {
   MemdProcess memd;
