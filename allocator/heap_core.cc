@@ -145,7 +145,7 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     return;
   }
   if (!Local(span, tc)) {
-    PushRemote(tc, cls, p);
+    FreeOther(tc, span, p);
     return;
   }
   Push(span, &tc->cls[cls], p);
