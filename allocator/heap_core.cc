@@ -145,7 +145,7 @@ void HeapCore::FreeSmall(Span* span, void* p) {
     return;
   }
   if (!Local(span, tc)) {
-    FreeOther(tc, span, p);
+    PushRemote(tc, cls, p);
     return;
   }
   Push(span, &tc->cls[cls], p);

@@ -13,10 +13,8 @@
 // of a span whose thread exited) goes to the thread's remote list of its class and on to the
 // central list a batch at a time (one lock per batch), tagged with its blocks' owner:
 // the owner's next refill takes it back before other batches (HeapCore::PickBatch).
-// A thread never hands out a block of another thread's lines that it freed; a block that is
-// whole lines (kLineClasses) is on no other object's lines, and a thread that allocates its
-// class keeps it (HeapCore::FreeOther). Objects flow back to their span when a batch finds the
-// transfer cache full.
+// A thread never hands out a block of another thread's lines that it freed. Objects flow back
+// to their span when a batch finds the transfer cache full.
 // Empty spans are discarded (MADV_DONTNEED) and empty segments go back to the runtime, so dead
 // pages are never migrated or written out.
 //
@@ -91,7 +89,7 @@ struct Span {
   // NoOwner() once that thread left (never nullptr). A free by another thread does not keep the
   // block in its own cache (it would hand it out next, beside the owner's live objects: false
   // sharing) but gathers it on its class's remote list, which goes back to the central list in
-  // whole batches; except a block of whole lines (HeapCore::FreeOther).
+  // whole batches.
   // Written under the class lock; read without it on free: a stale value only sends one block
   // to the other of two lists, both correct (any block may be in any thread's lists).
   std::atomic<ThreadCache*> owner{NoOwner()};
@@ -198,10 +196,6 @@ struct RemoteList {
 struct ThreadCache {
   uint32_t gen;  // the generation of the heap slot this cache belongs to
   ThreadCache* next_free;
-  // A bit per class of kLineClasses that this thread has refilled (it allocates the class): a
-  // block of such a class that it frees from another thread's span goes to its own list, not
-  // the remote list (HeapCore::FreeOther). Written only by this thread (RefillAndPop).
-  uint64_t keep_other;
   ClassCache cls[kNumClasses];
   LocalRuns runs;
   // Per class, the span whose fresh objects this thread carves, alone (its owner): no other
@@ -310,7 +304,7 @@ class HeapCore {
       return true;
     }
     if (__builtin_expect(cc == nullptr || tc == NoCache(), 0)) return false;
-    FreeOther(tc, span, p);
+    PushRemote(tc, span->cls, p);
     return true;
   }
   // Any heap: this thread's cache of the span's heap, checked by slot and generation.
@@ -348,25 +342,6 @@ class HeapCore {
       ++cc->room;
     }
     return p;
-  }
-  // A block of a span that is not tc's (another thread's, or one without an owner), freed by
-  // tc's thread. It goes to the remote list, back to its owner in a batch, so that this thread
-  // never hands out a block on the lines of another thread's objects (false sharing). A block of
-  // a class of kLineClasses shares no line with any other object: a thread that allocates the
-  // class (ThreadCache::keep_other) keeps it, as it keeps its own, and hands it out next while
-  // its lines are still in this thread's cache instead of reading them back from the thread
-  // that freed them. A thread that only frees the class (a consumer) passes it back. It keeps
-  // them only while its list holds fewer than kKeepOther: a list that took every such free
-  // would fill to GrowLimit, and the blocks it held would be new blocks carved for the others.
-  // Threads: reads and writes only tc, which is this thread's.
-  static constexpr uint32_t kKeepOther = 32;
-  static void FreeOther(ThreadCache* tc, Span* span, void* p) {
-    const int cls = span->cls;
-    if (((tc->keep_other >> cls) & 1) != 0 && tc->cls[cls].count() < kKeepOther) {
-      Push(span, &tc->cls[cls], p);
-    } else {
-      PushRemote(tc, cls, p);
-    }
   }
   static void PushRemote(ThreadCache* tc, int cls, void* p) {
     RemoteList& r = tc->remote[cls];

@@ -57,18 +57,6 @@ inline constexpr uint32_t SpanGranules(int cls) {
   return static_cast<uint32_t>(want <= kGranule ? 1 : (want + kGranule - 1) / kGranule);
 }
 
-// The classes whose objects are whole cache lines: sizes a multiple of 64 bytes, carved from
-// spans that start on 64 KiB boundaries. An object of such a class shares its lines with no
-// other object, so any thread may hand it out without writing a line another thread writes.
-inline constexpr uint64_t kLineClasses = [] {
-  uint64_t m = 0;
-  for (int c = 0; c < kNumClasses; ++c) {
-    if (ClassSize(c) % 64 == 0) m |= uint64_t{1} << c;
-  }
-  return m;
-}();
-static_assert(kNumClasses <= 64, "kLineClasses holds a bit per class");
-
 // Objects moved between a thread cache and the central list at once (tcmalloc's rule).
 inline constexpr uint32_t BatchSize(int cls) {
   const size_t n = 64 * 1024 / ClassSize(cls);

@@ -50,7 +50,6 @@ ThreadCache* HeapCore::SlowCache() {
     memset(&tc->runs, 0, sizeof(tc->runs));
     memset(tc->carving, 0, sizeof(tc->carving));
     memset(tc->remote, 0, sizeof(tc->remote));
-    tc->keep_other = 0;
   } else {
     {
       std::lock_guard<std::mutex> lock(g_reg.tc_mu);
@@ -222,7 +221,6 @@ void* HeapCore::RefillAndPop(ThreadCache* tc, int cls) {
   // and allocates does not go to the central list at every batch boundary. A later refill means
   // the list ran dry again: a batch more, up to GrowLimit. The list was empty.
   const uint32_t limit = CacheLimit(cls);
-  tc->keep_other |= kLineClasses & (uint64_t{1} << cls);
   cc.max = cc.max < limit ? limit : std::min(GrowLimit(cls), cc.max + BatchSize(cls));
   cc.head = *static_cast<void**>(head);
   cc.room = static_cast<int32_t>(cc.max - (n - 1));

@@ -1,7 +1,6 @@
 // Thread-owned spans of the tiered heap (Span::owner, ThreadCache::carving and remote lists):
 // the fresh blocks of two threads share no cache line, a thread does not hand out a block of
-// another thread's that it freed (unless the block is whole cache lines and the thread allocates
-// its class), a batch of one thread's blocks freed by another goes back to
+// another thread's that it freed, a batch of one thread's blocks freed by another goes back to
 // that thread first, remote frees come back to the thread that allocates, and the
 // span an exited thread was carving is taken up by the next; frees by several threads into one
 // thread's spans lose no block and hand none out twice.
@@ -220,36 +219,6 @@ TEST_F(HeapOwnerTest, RemoteFreesComeBackToTheThreadThatAllocates) {
   consumer.join();
   // 50 rounds of 256 KiB: without reuse 12.5 MiB of spans.
   EXPECT_LE(heap_->Usage().span_bytes, 2u << 20);
-}
-
-// This thread allocates kN blocks of `size`; a worker that has allocated (and used up) a batch
-// of its own of that size frees them and allocates kN again. Returns how many of this thread's
-// blocks the worker got back.
-size_t OthersBlocksHandedOutAgain(Heap& heap, size_t size) {
-  constexpr int kN = 16;
-  const uint32_t batch = alloc::BatchSize(alloc::SizeClass(size));
-  std::vector<void*> mine(kN), own, got;
-  for (void*& p : mine) p = heap.Allocate(size);
-  std::thread([&] {
-    for (uint32_t i = 0; i < batch; ++i) own.push_back(heap.Allocate(size));  // list now empty
-    for (void* p : mine) heap.Free(p);
-    for (int i = 0; i < kN; ++i) got.push_back(heap.Allocate(size));
-    for (void* p : own) heap.Free(p);
-    for (void* p : got) heap.Free(p);
-  }).join();
-  const std::set<void*> theirs(mine.begin(), mine.end());
-  size_t found = 0;
-  for (void* p : got) found += theirs.count(p);
-  return found;
-}
-
-TEST_F(HeapOwnerTest, AThreadThatAllocatesAClassOfWholeLinesKeepsTheBlocksItFrees) {
-  // 64 and 512 bytes are whole cache lines: the worker keeps this thread's blocks and hands
-  // them out next (no line of them holds another object). 48 bytes share lines with their
-  // neighbours: those go back to this thread.
-  EXPECT_EQ(OthersBlocksHandedOutAgain(*heap_, 64), 16u);
-  EXPECT_EQ(OthersBlocksHandedOutAgain(*heap_, 512), 16u);
-  EXPECT_EQ(OthersBlocksHandedOutAgain(*heap_, 48), 0u);
 }
 
 TEST_F(HeapOwnerTest, TheSpanAnExitedThreadWasCarvingIsTakenUp) {
