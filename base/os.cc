@@ -401,9 +401,11 @@ StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns, bool* slept) {
   }
 }
 
-StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, int timeout_ms, uint64_t spin_ns) {
+StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, int timeout_ms, uint64_t spin_ns,
+                           bool* slept) {
   constexpr size_t kMax = 65;
   if (n == 0 || n > kMax) return InvalidArgument("WaitAnyReady: 1 to 65 descriptors");
+  if (slept != nullptr) *slept = false;
   pollfd p[kMax];
   for (size_t i = 0; i < n; ++i) {
     p[i] = pollfd{fds[i], static_cast<short>(POLLIN | (writable != nullptr && writable[i] ? POLLOUT : 0)), 0};
@@ -416,6 +418,7 @@ StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, in
     const uint64_t now = start != 0 ? MonotonicNanos() : 0;
     if (timeout_ms >= 0) left = now >= end ? 0 : static_cast<int>((end - now + 999'999) / 1'000'000);
     const bool spinning = now < spin_end && left != 0;
+    if (slept != nullptr && !spinning && left != 0) *slept = true;
     const int rc = poll(p, static_cast<nfds_t>(n), spinning ? 0 : left);
     if (rc == 0 && spinning) continue;
     if (rc < 0) {

@@ -215,9 +215,10 @@ StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns = 0, bool* slep
 // Waits up to timeout_ms (-1: no limit) until one of the `n` (at most 65) descriptors is
 // readable, or writable where writable[i] is nonzero (writable may be null: none), or has an
 // error or hang-up to report: the lowest index of those, -1 on timeout. EINTR is retried. With
-// `spin_ns`, polls without sleeping for that long first (within the timeout), as WaitReadable.
+// `spin_ns`, polls without sleeping for that long first (within the timeout), as WaitReadable;
+// *slept (when given) says whether it came to a poll that may sleep.
 StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, int timeout_ms,
-                           uint64_t spin_ns = 0);
+                           uint64_t spin_ns = 0, bool* slept = nullptr);
 // Waits up to timeout_ms for `fd` (returns 0) or `stop_fd` (1) to be readable; 2 when the time
 // passed (or a signal interrupted), a negative errno when poll failed.
 int WaitReadableFor(int fd, int stop_fd, int timeout_ms);

@@ -118,7 +118,8 @@ struct Tiered {
   // The floor beside it (MeasureFaultFloor: a bare handler thread and UFFDIO_COPY), measured
   // right after the zero faults, with this pass's runtime still up.
   double floor_p50_us = 0, floor_p99_us = 0;
-  double signal_floor_p50_us = -1;  // MeasureSignalFaultFloor's p50; -1: the kernel lacks it
+  double signal_floor_p50_us = -1;     // MeasureSignalFaultFloor's p50; -1: the kernel lacks it
+  double handler_waits_per_fault = 0;  // the handler's sleeps in poll per remote fault
 };
 
 // Times first touches of fresh remote-tier pages: each a zero-page fault served by the handler
@@ -259,6 +260,7 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
   if (out->faults > 0) {
     out->handler_mean_us = double(after.remote_fault_ns - before.remote_fault_ns) / 1e3 / double(out->faults);
     out->read_mean_us = double(after.remote_fault_read_ns - before.remote_fault_read_ns) / 1e3 / double(out->faults);
+    out->handler_waits_per_fault = double(after.fault_handler_waits - before.fault_handler_waits) / double(out->faults);
   }
   TIERMEM_ASSIGN_OR_RETURN(out->zero_fault_p50_us, ZeroFaultP50(*rt, std::min<size_t>(pages, 1000)));
   {
@@ -464,7 +466,8 @@ int RunRemoteFault(Args args, const std::string&) {
            ratio(p50, raw.roundtrip_p50_us), ratio(p99, raw.roundtrip_p99_us));
     // What each fault path would cost at its floor: the round trip plus the floor's hand-offs.
     const double rt50 = raw.roundtrip_p50_us;
-    printf(",\"projected_handler_path_vs_raw_roundtrip\":%.3f", ratio(rt50 + t.floor_p50_us, rt50));
+    printf(",\"projected_handler_path_vs_raw_roundtrip\":%.3f,\"handler_waits_per_fault\":%.3f",
+           ratio(rt50 + t.floor_p50_us, rt50), t.handler_waits_per_fault);
     if (t.signal_floor_p50_us < 0) {
       printf(",\"signal_floor_fault_p50_us\":null,\"projected_signal_path_vs_raw_roundtrip\":null");
     } else {
@@ -605,7 +608,8 @@ Subcommand AddRemoteFault(CLI::App& bench) {
       "  signal_floor_fault_p50_us (no handler thread: the faulting thread installs its page on\n"
       "  SIGBUS, UFFD_FEATURE_SIGBUS; null where the kernel lacks it); projected_handler_path_vs_raw_roundtrip\n"
       "  and projected_signal_path_vs_raw_roundtrip ((raw p50 + that floor's p50) / raw p50: each\n"
-      "  design's fault at its floor);\n"
+      "  design's fault at its floor); handler_waits_per_fault (the fault handler's sleeps in poll,\n"
+      "  for a fault or a reply, per remote fault: each a wake-up; TIERMEM_FAULT_SPIN_US takes them away);\n"
       "  with --threads > 1 raw_roundtrip_threads_p50_us and _p99_us (the bare round trip from as many\n"
       "  threads, each its own connection, at once) and fault_p50_vs_raw_roundtrip_threads (null with\n"
       "  one thread); with --kill-one rereplication_s (kill to every page with its replicas\n"

@@ -93,8 +93,10 @@ bool Pager::Collect(bool fault_conn, std::vector<size_t>& outstanding, CollectEr
     // Past the timeout with no reply, the next Poll(.., 0) fails the silent connection.
     // The fault handler (intake_fd: its userfaultfd) polls first for TIERMEM_FAULT_SPIN_US, as
     // it does for the next fault (pager_fault.cc): a reply taken awake saves its wake-up.
+    bool slept = false;
     auto ready = os::WaitAnyReady(fds, want_out, nfds, static_cast<int>(config_.timeout_ms) + 1,
-                                  intake_fd >= 0 ? fault_spin_ns_ : 0);
+                                  intake_fd >= 0 ? fault_spin_ns_ : 0, &slept);
+    if (slept && intake_fd >= 0) c_->fault_handler_waits.fetch_add(1, std::memory_order_relaxed);
     if (!ready.ok()) {
       *err = CollectError{first_busy, 0, ready.status()};
       return false;

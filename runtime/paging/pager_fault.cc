@@ -150,6 +150,7 @@ void Pager::FaultLoop() {
       auto ready = os::WaitReadable(uffd_, stop_fd_, spin, &slept);
       if (!ready.ok()) HandlerFails(ready.status());
       if (*ready == 1) break;  // stop
+      if (slept) c_->fault_handler_waits.fetch_add(1, std::memory_order_relaxed);
       if (sampled_spin) {
         spin_skip = slept ? std::min(kSampledSpinSkipMax, std::max(1u, spin_skip * 2)) : 0;
         spin_skipped = 0;

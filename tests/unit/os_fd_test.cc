@@ -124,9 +124,12 @@ TEST(WaitAnyReady, ASpinReturnsTheReadyDescriptorAsASleepWould) {
   const int fds[2] = {*a, *b};
   os::EventFdSignal(*b);
   for (uint64_t spin : {uint64_t{0}, uint64_t{50'000'000}}) {
-    auto got = os::WaitAnyReady(fds, nullptr, 2, -1, spin);
+    bool slept = false;
+    auto got = os::WaitAnyReady(fds, nullptr, 2, -1, spin, &slept);
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(*got, 1) << "spin " << spin;
+    // Found ready while spinning: no poll that may sleep. Without a spin the one poll may.
+    EXPECT_EQ(slept, spin == 0) << "spin " << spin;
   }
   // Signalled by another thread while the waiter spins (or, past the spin, sleeps).
   os::EventFdClear(*b);
@@ -145,9 +148,11 @@ TEST(WaitAnyReady, TheTimeoutEndsASpinLongerThanIt) {
   const int fds[1] = {*a};
   // A spin of ten minutes under a timeout of 5 ms: nothing ready, so -1 once the timeout passes
   // (a spin that ignored the timeout would hold the test past its ctest limit).
-  auto got = os::WaitAnyReady(fds, nullptr, 1, 5, 600'000'000'000ull);
+  bool slept = true;
+  auto got = os::WaitAnyReady(fds, nullptr, 1, 5, 600'000'000'000ull, &slept);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(*got, -1);
+  EXPECT_FALSE(slept) << "the spin lasted the whole timeout";
   close(*a);
 }
 
