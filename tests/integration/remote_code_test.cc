@@ -101,7 +101,9 @@ TEST(RemoteCode, PagesAreSixPiecesInOneAndAHalfPagesAndOutliveTwoLostServers) {
   EXPECT_TRUE(st[0].down);
   EXPECT_TRUE(st[1].down);
   EXPECT_EQ(pager.stats().remote_servers_down, 2u);
-  EXPECT_GT(pager.stats().remote_failovers, 0u);
+  // No count of failovers is asserted: a read turns to another piece (a failover) only when it
+  // met a lost server; when another thread (the repair thread's probe) saw the closed connection
+  // first, the reads never asked it. Which comes first is the scheduler's (once under load).
   // No seventh server: the pages stay one loss from the edge, and say so.
   EXPECT_EQ(pager.DegradedPagesNow(), kRuns * kPages);
 
