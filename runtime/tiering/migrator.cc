@@ -351,6 +351,9 @@ bool Migrator::Round() {
   in.unlisted = scan.unlisted;
   in.reserved[static_cast<int>(Tier::kDram)] = own_pages_;
   in.unseen[static_cast<int>(Tier::kDram)] = mover_->UnseenPages();
+  // Relief's victims since the scan began may still be DRAM pages in its views: the plan leaves
+  // them out of DRAM's count, so that each page is counted out once, whoever takes it out.
+  in.left_dram = relieved_since_scan_;
   in.samples = samples.size();
   in.sampling = sampling_;
   const uint64_t t_plan = os::MonotonicNanos();

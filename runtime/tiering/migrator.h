@@ -367,6 +367,9 @@ class Migrator {
   void SettleEvictions();
   uint64_t evictions_queued_ = 0;  // pages queued since the last SettleEvictions (policy thread)
   uint64_t relief_ns_ = 0;         // time in Relieve, in total (policy thread; the round's debug line)
+  // Pages budget relief took out of DRAM since the round's scan began (policy thread): the
+  // plan's views may still show them on DRAM (Policy::RoundInput::left_dram).
+  uint64_t relieved_since_scan_ = 0;
   // Arms the next round's sample (migrator_sample.cc); returns the pages armed.
   uint64_t ArmNextSample(uint64_t now, const std::vector<PageView>& views,
                          const std::vector<char*>& sample_candidates, uint64_t population,

@@ -433,7 +433,7 @@ void Migrator::MaybeRelieve() {
     return;
   }
   const uint64_t t0 = os::MonotonicNanos();
-  Relieve();
+  relieved_since_scan_ += Relieve();
   relief_ns_ += os::MonotonicNanos() - t0;
   relieving_.store(false, std::memory_order_release);
 }

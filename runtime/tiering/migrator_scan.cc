@@ -103,6 +103,7 @@ uint64_t Migrator::ScanWindow(Region* r, uint64_t from, uint64_t end, uint64_t* 
 }
 
 void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
+  relieved_since_scan_ = 0;
   index_.Clear();
   scan_windows_.clear();
   out->views.clear();  // (cleared, not replaced: the vectors keep their capacity)

@@ -157,8 +157,9 @@ class Policy {
   // the coldest quarter of its listed pages (one at least).
   // `reserved[t]`: pages of tier t that are no page of the program's (the runtime's own DRAM,
   // PageMover::OwnPages): they count against the budget like unlisted ones, and nothing else.
-  // `unseen[t]`: pages of tier t, listed or not, that may hold no memory (allocated and not
-  // looked at since, PageMover::UnseenPages): they count against no budget.
+  // `unseen[t]`: pages of tier t, listed or not, that count against no budget: they may hold no
+  // memory (allocated and not looked at since, PageMover::UnseenPages), or they left the tier
+  // after they were listed (PlanRound's `left_dram`).
   std::vector<PlannedMove> Plan(std::span<const PageView> pages, const TierPageCounts& unlisted,
                                 uint64_t now_ns, PlanStats* stats = nullptr, const TierPageCounts& reserved = {},
                                 const TierPageCounts& unseen = {});
@@ -244,6 +245,10 @@ class Policy {
     TierPageCounts unlisted{};        // live pages not listed (remote), per tier
     TierPageCounts reserved{};        // the runtime's own pages, per tier (Plan's `reserved`)
     TierPageCounts unseen{};          // pages that may hold no memory, per tier (Plan's `unseen`)
+    // DRAM pages that left DRAM after the views were read (budget relief between the scan and
+    // the plan): the views still show them on DRAM, and a plan that counted them demoted their
+    // number twice, leaving DRAM that far below its low watermark.
+    uint64_t left_dram = 0;
     uint64_t samples = 0;             // samples recorded for this round (accesses and faults)
     // Accesses to resident pages are sampled (protect, uffd): DRAM victims then need
     // confirmation, and block expansion takes confirmed-cold pages only.

@@ -98,7 +98,10 @@ std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, P
   for (int t = 0; t < kNumTiers; ++t) {
     (t == Idx(Tier::kDram) ? dram_pages : lower_pages) += in.unlisted[t] + in.reserved[t];
   }
-  dram_pages -= std::min(dram_pages, in.unseen[Idx(Tier::kDram)]);
+  // Pages that left DRAM since they were listed are out of its count, as unseen ones are.
+  TierPageCounts gone = in.unseen;
+  gone[Idx(Tier::kDram)] += in.left_dram;
+  dram_pages -= std::min(dram_pages, gone[Idx(Tier::kDram)]);
   PlanStats ps;
   // Nothing to decide while every page is in DRAM and DRAM is below its high watermark (no
   // demotion is due and nothing can be promoted): the plan is skipped, so a runtime whose data
@@ -106,7 +109,7 @@ std::vector<PageMove> Policy::PlanRound(const RoundInput& in, uint64_t now_ns, P
   const bool idle = lower_pages == 0 && in.samples == 0 && config_.budget_pages[Idx(Tier::kDram)] != 0 &&
                     !AboveHighWatermark(Tier::kDram, dram_pages);
   std::vector<PlannedMove> plan;
-  if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps, in.reserved, in.unseen);
+  if (!idle) plan = Plan(in.views, in.unlisted, now_ns, &ps, in.reserved, gone);
   if (in.sampling && in.lookup != nullptr) ps.held = ConfirmVictims(&plan, *in.lookup, dram_pages, now_ns);
   ps.deferred += ps.held;
   ps.planned = plan.size();

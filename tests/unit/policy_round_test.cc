@@ -228,6 +228,26 @@ TEST(PolicyRoundTest, AnIdleRoundPlansNothing) {
   EXPECT_EQ(p.tracked_pages(), 50u);
 }
 
+TEST(PolicyRoundTest, PagesReliefTookSinceTheScanAreNotDemotedAgain) {
+  // 60 DRAM pages listed against a budget of 50 (watermarks at 1.0, no sampling): the plan
+  // demotes 10. Had budget relief taken 6 of them out since the views were read, the views
+  // still show them on DRAM and the plan demotes only the 4 DRAM is still over; had it taken
+  // 10 or more, nothing.
+  const auto demoted = [](uint64_t left) {
+    Policy p(Config(50, 0, false));
+    Pages pages;
+    for (uint64_t k = 0; k < 60; ++k) pages.Add(k * Policy::kBlockPages, 1, Tier::kDram);  // no block expansion
+    pages.remote = 1;
+    Policy::RoundInput in = pages.Input(false);
+    in.left_dram = left;
+    return Demoted(p.PlanRound(in, 1000 * kMs, nullptr), Tier::kRemote).size();
+  };
+  EXPECT_EQ(demoted(0), 10u);
+  EXPECT_EQ(demoted(6), 4u);
+  EXPECT_EQ(demoted(10), 0u);
+  EXPECT_EQ(demoted(80), 0u);
+}
+
 TEST(PolicyRoundTest, ReliefSparesAHotPageOncePerResidencyUnderRemoteFaultSampling) {
   Policy p(Config(10, 0, false));
   const uint64_t t0 = 1000 * kMs;
