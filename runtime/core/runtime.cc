@@ -294,74 +294,6 @@ Tier Runtime::Impl::TierOfNode(int node) const {
   return static_cast<Tier>(node_tier_[node]);
 }
 
-StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t flags, bool* untouched) const {
-  *untouched = false;
-  auto fits = [&](Tier t) {
-    uint64_t limit = tier_limit_[Index(t)];
-    return limit == 0 || allocated_[Index(t)].load(std::memory_order_relaxed) + bytes <= limit;
-  };
-  if (asked == Tier::kAuto) {
-    for (Tier t : {Tier::kDram, Tier::kCxl}) {
-      if (HasTier(t) && fits(t)) return t;
-    }
-    // A child after fork() has lost the remote tier that kept the parent within its budgets;
-    // the budget is the policy's, not the machine's, so the child runs over it in DRAM.
-    if (pager_ && pager_->forked_child()) return Tier::kDram;
-    // Where DRAM counts resident pages, a run it has no room for still goes there, uncounted
-    // until touched: a program that asks for far more than it uses (GNU sort's buffer, sized by
-    // the machine's memory) then touches its pages in DRAM as it would without a limit, not each
-    // by a zero fill through the fault thread. What it touches counts at the next CountResident,
-    // early when the process grows faster than the counts (resident.cc), and relief evicts what
-    // is over. Smaller runs (heap segments, ordinary large blocks) are touched soon after they
-    // are asked for, and on the remote tier their zero fills keep the limit from the first touch
-    // (a short program runs its whole life between two counts); they go untouched only while
-    // the count may be over by pages nobody touched and the process has the room (UnseenRoom).
-    if (CountsResident() && HasTier(Tier::kDram) && (bytes >= kUntouchedRunBytes || UnseenRoom(bytes))) {
-      *untouched = true;
-      return Tier::kDram;
-    }
-    // The remote tier that was to take what DRAM's limit leaves out was not reached at start
-    // (said then): with overcommit the limit is not a cap.
-    if (remote_absent_ && on_remote_full_ == RemoteFullPolicy::kOvercommit) return Tier::kDram;
-    return ResourceExhausted("every tier is at its limit (TIERMEM_DRAM_LIMIT/TIERMEM_CXL_LIMIT)");
-  }
-  if (static_cast<int>(asked) >= kNumTiers) return InvalidArgument("invalid tier value");
-  if (!HasTier(asked)) {
-    if ((flags & kAllocAllowFallback) || opts_.allow_fallback) {
-      TM_LOG_DEBUG("tier %s absent; allocation falls back to dram",
-                   std::string(TierName(asked)).c_str());
-      asked = Tier::kDram;
-    } else {
-      return Unavailable("tier " + std::string(TierName(asked)) +
-                         " is not available: " + tier_absent_[Index(asked)]);
-    }
-  }
-  // A page allocated on the remote tier is zero-filled into DRAM at its first touch and relies
-  // on evictions to leave; with fail, none is handed out that no server could take.
-  if (asked == Tier::kRemote && on_remote_full_ == RemoteFullPolicy::kFail && !RemoteCanTake(bytes)) {
-    NoteRemoteFull();
-    return ResourceExhausted("the remote tier is full (TIERMEM_ON_REMOTE_FULL=fail): " +
-                             std::to_string(bytes) + " bytes asked");
-  }
-  if (!fits(asked)) {
-    return ResourceExhausted(
-        "tier " + std::string(TierName(asked)) + " is full: limit " +
-        std::to_string(tier_limit_[Index(asked)]) + " bytes, " +
-        std::to_string(allocated_[Index(asked)].load()) + " allocated, " +
-        std::to_string(bytes) + " asked");
-  }
-  return asked;
-}
-
-bool Runtime::Impl::RemoteCanTake(uint64_t bytes) const {
-  if (pager_ == nullptr || pager_->Full()) return false;
-  const uint64_t cap = pager_->CapacityPages() * page_size_;
-  const uint64_t limit = tier_limit_[Index(Tier::kDram)];
-  const uint64_t dram = allocated_[Index(Tier::kDram)].load(std::memory_order_relaxed);
-  const uint64_t owed = limit != 0 && dram > limit ? dram - limit : 0;
-  return allocated_[Index(Tier::kRemote)].load(std::memory_order_relaxed) + owed + bytes <= cap;
-}
-
 void Runtime::Impl::NoteRemoteFull() const {
   // One thread a minute prints; the others return at once (base/once_per.h).
   if (!remote_full_warning_.Take(os::MonotonicNanos())) return;
@@ -423,18 +355,24 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   if (bytes > (1ull << 46)) return ResourceExhausted("Allocate: size larger than 64 TiB");
   const uint64_t npages = (bytes + page_size_ - 1) / page_size_;
   const uint64_t rounded = npages * page_size_;
-  bool untouched = false;
-  TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags, &untouched));
+  uint64_t untouched_bytes = 0;
+  TIERMEM_ASSIGN_OR_RETURN(Tier chosen, ChooseTier(tier, rounded, flags, &untouched_bytes));
+  const bool untouched = untouched_bytes > 0;
+  // A split run: its first `head` pages untouched on DRAM, the rest on the remote tier.
+  const uint64_t head = untouched ? untouched_bytes / page_size_ : 0;
+  const bool split = untouched && head < npages;
   uint64_t first = 0;
   // A remote run is born claimed (kInFlight) and AdoptRemote finishes it as kRemote once it is
   // registered: nobody else (a migration working from a stale view) may claim it before then.
-  const PageState initial = chosen == Tier::kRemote ? PageState::kInFlight : PageState::kLocal;
+  // A split run is born claimed whole, and its head is let go as kLocal once its tail is adopted.
+  const PageState initial = chosen == Tier::kRemote || split ? PageState::kInFlight : PageState::kLocal;
   TIERMEM_ASSIGN_OR_RETURN(Region * region, AllocRunAnywhere(npages, initial, &first));
   char* p = region->PageAddress(first);
   // Remote pages that fault back in land in DRAM.
   const Tier bind_tier = chosen == Tier::kRemote ? Tier::kDram : chosen;
   Status s = NumaBackend::BindRange(p, rounded, tier_nodes_[Index(bind_tier)]);
   if (s.ok() && chosen == Tier::kRemote) s = pager_->AdoptRemote(*region, first, npages);
+  if (s.ok() && split) s = pager_->AdoptRemote(*region, first + head, npages - head);
   if (!s.ok()) {
     region->FreeRun(first);
     return s;
@@ -444,9 +382,16 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   // An untouched run counts nothing until CountResident (the policy thread) finds its pages
   // resident and moves each, by a compare-exchange of its tier, onto DRAM's count.
   if (!untouched) allocated_[Index(chosen)].fetch_add(rounded, std::memory_order_relaxed);
+  if (split) allocated_[Index(Tier::kRemote)].fetch_add((npages - head) * page_size_, std::memory_order_relaxed);
   if (!untouched && chosen == Tier::kDram && CountsResident()) unseen_pages_.fetch_add(npages);
   const uint8_t tag = untouched ? kUntouchedTier : static_cast<uint8_t>(chosen);
-  for (uint64_t i = first; i < first + npages; ++i) region->record(i).tier.store(tag, std::memory_order_relaxed);
+  for (uint64_t i = first; i < first + npages; ++i) {
+    region->record(i).tier.store(split && i >= first + head ? static_cast<uint8_t>(Tier::kRemote) : tag,
+                                 std::memory_order_relaxed);
+  }
+  for (uint64_t i = first; split && i < first + head; ++i) {
+    region->record(i).state.store(static_cast<uint8_t>(PageState::kLocal), std::memory_order_release);
+  }
   // Every page carries the pin, so a victim is checked without finding its run's head.
   if (flags & kAllocPin) {
     for (uint64_t i = first; i < first + npages; ++i) region->record(i).flags.fetch_or(kPagePinned);

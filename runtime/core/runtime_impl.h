@@ -122,6 +122,7 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   // region and heap metadata, its threads' stacks), counts against TIERMEM_DRAM_LIMIT like the
   // program's, so the process stays near its limit. Elsewhere glibc's heap is the program's own,
   // outside tiermem's accounting: nothing is counted.
+  bool RemoteWritten() const override { return pager_ != nullptr && pager_->PagesStored() != 0; }
   uint64_t OwnPages() const override {
     return preloaded_ ? (os::LibcHeapBytes() + OwnMappedBytes()) / page_size_ : 0;
   }
@@ -138,11 +139,19 @@ class Runtime::Impl final : public PageMover, public HeapRuntime {
   friend struct RuntimeAccess;
   Clock* clock_ = &SystemClock();  // the pager's and the policy thread's (RuntimeAccess::Start)
   void StartRemoteTier();
-  // Picks the tier an allocation goes to (fallback, kAuto, limits). *untouched: a kAuto run
-  // that DRAM's count has no room for, placed on DRAM all the same because the limit is kept
-  // against resident pages (CountsResident): its pages start out of the count
-  // (kUntouchedTier) and count as CountResident finds them touched.
-  StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags, bool* untouched) const;
+  // Picks the tier an allocation goes to (fallback, kAuto, limits). *untouched: the bytes of a
+  // kAuto run that DRAM's count has no room for that are placed on DRAM all the same, because
+  // the limit is kept against resident pages (CountsResident): those pages start out of the
+  // count (kUntouchedTier) and count as CountResident finds them touched. All of the run, or
+  // its first pages (a large run: as many as the process has room for); the rest of it is
+  // then the remote tier's, zero-filled by the fault thread at its first touch (SplitRoom).
+  StatusOr<Tier> ChooseTier(Tier asked, uint64_t bytes, uint32_t flags, uint64_t* untouched) const;
+  // The bytes of a large run (kUntouchedRunBytes or more) that go to DRAM untouched: what the
+  // limit leaves above the process's resident memory and DRAM's count, whichever is more,
+  // in whole pages, at most `bytes`. The kernel backs those pages at their first touch with
+  // no fault the runtime sees, so nothing could hold back a program that writes them faster
+  // than relief evicts; past them, the fault thread's zero fills keep the limit as they go.
+  uint64_t SplitRoom(uint64_t bytes) const;
   // Whether a run of `bytes` DRAM's count has no room for fits all the same: the count holds at
   // least as many pages nobody has seen since they were allocated (unseen_pages_), and the
   // process's resident memory (which includes every page of it DRAM's count should hold) leaves

@@ -147,6 +147,9 @@ bool Region::PageQuiet(uint64_t index) const {
   const PageRecord& r = records_[index];
   const uint8_t st = r.state.load(std::memory_order_acquire);
   if (st == static_cast<uint8_t>(PageState::kFree)) return true;
+  // On the remote tier with no copy anywhere: its first touch is a zero fill (a split run's
+  // tail, Runtime::Impl::Allocate), which takes the bit back (Pager::ZeroFillRun).
+  if (st == static_cast<uint8_t>(PageState::kRemote)) return r.remote_slot.load(std::memory_order_relaxed) == 0;
   return st == static_cast<uint8_t>(PageState::kLocal) && r.tier.load(std::memory_order_relaxed) == kUntouchedTier &&
          (r.flags.load(std::memory_order_relaxed) & kPageHeapFree) == 0;
 }

@@ -68,18 +68,20 @@ class Region {
   uint64_t RunHeadOf(uint64_t index) const;
 
   // Quiet chunks: the region's pages in aligned chunks of kChunkPages (2 MiB of 4 KiB pages),
-  // and for each a bit that says "every page here is free, or allocated and counted nowhere
-  // because nobody has touched it" (kLocal with kUntouchedTier and no kPageHeapFree): a page
-  // the policy's scan would read and pass over. A program's large buffer that it touches at
+  // and for each a bit that says "every page here is free, or allocated and nobody has touched
+  // it": counted nowhere (kLocal with kUntouchedTier and no kPageHeapFree), or on the remote
+  // tier with no copy on any server (kRemote, no slot: zeros at its first touch): a page the
+  // policy's scan would read and pass over (a remote page is counted, never listed; the scan
+  // takes the remote tier's count from the core, Migrator::Scan). A program's large buffer that it touches at
   // its ends only (GNU sort sizes its buffer by the machine's memory) is millions of such
   // records, and the scan skips each quiet chunk whole (Migrator::ScanWindow).
   //
   // The bits are set by the resident count alone (Runtime::Impl::CountResident, the policy
   // thread: MarkQuiet, then it reads the chunk's records again and takes the bit back if one
   // is no longer quiet); every other way a page leaves the quiet states starts from a state the
-  // scan passes over too, and ends in AllocRun (free pages handed out) or ReuseFree (the heap's
-  // dropped pages handed out again), which clear the bits of their pages after they write the
-  // records (ClearQuiet). Both sides put a sequentially consistent fence between the bit and
+  // scan passes over too, and ends in AllocRun (free pages handed out), ReuseFree (the heap's
+  // dropped pages handed out again) or a zero fill (Pager::ZeroFillRun, Pager::FetchBack),
+  // which clear the bits of their pages after they write the records (ClearQuiet). Both sides put a sequentially consistent fence between the bit and
   // the records, so either the count's second reading sees the new records, or the clear comes
   // after its set: a set bit never hides a page the scan would list. The count's own moves from
   // "untouched" to DRAM are made before it decides the chunk's bit.

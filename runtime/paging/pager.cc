@@ -372,6 +372,12 @@ bool Pager::Full() const {
   return able < members_;
 }
 
+uint64_t Pager::PagesStored() const {
+  uint64_t pages = 0;
+  for (const auto& s : servers_) pages += s->c->pages.load(std::memory_order_relaxed);
+  return pages;
+}
+
 uint64_t Pager::CapacityPages() const {
   // Each page takes `replicas` slots, or k+m pieces of which a slot holds k.
   uint64_t pages = 0;
@@ -467,6 +473,7 @@ StatusOr<uint64_t> Pager::FetchBackLocked(Region& region, uint64_t first, uint64
         rec.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
         config_.events->OnResident(region, b + i, 1, true);
         rec.state.store(S(PageState::kLocal), std::memory_order_release);
+        region.ClearQuiet(b + i, 1);  // no longer passed over by the scan (Region::PageQuiet)
         continue;
       }
       ReadReq& r = reqs[posted];

@@ -146,6 +146,10 @@ class Pager {
   // Pages the connected servers could hold for this process in all: the sum of each one's
   // quota (memd's capacity when the quota is larger). Lock-free.
   uint64_t CapacityPages() const;
+  // Pages the servers hold for this process (all servers together, each copy or piece once per
+  // server): zero while no page was ever written out, however many are allocated on the remote
+  // tier. Lock-free.
+  uint64_t PagesStored() const;
 
   // The counters (all servers together): the stats block's, or the pager's own copy.
   const ProcessCounters& counters() const { return *c_; }

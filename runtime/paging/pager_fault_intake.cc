@@ -141,43 +141,52 @@ void Pager::OnWriteProtectFault(char* addr, PageRecord& rec) {
 }
 
 uint64_t Pager::ZeroFillRun(Region& region, uint64_t index, char* addr, const void* zeros) {
-  // Allocated on kRemote, never written: zeros, and so are the fresh pages after it in its run
-  // (claimed here, up to kZeroBatch): one round trip for a batch of first touches. A page whose
-  // claim shows a slot was written out meanwhile: left as it is.
-  uint64_t n = 1;
+  // Allocated on kRemote, never written: zeros, and so are the fresh pages around it in its run
+  // (claimed here, kZeroBatch in all): the pages after it for a writer going up through memory,
+  // then the pages before it for one going down (GNU sort fills its buffer from both ends): one
+  // round trip for a batch of first touches. A page whose claim shows a slot was written out
+  // meanwhile: left as it is, and the batch ends there.
+  const auto claim_fresh = [&](PageRecord& r) {
+    if (!Cas(r, PageState::kRemote, PageState::kInFlight)) return false;
+    if (r.remote_slot.load(std::memory_order_relaxed) == 0) return true;
+    r.state.store(S(PageState::kRemote), std::memory_order_release);
+    return false;
+  };
+  uint64_t lo = index, hi = index + 1;  // claimed: [lo, hi)
   const uint64_t end = std::min<uint64_t>(region.pages(), index + kZeroBatch);
-  while (index + n < end) {
-    PageRecord& next = region.record(index + n);
-    if (next.flags.load(std::memory_order_relaxed) & kPageRunHead) break;  // another run
-    if (!Cas(next, PageState::kRemote, PageState::kInFlight)) break;
-    if (next.remote_slot.load(std::memory_order_relaxed) != 0) {
-      next.state.store(S(PageState::kRemote), std::memory_order_release);
-      break;
-    }
-    ++n;
+  while (hi < end && !(region.record(hi).flags.load(std::memory_order_relaxed) & kPageRunHead) &&
+         claim_fresh(region.record(hi))) {
+    ++hi;
   }
-  Status z = os::UffdCopy(uffd_, addr, zeros, n * kPage, false);
-  if (!z.ok()) {
-    // One UFFDIO_COPY must stay inside one mapping: the batch crossed into the next (another
-    // run, bound elsewhere). The fault's own page first, then the neighbours up to the first
-    // that cannot be installed; the rest stay remote, untouched.
-    z = os::UffdCopy(uffd_, addr, zeros, kPage, false);
+  while (hi - lo < kZeroBatch && lo > 0 && !(region.record(lo).flags.load(std::memory_order_relaxed) & kPageRunHead) &&
+         claim_fresh(region.record(lo - 1))) {
+    --lo;
+  }
+  if (!os::UffdCopy(uffd_, region.PageAddress(lo), zeros, (hi - lo) * kPage, false).ok()) {
+    // One UFFDIO_COPY must stay inside one mapping: the batch crossed into another (a part of
+    // the run bound elsewhere). The fault's own page first, then its neighbours one by one out
+    // to the first that cannot be installed on each side; the rest stay remote, untouched.
+    Status z = os::UffdCopy(uffd_, addr, zeros, kPage, false);
     if (!z.ok()) Fatal(addr, first_connected_, z);
-    uint64_t done = 1;
-    while (done < n && os::UffdCopy(uffd_, addr + done * kPage, zeros, kPage, false).ok()) ++done;
-    for (uint64_t i = index + done; i < index + n; ++i) {
-      region.record(i).state.store(S(PageState::kRemote), std::memory_order_release);
-    }
-    n = done;
+    const auto one = [&](uint64_t i) { return os::UffdCopy(uffd_, region.PageAddress(i), zeros, kPage, false).ok(); };
+    uint64_t up = index + 1, down = index;
+    while (up < hi && one(up)) ++up;
+    while (down > lo && one(down - 1)) --down;
+    for (uint64_t i = up; i < hi; ++i) region.record(i).state.store(S(PageState::kRemote), std::memory_order_release);
+    for (uint64_t i = lo; i < down; ++i) region.record(i).state.store(S(PageState::kRemote), std::memory_order_release);
+    lo = down;
+    hi = up;
   }
-  config_.events->OnResident(region, index, n, true);
-  for (uint64_t i = index; i < index + n; ++i) {
+  const uint64_t n = hi - lo;
+  config_.events->OnResident(region, lo, n, true);
+  for (uint64_t i = lo; i < hi; ++i) {
     PageRecord& r = region.record(i);
     r.flags.fetch_and(uint8_t(~kPageRemoteClean), std::memory_order_relaxed);
     r.state.store(S(PageState::kLocal), std::memory_order_release);
   }
+  region.ClearQuiet(lo, n);  // resident now: the scan reads their chunk again (Region::PageQuiet)
   c_->zero_fills.fetch_add(n, std::memory_order_relaxed);
-  Wake(addr, n * kPage);
+  Wake(region.PageAddress(lo), n * kPage);
   return n;
 }
 

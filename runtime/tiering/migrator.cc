@@ -284,7 +284,7 @@ bool Migrator::Idle() const {
   if (sample_always_ || armed_ || track_ != nullptr || dram_budget_ == 0) return false;
   if (policy_->config().present[static_cast<int>(Tier::kCxl)]) return false;
   if (sampler_ != nullptr && sampler_->carried() > 0) return false;
-  if (mover_->TierPages(Tier::kRemote) != 0 || mover_->EvictionsPending() != 0) return false;
+  if (mover_->RemoteWritten() || mover_->EvictionsPending() != 0) return false;
   return !SamplingWanted(mover_->TierPages(Tier::kDram), 0);
 }
 

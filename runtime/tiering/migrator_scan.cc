@@ -140,7 +140,14 @@ void Migrator::Scan(std::span<const uint64_t> named, RoundScan* out) {
   ListNamed(named, out);
   OrderViews(out);
   out->population = out->candidates.size();
-  if (out->whole) return;
+  if (out->whole) {
+    // The remote tier by the core's count, as a window's round goes by: a quiet chunk
+    // (Region::Quiet) may hold remote pages never written anywhere, passed over unread.
+    const uint64_t remote = mover_->TierPages(Tier::kRemote);
+    out->lower_pages = out->lower_pages - out->unlisted[static_cast<int>(Tier::kRemote)] + remote;
+    out->unlisted[static_cast<int>(Tier::kRemote)] = remote;
+    return;
+  }
   // A window: the counts are the tiers', the pages not listed the difference.
   std::array<uint64_t, kNumTiers> listed{};
   for (const PageView& v : out->views) ++listed[static_cast<int>(v.tier)];

@@ -121,6 +121,10 @@ class PageMover {
   virtual const std::vector<int>& TierNodes(Tier tier) const = 0;
   // Pages the tier holds now (allocated there, or faulted back into DRAM). Any thread.
   virtual uint64_t TierPages(Tier tier) const = 0;
+  // Whether any remote page has a copy on a server (false while the remote tier holds only
+  // pages allocated there and never written: their first touch is a zero fill, and there is
+  // nothing to bring back). Any thread.
+  virtual bool RemoteWritten() const { return TierPages(Tier::kRemote) != 0; }
   // DRAM pages the runtime holds for its own use that count against DRAM's budget (0: none).
   virtual uint64_t OwnPages() const { return 0; }
   // Brings TierPages(kDram) to the pages resident in DRAM: local DRAM pages the kernel has not
