@@ -23,10 +23,10 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
     // A child after fork() has lost the remote tier that kept the parent within its budgets;
     // the budget is the policy's, not the machine's, so the child runs over it in DRAM.
     if (pager_ && pager_->forked_child()) return Tier::kDram;
-    // Where DRAM counts resident pages, a run it has no room for still goes there, uncounted
-    // until touched: a program that asks for far more than it uses (GNU sort's buffer, sized by
-    // the machine's memory) then touches its pages in DRAM as it would without a limit, not each
-    // by a zero fill through the fault thread. What it touches counts at the next CountResident,
+    // Where DRAM counts resident pages, a run it has no room for still goes there (a large one
+    // as far as the process has room, below), uncounted until touched: a program that asks for
+    // far more than it uses (GNU sort's buffer, sized by the machine's memory) then touches its
+    // pages in DRAM as it would without a limit, not each by a zero fill through the fault thread. What it touches counts at the next CountResident,
     // early when the process grows faster than the counts (resident.cc), and relief evicts what
     // is over. Smaller runs (heap segments, ordinary large blocks) are touched soon after they
     // are asked for, and on the remote tier their zero fills keep the limit from the first touch
