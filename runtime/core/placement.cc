@@ -23,19 +23,17 @@ StatusOr<Tier> Runtime::Impl::ChooseTier(Tier asked, uint64_t bytes, uint32_t fl
     // A child after fork() has lost the remote tier that kept the parent within its budgets;
     // the budget is the policy's, not the machine's, so the child runs over it in DRAM.
     if (pager_ && pager_->forked_child()) return Tier::kDram;
-    // Where DRAM counts resident pages, a run it has no room for still goes there (a large one
-    // as far as the process has room, below), uncounted until touched: a program that asks for
-    // far more than it uses (GNU sort's buffer, sized by the machine's memory) then touches its
-    // pages in DRAM as it would without a limit, not each by a zero fill through the fault thread. What it touches counts at the next CountResident,
-    // early when the process grows faster than the counts (resident.cc), and relief evicts what
-    // is over. Smaller runs (heap segments, ordinary large blocks) are touched soon after they
-    // are asked for, and on the remote tier their zero fills keep the limit from the first touch
-    // (a short program runs its whole life between two counts); they go untouched only while
-    // the count may be over by pages nobody touched and the process has the room (UnseenRoom).
-    // A large run goes untouched only as far as the process has room (SplitRoom): a program
-    // that writes all it asks for (a 1 GiB array filled at once) would otherwise run that far
-    // past its limit before a count saw it; the rest is the remote tier's, zero-filled at the
-    // first touch, and is held to the limit as relief makes room.
+    // Where DRAM counts resident pages, a run it has no room for may still go there, uncounted
+    // until CountResident finds it touched (resident.cc). A large run goes there as far as the
+    // process has room (SplitRoom), and the rest to the remote tier, zero-filled at its first
+    // touch: a program that asks for far more than it uses (GNU sort's buffer, sized by the
+    // machine's memory) touches most of what it uses in DRAM as it would without a limit, and
+    // one that writes all it asks for (a 1 GiB array filled at once) is held to its limit as
+    // relief makes room, not let run past it until a count sees it. A smaller run (a heap
+    // segment, an ordinary large block) is touched soon after it is asked for, and on the
+    // remote tier its zero fills keep the limit from the first touch (a short program runs its
+    // whole life between two counts): it goes untouched only while the count may be over by
+    // pages nobody touched and the process has the room (UnseenRoom).
     if (CountsResident() && HasTier(Tier::kDram)) {
       if (bytes >= kUntouchedRunBytes) {
         // (Counting resident pages means overcommit: the remote tier takes the rest unasked.)

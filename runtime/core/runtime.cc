@@ -386,11 +386,11 @@ StatusOr<void*> Runtime::Impl::Allocate(size_t bytes, Tier tier, uint32_t flags)
   if (!untouched && chosen == Tier::kDram && CountsResident()) unseen_pages_.fetch_add(npages);
   const uint8_t tag = untouched ? kUntouchedTier : static_cast<uint8_t>(chosen);
   for (uint64_t i = first; i < first + npages; ++i) {
-    region->record(i).tier.store(split && i >= first + head ? static_cast<uint8_t>(Tier::kRemote) : tag,
-                                 std::memory_order_relaxed);
-  }
-  for (uint64_t i = first; split && i < first + head; ++i) {
-    region->record(i).state.store(static_cast<uint8_t>(PageState::kLocal), std::memory_order_release);
+    PageRecord& rec = region->record(i);
+    const bool tail = split && i >= first + head;
+    rec.tier.store(tail ? static_cast<uint8_t>(Tier::kRemote) : tag, std::memory_order_relaxed);
+    // A split run's head, let go once its tier is set (its tail was adopted above).
+    if (split && !tail) rec.state.store(static_cast<uint8_t>(PageState::kLocal), std::memory_order_release);
   }
   // Every page carries the pin, so a victim is checked without finding its run's head.
   if (flags & kAllocPin) {
