@@ -35,6 +35,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/page_map.h"
 #include "runtime/pages/sampler.h"
 
 #include "tiermem/tiermem.hpp"
@@ -204,14 +205,14 @@ class Policy {
   }
   bool carry() const { return carry_; }
   // Whether the sampler keeps `page` armed into its next round (its Collect's `keep`).
-  bool Carried(uint64_t page) const { return carry_ && watch_since_.count(page) > 0; }
+  bool Carried(uint64_t page) const { return carry_ && watch_since_.contains(page); }
   // A sampler round ended at `now_ns`: `untouched` were armed all round and never touched,
   // `samples` are the accesses it caught. Confirms pages cold (as they were watched long enough),
   // ends the watch of the pages touched, and marks those caught in use (WatchBusy).
   void Watched(std::span<const uint64_t> untouched, std::span<const AccessSample> samples, uint64_t now_ns);
   // Whether `page` is not to be armed as a victim check now: under watch already, or caught in use
   // lately (each check of a hot page costs a sampled fault).
-  bool WatchBusy(uint64_t page) const { return watch_since_.count(page) > 0 || hot_until_.count(page) > 0; }
+  bool WatchBusy(uint64_t page) const { return watch_since_.contains(page) || hot_until_.contains(page); }
   // The sampler armed DRAM page `page` at `now_ns` (carried protection only: its watch begins).
   void WatchStarted(uint64_t page, uint64_t now_ns);
   // No sampler round is running: every watch ends.
@@ -291,8 +292,8 @@ class Policy {
   // Whether the watch caught `page` in use and will not check it again before now_ns (kHotRecheck
   // confirmation times after the catch; carried watch only).
   bool CaughtInUse(uint64_t page, uint64_t now_ns) const {
-    auto it = hot_until_.find(page);
-    return it != hot_until_.end() && it->second > now_ns;
+    const uint64_t* until = hot_until_.find(page);
+    return until != nullptr && *until > now_ns;
   }
   // Whether `pages` more fit on `tier` (holding `usage` pages) below its low watermark; a tier
   // without a budget always has room, an absent one never.
@@ -392,12 +393,12 @@ class Policy {
   bool carry_ = false;
   uint64_t confirm_ns_ = 0;
   std::vector<uint64_t> confirmed_cold_;                 // watched long enough, untouched (ascending)
-  std::unordered_map<uint64_t, uint64_t> watch_since_;   // carried: page -> when its watch began
-  std::unordered_map<uint64_t, uint64_t> watch_next_;    // Watched's scratch (keeps its buckets)
+  PageMap<uint64_t> watch_since_;                        // carried: page -> when its watch began
+  PageMap<uint64_t> watch_next_;                         // Watched's scratch (keeps its table)
   // The watches in the order they began (when, page); entries whose page left the watch, or was
   // handed to relief, are skipped (TakeWatched) and dropped when they outnumber the watch.
   std::deque<std::pair<uint64_t, uint64_t>> watch_order_;
-  std::unordered_map<uint64_t, uint64_t> hot_until_;     // caught in use: not watched before then
+  PageMap<uint64_t> hot_until_;                          // caught in use: not watched before then
   std::array<Ranked, kNumTiers> movable_;  // Plan's scratch
   Ranked hot_;                             // Plan's scratch
   double tokens_ = 0;

@@ -19,19 +19,19 @@ void Policy::Watched(std::span<const uint64_t> untouched, std::span<const Access
   // Pages sampled without an access for confirm_ns_ (or a whole sampler round when they were not
   // under the carried watch) are confirmed cold. Pages under watch that were touched leave it:
   // only the untouched ones were carried by the sampler.
-  // The watch's entries move to the next map as they are (node handles: no allocation per page
-  // and round, which with thousands of pages under watch was a good part of the thread's time).
+  // The next watch is rebuilt from the untouched pages (PageMap: a probe or two a page, no
+  // allocation once its table has grown to the watch's size).
   confirmed_cold_.clear();
-  std::unordered_map<uint64_t, uint64_t>& still = watch_next_;
+  PageMap<uint64_t>& still = watch_next_;
   still.clear();
   for (uint64_t k : untouched) {
-    auto node = watch_since_.extract(k);
-    if (node.empty()) {
+    const uint64_t* since = watch_since_.find(k);
+    if (since == nullptr) {
       confirmed_cold_.push_back(k);  // sampled one whole round
       continue;
     }
-    if (now_ns - node.mapped() >= confirm_ns_) confirmed_cold_.push_back(k);
-    still.insert(std::move(node));  // still armed: the sampler carried it
+    if (now_ns - *since >= confirm_ns_) confirmed_cold_.push_back(k);
+    still.insert(k, *since);  // still armed: the sampler carried it
   }
   std::sort(confirmed_cold_.begin(), confirmed_cold_.end());
   confirmed_cold_.erase(std::unique(confirmed_cold_.begin(), confirmed_cold_.end()), confirmed_cold_.end());
@@ -39,17 +39,17 @@ void Policy::Watched(std::span<const uint64_t> untouched, std::span<const Access
   if (watch_order_.size() > 2 * watch_since_.size() + 1024) {
     // Mostly stale: rebuilt from the watch itself, oldest first.
     watch_order_.clear();
-    for (const auto& [page, since] : watch_since_) watch_order_.push_back({since, page});
+    watch_since_.for_each([this](uint64_t page, uint64_t since) { watch_order_.push_back({since, page}); });
     std::sort(watch_order_.begin(), watch_order_.end());
   }
   if (!carry_) return;
   // A page caught in use is not put under watch again for a while; expired marks are dropped.
-  std::erase_if(hot_until_, [now_ns](const auto& kv) { return kv.second <= now_ns; });
+  hot_until_.erase_if([now_ns](uint64_t, uint64_t until) { return until <= now_ns; });
   for (const AccessSample& a : samples) hot_until_[a.page] = now_ns + kHotRecheck * confirm_ns_;
 }
 
 void Policy::WatchStarted(uint64_t page, uint64_t now_ns) {
-  if (!carry_ || !watch_since_.emplace(page, now_ns).second) return;
+  if (!carry_ || !watch_since_.insert(page, now_ns)) return;
   // In the order the watches began: the policy thread starts them at ever later times, so this
   // is an append but for a caller that does not.
   auto at = watch_order_.end();
@@ -60,8 +60,8 @@ void Policy::WatchStarted(uint64_t page, uint64_t now_ns) {
 void Policy::TakeWatched(size_t max, uint64_t now_ns, std::vector<uint64_t>* out) {
   while (out->size() < max && !watch_order_.empty()) {
     const auto [since, page] = watch_order_.front();
-    auto it = watch_since_.find(page);
-    if (it == watch_since_.end() || it->second != since) {
+    const uint64_t* at = watch_since_.find(page);
+    if (at == nullptr || *at != since) {
       watch_order_.pop_front();  // left the watch
       continue;
     }
@@ -74,7 +74,7 @@ void Policy::TakeWatched(size_t max, uint64_t now_ns, std::vector<uint64_t>* out
 std::vector<uint64_t> Policy::WatchedPages() const {
   std::vector<uint64_t> kept;
   kept.reserve(watch_since_.size());
-  for (const auto& kv : watch_since_) kept.push_back(kv.first);
+  watch_since_.for_each([&kept](uint64_t page, uint64_t) { kept.push_back(page); });
   std::sort(kept.begin(), kept.end());
   return kept;
 }
@@ -132,12 +132,12 @@ void Policy::SpareVictims(const std::vector<PlannedMove>& plan, const ViewLookup
   };
   for (uint64_t k : confirmed_cold_) {
     if (!spare_page(k)) continue;
-    auto w = watch_since_.find(k);
-    spare->push_back({w != watch_since_.end() ? static_cast<double>(w->second) : Heat(k, now_ns), k});
+    const uint64_t* since = watch_since_.find(k);
+    spare->push_back({since != nullptr ? static_cast<double>(*since) : Heat(k, now_ns), k});
   }
-  for (auto& [k, since] : watch_since_) {
+  watch_since_.for_each([&](uint64_t k, uint64_t since) {
     if (!ConfirmedCold(k) && spare_page(k)) partial->push_back({static_cast<double>(since), k});
-  }
+  });
   std::sort(spare->begin(), spare->end());
   std::sort(partial->begin(), partial->end());
 }
