@@ -384,32 +384,15 @@ void EventFdClear(int fd) {
   (void)!read(fd, &count, sizeof(count));  // non-blocking: EAGAIN when it was not signalled
 }
 
-StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns, bool* slept) {
-  const uint64_t spin_end = spin_ns > 0 ? MonotonicNanos() + spin_ns : 0;
-  for (;;) {
-    pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    const bool spinning = spin_end != 0 && MonotonicNanos() < spin_end;
-    if (slept != nullptr) *slept = !spinning;
-    int rc = poll(fds, 2, spinning ? 0 : -1);
-    if (rc == 0 && spinning) continue;
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "poll");
-    }
-    if (fds[1].revents & POLLIN) return 1;
-    if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) return 0;
-  }
-}
-
-StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, int timeout_ms, uint64_t spin_ns,
-                           bool* slept) {
-  constexpr size_t kMax = 65;
-  if (n == 0 || n > kMax) return InvalidArgument("WaitAnyReady: 1 to 65 descriptors");
+namespace {
+// The wait WaitReadable and WaitAnyReady share, on the `n` descriptors of `p`: polls without
+// sleeping until `spin_ns` has passed (and while timeout_ms, -1 for no limit, leaves time), then
+// with the time left; EINTR is retried. Returns -1 on timeout, else `pick`'s answer for the first
+// poll that reports an event it takes (pick returns -1 to go on waiting). *slept (when given)
+// says whether it came to a poll that may sleep.
+StatusOr<int> SpinThenPoll(pollfd* p, nfds_t n, int timeout_ms, uint64_t spin_ns, bool* slept,
+                           int (*pick)(const pollfd* p, nfds_t n)) {
   if (slept != nullptr) *slept = false;
-  pollfd p[kMax];
-  for (size_t i = 0; i < n; ++i) {
-    p[i] = pollfd{fds[i], static_cast<short>(POLLIN | (writable != nullptr && writable[i] ? POLLOUT : 0)), 0};
-  }
   const uint64_t start = timeout_ms >= 0 || spin_ns > 0 ? MonotonicNanos() : 0;
   const uint64_t end = timeout_ms < 0 ? 0 : start + static_cast<uint64_t>(timeout_ms) * 1'000'000;
   const uint64_t spin_end = spin_ns > 0 ? start + spin_ns : 0;
@@ -419,17 +402,41 @@ StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, in
     if (timeout_ms >= 0) left = now >= end ? 0 : static_cast<int>((end - now + 999'999) / 1'000'000);
     const bool spinning = now < spin_end && left != 0;
     if (slept != nullptr && !spinning && left != 0) *slept = true;
-    const int rc = poll(p, static_cast<nfds_t>(n), spinning ? 0 : left);
+    const int rc = poll(p, n, spinning ? 0 : left);
     if (rc == 0 && spinning) continue;
     if (rc < 0) {
       if (errno == EINTR) continue;
       return ErrnoToStatus(errno, "poll");
     }
     if (rc == 0) return -1;
-    for (size_t i = 0; i < n; ++i) {
-      if (p[i].revents & (POLLIN | POLLOUT | POLLERR | POLLHUP)) return static_cast<int>(i);
-    }
+    if (const int picked = pick(p, n); picked >= 0) return picked;
   }
+}
+}  // namespace
+
+StatusOr<int> WaitReadable(int fd, int stop_fd, uint64_t spin_ns, bool* slept) {
+  pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  return SpinThenPoll(fds, 2, -1, spin_ns, slept, [](const pollfd* p, nfds_t) {
+    if (p[1].revents & POLLIN) return 1;
+    if (p[0].revents & (POLLIN | POLLERR | POLLHUP)) return 0;
+    return -1;
+  });
+}
+
+StatusOr<int> WaitAnyReady(const int* fds, const uint8_t* writable, size_t n, int timeout_ms, uint64_t spin_ns,
+                           bool* slept) {
+  constexpr size_t kMax = 65;
+  if (n == 0 || n > kMax) return InvalidArgument("WaitAnyReady: 1 to 65 descriptors");
+  pollfd p[kMax];
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = pollfd{fds[i], static_cast<short>(POLLIN | (writable != nullptr && writable[i] ? POLLOUT : 0)), 0};
+  }
+  return SpinThenPoll(p, static_cast<nfds_t>(n), timeout_ms, spin_ns, slept, [](const pollfd* q, nfds_t count) {
+    for (nfds_t i = 0; i < count; ++i) {
+      if (q[i].revents & (POLLIN | POLLOUT | POLLERR | POLLHUP)) return static_cast<int>(i);
+    }
+    return -1;
+  });
 }
 
 int ReplaceAnonymous(void* addr, size_t bytes) {

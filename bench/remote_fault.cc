@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <numeric>
 #include <csignal>
 #include <memory>
@@ -28,6 +27,7 @@
 #include "bench/child.h"
 #include "bench/cli.h"
 #include "bench/compare_util.h"
+#include "bench/fault_floors.h"
 #include "bench/memd_child.h"
 #include "bench/raw_stream.h"
 #include "bench/subcommands.h"
@@ -42,62 +42,7 @@ constexpr size_t kPage = 4096;
 
 double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-// The page's words, written and read with memcpy: the buffers are bytes, and storing through a
-// uint64_t* into them broke GCC 12's -O2 code for the fill loop (it dropped the loop's exit).
-void Fill(uint8_t* p, uint64_t page) {
-  for (size_t i = 0; i < kPage / 8; ++i) {
-    const uint64_t w = page * 0x9E3779B97F4A7C15ull + i;
-    memcpy(p + i * 8, &w, 8);
-  }
-}
-bool Check(const uint8_t* p, uint64_t page) {
-  for (size_t i = 0; i < kPage / 8; ++i) {
-    uint64_t w;
-    memcpy(&w, p + i * 8, 8);
-    if (w != page * 0x9E3779B97F4A7C15ull + i) return false;
-  }
-  return true;
-}
-
-
-struct Raw {
-  double roundtrip_p50_us = 0, roundtrip_p99_us = 0;
-  double roundtrip_mean_us = 0;  // to set beside the fault handler's mean read
-  double write_pages_per_s = 0;
-  double stream_gbps = 0;  // reads, `window` in flight
-};
 constexpr size_t kStride = 4;  // --pattern stride: pages between touches
-
-// Kept out of RemoteFault: inlined there, GCC 12 -O2 compiled the fill loop below without its exit
-// test (the fill ran past the buffer; seen with objdump; -O1 or -fno-aggressive-loop-optimizations
-// also avoid it). The cause is not understood yet.
-[[gnu::noinline]] Status MeasureRaw(const std::string& url, const std::string& token, size_t pages,
-                                    size_t window, Raw* out) {
-  TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> c, RemoteClient::Connect(url, token, 5000));
-  const size_t n = std::max<size_t>(1024, std::min<size_t>(pages, 65536));
-  TIERMEM_ASSIGN_OR_RETURN(RemotePages r, c->Allocate(n));
-  std::vector<uint8_t> buf(n * kPage);
-  for (size_t i = 0; i < n; ++i) Fill(&buf[i * kPage], i);
-  // Write stream.
-  TIERMEM_ASSIGN_OR_RETURN(out->write_pages_per_s, TimedWritePagesPerSecond(*c, r, buf.data(), n));
-  // Read round trips, one at a time.
-  std::vector<double> lat;
-  std::mt19937_64 rng(7);
-  for (int i = 0; i < 3000; ++i) {
-    uint64_t slot = r.first + rng() % n;
-    auto s = Clock::now();
-    TIERMEM_RETURN_IF_ERROR(c->Read(r, slot, buf.data(), 1, 1));
-    if (i >= 200) lat.push_back(Us(Clock::now() - s));
-  }
-  out->roundtrip_p50_us = Percentile(lat, 0.5);
-  out->roundtrip_p99_us = Percentile(lat, 0.99);
-  out->roundtrip_mean_us = std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
-  // Read stream.
-  const auto t0 = Clock::now();
-  TIERMEM_RETURN_IF_ERROR(c->Read(r, r.first, buf.data(), n, std::max<size_t>(1, window)));
-  out->stream_gbps = double(n * kPage) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
-  return Status::Ok();
-}
 
 struct Tiered {
   double p50 = 0, p99 = 0, evict_rate = 0, access_gbps = 0;
@@ -115,34 +60,12 @@ struct Tiered {
   // (posted to its reply in); and a zero-page fault's p50 (the userfaultfd round trip with no
   // server: a first touch of memory placed on the remote tier).
   double touch_mean_us = 0, handler_mean_us = 0, read_mean_us = 0, zero_fault_p50_us = 0;
-  // The floor beside it (MeasureFaultFloor: a bare handler thread and UFFDIO_COPY), measured
-  // right after the zero faults, with this pass's runtime still up.
-  double floor_p50_us = 0, floor_p99_us = 0;
-  double signal_floor_p50_us = -1;     // MeasureSignalFaultFloor's p50; -1: the kernel lacks it
+  // The floors beside it, measured right after the zero faults, with this pass's runtime still up.
+  FaultFloors floor;
   double handler_waits_per_fault = 0;  // the handler's sleeps in poll per remote fault
 };
 
-// Times first touches of fresh remote-tier pages: each a zero-page fault served by the handler
-// alone (top page first, so that no touch finds its page zero-filled with a neighbour's).
-StatusOr<double> ZeroFaultP50(Runtime& rt, size_t pages) {
-  TIERMEM_ASSIGN_OR_RETURN(void* mem, rt.Allocate(pages * kPage, Tier::kRemote));
-  auto* base = static_cast<uint8_t*>(mem);
-  std::vector<double> lat;
-  lat.reserve(pages);
-  for (size_t i = pages; i-- > 0;) {
-    volatile uint8_t* p = base + i * kPage;
-    auto f0 = Clock::now();
-    (void)*p;
-    lat.push_back(Us(Clock::now() - f0));
-  }
-  (void)rt.Free(base);
-  return Percentile(lat, 0.5);
-}
-
-// One tiered pass: a runtime on `url` with `replicas`, pages evicted, touched in `pattern`'s
-// order, checked. With `kill`, the memd holding the most of this run's copies is killed (SIGKILL)
-// right after the eviction, and a watcher thread times the repair (at most 60 s) while the touches
-// fault from the survivors.
+// What a tiered pass (RunTiered) runs with.
 struct PassArgs {
   std::string url, token, prefetch, pattern;
   size_t pages = 0, replicas = 1, threads = 1;
@@ -157,33 +80,104 @@ double CpuSeconds(const std::vector<pid_t>& pids) {
   return sum;
 }
 
+// Evicts the pass's pages at `base` (Migrate to kRemote): the eviction rate, the CPU time per page
+// of this process and of the memds started here, and the server memory held per page.
+Status Evict(Runtime& rt, const PassArgs& a, uint8_t* base, Tiered* out) {
+  const size_t pages = a.pages;
+  const double client_cpu0 = ProcCpuSeconds(getpid()).value_or(0), memd_cpu0 = CpuSeconds(a.memd_pids);
+  auto t0 = Clock::now();
+  TIERMEM_ASSIGN_OR_RETURN(MigrateResult m, rt.Migrate(base, pages * kPage, Tier::kRemote));
+  const double evict_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  out->evict_client_cpu_us = (ProcCpuSeconds(getpid()).value_or(0) - client_cpu0) * 1e6 / double(pages);
+  out->evict_memd_cpu_us = (CpuSeconds(a.memd_pids) - memd_cpu0) * 1e6 / double(pages);
+  if (m.pages_moved != pages) return Internal("eviction: not every page moved");
+  const RuntimeCounters c = rt.Counters();
+  uint64_t slots = 0;
+  for (const auto& srv : c.servers) slots += srv.slots;
+  out->server_pages_per_page = double(slots) / double(pages);
+  out->evict_rate = double(pages) / evict_s;
+  return Status::Ok();
+}
+
+// The pages' indices in --pattern's order.
+std::vector<size_t> TouchOrder(const std::string& pattern, size_t pages) {
+  std::vector<size_t> order;
+  order.reserve(pages);
+  if (pattern == "stride") {
+    for (size_t pass = 0; pass < kStride; ++pass) {
+      for (size_t i = pass; i < pages; i += kStride) order.push_back(i);
+    }
+  } else {
+    for (size_t i = 0; i < pages; ++i) order.push_back(i);
+    if (pattern == "random") std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
+  }
+  return order;
+}
+
+// The touches, split in `threads` interleaved shares of the order (thread t takes every
+// threads-th touch from t), each thread timing its own: every touch's microseconds, thread by thread.
+std::vector<double> TimedTouches(uint8_t* base, const std::vector<size_t>& order, size_t pages, size_t threads) {
+  std::vector<std::vector<double>> lats(threads);
+  auto touch = [&](size_t t) {
+    lats[t].reserve(pages / threads + 1);
+    for (size_t k = t; k < order.size(); k += threads) {
+      const size_t i = order[k];
+      volatile uint8_t* p = base + i * kPage + (i % 64) * 8;
+      auto f0 = Clock::now();
+      (void)*p;  // the fault, unless the page was fetched ahead
+      lats[t].push_back(Us(Clock::now() - f0));
+    }
+  };
+  if (threads == 1) {
+    touch(0);
+  } else {
+    std::vector<std::thread> th;
+    for (size_t t = 0; t < threads; ++t) th.emplace_back(touch, t);
+    for (auto& x : th) x.join();
+  }
+  std::vector<double> lat;
+  lat.reserve(pages);
+  for (const auto& l : lats) lat.insert(lat.end(), l.begin(), l.end());
+  return lat;
+}
+
+// The touches' figures: from the counters before and after them, their latencies `lat` and the
+// loop's time; and every page checked.
+void TouchFigures(const RuntimeCounters& before, const RuntimeCounters& after, const std::vector<double>& lat,
+                  double loop_s, const uint8_t* base, size_t pages, Tiered* out) {
+  out->faults = after.remote_faults - before.remote_faults;
+  out->prefetched = after.pages_prefetched - before.pages_prefetched;
+  out->access_gbps = double(pages * kPage) / loop_s / 1e9;
+  out->verified = 0;
+  for (size_t i = 0; i < pages; ++i) out->verified += CheckPage(base + i * kPage, i) ? 1 : 0;
+  out->p50 = Percentile(lat, 0.5);
+  out->p99 = Percentile(lat, 0.99);
+  out->touch_mean_us = lat.empty() ? 0.0 : std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
+  if (out->faults > 0) {
+    out->handler_mean_us = double(after.remote_fault_ns - before.remote_fault_ns) / 1e3 / double(out->faults);
+    out->read_mean_us = double(after.remote_fault_read_ns - before.remote_fault_read_ns) / 1e3 / double(out->faults);
+    out->handler_waits_per_fault = double(after.fault_handler_waits - before.fault_handler_waits) / double(out->faults);
+  }
+}
+
+// One tiered pass: a runtime on `url` with `replicas`, pages evicted, touched in `pattern`'s
+// order, checked. With `kill`, the memd holding the most of this run's copies is killed (SIGKILL)
+// right after the eviction, and a watcher thread times the repair (at most 60 s) while the touches
+// fault from the survivors.
 Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kill, Tiered* out) {
-  const std::string &url = a.url, &token = a.token, &prefetch = a.prefetch, &pattern = a.pattern;
-  const size_t pages = a.pages, replicas = a.replicas;
+  const size_t pages = a.pages;
   Options o;
-  o.Set("remote", url);
-  o.Set("token", token);
-  o.Set("prefetch", prefetch);
-  o.Set("replicas", static_cast<uint64_t>(replicas));
+  o.Set("remote", a.url);
+  o.Set("token", a.token);
+  o.Set("prefetch", a.prefetch);
+  o.Set("replicas", static_cast<uint64_t>(a.replicas));
   o.Set("remote_code", a.code);
   TIERMEM_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Start(o));
   if (!rt->HasTier(Tier::kRemote)) return Unavailable(rt->Stats()[2].absent_reason);
   TIERMEM_ASSIGN_OR_RETURN(void* mem, rt->Allocate(pages * kPage, Tier::kDram));
   auto* base = static_cast<uint8_t*>(mem);
-  for (size_t i = 0; i < pages; ++i) Fill(base + i * kPage, i);
-  const double client_cpu0 = ProcCpuSeconds(getpid()).value_or(0), memd_cpu0 = CpuSeconds(a.memd_pids);
-  auto t0 = Clock::now();
-  TIERMEM_ASSIGN_OR_RETURN(MigrateResult m, rt->Migrate(base, pages * kPage, Tier::kRemote));
-  const double evict_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  out->evict_client_cpu_us = (ProcCpuSeconds(getpid()).value_or(0) - client_cpu0) * 1e6 / double(pages);
-  out->evict_memd_cpu_us = (CpuSeconds(a.memd_pids) - memd_cpu0) * 1e6 / double(pages);
-  if (m.pages_moved != pages) return Internal("eviction: not every page moved");
-  {
-    const RuntimeCounters c = rt->Counters();
-    uint64_t slots = 0;
-    for (const auto& srv : c.servers) slots += srv.slots;
-    out->server_pages_per_page = double(slots) / double(pages);
-  }
+  for (size_t i = 0; i < pages; ++i) FillPage(base + i * kPage, i);
+  TIERMEM_RETURN_IF_ERROR(Evict(*rt, a, base, out));
   Clock::time_point killed;
   std::thread watcher;
   double repaired_at = 0;
@@ -212,73 +206,15 @@ Status RunTiered(const PassArgs& a, std::vector<std::unique_ptr<MemdChild>>* kil
       }
     });
   }
-  std::vector<size_t> order;
-  order.reserve(pages);
-  if (pattern == "stride") {
-    for (size_t pass = 0; pass < kStride; ++pass) {
-      for (size_t i = pass; i < pages; i += kStride) order.push_back(i);
-    }
-  } else {
-    for (size_t i = 0; i < pages; ++i) order.push_back(i);
-    if (pattern == "random") std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
-  }
-  // The touches, split in `threads` interleaved shares of the order (thread t takes every
-  // threads-th touch from t), each thread timing its own.
-  std::vector<std::vector<double>> lats(a.threads);
-  auto touch = [&](size_t t) {
-    lats[t].reserve(pages / a.threads + 1);
-    for (size_t k = t; k < order.size(); k += a.threads) {
-      const size_t i = order[k];
-      volatile uint8_t* p = base + i * kPage + (i % 64) * 8;
-      auto f0 = Clock::now();
-      (void)*p;  // the fault, unless the page was fetched ahead
-      lats[t].push_back(Us(Clock::now() - f0));
-    }
-  };
+  const std::vector<size_t> order = TouchOrder(a.pattern, pages);
   const RuntimeCounters before = rt->Counters();
   const auto loop0 = Clock::now();
-  if (a.threads == 1) {
-    touch(0);
-  } else {
-    std::vector<std::thread> th;
-    for (size_t t = 0; t < a.threads; ++t) th.emplace_back(touch, t);
-    for (auto& x : th) x.join();
-  }
-  std::vector<double> lat;
-  lat.reserve(pages);
-  for (const auto& l : lats) lat.insert(lat.end(), l.begin(), l.end());
+  const std::vector<double> lat = TimedTouches(base, order, pages, a.threads);
   const double loop_s = std::chrono::duration<double>(Clock::now() - loop0).count();
   RuntimeCounters after = rt->Counters();
-  out->faults = after.remote_faults - before.remote_faults;
-  out->prefetched = after.pages_prefetched - before.pages_prefetched;
-  out->access_gbps = double(pages * kPage) / loop_s / 1e9;
-  out->verified = 0;
-  for (size_t i = 0; i < pages; ++i) out->verified += Check(base + i * kPage, i) ? 1 : 0;
-  out->p50 = Percentile(lat, 0.5);
-  out->p99 = Percentile(lat, 0.99);
-  out->touch_mean_us = lat.empty() ? 0.0 : std::accumulate(lat.begin(), lat.end(), 0.0) / double(lat.size());
-  if (out->faults > 0) {
-    out->handler_mean_us = double(after.remote_fault_ns - before.remote_fault_ns) / 1e3 / double(out->faults);
-    out->read_mean_us = double(after.remote_fault_read_ns - before.remote_fault_read_ns) / 1e3 / double(out->faults);
-    out->handler_waits_per_fault = double(after.fault_handler_waits - before.fault_handler_waits) / double(out->faults);
-  }
+  TouchFigures(before, after, lat, loop_s, base, pages, out);
   TIERMEM_ASSIGN_OR_RETURN(out->zero_fault_p50_us, ZeroFaultP50(*rt, std::min<size_t>(pages, 1000)));
-  {
-    TIERMEM_ASSIGN_OR_RETURN(std::vector<uint64_t> floor_ns, MeasureFaultFloor(std::clamp<size_t>(pages, 1000, 20000)));
-    std::vector<double> floor_us(floor_ns.begin(), floor_ns.end());
-    for (double& v : floor_us) v /= 1e3;
-    out->floor_p50_us = Percentile(floor_us, 0.5);
-    out->floor_p99_us = Percentile(floor_us, 0.99);
-    auto signal_ns = MeasureSignalFaultFloor(std::clamp<size_t>(pages, 1000, 20000));
-    if (signal_ns.ok()) {
-      std::vector<double> signal_us(signal_ns->begin(), signal_ns->end());
-      for (double& v : signal_us) v /= 1e3;
-      out->signal_floor_p50_us = Percentile(signal_us, 0.5);
-    } else if (signal_ns.status().code() != StatusCode::kNotSupported) {
-      return signal_ns.status();
-    }
-  }
-  out->evict_rate = double(pages) / evict_s;
+  TIERMEM_RETURN_IF_ERROR(MeasureFaultFloors(pages, &out->floor));
   if (watcher.joinable()) {
     // The pages are local now, but their slots (and copies) stay until freed: the repair
     // restores them all the same.
@@ -305,251 +241,301 @@ struct Args {
   CLI::Option* servers_opt = nullptr;
 };
 
-int RunRemoteFault(Args args, const std::string&) {
-  auto& [transport, server, token, memd_path, host, pattern, prefetch, pages, json, nservers, replicas, threads,
-         kill_one, code, servers_opt] = args;
-  if (pages == 0) pages = 1;
-  if (token.empty()) {
-    if (Status s = OptionFromEnv("TIERMEM_TOKEN", &token); !s.ok()) {
-      fprintf(stderr, "tiermem-bench remote-fault: %s\n", s.message().c_str());
+// --server's list: the servers of every pass (the first one's transport is measured bare), each
+// with the transport's scheme unless it names one; --servers becomes their number. 0, or 2 on a
+// usage error.
+int ParseServerList(Args& a, std::vector<std::string>* listed) {
+  const std::string& server = a.server;
+  if (server.empty()) return 0;
+  if (a.servers_opt->count() > 0) {
+    fprintf(stderr, "tiermem-bench remote-fault: --servers starts memds; --server names running ones (not both)\n");
+    return 2;
+  }
+  for (size_t at = 0; at <= server.size();) {
+    const size_t comma = std::min(server.find(',', at), server.size());
+    std::string one = server.substr(at, comma - at);
+    if (one.empty()) {
+      fprintf(stderr, "tiermem-bench remote-fault: --server %s: an empty entry\n", server.c_str());
       return 2;
     }
+    listed->push_back((one.find("://") == std::string::npos ? a.transport + "://" : "") + one);
+    at = comma + 1;
   }
-  // --server's list: the servers of every pass (the first one's transport is measured bare).
-  std::vector<std::string> listed;
-  if (!server.empty()) {
-    if (servers_opt->count() > 0) {
-      fprintf(stderr, "tiermem-bench remote-fault: --servers starts memds; --server names running ones (not both)\n");
-      return 2;
-    }
-    for (size_t at = 0; at <= server.size();) {
-      const size_t comma = std::min(server.find(',', at), server.size());
-      std::string one = server.substr(at, comma - at);
-      if (one.empty()) {
-        fprintf(stderr, "tiermem-bench remote-fault: --server %s: an empty entry\n", server.c_str());
-        return 2;
-      }
-      listed.push_back((one.find("://") == std::string::npos ? transport + "://" : "") + one);
-      at = comma + 1;
-    }
-    nservers = listed.size();
-  }
+  a.nservers = listed->size();
+  return 0;
+}
 
-  // k+m: the form only (the runtime refuses unsupported numbers, naming them).
-  size_t code_k = 0, code_m = 0;
+// --code's k+m, the form only (the runtime refuses unsupported numbers, naming them), and the
+// counts --replicas and --kill-one need. 0, or 2 on a usage error.
+int CheckCounts(const Args& a, size_t* code_k, size_t* code_m) {
+  const std::string& code = a.code;
   if (!code.empty()) {
     const size_t plus = code.find('+');
     const bool form = plus != std::string::npos && plus > 0 && plus + 1 < code.size() && plus <= 2 &&
                       code.size() - plus - 1 <= 2 && code.find_first_not_of("0123456789+") == std::string::npos &&
                       code.find('+', plus + 1) == std::string::npos;
     if (form) {
-      code_k = std::stoul(code.substr(0, plus));
-      code_m = std::stoul(code.substr(plus + 1));
+      *code_k = std::stoul(code.substr(0, plus));
+      *code_m = std::stoul(code.substr(plus + 1));
     }
     const char* why = !form ? "expected k+m such as 4+2"
-                      : replicas != 1 ? "--code and --replicas exclude each other"
-                      : code_k + code_m > nservers ? "needs --servers of at least k+m"
-                                                   : nullptr;
+                      : a.replicas != 1 ? "--code and --replicas exclude each other"
+                      : *code_k + *code_m > a.nservers ? "needs --servers of at least k+m"
+                                                       : nullptr;
     if (why != nullptr) {
       fprintf(stderr, "tiermem-bench remote-fault: --code %s: %s\n", code.c_str(), why);
       return 2;
     }
   }
-  if (replicas < 1 || replicas > nservers || (kill_one && replicas < 2 && code.empty()) ||
-      (!server.empty() && kill_one)) {
-    fprintf(stderr, "tiermem-bench remote-fault: --replicas must be 1 to --servers (%zu)%s%s\n", nservers,
-            kill_one ? "; --kill-one needs --replicas 2 or more" : "",
-            server.empty() ? "" : "; --kill-one starts its own memds (no --server)");
+  if (a.replicas < 1 || a.replicas > a.nservers || (a.kill_one && a.replicas < 2 && code.empty()) ||
+      (!a.server.empty() && a.kill_one)) {
+    fprintf(stderr, "tiermem-bench remote-fault: --replicas must be 1 to --servers (%zu)%s%s\n", a.nservers,
+            a.kill_one ? "; --kill-one needs --replicas 2 or more" : "",
+            a.server.empty() ? "" : "; --kill-one starts its own memds (no --server)");
     return 2;
   }
-  std::vector<std::unique_ptr<MemdChild>> memds;
-  std::string url, first_url;
-  if (!server.empty()) {
-    for (size_t k = 0; k < listed.size(); ++k) url += (k == 0 ? "" : ",") + listed[k];
-    first_url = listed[0];
-  } else {
-    if (memd_path.empty()) memd_path = MemdBinary();
-    // Room for the raw pass, the one-replica pass and the pass itself on each server.
-    uint64_t capacity = (uint64_t(pages) * 2 + 65536 + 16384 * 2) * kPage * 2;
-    for (size_t k = 0; k < nservers; ++k) {
-      MemdChildOptions mo;
-      mo.binary = memd_path;
-      mo.host = host;
-      mo.args = {"--capacity", std::to_string(capacity >> 20) + "M"};
-      if (!token.empty()) mo.token = token;
-      mo.allow_no_token = false;  // beyond loopback, a memd started here needs a token
-      auto& m = memds.emplace_back(std::make_unique<MemdChild>());
-      if (!m->Start(mo)) {
-        fprintf(stderr, "tiermem-bench remote-fault: could not start %s on %s\n", memd_path.c_str(), host.c_str());
-        return 1;
-      }
-      url += (k == 0 ? "" : ",") + m->Url(transport);
-    }
-    first_url = memds[0]->Url(transport);
-  }
+  return 0;
+}
 
-  // The raw stream keeps as many reads in flight as the prefetcher's window for the pattern
-  // (auto: 32 pages; a strided stream's is twice the window, at most 128: Prefetcher::WindowFor,
-  // runtime/paging/prefetch.h); with --prefetch off, auto's, so that runs with and without
-  // compare against the same stream.
-  const size_t option = prefetch == "auto" || prefetch == "off" ? 32 : std::min<size_t>(std::stoul(prefetch), 128);
-  const size_t window = pattern == "stride" ? std::max<size_t>(option, std::min<size_t>(2 * option, 128)) : option;
-  Raw raw;
-  Status s = MeasureRaw(first_url, token, pages, window, &raw);
+// The servers of the run: `listed`, or --servers memds started here (into `memds`). `url` names
+// them all, `first_url` the one whose bare transport is measured. 0, or 1 when a memd did not start.
+int Servers(Args& a, const std::vector<std::string>& listed, std::vector<std::unique_ptr<MemdChild>>* memds,
+            std::string* url, std::string* first_url) {
+  if (!a.server.empty()) {
+    for (size_t k = 0; k < listed.size(); ++k) *url += (k == 0 ? "" : ",") + listed[k];
+    *first_url = listed[0];
+    return 0;
+  }
+  if (a.memd_path.empty()) a.memd_path = MemdBinary();
+  // Room for the raw pass, the one-replica pass and the pass itself on each server.
+  uint64_t capacity = (uint64_t(a.pages) * 2 + 65536 + 16384 * 2) * kPage * 2;
+  for (size_t k = 0; k < a.nservers; ++k) {
+    MemdChildOptions mo;
+    mo.binary = a.memd_path;
+    mo.host = a.host;
+    mo.args = {"--capacity", std::to_string(capacity >> 20) + "M"};
+    if (!a.token.empty()) mo.token = a.token;
+    mo.allow_no_token = false;  // beyond loopback, a memd started here needs a token
+    auto& m = memds->emplace_back(std::make_unique<MemdChild>());
+    if (!m->Start(mo)) {
+      fprintf(stderr, "tiermem-bench remote-fault: could not start %s on %s\n", a.memd_path.c_str(), a.host.c_str());
+      return 1;
+    }
+    *url += (k == 0 ? "" : ",") + m->Url(a.transport);
+  }
+  *first_url = (*memds)[0]->Url(a.transport);
+  return 0;
+}
+
+// What one run measured: the bare transport, and the tiered passes.
+struct Results {
+  RawTransport raw;
+  std::vector<double> raw_threads;  // with --threads > 1: the bare round trips from as many threads
+  Tiered t, one, two;               // the run; one replica (--replicas > 1); two replicas (--code)
+};
+
+// The bare transport on `first_url`, with its read stream's window as the prefetcher's. 0, or 1
+// when it failed.
+int MeasureBare(const Args& a, const std::string& first_url, Results* r) {
+  const size_t window = RawStreamWindow(a.prefetch, a.pattern);
+  Status s = MeasureRawTransport(first_url, a.token, a.pages, window, &r->raw);
   if (!s.ok()) {
     fprintf(stderr, "tiermem-bench remote-fault: raw transport on %s: %s\n", first_url.c_str(), s.ToString().c_str());
     return 1;
   }
-
   // With several faulting threads, the bare round trip from as many threads at once beside it.
-  std::vector<double> raw_threads;
-  if (threads > 1) {
-    auto rt = ConcurrentRoundTripsUs(first_url, token, threads, std::max<size_t>(200, 6000 / threads));
+  if (a.threads > 1) {
+    auto rt = ConcurrentRoundTripsUs(first_url, a.token, a.threads, std::max<size_t>(200, 6000 / a.threads));
     if (!rt.ok()) {
-      fprintf(stderr, "tiermem-bench remote-fault: %zu threads' round trips: %s\n", threads, rt.status().ToString().c_str());
+      fprintf(stderr, "tiermem-bench remote-fault: %zu threads' round trips: %s\n", a.threads,
+              rt.status().ToString().c_str());
       return 1;
     }
-    raw_threads = std::move(*rt);
+    r->raw_threads = std::move(*rt);
   }
-  // With replicas, the same run on the same servers with one replica first: the side-by-side
-  // figures (fault p50 and eviction rate) of replication's cost.
-  PassArgs pass{url, token, prefetch, pattern, pages, replicas, threads, code,
-                code.empty() || nservers > code_k + code_m, {}};
-  for (const auto& m : memds) pass.memd_pids.push_back(m->pid());
-  Tiered one, two;
-  if (!code.empty()) {
+  return 0;
+}
+
+// The tiered passes on the same servers: with --code, two replicas first, and with replicas, one
+// replica first (the side-by-side figures of their cost: fault p50 and eviction rate); then the
+// run itself. 0, or 1 when a pass failed.
+int RunPasses(const Args& a, const PassArgs& pass, std::vector<std::unique_ptr<MemdChild>>& memds, Results* r) {
+  Status s;
+  if (!a.code.empty()) {
     PassArgs copies = pass;
     copies.code.clear();
     copies.replicas = 2;
-    s = RunTiered(copies, nullptr, &two);
+    s = RunTiered(copies, nullptr, &r->two);
     if (!s.ok()) {
       fprintf(stderr, "tiermem-bench remote-fault: two replicas: %s\n", s.ToString().c_str());
       return 1;
     }
   }
-  if (replicas > 1) {
+  if (a.replicas > 1) {
     PassArgs one_copy = pass;
     one_copy.replicas = 1;
-    s = RunTiered(one_copy, nullptr, &one);
+    s = RunTiered(one_copy, nullptr, &r->one);
     if (!s.ok()) {
       fprintf(stderr, "tiermem-bench remote-fault: one replica: %s\n", s.ToString().c_str());
       return 1;
     }
   }
-  Tiered t;
-  s = RunTiered(pass, kill_one ? &memds : nullptr, &t);
+  s = RunTiered(pass, a.kill_one ? &memds : nullptr, &r->t);
   if (!s.ok()) {
     fprintf(stderr, "tiermem-bench remote-fault: %s\n", s.ToString().c_str());
     return 1;
   }
-  const double p50 = t.p50, p99 = t.p99;
-  const double evict_rate = t.evict_rate;
-  const double access_gbps = t.access_gbps;
-  const uint64_t faults = t.faults, prefetched = t.prefetched;
-  const size_t verified = t.verified;
-  if (json) {
-    printf("{\"pages\":%zu,\"pattern\":\"%s\",\"prefetch\":\"%s\",\"verified_pages\":%zu,\"fault_p50_us\":%.2f,"
-           "\"fault_p99_us\":%.2f,\"raw_roundtrip_p50_us\":%.2f,\"evict_pages_per_s\":%.0f,"
-           "\"raw_write_pages_per_s\":%.0f,\"access_gbps\":%.4f,\"raw_stream_gbps\":%.4f,\"faults\":%llu,"
-           "\"prefetched\":%llu,\"faults_per_page\":%.4f,\"servers\":%zu,\"replicas\":%zu,\"threads\":%zu,\"servers_lost\":%llu",
-           pages, pattern.c_str(), prefetch.c_str(), verified, p50, p99, raw.roundtrip_p50_us, evict_rate,
-           raw.write_pages_per_s, access_gbps, raw.stream_gbps, static_cast<unsigned long long>(faults),
-           static_cast<unsigned long long>(prefetched), double(faults) / double(pages), nservers, replicas, threads,
-           static_cast<unsigned long long>(t.servers_lost));
-    printf(",\"fault_mean_us\":%.2f,\"handler_fault_mean_us\":%.2f,\"handler_read_mean_us\":%.2f,"
-           "\"raw_roundtrip_mean_us\":%.2f,\"zero_fault_p50_us\":%.2f",
-           t.touch_mean_us, t.handler_mean_us, t.read_mean_us, raw.roundtrip_mean_us, t.zero_fault_p50_us);
-    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-    printf(",\"raw_roundtrip_p99_us\":%.2f,\"floor_fault_p50_us\":%.2f,\"floor_fault_p99_us\":%.2f,"
-           "\"zero_fault_vs_floor\":%.3f,\"fault_p50_vs_raw_roundtrip\":%.3f,\"fault_p99_vs_raw_roundtrip\":%.3f",
-           raw.roundtrip_p99_us, t.floor_p50_us, t.floor_p99_us, ratio(t.zero_fault_p50_us, t.floor_p50_us),
-           ratio(p50, raw.roundtrip_p50_us), ratio(p99, raw.roundtrip_p99_us));
-    // What each fault path would cost at its floor: the round trip plus the floor's hand-offs.
-    const double rt50 = raw.roundtrip_p50_us;
-    printf(",\"projected_handler_path_vs_raw_roundtrip\":%.3f,\"handler_waits_per_fault\":%.3f",
-           ratio(rt50 + t.floor_p50_us, rt50), t.handler_waits_per_fault);
-    if (t.signal_floor_p50_us < 0) {
-      printf(",\"signal_floor_fault_p50_us\":null,\"projected_signal_path_vs_raw_roundtrip\":null");
-    } else {
-      printf(",\"signal_floor_fault_p50_us\":%.2f,\"projected_signal_path_vs_raw_roundtrip\":%.3f",
-             t.signal_floor_p50_us, ratio(rt50 + t.signal_floor_p50_us, rt50));
-    }
-    if (raw_threads.empty()) {
-      printf(",\"raw_roundtrip_threads_p50_us\":null,\"fault_p50_vs_raw_roundtrip_threads\":null");
-    } else {
-      const double rp50 = Percentile(raw_threads, 0.5);
-      printf(",\"raw_roundtrip_threads_p50_us\":%.2f,\"raw_roundtrip_threads_p99_us\":%.2f,"
-             "\"fault_p50_vs_raw_roundtrip_threads\":%.3f", rp50, Percentile(raw_threads, 0.99), ratio(p50, rp50));
-    }
-    printf(",\"server_pages_per_page\":%.3f,\"evict_client_cpu_us_per_page\":%.2f,\"evict_memd_cpu_us_per_page\":%.2f",
-           t.server_pages_per_page, t.evict_client_cpu_us, t.evict_memd_cpu_us);
-    if (kill_one) {
-      if (pass.spare) printf(",\"rereplication_s\":%.3f", t.rereplication_s);
-      else printf(",\"rereplication_s\":null");
-      printf(",\"failovers\":%llu", static_cast<unsigned long long>(t.failovers));
-    }
-    if (!code.empty()) {
-      printf(",\"code\":\"%s\",\"two_replicas_fault_p50_us\":%.2f,\"two_replicas_evict_pages_per_s\":%.0f,"
-             "\"two_replicas_server_pages_per_page\":%.3f,\"fault_p50_vs_two_replicas\":%.3f,"
-             "\"evict_rate_vs_two_replicas\":%.3f",
-             code.c_str(), two.p50, two.evict_rate, two.server_pages_per_page,
-             two.p50 > 0 ? p50 / two.p50 : 0.0, two.evict_rate > 0 ? evict_rate / two.evict_rate : 0.0);
-      if (kill_one) printf(",\"rebuilt\":%s", t.rebuilt ? "true" : "false");
-    }
-    if (replicas > 1) {
-      printf(",\"one_replica_fault_p50_us\":%.2f,\"one_replica_evict_pages_per_s\":%.0f,"
-             "\"fault_p50_vs_one_replica\":%.3f,\"evict_rate_vs_one_replica\":%.3f",
-             one.p50, one.evict_rate, one.p50 > 0 ? p50 / one.p50 : 0.0,
-             one.evict_rate > 0 ? evict_rate / one.evict_rate : 0.0);
-      const double one_cpu = one.evict_client_cpu_us + one.evict_memd_cpu_us;
-      printf(",\"one_replica_evict_client_cpu_us_per_page\":%.2f,\"one_replica_evict_memd_cpu_us_per_page\":%.2f,"
-             "\"evict_cpu_vs_one_replica\":%.3f",
-             one.evict_client_cpu_us, one.evict_memd_cpu_us,
-             one_cpu > 0 ? (t.evict_client_cpu_us + t.evict_memd_cpu_us) / one_cpu : 0.0);
-    }
-    printf("}\n");
-  } else {
-    printf("remote-fault over %s (%zu pages, %zu replica%s)\n", url.c_str(), pages, replicas, replicas == 1 ? "" : "s");
-    printf("  fault           p50 %8.2f us   p99 %8.2f us   (%.2fx the raw round trip)\n", p50, p99,
-           raw.roundtrip_p50_us > 0 ? p50 / raw.roundtrip_p50_us : 0.0);
-    printf("  raw round trip  p50 %8.2f us, mean %.2f us\n", raw.roundtrip_p50_us, raw.roundtrip_mean_us);
-    printf("  fault, mean     %8.2f us: handler %.2f us (of which the read %.2f us), the rest outside it;"
-           " a zero-page fault p50 %.2f us\n",
-           t.touch_mean_us, t.handler_mean_us, t.read_mean_us, t.zero_fault_p50_us);
-    printf("  fault floor     p50 %8.2f us   p99 %8.2f us   (bare handler + UFFDIO_COPY; zero fault %.2fx it)\n",
-           t.floor_p50_us, t.floor_p99_us, t.floor_p50_us > 0 ? t.zero_fault_p50_us / t.floor_p50_us : 0.0);
-    if (t.signal_floor_p50_us >= 0) {
-      printf("  signal floor    p50 %8.2f us   (the faulting thread installs its own page on SIGBUS)\n",
-             t.signal_floor_p50_us);
-    }
-    printf("  eviction        %10.0f pages/s   (%.0f%% of the raw write stream, %.0f pages/s)\n", evict_rate,
-           100.0 * evict_rate / raw.write_pages_per_s, raw.write_pages_per_s);
-    printf("  eviction CPU    %.2f us per page here, %.2f us in the memds started here\n", t.evict_client_cpu_us,
-           t.evict_memd_cpu_us);
-    printf("  touches (%s)    %.3f GB/s, %llu faults, %llu pages prefetched (raw read stream %.3f GB/s)\n",
-           pattern.c_str(), access_gbps, static_cast<unsigned long long>(faults),
-           static_cast<unsigned long long>(prefetched), raw.stream_gbps);
-    if (!code.empty()) {
-      printf("  coded %s        %.2f pages of server memory per page; 2 replicas: fault p50 %8.2f us, eviction %10.0f "
-             "pages/s, %.2f pages per page (same servers, same run)\n",
-             code.c_str(), t.server_pages_per_page, two.p50, two.evict_rate, two.server_pages_per_page);
-    }
-    if (replicas > 1) {
-      printf("  one replica     fault p50 %8.2f us, eviction %10.0f pages/s, eviction CPU %.2f + %.2f us per page "
-             "(same servers, same run)\n", one.p50, one.evict_rate, one.evict_client_cpu_us, one.evict_memd_cpu_us);
-    }
-    if (kill_one) {
-      if (pass.spare) {
-        printf("  server killed   after the eviction: %llu failovers, copies restored in %.3f s\n",
-               static_cast<unsigned long long>(t.failovers), t.rereplication_s);
-      } else {
-        printf("  server killed   after the eviction: %llu failovers, no spare server to rebuild on\n",
-               static_cast<unsigned long long>(t.failovers));
-      }
-    }
-    printf("  verified        %zu of %zu pages\n", verified, pages);
+  return 0;
+}
+
+// --json's keys with --kill-one, --code and --replicas > 1: the run beside the other passes.
+void PrintJsonPasses(const Args& a, bool spare, const Results& r) {
+  const Tiered &t = r.t, &one = r.one, &two = r.two;
+  const double p50 = t.p50, evict_rate = t.evict_rate;
+  if (a.kill_one) {
+    if (spare) printf(",\"rereplication_s\":%.3f", t.rereplication_s);
+    else printf(",\"rereplication_s\":null");
+    printf(",\"failovers\":%llu", static_cast<unsigned long long>(t.failovers));
   }
-  return verified == pages ? 0 : 1;
+  if (!a.code.empty()) {
+    printf(",\"code\":\"%s\",\"two_replicas_fault_p50_us\":%.2f,\"two_replicas_evict_pages_per_s\":%.0f,"
+           "\"two_replicas_server_pages_per_page\":%.3f,\"fault_p50_vs_two_replicas\":%.3f,"
+           "\"evict_rate_vs_two_replicas\":%.3f",
+           a.code.c_str(), two.p50, two.evict_rate, two.server_pages_per_page,
+           two.p50 > 0 ? p50 / two.p50 : 0.0, two.evict_rate > 0 ? evict_rate / two.evict_rate : 0.0);
+    if (a.kill_one) printf(",\"rebuilt\":%s", t.rebuilt ? "true" : "false");
+  }
+  if (a.replicas > 1) {
+    printf(",\"one_replica_fault_p50_us\":%.2f,\"one_replica_evict_pages_per_s\":%.0f,"
+           "\"fault_p50_vs_one_replica\":%.3f,\"evict_rate_vs_one_replica\":%.3f",
+           one.p50, one.evict_rate, one.p50 > 0 ? p50 / one.p50 : 0.0,
+           one.evict_rate > 0 ? evict_rate / one.evict_rate : 0.0);
+    const double one_cpu = one.evict_client_cpu_us + one.evict_memd_cpu_us;
+    printf(",\"one_replica_evict_client_cpu_us_per_page\":%.2f,\"one_replica_evict_memd_cpu_us_per_page\":%.2f,"
+           "\"evict_cpu_vs_one_replica\":%.3f",
+           one.evict_client_cpu_us, one.evict_memd_cpu_us,
+           one_cpu > 0 ? (t.evict_client_cpu_us + t.evict_memd_cpu_us) / one_cpu : 0.0);
+  }
+}
+
+// --json: one object on one line (the help's footer says what each key means).
+void PrintJson(const Args& a, bool spare, const Results& r) {
+  const Tiered& t = r.t;
+  const RawTransport& raw = r.raw;
+  const double p50 = t.p50, p99 = t.p99;
+  printf("{\"pages\":%zu,\"pattern\":\"%s\",\"prefetch\":\"%s\",\"verified_pages\":%zu,\"fault_p50_us\":%.2f,"
+         "\"fault_p99_us\":%.2f,\"raw_roundtrip_p50_us\":%.2f,\"evict_pages_per_s\":%.0f,"
+         "\"raw_write_pages_per_s\":%.0f,\"access_gbps\":%.4f,\"raw_stream_gbps\":%.4f,\"faults\":%llu,"
+         "\"prefetched\":%llu,\"faults_per_page\":%.4f,\"servers\":%zu,\"replicas\":%zu,\"threads\":%zu,\"servers_lost\":%llu",
+         a.pages, a.pattern.c_str(), a.prefetch.c_str(), t.verified, p50, p99, raw.roundtrip_p50_us, t.evict_rate,
+         raw.write_pages_per_s, t.access_gbps, raw.stream_gbps, static_cast<unsigned long long>(t.faults),
+         static_cast<unsigned long long>(t.prefetched), double(t.faults) / double(a.pages), a.nservers, a.replicas,
+         a.threads, static_cast<unsigned long long>(t.servers_lost));
+  printf(",\"fault_mean_us\":%.2f,\"handler_fault_mean_us\":%.2f,\"handler_read_mean_us\":%.2f,"
+         "\"raw_roundtrip_mean_us\":%.2f,\"zero_fault_p50_us\":%.2f",
+         t.touch_mean_us, t.handler_mean_us, t.read_mean_us, raw.roundtrip_mean_us, t.zero_fault_p50_us);
+  auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
+  printf(",\"raw_roundtrip_p99_us\":%.2f,\"floor_fault_p50_us\":%.2f,\"floor_fault_p99_us\":%.2f,"
+         "\"zero_fault_vs_floor\":%.3f,\"fault_p50_vs_raw_roundtrip\":%.3f,\"fault_p99_vs_raw_roundtrip\":%.3f",
+         raw.roundtrip_p99_us, t.floor.p50_us, t.floor.p99_us, ratio(t.zero_fault_p50_us, t.floor.p50_us),
+         ratio(p50, raw.roundtrip_p50_us), ratio(p99, raw.roundtrip_p99_us));
+  // What each fault path would cost at its floor: the round trip plus the floor's hand-offs.
+  const double rt50 = raw.roundtrip_p50_us;
+  printf(",\"projected_handler_path_vs_raw_roundtrip\":%.3f,\"handler_waits_per_fault\":%.3f",
+         ratio(rt50 + t.floor.p50_us, rt50), t.handler_waits_per_fault);
+  if (t.floor.signal_p50_us < 0) {
+    printf(",\"signal_floor_fault_p50_us\":null,\"projected_signal_path_vs_raw_roundtrip\":null");
+  } else {
+    printf(",\"signal_floor_fault_p50_us\":%.2f,\"projected_signal_path_vs_raw_roundtrip\":%.3f",
+           t.floor.signal_p50_us, ratio(rt50 + t.floor.signal_p50_us, rt50));
+  }
+  if (r.raw_threads.empty()) {
+    printf(",\"raw_roundtrip_threads_p50_us\":null,\"fault_p50_vs_raw_roundtrip_threads\":null");
+  } else {
+    const double rp50 = Percentile(r.raw_threads, 0.5);
+    printf(",\"raw_roundtrip_threads_p50_us\":%.2f,\"raw_roundtrip_threads_p99_us\":%.2f,"
+           "\"fault_p50_vs_raw_roundtrip_threads\":%.3f", rp50, Percentile(r.raw_threads, 0.99), ratio(p50, rp50));
+  }
+  printf(",\"server_pages_per_page\":%.3f,\"evict_client_cpu_us_per_page\":%.2f,\"evict_memd_cpu_us_per_page\":%.2f",
+         t.server_pages_per_page, t.evict_client_cpu_us, t.evict_memd_cpu_us);
+  PrintJsonPasses(a, spare, r);
+  printf("}\n");
+}
+
+// Without --json: the figures as lines of text, each beside what it compares with.
+void PrintText(const Args& a, const std::string& url, bool spare, const Results& r) {
+  const Tiered &t = r.t, &one = r.one, &two = r.two;
+  const RawTransport& raw = r.raw;
+  const double p50 = t.p50, p99 = t.p99, evict_rate = t.evict_rate;
+  printf("remote-fault over %s (%zu pages, %zu replica%s)\n", url.c_str(), a.pages, a.replicas,
+         a.replicas == 1 ? "" : "s");
+  printf("  fault           p50 %8.2f us   p99 %8.2f us   (%.2fx the raw round trip)\n", p50, p99,
+         raw.roundtrip_p50_us > 0 ? p50 / raw.roundtrip_p50_us : 0.0);
+  printf("  raw round trip  p50 %8.2f us, mean %.2f us\n", raw.roundtrip_p50_us, raw.roundtrip_mean_us);
+  printf("  fault, mean     %8.2f us: handler %.2f us (of which the read %.2f us), the rest outside it;"
+         " a zero-page fault p50 %.2f us\n",
+         t.touch_mean_us, t.handler_mean_us, t.read_mean_us, t.zero_fault_p50_us);
+  printf("  fault floor     p50 %8.2f us   p99 %8.2f us   (bare handler + UFFDIO_COPY; zero fault %.2fx it)\n",
+         t.floor.p50_us, t.floor.p99_us, t.floor.p50_us > 0 ? t.zero_fault_p50_us / t.floor.p50_us : 0.0);
+  if (t.floor.signal_p50_us >= 0) {
+    printf("  signal floor    p50 %8.2f us   (the faulting thread installs its own page on SIGBUS)\n",
+           t.floor.signal_p50_us);
+  }
+  printf("  eviction        %10.0f pages/s   (%.0f%% of the raw write stream, %.0f pages/s)\n", evict_rate,
+         100.0 * evict_rate / raw.write_pages_per_s, raw.write_pages_per_s);
+  printf("  eviction CPU    %.2f us per page here, %.2f us in the memds started here\n", t.evict_client_cpu_us,
+         t.evict_memd_cpu_us);
+  printf("  touches (%s)    %.3f GB/s, %llu faults, %llu pages prefetched (raw read stream %.3f GB/s)\n",
+         a.pattern.c_str(), t.access_gbps, static_cast<unsigned long long>(t.faults),
+         static_cast<unsigned long long>(t.prefetched), raw.stream_gbps);
+  if (!a.code.empty()) {
+    printf("  coded %s        %.2f pages of server memory per page; 2 replicas: fault p50 %8.2f us, eviction %10.0f "
+           "pages/s, %.2f pages per page (same servers, same run)\n",
+           a.code.c_str(), t.server_pages_per_page, two.p50, two.evict_rate, two.server_pages_per_page);
+  }
+  if (a.replicas > 1) {
+    printf("  one replica     fault p50 %8.2f us, eviction %10.0f pages/s, eviction CPU %.2f + %.2f us per page "
+           "(same servers, same run)\n", one.p50, one.evict_rate, one.evict_client_cpu_us, one.evict_memd_cpu_us);
+  }
+  if (a.kill_one) {
+    if (spare) {
+      printf("  server killed   after the eviction: %llu failovers, copies restored in %.3f s\n",
+             static_cast<unsigned long long>(t.failovers), t.rereplication_s);
+    } else {
+      printf("  server killed   after the eviction: %llu failovers, no spare server to rebuild on\n",
+             static_cast<unsigned long long>(t.failovers));
+    }
+  }
+  printf("  verified        %zu of %zu pages\n", t.verified, a.pages);
+}
+
+int RunRemoteFault(Args args, const std::string&) {
+  if (args.pages == 0) args.pages = 1;
+  if (args.token.empty()) {
+    if (Status s = OptionFromEnv("TIERMEM_TOKEN", &args.token); !s.ok()) {
+      fprintf(stderr, "tiermem-bench remote-fault: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  std::vector<std::string> listed;
+  if (int rc = ParseServerList(args, &listed); rc != 0) return rc;
+  size_t code_k = 0, code_m = 0;
+  if (int rc = CheckCounts(args, &code_k, &code_m); rc != 0) return rc;
+  std::vector<std::unique_ptr<MemdChild>> memds;
+  std::string url, first_url;
+  if (int rc = Servers(args, listed, &memds, &url, &first_url); rc != 0) return rc;
+  Results r;
+  if (int rc = MeasureBare(args, first_url, &r); rc != 0) return rc;
+  PassArgs pass{url, args.token, args.prefetch, args.pattern, args.pages, args.replicas, args.threads, args.code,
+                args.code.empty() || args.nservers > code_k + code_m, {}};
+  for (const auto& m : memds) pass.memd_pids.push_back(m->pid());
+  if (int rc = RunPasses(args, pass, memds, &r); rc != 0) return rc;
+  if (args.json) {
+    PrintJson(args, pass.spare, r);
+  } else {
+    PrintText(args, url, pass.spare, r);
+  }
+  return r.t.verified == args.pages ? 0 : 1;
 }
 
 }  // namespace
