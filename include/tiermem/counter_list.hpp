@@ -44,6 +44,8 @@
   X(pager, placement_allocs, placement_allocs, counter, "requests", "tiermem_placement_allocs_total", "Slot allocations placement asked of memory servers, granted or not.") \
   X(pager, server_file_changes, server_file_changes, counter, "reads", "tiermem_server_file_changes_total", "Times TIERMEM_REMOTE_FILE was found changed and read again.") \
   X(pager, fault_handler_waits, fault_handler_waits, counter, "waits", "tiermem_fault_handler_waits_total", "Times the fault handler went to sleep in poll, for a fault or a read's reply, after any TIERMEM_FAULT_SPIN_US spin: each is a wake-up to come.") \
+  X(pager, fault_sampled_spins, fault_sampled_spins, counter, "spins", "tiermem_fault_sampled_spins_total", "Polls of the fault handler before it sleeps after a batch of soft-sampled faults only (docs/tiering.md, Soft eviction).") \
+  X(pager, fault_sampled_spins_met, fault_sampled_spins_met, counter, "spins", "tiermem_fault_sampled_spins_met_total", "Of fault_sampled_spins, those that met a fault before they ended; the others ended in a sleep and make the handler skip the next polls.") \
   X(pager, repair_passes, repair_passes, counter, "passes", "tiermem_repair_passes_total", "Passes the repair thread made over degraded ranges (copies made or not).") \
   X(policy, policy_rounds, policy_rounds, counter, "rounds", "tiermem_policy_rounds_total", "Rounds of the tiering policy.") \
   X(policy, policy_round_ns, policy_round_ns, counter, "ns", "tiermem_policy_round_seconds_total", "Time spent in policy rounds (scan, plan, migrate, arm).") \

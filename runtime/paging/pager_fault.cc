@@ -152,6 +152,8 @@ void Pager::FaultLoop() {
       if (*ready == 1) break;  // stop
       if (slept) c_->fault_handler_waits.fetch_add(1, std::memory_order_relaxed);
       if (sampled_spin) {
+        c_->fault_sampled_spins.fetch_add(1, std::memory_order_relaxed);
+        if (!slept) c_->fault_sampled_spins_met.fetch_add(1, std::memory_order_relaxed);
         spin_skip = slept ? std::min(kSampledSpinSkipMax, std::max(1u, spin_skip * 2)) : 0;
         spin_skipped = 0;
       }
